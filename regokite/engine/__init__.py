@@ -1,0 +1,73 @@
+"""The engine interface every decision goes through.
+
+Two implementations give the same answers on the same bundle: `embedded`
+(regorus, in process) and `opa` (a sidecar OPA over its REST API). Callers see
+plain JSON-compatible values, and `UNDEFINED` where Rego produced nothing,
+which is not the same as an empty set or `null`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Protocol
+
+from regokite.bundle import Bundle
+
+
+class _Undefined:
+    """Marker for a Rego reference that produced no value."""
+
+    _instance: _Undefined | None = None
+
+    def __new__(cls) -> _Undefined:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+
+UNDEFINED: Final = _Undefined()
+
+
+class Engine(Protocol):
+    """Evaluates references and queries against one loaded bundle."""
+
+    name: str
+    bundle: Bundle
+
+    def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
+        """Value of `ref` (e.g. `data.admission.x.deny`), or UNDEFINED."""
+        ...
+
+    def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
+        """Results of an ad-hoc query, shaped like `opa eval`'s `result` array."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def rule_ref(path: str) -> str:
+    """Normalise `a/b/c`, `a.b.c` or `data.a.b.c` to `data.a.b.c`."""
+    path = path.strip().strip("/")
+    if "/" in path:
+        path = ".".join(p for p in path.split("/") if p)
+    if path == "data" or path.startswith("data."):
+        return path
+    return f"data.{path}" if path else "data"
+
+
+def open_engine(bundle: Bundle, kind: str = "embedded", *, opa_url: str | None = None) -> Engine:
+    """Build the engine named by `kind` for `bundle`."""
+    if kind == "embedded":
+        from regokite.engine.embedded import EmbeddedEngine
+
+        return EmbeddedEngine(bundle)
+    if kind == "opa":
+        from regokite.engine.opa import OpaEngine
+
+        return OpaEngine(bundle, opa_url or "http://127.0.0.1:8181")
+    raise ValueError(f"unknown engine {kind!r}: expected 'embedded' or 'opa'")

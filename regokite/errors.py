@@ -1,0 +1,78 @@
+"""Error types shared by every layer.
+
+Each error carries enough to name *what* was wrong and *where* (file, line,
+column, policy, rule), because a policy author must be able to act on it
+without reading a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+)")
+_MESSAGE = re.compile(r"^error:\s*(?P<msg>.*)$", re.MULTILINE)
+
+
+class RegokiteError(Exception):
+    """Base of every error regokite reports to a user instead of a traceback."""
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class PolicyLoadError(RegokiteError):
+    """A bundle could not be loaded: syntax error, bad data file, conflicting data."""
+
+    def __init__(
+        self, message: str, location: Location | None = None, source_line: str | None = None
+    ) -> None:
+        self.message = message
+        self.location = location
+        self.source_line = source_line
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        head = f"{self.location}: {self.message}" if self.location else self.message
+        if self.source_line is None or self.location is None:
+            return head
+        caret = " " * max(self.location.col - 1, 0) + "^"
+        return f"{head}\n    {self.source_line}\n    {caret}"
+
+
+class EvaluationError(RegokiteError):
+    """Evaluating a query failed (runtime error, engine panic, bad query)."""
+
+    def __init__(self, query: str, message: str, location: Location | None = None) -> None:
+        self.query = query
+        self.message = message
+        self.location = location
+        where = f" at {location}" if location else ""
+        super().__init__(f"evaluating {query}: {message}{where}")
+
+
+class EngineUnavailable(RegokiteError):
+    """The engine cannot be reached (sidecar OPA down) or lost its state."""
+
+
+def engine_diagnostic(text: str) -> tuple[str, Location | None]:
+    """Split a regorus error text into its message and location.
+
+    regorus formats errors like rustc (`--> file:line:col`, a source excerpt,
+    `error: message`) and appends a Rust backtrace when RUST_BACKTRACE is set.
+    """
+    text = text.split("Stack backtrace:", 1)[0].strip()
+    loc_match = _LOCATION.search(text)
+    msg_match = _MESSAGE.search(text)
+    message = msg_match.group("msg").strip() if msg_match else text.splitlines()[0] if text else ""
+    if loc_match is None:
+        return message or "unknown engine error", None
+    location = Location(loc_match["file"].strip(), int(loc_match["line"]), int(loc_match["col"]))
+    return message, location

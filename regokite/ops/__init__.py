@@ -1,0 +1,1 @@
+"""Operations: structured logging, metrics, health."""
