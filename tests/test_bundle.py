@@ -1,0 +1,108 @@
+"""The bundle loader follows OPA's bundle conventions and names what is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from regokite.bundle import load_bundle
+from regokite.errors import PolicyLoadError
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_rego_files_are_modules_and_test_files_are_tests(tmp_path: Path) -> None:
+    write(tmp_path, {"a/p.rego": "package p\n", "a/p_test.rego": "package p_test\n"})
+    bundle = load_bundle([tmp_path])
+    assert [Path(m.path).name for m in bundle.policies] == ["p.rego"]
+    assert [Path(m.path).name for m in bundle.tests] == ["p_test.rego"]
+    assert bundle.without_tests().tests == ()
+
+
+def test_data_files_land_at_their_directory_path(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "data.json": '{"top": 1}',
+            "a/b/data.json": '{"x": true, "n": 3}',
+            "c/data.yaml": "list: [1, 2]\nname: web\n",
+            "c/d/data.yml": "deep: yes\n",
+        },
+    )
+    assert load_bundle([tmp_path]).data == {
+        "top": 1,
+        "a": {"b": {"x": True, "n": 3}},
+        "c": {"list": [1, 2], "name": "web", "d": {"deep": True}},
+    }
+
+
+def test_hidden_files_and_directories_are_ignored(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {".git/x.rego": "garbage", ".hidden.rego": "garbage", "a/.d/data.json": "{", "p.rego": ""},
+    )
+    bundle = load_bundle([tmp_path])
+    assert [Path(m.path).name for m in bundle.modules] == ["p.rego"]
+    assert bundle.data == {}
+
+
+def test_other_files_are_ignored(tmp_path: Path) -> None:
+    write(tmp_path, {"README.md": "#", "a/config.json": "{", "a/p.rego": "package p\n"})
+    assert load_bundle([tmp_path]).data == {}
+
+
+def test_invalid_json_names_file_line_and_column(tmp_path: Path) -> None:
+    write(tmp_path, {"a/data.json": '{\n  "x": 1,\n  "y": ]\n}\n'})
+    with pytest.raises(PolicyLoadError) as err:
+        load_bundle([tmp_path])
+    assert err.value.location is not None
+    assert err.value.location.file.endswith("a/data.json")
+    assert (err.value.location.line, err.value.location.col) == (3, 8)
+    assert '"y": ]' in str(err.value)
+
+
+def test_invalid_yaml_names_file_line_and_column(tmp_path: Path) -> None:
+    write(tmp_path, {"a/data.yaml": "ok: 1\nbad: [1, 2\nnext: 3\n"})
+    with pytest.raises(PolicyLoadError) as err:
+        load_bundle([tmp_path])
+    assert err.value.location is not None
+    assert err.value.location.file.endswith("a/data.yaml")
+    assert err.value.location.line == 3
+    assert "invalid YAML" in str(err.value)
+
+
+def test_two_files_writing_one_data_path_is_an_error_naming_both(tmp_path: Path) -> None:
+    write(tmp_path, {"a/data.json": '{"b": {"c": 1}}', "a/b/data.yaml": "c: 2\n"})
+    with pytest.raises(PolicyLoadError) as err:
+        load_bundle([tmp_path])
+    message = str(err.value)
+    assert "data.a.b.c" in message
+    assert "a/data.json" in message and "a/b/data.yaml" in message
+
+
+def test_disjoint_keys_from_two_files_merge(tmp_path: Path) -> None:
+    write(tmp_path, {"a/data.json": '{"b": {"c": 1}}', "a/b/data.yaml": "d: 2\n"})
+    assert load_bundle([tmp_path]).data == {"a": {"b": {"c": 1, "d": 2}}}
+
+
+def test_several_roots_load_into_one_bundle(tmp_path: Path) -> None:
+    write(tmp_path, {"one/p.rego": "package p\n", "two/q.rego": "package q\n"})
+    bundle = load_bundle([tmp_path / "one", tmp_path / "two"])
+    assert len(bundle.modules) == 2
+
+
+def test_a_missing_root_is_a_load_error(tmp_path: Path) -> None:
+    with pytest.raises(PolicyLoadError, match="no such file or directory"):
+        load_bundle([tmp_path / "nope"])
+
+
+def test_v0_compatible_marks_every_module_v0(tmp_path: Path) -> None:
+    write(tmp_path, {"p.rego": "package p\n"})
+    assert all(m.v0 for m in load_bundle([tmp_path], v0_compatible=True).modules)

@@ -1,0 +1,69 @@
+"""`regokite eval` answers queries like `opa eval`."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from regokite.cli import main
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    (tmp_path / "p.rego").write_text(
+        "package p\n\nnames contains c.name if some c in input.containers\n"
+    )
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "data.yaml").write_text("limit: 3\n")
+    return tmp_path
+
+
+def test_eval_with_input_file_prints_opa_shaped_json(
+    bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "in.json").write_text('{"containers": [{"name": "b"}, {"name": "a"}]}')
+    assert main(["eval", "-d", str(bundle), "-i", str(tmp_path / "in.json"), "data.p.names"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["result"][0]["expressions"][0]["value"] == ["a", "b"]
+
+
+def test_eval_reads_input_from_stdin_and_prints_pretty(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"containers": [{"name": "x"}]}'))
+    assert main(["eval", "-d", str(bundle), "-i", "-", "--format", "pretty", "data.p.names"]) == 0
+    assert json.loads(capsys.readouterr().out) == ["x"]
+
+
+def test_eval_of_data_documents(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "-d", str(bundle), "data.cfg.limit + 1"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"][0]["expressions"][0]["value"] == 4
+
+
+def test_undefined_prints_empty_object_and_fail_exits_one(
+    bundle: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", "-d", str(bundle), "data.p.nothing"]) == 0
+    assert json.loads(capsys.readouterr().out) == {}
+    assert main(["eval", "--fail", "-d", str(bundle), "data.p.nothing"]) == 1
+
+
+def test_invalid_input_json_is_a_clear_error(
+    bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "in.json").write_text('{"a": }')
+    assert main(["eval", "-d", str(bundle), "-i", str(tmp_path / "in.json"), "input"]) == 2
+    assert "in.json:1:7: invalid JSON input" in capsys.readouterr().err
+
+
+def test_version_and_help_list_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert "regokite 0.1.0" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "test" in out and "eval" in out
