@@ -118,9 +118,7 @@ def _parse_data(file: Path, shown: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             loc = Location(shown, exc.lineno, exc.colno)
-            raise PolicyLoadError(
-                f"invalid JSON: {exc.msg}", loc, _line_of(text, exc.lineno)
-            ) from exc
+            raise PolicyLoadError(f"invalid JSON: {exc.msg}", loc, _line_of(text, exc.lineno)) from exc
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -177,8 +175,6 @@ class _DataTree:
             self._place(existing, k, v, (*at, k), source)
 
     def _conflict(self, at: tuple[str, ...], source: str) -> None:
-        owner = next(
-            (self._owners[at[:i]] for i in range(len(at), 0, -1) if at[:i] in self._owners), "?"
-        )
+        owner = next((self._owners[at[:i]] for i in range(len(at), 0, -1) if at[:i] in self._owners), "?")
         dotted = ".".join(("data", *at))
         raise PolicyLoadError(f"{source}: {dotted} is already written by {owner}")

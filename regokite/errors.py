@@ -31,9 +31,7 @@ class Location:
 class PolicyLoadError(RegokiteError):
     """A bundle could not be loaded: syntax error, bad data file, conflicting data."""
 
-    def __init__(
-        self, message: str, location: Location | None = None, source_line: str | None = None
-    ) -> None:
+    def __init__(self, message: str, location: Location | None = None, source_line: str | None = None) -> None:
         self.message = message
         self.location = location
         self.source_line = source_line

@@ -43,9 +43,7 @@ class TestResult:
         return f"data.{self.package}.{self.name}"
 
 
-def run_tests(
-    paths: Sequence[str], *, run: str | None = None, v0_compatible: bool = False
-) -> list[TestResult]:
+def run_tests(paths: Sequence[str], *, run: str | None = None, v0_compatible: bool = False) -> list[TestResult]:
     """Load `paths` as one bundle (tests included) and run the selected tests.
 
     Raises PolicyLoadError when the bundle does not load.
@@ -66,9 +64,7 @@ def run_tests(
             if selector and not selector.search(ref):
                 continue
             if rule.name.startswith("todo_"):
-                results.append(
-                    TestResult(module.package, rule.name, module.file, rule.line, Outcome.SKIPPED)
-                )
+                results.append(TestResult(module.package, rule.name, module.file, rule.line, Outcome.SKIPPED))
                 continue
             results.append(_run_one(engine, module.package, rule.name, module.file, rule.line))
     return results

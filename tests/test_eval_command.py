@@ -13,9 +13,7 @@ from regokite.cli import main
 
 @pytest.fixture
 def bundle(tmp_path: Path) -> Path:
-    (tmp_path / "p.rego").write_text(
-        "package p\n\nnames contains c.name if some c in input.containers\n"
-    )
+    (tmp_path / "p.rego").write_text("package p\n\nnames contains c.name if some c in input.containers\n")
     (tmp_path / "cfg").mkdir()
     (tmp_path / "cfg" / "data.yaml").write_text("limit: 3\n")
     return tmp_path
@@ -43,17 +41,13 @@ def test_eval_of_data_documents(bundle: Path, capsys: pytest.CaptureFixture[str]
     assert json.loads(capsys.readouterr().out)["result"][0]["expressions"][0]["value"] == 4
 
 
-def test_undefined_prints_empty_object_and_fail_exits_one(
-    bundle: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_undefined_prints_empty_object_and_fail_exits_one(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "-d", str(bundle), "data.p.nothing"]) == 0
     assert json.loads(capsys.readouterr().out) == {}
     assert main(["eval", "--fail", "-d", str(bundle), "data.p.nothing"]) == 1
 
 
-def test_invalid_input_json_is_a_clear_error(
-    bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_invalid_input_json_is_a_clear_error(bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "in.json").write_text('{"a": }')
     assert main(["eval", "-d", str(bundle), "-i", str(tmp_path / "in.json"), "input"]) == 2
     assert "in.json:1:7: invalid JSON input" in capsys.readouterr().err

@@ -49,9 +49,7 @@ def suite(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_a_passing_suite_exits_zero_and_counts_skips(
-    suite: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_passing_suite_exits_zero_and_counts_skips(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["test", str(suite)]) == 0
     out = capsys.readouterr().out
     assert "PASS: 3/4" in out
@@ -66,9 +64,7 @@ def test_verbose_lists_every_test_by_file(suite: Path, capsys: pytest.CaptureFix
     assert "data.demo_test.todo_think_about_init_containers: SKIPPED" in out
 
 
-def test_a_broken_assertion_exits_one_and_names_test_and_file(
-    suite: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_broken_assertion_exits_one_and_names_test_and_file(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = TESTS.replace('{"container a has no limits"}', '{"something else"}')
     (suite / "demo_test.rego").write_text(broken)
     assert main(["test", str(suite)]) == 1
@@ -94,9 +90,7 @@ def test_run_selects_tests_by_regex(suite: Path, capsys: pytest.CaptureFixture[s
     assert "PASS: 1/1" in capsys.readouterr().out
 
 
-def test_json_format_has_one_entry_per_test(
-    suite: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_json_format_has_one_entry_per_test(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["test", "--format", "json", str(suite)]) == 0
     entries = json.loads(capsys.readouterr().out)
     assert {e["name"] for e in entries} == {
@@ -119,13 +113,9 @@ def test_a_syntax_error_exits_two_with_file_line_column_and_no_traceback(
     assert "Traceback" not in err
 
 
-def test_v0_modules_need_the_switch_and_the_error_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_v0_modules_need_the_switch_and_the_error_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "old.rego").write_text('package old\n\ndeny[msg] { msg := "no" }\n')
-    (tmp_path / "old_test.rego").write_text(
-        'package old_test\n\ntest_denies { data.old.deny["no"] }\n'
-    )
+    (tmp_path / "old_test.rego").write_text('package old_test\n\ntest_denies { data.old.deny["no"] }\n')
     assert main(["test", str(tmp_path)]) == 2
     assert "--v0-compatible" in capsys.readouterr().err
     assert main(["test", "--v0-compatible", str(tmp_path)]) == 0

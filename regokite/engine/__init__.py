@@ -33,6 +33,10 @@ class _Undefined:
 UNDEFINED: Final = _Undefined()
 
 
+class Bound(Protocol):
+    def evaluate(self, ref: str) -> Any: ...
+
+
 class Engine(Protocol):
     """Evaluates references and queries against one loaded bundle."""
 
@@ -41,6 +45,10 @@ class Engine(Protocol):
 
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
         """Value of `ref` (e.g. `data.admission.x.deny`), or UNDEFINED."""
+        ...
+
+    def bind(self, input: Any) -> Bound:
+        """An evaluator with `input` converted once, for several refs in a row."""
         ...
 
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:

@@ -53,35 +53,51 @@ class EmbeddedEngine:
         return engine
 
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
-        ref = rule_ref(ref)
-        engine = self._fresh(input)
-        try:
-            raw = engine.eval_rule_as_json(ref)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # a Rust panic arrives as a bare BaseException
-            if "not a valid rule path" not in str(exc):
-                raise _evaluation_error(ref, exc) from None
-            return _first_value(self._query(engine, ref))
-        if raw == _UNDEFINED_JSON:  # regorus's marker; a real "<undefined>" string is possible
-            return _first_value(self._query(engine, ref))
-        return json.loads(raw)
+        return _evaluate(self._fresh(input), rule_ref(ref))
+
+    def bind(self, input: Any) -> _Bound:
+        return _Bound(self._fresh(input))
 
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
-        return self._query(self._fresh(input), query)
-
-    @staticmethod
-    def _query(engine: regorus.Engine, query: str) -> list[dict[str, Any]]:
-        try:
-            raw = engine.eval_query_as_json(query)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            raise _evaluation_error(query, exc) from None
-        return json.loads(raw).get("result", [])
+        return _query(self._fresh(input), query)
 
     def close(self) -> None:
         self._local = threading.local()
+
+
+class _Bound:
+    """A clone with the input already converted: converting a large
+    AdmissionReview costs more than evaluating a small policy."""
+
+    def __init__(self, engine: regorus.Engine) -> None:
+        self._engine = engine
+
+    def evaluate(self, ref: str) -> Any:
+        return _evaluate(self._engine, rule_ref(ref))
+
+
+def _evaluate(engine: regorus.Engine, ref: str) -> Any:
+    try:
+        raw = engine.eval_rule_as_json(ref)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # a Rust panic arrives as a bare BaseException
+        if "not a valid rule path" not in str(exc):
+            raise _evaluation_error(ref, exc) from None
+        return _first_value(_query(engine, ref))  # a package or a base document
+    # regorus's marker for undefined; a rule whose value is that very string
+    # is not worth a second query on every undefined decision.
+    return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
+
+
+def _query(engine: regorus.Engine, query: str) -> list[dict[str, Any]]:
+    try:
+        raw = engine.eval_query_as_json(query)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        raise _evaluation_error(query, exc) from None
+    return json.loads(raw).get("result", [])
 
 
 def _first_value(results: list[dict[str, Any]]) -> Any:
