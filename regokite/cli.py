@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,37 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 1 if args.fail and not results else 0
 
 
+def _cmd_admission(args: argparse.Namespace) -> int:
+    if args.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        # must be set before prometheus_client is imported, for workers to share metrics
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
+    from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
+    from regokite.ops.tls import self_signed
+
+    if args.self_signed == bool(args.tls_cert and args.tls_key):
+        raise RegokiteError("choose TLS: either --tls-cert and --tls-key, or --self-signed")
+    cert, key = args.tls_cert, args.tls_key
+    if args.self_signed:
+        files = self_signed(Path(args.tls_dir).expanduser(), ["localhost", "127.0.0.1", "::1", *args.tls_host])
+        cert, key = str(files.cert), str(files.key)
+        print_ca_bundle(files.ca_pem())
+    settings = AdmissionSettings(
+        policies=args.policies,
+        engine=args.engine,
+        opa_url=args.opa_url,
+        v0_compatible=args.v0_compatible,
+        host=args.host,
+        port=args.port,
+        tls_cert=cert,
+        tls_key=key,
+        workers=args.workers,
+        deadline_seconds=args.deadline,
+        max_body_bytes=args.max_body_bytes,
+        reload_interval=args.reload_interval,
+    )
+    return serve(settings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="regokite",
@@ -94,6 +127,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_args(ev)
     _add_bundle_args(ev)
     ev.set_defaults(func=_cmd_eval)
+
+    adm = sub.add_parser("admission", help="serve validating and mutating admission webhooks over HTTPS")
+    adm.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    adm.add_argument("--host", default="0.0.0.0")
+    adm.add_argument("--port", type=int, default=8443)
+    adm.add_argument("--tls-cert", metavar="FILE")
+    adm.add_argument("--tls-key", metavar="FILE")
+    adm.add_argument("--self-signed", action="store_true", help="make a CA and certificate; print the caBundle")
+    adm.add_argument("--tls-dir", default="~/.cache/regokite/tls", help="where --self-signed keeps its files")
+    adm.add_argument("--tls-host", action="append", default=[], help="extra DNS name or IP for --self-signed")
+    adm.add_argument("--workers", type=int, default=1, help="worker processes (regorus holds the GIL)")
+    adm.add_argument("--deadline", type=float, default=3.0, metavar="SECONDS", help="per-request evaluation budget")
+    adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
+    adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
+    _add_engine_args(adm)
+    _add_bundle_args(adm)
+    adm.set_defaults(func=_cmd_admission)
     return parser
 
 

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:

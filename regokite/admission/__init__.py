@@ -1,0 +1,1 @@
+"""Admission: AdmissionReview in, Rego decisions, AdmissionReview out."""

@@ -1,0 +1,170 @@
+"""The admission HTTP application: endpoints, access log, metrics, health.
+
+Review endpoints take the raw body and answer with a prebuilt JSON response:
+request validation is `review.parse_review`'s job, so no model layer sits on
+the hot path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from regokite.admission.decide import Decision, Mode, decide, select
+from regokite.admission.policies import PolicySet
+from regokite.admission.review import BadReview, Verdict, parse_review, response
+from regokite.ops import metrics
+
+log = logging.getLogger("regokite.admission")
+access_log = logging.getLogger("regokite.admission.access")
+
+
+@dataclass
+class ServingState:
+    """What the server answers with now; `policy_set` is swapped whole on reload."""
+
+    policy_set: PolicySet
+    deadline_seconds: float = 3.0
+    max_body_bytes: int = 8 * 1024 * 1024
+    reload_error: str | None = None
+    reloaded_at: float = field(default_factory=time.time)
+    tls_error: str | None = None
+
+    def swap(self, new: PolicySet) -> None:
+        old, self.policy_set = self.policy_set, new
+        self.reload_error = None
+        self.reloaded_at = time.time()
+        metrics.policies_loaded.set(len(new.policies))
+        metrics.policy_reload_healthy.set(1)
+        if old is not new:
+            old.close()
+
+    def reload_failed(self, error: str) -> None:
+        self.reload_error = error
+        metrics.policy_reload_healthy.set(0)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error(status: int, reason: str, message: str) -> JSONResponse:
+    metrics.bad_requests.labels(reason).inc()
+    return JSONResponse({"error": message, "reason": reason}, status_code=status)
+
+
+def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = None) -> FastAPI:
+    app = FastAPI(title="regokite admission", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.serving = state
+    metrics.policies_loaded.set(len(state.policy_set.policies))
+    metrics.policy_reload_healthy.set(1)
+
+    async def review_endpoint(request: Request, mode: Mode, policy: str | None) -> Response:
+        started = time.monotonic()
+        endpoint = mode if policy is None else f"{mode}/{policy}"
+        try:
+            body = await _read_body(request, state.max_body_bytes)
+        except BodyTooLarge as exc:
+            return _error(400, "too_large", str(exc))
+        try:
+            review = parse_review(body)
+        except BadReview as exc:
+            return _error(400, "malformed", f"not an AdmissionReview: {exc}")
+        current = state.policy_set
+        if policy is not None and not select(current, mode, policy):
+            return _error(404, "unknown_policy", f"no {mode} policy named {policy!r}")
+        try:
+            decision = decide(current, review, mode=mode, only=policy, deadline=started + state.deadline_seconds)
+        except Exception as exc:  # a bug of ours must still fail closed with an AdmissionReview
+            log.exception("admission decision failed", extra={"uid": review.uid})
+            decision = Decision(Verdict(allowed=False, messages=[f"regokite internal error: {exc}"], code=500), [])
+        answer = response(review, decision.verdict)
+        elapsed = time.monotonic() - started
+        _record(endpoint, decision, elapsed)
+        access_log.info(
+            "review",
+            extra={
+                **review.summary(),
+                "endpoint": endpoint,
+                "allowed": decision.verdict.allowed,
+                "policies": {o.policy: o.decision for o in decision.outcomes},
+                "warnings": len(decision.verdict.warnings),
+                "patched": bool(decision.verdict.patch),
+                "duration_ms": round(elapsed * 1000, 3),
+            },
+        )
+        return Response(json.dumps(answer), media_type="application/json")
+
+    @app.post("/validate")
+    async def validate_all(request: Request) -> Response:
+        return await review_endpoint(request, "validate", None)
+
+    @app.post("/mutate")
+    async def mutate_all(request: Request) -> Response:
+        return await review_endpoint(request, "mutate", None)
+
+    @app.post("/validate/{policy:path}")
+    async def validate_one(request: Request, policy: str) -> Response:
+        return await review_endpoint(request, "validate", policy.replace("/", "."))
+
+    @app.post("/mutate/{policy:path}")
+    async def mutate_one(request: Request, policy: str) -> Response:
+        return await review_endpoint(request, "mutate", policy.replace("/", "."))
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        current = state.policy_set
+        detail = {
+            "status": "ok",
+            "engine": current.engine.name,
+            "policies": [p.name for p in current.policies],
+            "reload": {"ok": state.reload_error is None, "error": state.reload_error, "at": state.reloaded_at},
+        }
+        if state.tls_error:
+            detail["tls"] = {"ok": False, "error": state.tls_error}
+        return JSONResponse(detail)
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
+
+    return app
+
+
+def _record(endpoint: str, decision: Decision, elapsed: float) -> None:
+    verdict = decision.verdict
+    final = "allowed" if verdict.allowed else "denied"
+    metrics.admission_requests.labels(endpoint, final).inc()
+    metrics.admission_latency.labels(endpoint).observe(elapsed)
+    for outcome in decision.outcomes:
+        metrics.admission_policy_decisions.labels(outcome.policy, outcome.decision).inc()
+        metrics.policy_evaluation_latency.labels(outcome.policy).observe(outcome.seconds)
+        if outcome.decision == "error":
+            metrics.evaluation_errors.labels(outcome.policy).inc()
+            log.warning("policy error", extra={"policy": outcome.policy, "error": outcome.error})

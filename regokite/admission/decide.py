@@ -1,0 +1,177 @@
+"""Evaluate the admission policies that apply to a review and combine their answers.
+
+Pure decision logic: an engine in, a Verdict out, no I/O. Validating
+policies all see the same review; mutating policies run in name order, each
+seeing the object as the previous one left it, and the final patch is the
+difference between the original object and the result.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonpatch
+
+from regokite.admission import outputs
+from regokite.admission.outputs import PolicyOutputError, PolicyResult
+from regokite.admission.policies import MUTATING, VALIDATING, AdmissionPolicy, PolicySet
+from regokite.admission.review import Review, Verdict
+from regokite.engine import UNDEFINED, Bound
+from regokite.errors import RegokiteError
+
+Mode = Literal["validate", "mutate"]
+
+
+@dataclass
+class PolicyOutcome:
+    policy: str
+    decision: str  # allowed | denied | warned | dryrun | error
+    seconds: float
+    error: str | None = None
+    messages: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Decision:
+    verdict: Verdict
+    outcomes: list[PolicyOutcome]
+
+
+class DeadlineExceeded(RegokiteError):
+    pass
+
+
+def select(policy_set: PolicySet, mode: Mode, only: str | None = None) -> list[AdmissionPolicy]:
+    candidates = policy_set.policies if only is None else [p for p in policy_set.policies if p.name == only]
+    return [p for p in candidates if (p.mutating if mode == "mutate" else p.validating)]
+
+
+def decide(
+    policy_set: PolicySet,
+    review: Review,
+    *,
+    mode: Mode,
+    only: str | None = None,
+    deadline: float | None = None,
+) -> Decision:
+    """Run the applicable policies; `deadline` is a time.monotonic() instant.
+
+    The deadline is checked before each policy: an in-process evaluation
+    cannot be interrupted, so one runaway policy finishes late, but no more
+    policies start after the budget is spent.
+    """
+    verdict = Verdict()
+    outcomes: list[PolicyOutcome] = []
+    original = review.object
+    working = original
+    bound: Bound | None = None
+    bound_to: Any = None
+    for policy in select(policy_set, mode, only):
+        if not policy.match.applies_to(review):
+            continue
+        started = time.monotonic()
+        try:
+            if deadline is not None and started > deadline:
+                raise DeadlineExceeded("evaluation deadline passed before this policy ran")
+            if bound is None or bound_to is not working:
+                raw = review.raw if working is original else _with_object(review.raw, working)
+                bound, bound_to = policy_set.engine.bind(raw), working
+            result = _evaluate(policy, bound, mode, review.uid)
+            if mode == "mutate" and policy.enforcement != "dryrun":
+                working = _mutate(policy, working, result)
+        except (RegokiteError, PolicyOutputError) as exc:
+            outcome = _failed(policy, verdict, str(exc))
+        else:
+            outcome = _apply(policy, verdict, result)
+        outcome.seconds = time.monotonic() - started
+        outcomes.append(outcome)
+    if mode == "mutate" and verdict.allowed and working is not original and original is not None:
+        verdict.patch = jsonpatch.make_patch(original, working).patch
+    if not verdict.allowed and not any(o.decision == "denied" for o in outcomes):
+        verdict.code = 500  # refused only because policies failed
+    return Decision(verdict, outcomes)
+
+
+def _with_object(raw: dict[str, Any], obj: Any) -> dict[str, Any]:
+    return {**raw, "request": {**raw["request"], "object": obj}}
+
+
+def _evaluate(policy: AdmissionPolicy, bound: Bound, mode: Mode, uid: str) -> PolicyResult:
+    name = policy.name
+    if policy.whole_response:
+        value = bound.evaluate(f"data.{name}.{policy.whole_response}")
+        if value is UNDEFINED:
+            raise PolicyOutputError(name, policy.whole_response, "must be defined for every request", None)
+        result = outputs.review_response(value, name, policy.whole_response, uid)
+        if mode == "validate":
+            result.patch = None
+        return result
+    wanted = [d for d in (*VALIDATING, *(MUTATING if mode == "mutate" else ())) if d in policy.documents]
+    values = {d: bound.evaluate(f"data.{name}.{d}") for d in wanted}
+    result = PolicyResult()
+    defined = {d: v for d, v in values.items() if v is not UNDEFINED}
+    if "deny" in defined:
+        result.denials = outputs.messages(defined["deny"], name, "deny")
+    if "warn" in defined:
+        result.warnings = outputs.messages(defined["warn"], name, "warn")
+    if "allow" in values and values["allow"] is not True:
+        if "allow" in defined:
+            outputs.boolean(defined["allow"], name, "allow")
+        if not result.denials:
+            result.denials = ["request not allowed by policy (allow is not true)"]
+    if "audit_annotations" in defined:
+        result.audit_annotations = outputs.annotations(defined["audit_annotations"], name, "audit_annotations")
+    if "patch" in defined:
+        result.patch = outputs.patch_ops(defined["patch"], name, "patch")
+    if "mutated" in defined:
+        result.mutated = outputs.mutated(defined["mutated"], name, "mutated")
+    return result
+
+
+def _mutate(policy: AdmissionPolicy, working: Any, result: PolicyResult) -> Any:
+    if working is None or (result.patch is None and result.mutated is None):
+        return working
+    if result.mutated is not None:
+        working = copy.deepcopy(result.mutated)
+    if result.patch:
+        try:
+            working = jsonpatch.apply_patch(working, result.patch)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+            raise PolicyOutputError(
+                policy.name, "patch", f"does not apply to the object ({exc})", result.patch
+            ) from None
+    return working
+
+
+def _apply(policy: AdmissionPolicy, verdict: Verdict, result: PolicyResult) -> PolicyOutcome:
+    tag = f"[{policy.name}]"
+    outcome = PolicyOutcome(policy.name, "allowed", 0.0, messages=result.denials)
+    if policy.enforcement == "dryrun":
+        if result.denials:
+            outcome.decision = "dryrun"
+        return outcome
+    verdict.warnings.extend(f"{tag} {w}" for w in result.warnings)
+    verdict.audit_annotations.update(result.audit_annotations)
+    if not result.denials:
+        return outcome
+    if policy.enforcement == "warn":
+        verdict.warnings.extend(f"{tag} {m}" for m in result.denials)
+        outcome.decision = "warned"
+        return outcome
+    verdict.allowed = False
+    verdict.messages.extend(f"{tag} {m}" for m in result.denials)
+    outcome.decision = "denied"
+    return outcome
+
+
+def _failed(policy: AdmissionPolicy, verdict: Verdict, error: str) -> PolicyOutcome:
+    tag = f"[{policy.name}]"
+    if policy.failure_policy == "Ignore":
+        verdict.warnings.append(f"{tag} policy error ignored (failure_policy Ignore): {error}")
+    else:
+        verdict.allowed = False
+        verdict.messages.append(f"{tag} policy error: {error}")
+    return PolicyOutcome(policy.name, "error", 0.0, error=error)

@@ -1,0 +1,110 @@
+"""Admission policies found in a bundle, with their declarations read once.
+
+A package is an admission policy when it defines any admission document
+(`deny`, `warn`, `allow`, `patch`, `mutated`, `audit_annotations`, or a whole
+`main` / `response` in the style of OPA's Kubernetes tutorial). Its `match`,
+`enforcement` and `failure_policy` constants are evaluated at load time, so a
+bad declaration fails the load (and a reload keeps the last good set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from regokite.admission.match import Match, MatchError, parse_match
+from regokite.bundle import load_bundle
+from regokite.engine import UNDEFINED, Engine, open_engine
+from regokite.errors import PolicyLoadError, RegokiteError
+from regokite.outline import outline, packages
+
+VALIDATING = ("deny", "warn", "allow", "audit_annotations")
+MUTATING = ("patch", "mutated")
+WHOLE_RESPONSE = ("main", "response")
+ENFORCEMENTS = ("deny", "warn", "dryrun")
+FAILURE_POLICIES = ("Fail", "Ignore")
+
+
+@dataclass(frozen=True)
+class AdmissionPolicy:
+    name: str
+    documents: tuple[str, ...]
+    match: Match
+    enforcement: str = "deny"
+    failure_policy: str = "Fail"
+
+    @property
+    def whole_response(self) -> str | None:
+        """`main` or `response` when the policy answers with a whole response."""
+        return next((d for d in WHOLE_RESPONSE if d in self.documents), None)
+
+    @property
+    def mutating(self) -> bool:
+        return any(d in self.documents for d in MUTATING) or self.whole_response is not None
+
+    @property
+    def validating(self) -> bool:
+        return any(d in self.documents for d in VALIDATING) or self.whole_response is not None
+
+    def refs(self, documents: Sequence[str]) -> list[str]:
+        return [f"data.{self.name}.{d}" for d in documents]
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """An engine and the admission policies it serves; swapped whole on reload."""
+
+    engine: Engine
+    policies: tuple[AdmissionPolicy, ...]
+    source: tuple[str, ...] = ()
+
+    def get(self, name: str) -> AdmissionPolicy | None:
+        return next((p for p in self.policies if p.name == name), None)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def load_policy_set(
+    paths: Sequence[str],
+    *,
+    engine: str = "embedded",
+    opa_url: str | None = None,
+    v0_compatible: bool = False,
+) -> PolicySet:
+    """Load, compile and inspect `paths`; raises RegokiteError naming what is wrong."""
+    bundle = load_bundle(paths, v0_compatible=v0_compatible).without_tests()
+    rules_by_package = packages(outline(bundle.modules))
+    built = open_engine(bundle, engine, opa_url=opa_url)
+    try:
+        found = [
+            _inspect(built, name, rules)
+            for name, rules in sorted(rules_by_package.items())
+            if any(d in rules for d in (*VALIDATING, *MUTATING, *WHOLE_RESPONSE))
+        ]
+    except RegokiteError:
+        built.close()
+        raise
+    return PolicySet(built, tuple(found), tuple(paths))
+
+
+def _inspect(engine: Engine, name: str, rules: set[str]) -> AdmissionPolicy:
+    documents = tuple(d for d in (*VALIDATING, *MUTATING, *WHOLE_RESPONSE) if d in rules)
+    declared = [d for d in ("match", "enforcement", "failure_policy") if d in rules]
+    values = {d: engine.evaluate(f"data.{name}.{d}") for d in declared}
+    for key, value in values.items():
+        if value is UNDEFINED:
+            raise PolicyLoadError(f"data.{name}.{key} is undefined without input: declare it as a constant")
+    try:
+        match = parse_match(values.get("match"), f"data.{name}.match")
+    except MatchError as exc:
+        raise PolicyLoadError(str(exc)) from None
+    enforcement = values.get("enforcement", "deny")
+    if enforcement not in ENFORCEMENTS:
+        raise PolicyLoadError(f"data.{name}.enforcement must be one of {', '.join(ENFORCEMENTS)}, got {enforcement!r}")
+    failure_policy = values.get("failure_policy", "Fail")
+    if failure_policy not in FAILURE_POLICIES:
+        raise PolicyLoadError(
+            f"data.{name}.failure_policy must be one of {', '.join(FAILURE_POLICIES)}, got {failure_policy!r}"
+        )
+    return AdmissionPolicy(name, documents, match, enforcement, failure_policy)

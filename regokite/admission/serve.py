@@ -1,0 +1,224 @@
+"""Run the admission server: TLS, worker processes, hot reload of policies and certificates.
+
+regorus holds the GIL while it evaluates, so parallelism is by processes:
+the supervisor binds the socket once and forks workers that share it, each
+with its own engine. Each worker polls the policy files and the TLS files;
+a changed policy set is built off to the side and swapped in whole, and a
+set that fails to build leaves the last good one serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import ssl
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from regokite.admission.app import ServingState, create_app
+from regokite.admission.policies import PolicySet, load_policy_set
+from regokite.engine import UNDEFINED
+from regokite.errors import RegokiteError
+from regokite.ops import metrics
+
+log = logging.getLogger("regokite.admission")
+
+
+@dataclass
+class AdmissionSettings:
+    policies: list[str]
+    engine: str = "embedded"
+    opa_url: str | None = None
+    v0_compatible: bool = False
+    host: str = "0.0.0.0"
+    port: int = 8443
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    workers: int = 1
+    deadline_seconds: float = 3.0
+    max_body_bytes: int = 8 * 1024 * 1024
+    reload_interval: float = 1.0
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def load(self) -> PolicySet:
+        return load_policy_set(
+            self.policies, engine=self.engine, opa_url=self.opa_url, v0_compatible=self.v0_compatible
+        )
+
+
+def fingerprint(paths: Iterable[str | None]) -> tuple:
+    """Cheap change detection: names, sizes and mtimes of every file below `paths`."""
+    entries = []
+    for root in paths:
+        if not root:
+            continue
+        base = Path(root)
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for f in files:
+            with contextlib.suppress(OSError):
+                st = f.stat()
+                entries.append((str(f), st.st_size, st.st_mtime_ns))
+    return tuple(entries)
+
+
+class Reloader:
+    """Polls policy and TLS files and applies changes inside the worker's event loop."""
+
+    def __init__(self, settings: AdmissionSettings, state: ServingState, tls: ssl.SSLContext | None) -> None:
+        self.settings, self.state, self.tls = settings, state, tls
+        self._policies = fingerprint(settings.policies)
+        self._certs = fingerprint([settings.tls_cert, settings.tls_key])
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.reload_interval)
+            await self.check()
+
+    async def check(self) -> None:
+        policies = await asyncio.to_thread(fingerprint, self.settings.policies)
+        if policies != self._policies:
+            await asyncio.sleep(0.2)  # let an editor or a ConfigMap update finish writing
+            self._policies = await asyncio.to_thread(fingerprint, self.settings.policies)
+            await self.reload_policies()
+        certs = fingerprint([self.settings.tls_cert, self.settings.tls_key])
+        if certs != self._certs and self.tls is not None:
+            self._certs = certs
+            self.reload_tls()
+
+    async def reload_policies(self) -> None:
+        try:
+            candidate = await asyncio.to_thread(self.settings.load)
+            # engines are pinned to the thread that prepares them: warm this one now
+            candidate.engine.bind(UNDEFINED)
+        except RegokiteError as exc:
+            metrics.policy_reloads.labels("failure").inc()
+            self.state.reload_failed(str(exc))
+            log.error("policy reload failed; still serving the last good set", extra={"error": str(exc)})
+            return
+        metrics.policy_reloads.labels("success").inc()
+        self.state.swap(candidate)
+        log.info("policies reloaded", extra={"policies": [p.name for p in candidate.policies]})
+
+    def reload_tls(self) -> None:
+        assert self.tls is not None and self.settings.tls_cert and self.settings.tls_key
+        try:
+            self.tls.load_cert_chain(self.settings.tls_cert, self.settings.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            self.state.tls_error = f"reloading {self.settings.tls_cert}: {exc}"
+            log.error("TLS reload failed; keeping the previous certificate", extra={"error": str(exc)})
+            return
+        self.state.tls_error = None
+        log.info("TLS certificate reloaded", extra={"cert": self.settings.tls_cert})
+
+
+def _worker(settings: AdmissionSettings, sock: socket.socket, policy_set: PolicySet | None = None) -> None:
+    """One worker process: its own engine, its own event loop, the shared socket."""
+    state = ServingState(
+        policy_set or settings.load(),
+        deadline_seconds=settings.deadline_seconds,
+        max_body_bytes=settings.max_body_bytes,
+    )
+    config_box: dict[str, uvicorn.Config] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        reloader = Reloader(settings, state, config_box["config"].ssl)
+        task = asyncio.create_task(reloader.run())
+        yield
+        task.cancel()
+
+    app = create_app(state, lifespan)
+    config = uvicorn.Config(
+        app,
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+    )
+    config_box["config"] = config
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve(settings: AdmissionSettings) -> int:
+    """Load once to fail fast, bind, then run one worker in-process or fork several."""
+    policy_set = settings.load()  # a broken policy dir stops startup with a clear error
+    log.info(
+        "policies loaded",
+        extra={"engine": settings.engine, "policies": [p.name for p in policy_set.policies]},
+    )
+    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
+    if settings.workers <= 1:
+        _worker(settings, sock, policy_set)
+        return 0
+    policy_set.close()
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="regokite-metrics-"))
+    return _supervise(settings, sock)
+
+
+def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
+    """Fork the workers, restart any that die, pass SIGTERM/SIGINT on and wait."""
+    children: dict[int, int] = {}
+    stopping = False
+
+    def spawn(slot: int) -> None:
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            try:
+                _worker(settings, sock)
+            except BaseException:
+                log.exception("admission worker crashed")
+                os._exit(1)
+            os._exit(0)
+        children[pid] = slot
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for slot in range(settings.workers):
+        spawn(slot)
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        slot = children.pop(pid, None)
+        if slot is not None and not stopping:
+            log.error("admission worker exited; restarting it", extra={"pid": pid, "status": status})
+            time.sleep(0.5)
+            spawn(slot)
+    return 0
+
+
+def print_ca_bundle(ca_pem: bytes) -> None:
+    import base64
+
+    print(f"caBundle: {base64.b64encode(ca_pem).decode()}", flush=True)
+    sys.stdout.flush()
