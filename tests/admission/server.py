@@ -1,0 +1,83 @@
+"""Run `regokite admission` as a real process on a free port, for tests and benches."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    url: str
+    ca: Path
+    process: subprocess.Popen
+    log: Path
+    tls_dir: Path
+
+    def client(self, **kw: object) -> httpx.Client:
+        return httpx.Client(base_url=self.url, verify=ssl.create_default_context(cafile=self.ca), timeout=10, **kw)
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def admission_server(
+    policies: Path | list[Path], tmp: Path, *args: str, host: str = "127.0.0.1"
+) -> Iterator[RunningServer]:
+    """Start the server, wait until /readyz answers, stop it with SIGTERM afterwards."""
+    port = free_port()
+    tls_dir = tmp / "tls"
+    log = tmp / "admission.log"
+    roots = policies if isinstance(policies, list) else [policies]
+    cmd = [sys.executable, "-m", "regokite.cli", "admission", "--host", host, "--port", str(port)]
+    for root in roots:
+        cmd += ["--policies", str(root)]
+    cmd += ["--self-signed", "--tls-dir", str(tls_dir), "--reload-interval", "0.2", *args]
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    server = RunningServer(f"https://{host}:{port}", tls_dir / "ca.crt", proc, log, tls_dir)
+    try:
+        _wait_ready(server)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_ready(server: RunningServer, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"regokite admission exited with {server.process.returncode}:\n{server.logs()}")
+        if server.ca.exists():
+            try:
+                with server.client() as c:
+                    if c.get("/readyz").status_code == 200:
+                        return
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.1)
+    raise TimeoutError(f"regokite admission not ready after {timeout}s:\n{server.logs()}")

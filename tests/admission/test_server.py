@@ -1,0 +1,209 @@
+"""The admission server over real HTTPS: answers, refusals, reloads, workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import ssl
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from regokite.ops.tls import self_signed
+from tests.admission.reviews import deployment, review
+from tests.admission.server import admission_server
+
+REPLICAS = """package admission.replicas
+
+deny contains msg if {
+	input.request.object.spec.replicas > 3
+	msg := sprintf("replicas %d is more than 3", [input.request.object.spec.replicas])
+}
+"""
+
+LABEL = """package admission.label
+
+patch contains {"op": "add", "path": "/metadata/labels", "value": {"team": "core"}} if {
+	not input.request.object.metadata.labels
+}
+"""
+
+
+@pytest.fixture
+def policies(tmp_path: Path) -> Path:
+    root = tmp_path / "policies"
+    root.mkdir()
+    (root / "replicas.rego").write_text(REPLICAS)
+    (root / "label.rego").write_text(LABEL)
+    return root
+
+
+@pytest.fixture
+def server(policies: Path, tmp_path: Path):
+    with admission_server(policies, tmp_path, "--max-body-bytes", "200000") as running:
+        yield running
+
+
+def post(client: httpx.Client, path: str, doc: object) -> httpx.Response:
+    return client.post(path, content=json.dumps(doc))
+
+
+def test_a_review_is_answered_with_its_uid(server) -> None:
+    doc = review(deployment(replicas=7))
+    with server.client() as c:
+        answer = post(c, "/validate", doc).json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["response"]["uid"] == doc["request"]["uid"]
+    assert answer["response"]["allowed"] is False
+    assert "[admission.replicas] replicas 7 is more than 3" in answer["response"]["status"]["message"]
+
+
+def test_v1beta1_is_answered_in_v1beta1(server) -> None:
+    with server.client() as c:
+        answer = post(c, "/validate", review(deployment(), api_version="admission.k8s.io/v1beta1")).json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1beta1"
+    assert answer["response"]["allowed"] is True
+
+
+def test_mutate_returns_a_json_patch(server) -> None:
+    with server.client() as c:
+        answer = post(c, "/mutate", review(deployment()))
+    body = answer.json()["response"]
+    assert body["patchType"] == "JSONPatch"
+
+
+def test_one_endpoint_per_policy(server) -> None:
+    with server.client() as c:
+        assert post(c, "/validate/admission.label", review(deployment(replicas=9))).status_code == 404
+        assert (
+            post(c, "/validate/admission/replicas", review(deployment(replicas=9))).json()["response"]["allowed"]
+            is False
+        )
+        missing = post(c, "/validate/admission.nope", review(deployment()))
+    assert missing.status_code == 404
+    assert "no validate policy named 'admission.nope'" in missing.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        os.urandom(2048),
+        json.dumps(review(deployment()))[:100].encode(),
+        json.dumps({**review(deployment()), "kind": "Pod"}).encode(),
+        json.dumps({**review(deployment()), "request": {**review(deployment())["request"], "uid": None}}).encode(),
+        b"",
+        b"null",
+    ],
+    ids=["random-bytes", "truncated", "wrong-kind", "missing-uid", "empty", "null"],
+)
+def test_malformed_bodies_get_a_400_with_a_json_error(server, body: bytes) -> None:
+    with server.client() as c:
+        answer = c.post("/validate", content=body)
+        assert answer.status_code == 400
+        assert "not an AdmissionReview" in answer.json()["error"]
+        assert c.get("/healthz").status_code == 200
+    assert "Traceback" not in server.logs()
+
+
+def test_an_oversized_body_gets_a_400_without_being_read_whole(server) -> None:
+    doc = review(deployment())
+    doc["request"]["object"]["metadata"]["annotations"] = {"big": "x" * 300_000}
+    with server.client() as c:
+        answer = post(c, "/validate", doc)
+        assert answer.status_code == 400
+        assert "exceeds the limit of 200000 bytes" in answer.json()["error"]
+
+        def chunks():
+            for _ in range(50):
+                yield b"x" * 10_000
+
+        streamed = c.post("/validate", content=chunks())
+        assert streamed.status_code == 400
+
+
+def test_every_review_gets_one_structured_access_log_line(server) -> None:
+    doc = review(deployment(replicas=8))
+    with server.client() as c:
+        post(c, "/validate", doc)
+    time.sleep(0.2)
+    lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    access = [entry for entry in lines if entry.get("uid") == doc["request"]["uid"]]
+    assert len(access) == 1
+    assert access[0]["allowed"] is False
+    assert access[0]["policies"] == {"admission.replicas": "denied"}
+
+
+def test_metrics_count_requests_by_policy_and_decision(server) -> None:
+    with server.client() as c:
+        post(c, "/validate", review(deployment(replicas=9)))
+        text = c.get("/metrics").text
+    assert 'regokite_admission_policy_decisions_total{decision="denied",policy="admission.replicas"} 1.0' in text
+    assert "regokite_admission_request_duration_seconds_bucket" in text
+    assert "regokite_policy_reload_healthy 1.0" in text
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_policy_changes_are_picked_up_and_a_broken_one_keeps_the_last_good_set(server, policies: Path) -> None:
+    doc = review(deployment(replicas=3))
+    with server.client() as c:
+        assert post(c, "/validate", doc).json()["response"]["allowed"] is True
+        (policies / "replicas.rego").write_text(REPLICAS.replace("> 3", "> 2"))
+        wait_for(lambda: post(c, "/validate", doc).json()["response"]["allowed"] is False)
+
+        (policies / "replicas.rego").write_text("package admission.replicas\n\ndeny contains msg if {\n")
+        wait_for(lambda: c.get("/readyz").json()["reload"]["ok"] is False)
+        ready = c.get("/readyz")
+        assert ready.status_code == 200
+        assert "replicas.rego" in ready.json()["reload"]["error"]
+        assert post(c, "/validate", doc).json()["response"]["allowed"] is False  # the last good set
+        assert "regokite_policy_reload_healthy 0.0" in c.get("/metrics").text
+
+        (policies / "replicas.rego").write_text(REPLICAS)
+        wait_for(lambda: c.get("/readyz").json()["reload"]["ok"] is True)
+        assert post(c, "/validate", doc).json()["response"]["allowed"] is True
+
+
+def test_a_rotated_certificate_is_served_without_restart(server, tmp_path: Path) -> None:
+    before = ssl.get_server_certificate(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+    fresh = self_signed(tmp_path / "rotated", ["localhost", "127.0.0.1", "::1"])
+    shutil.copy(fresh.key, server.tls_dir / "tls.key")
+    shutil.copy(fresh.cert, server.tls_dir / "tls.crt")
+    port = int(server.url.rsplit(":", 1)[1])
+    wait_for(lambda: ssl.get_server_certificate(("127.0.0.1", port)) != before)
+    assert ssl.get_server_certificate(("127.0.0.1", port)) == fresh.cert.read_text()
+
+
+def test_a_broken_policy_dir_stops_startup_with_file_and_line(tmp_path: Path) -> None:
+    root = tmp_path / "bad"
+    root.mkdir()
+    (root / "p.rego").write_text("package admission.p\n\ndeny contains x if {\n")
+    with pytest.raises(RuntimeError) as err, admission_server(root, tmp_path):
+        pass
+    assert "p.rego:4" in str(err.value)
+    assert "Traceback" not in str(err.value)
+
+
+def test_two_workers_share_the_port_and_the_metrics(policies: Path, tmp_path: Path) -> None:
+    with admission_server(policies, tmp_path, "--workers", "2") as running, running.client() as c:
+        for _ in range(20):
+            assert post(c, "/validate", review(deployment(replicas=9))).status_code == 200
+        with running.client() as other:
+            total = 0.0
+            for line in other.get("/metrics").text.splitlines():
+                if line.startswith('regokite_admission_requests_total{decision="denied",endpoint="validate"}'):
+                    total = float(line.split()[-1])
+        assert total == 20.0
+        running.process.send_signal(signal.SIGTERM)
+        assert running.process.wait(timeout=15) == 0
