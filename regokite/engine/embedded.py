@@ -41,6 +41,19 @@ class EmbeddedEngine:
         add_modules(engine, self.bundle.modules)
         if self.bundle.data:
             engine.add_data(self.bundle.data)
+        # The first evaluation compiles the modules. Doing it here, on the engine
+        # every evaluation clones, makes clones start compiled: about 0.09 ms
+        # instead of 1 ms per evaluation of the policies/ bundle.
+        try:
+            engine.eval_query("true")
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            message, location = engine_diagnostic(str(exc))
+            module = self.bundle.module(location.file) if location else None
+            raise PolicyLoadError(
+                message, location, module.line(location.line) if module and location else None
+            ) from None
         return engine
 
     def _fresh(self, input: Any) -> regorus.Engine:
