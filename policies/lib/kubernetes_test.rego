@@ -126,7 +126,9 @@ image_cases := [
 	{"image": "Quay.IO/org/app", "registry": "quay.io", "repository": "org/app", "tag": "", "digest": ""},
 	{
 		"image": "ghcr.io/acme/web@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-		"registry": "ghcr.io", "repository": "acme/web", "tag": "",
+		"registry": "ghcr.io",
+		"repository": "acme/web",
+		"tag": "",
 		"digest": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 	},
 	{"image": "ghcr.io:443/acme/web:1@sha256:abc", "registry": "ghcr.io:443", "repository": "acme/web", "tag": "1", "digest": "sha256:abc"},
