@@ -1,0 +1,34 @@
+"""The shipped Rego passes its own tests under `regokite test`, as it would under `opa test`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from regokite.testing import Outcome, run_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+THIRDPARTY = ROOT / "tests" / "fixtures" / "thirdparty"
+
+
+def assert_all_pass(paths: list[Path], **kw: bool) -> None:
+    results = run_tests([str(p) for p in paths], **kw)
+    assert results, f"no tests found under {paths}"
+    bad = [
+        f"{r.ref}: {r.outcome.value} {r.error or ''} ({r.file}:{r.line})"
+        for r in results
+        if r.outcome in (Outcome.FAIL, Outcome.ERROR)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_every_policy_in_policies_passes_its_tests() -> None:
+    assert_all_pass([ROOT / "policies"])
+
+
+@pytest.mark.parametrize(
+    "bundle", sorted(p.name for p in THIRDPARTY.iterdir() if p.is_dir()) if THIRDPARTY.exists() else []
+)
+def test_third_party_style_bundles_pass_their_own_tests(bundle: str) -> None:
+    assert_all_pass([THIRDPARTY / bundle], v0_compatible=bundle in ("v0", "system_main"))
