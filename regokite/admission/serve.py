@@ -98,8 +98,8 @@ class Reloader:
 
     async def reload_policies(self) -> None:
         try:
-            candidate = await asyncio.to_thread(self.settings.load)
-            # engines are pinned to the thread that prepares them: warm this one now
+            candidate = await asyncio.to_thread(self._build)
+            # engines are pinned to the thread that prepares them: prepare this one now
             candidate.engine.bind(UNDEFINED)
         except RegokiteError as exc:
             metrics.policy_reloads.labels("failure").inc()
@@ -109,6 +109,12 @@ class Reloader:
         metrics.policy_reloads.labels("success").inc()
         self.state.swap(candidate)
         log.info("policies reloaded", extra={"policies": [p.name for p in candidate.policies]})
+
+    def _build(self) -> PolicySet:
+        """Load and check a policy set on a worker thread, leaving no engine pinned to it."""
+        candidate = self.settings.load()
+        candidate.engine.close()
+        return candidate
 
     def reload_tls(self) -> None:
         assert self.tls is not None and self.settings.tls_cert and self.settings.tls_key

@@ -1,9 +1,14 @@
 """The embedded engine: regorus in this process.
 
-A regorus engine object is pinned to the thread that created it and holds
-the GIL while it evaluates. So each thread prepares its own engine from the
-bundle once, and every evaluation runs on a cheap clone of it (about a
-microsecond), which keeps one request's input from leaking into the next.
+A regorus engine object is pinned to the thread that created it (using or
+even dropping it on another thread panics) and holds the GIL while it
+evaluates. So each thread prepares its own engine from the bundle once, and
+every evaluation runs on a cheap clone of it (about a microsecond), which
+keeps one request's input from leaking into the next.
+
+Prepared engines live in a module-level thread-local table rather than on the
+EmbeddedEngine: when an EmbeddedEngine is garbage-collected, a per-instance
+threading.local would drop every thread's engine on the collecting thread.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,13 +34,22 @@ _UNDEFINED_JSON = '"<undefined>"'
 os.environ.setdefault("RUST_LIB_BACKTRACE", "0")
 
 
+_prepared = threading.local()  # .engines: {id(EmbeddedEngine): (weakref to it, regorus.Engine)}
+
+
+def _thread_table() -> dict[int, tuple[weakref.ref, regorus.Engine]]:
+    table = getattr(_prepared, "engines", None)
+    if table is None:
+        table = _prepared.engines = {}
+    return table
+
+
 class EmbeddedEngine:
     name = "embedded"
 
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
-        self._local = threading.local()
-        self._local.engine = self._prepare()
+        self._base()  # prepare now, so a bad bundle fails here and not on first use
 
     def _prepare(self) -> regorus.Engine:
         engine = regorus.Engine()
@@ -56,11 +71,19 @@ class EmbeddedEngine:
             ) from None
         return engine
 
+    def _base(self) -> regorus.Engine:
+        table = _thread_table()
+        entry = table.get(id(self))
+        if entry is not None and entry[0]() is self:
+            return entry[1]
+        for key in [k for k, (owner, _) in table.items() if owner() is None]:
+            del table[key]  # engines of collected EmbeddedEngines, dropped on their own thread
+        engine = self._prepare()
+        table[id(self)] = (weakref.ref(self), engine)
+        return engine
+
     def _fresh(self, input: Any) -> regorus.Engine:
-        base = getattr(self._local, "engine", None)
-        if base is None:
-            base = self._local.engine = self._prepare()
-        engine = base.clone()
+        engine = self._base().clone()
         if input is not UNDEFINED:
             engine.set_input(input)
         return engine
@@ -75,7 +98,8 @@ class EmbeddedEngine:
         return _query(self._fresh(input), query)
 
     def close(self) -> None:
-        self._local = threading.local()
+        """Drop the calling thread's prepared engine (others go with their threads)."""
+        _thread_table().pop(id(self), None)
 
 
 class _Bound:
