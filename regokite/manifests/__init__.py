@@ -1,0 +1,1 @@
+"""Kubernetes manifests generated from what the policies and definitions declare."""

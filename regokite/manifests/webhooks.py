@@ -1,0 +1,101 @@
+"""Validating and mutating webhook configurations from the policies' `match` declarations.
+
+One webhook per policy, pointing at `/validate/<package>` or
+`/mutate/<package>`, so each policy's rules, selectors and failure policy
+are applied by the API server itself and a request is sent only to the
+policies that want it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from regokite.admission.policies import AdmissionPolicy
+
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class WebhookTarget:
+    """Where the API server reaches regokite: a Service, or a URL for out-of-cluster servers."""
+
+    name: str
+    namespace: str
+    service: str | None = None
+    port: int = 443
+    url: str | None = None
+    ca_bundle: str | None = None
+    cert_manager_certificate: str | None = None
+    timeout_seconds: int = 5
+
+
+def webhook_configurations(policies: list[AdmissionPolicy], target: WebhookTarget) -> list[dict[str, Any]]:
+    configs = []
+    for kind, mode, wanted in (
+        ("ValidatingWebhookConfiguration", "validate", [p for p in policies if p.validating]),
+        ("MutatingWebhookConfiguration", "mutate", [p for p in policies if p.mutating]),
+    ):
+        if not wanted:
+            continue
+        metadata: dict[str, Any] = {"name": target.name, "labels": {"app.kubernetes.io/name": "regokite"}}
+        if target.cert_manager_certificate:
+            metadata["annotations"] = {"cert-manager.io/inject-ca-from": target.cert_manager_certificate}
+        configs.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": metadata,
+                "webhooks": [_webhook(p, mode, target) for p in wanted],
+            }
+        )
+    return configs
+
+
+def _webhook(policy: AdmissionPolicy, mode: str, target: WebhookTarget) -> dict[str, Any]:
+    path = f"/{mode}/{policy.name}"
+    client: dict[str, Any]
+    if target.url:
+        client = {"url": target.url.rstrip("/") + path}
+    else:
+        client = {"service": {"name": target.service, "namespace": target.namespace, "port": target.port, "path": path}}
+    if target.ca_bundle is not None and not target.cert_manager_certificate:
+        client["caBundle"] = target.ca_bundle
+    match = policy.match
+    webhook: dict[str, Any] = {
+        "name": f"{policy.name.replace('_', '-')}.{mode}.regokite.dev",
+        "clientConfig": client,
+        "rules": [rule.as_webhook_rule() for rule in match.rules],
+        "namespaceSelector": _namespace_selector(
+            match.namespace_selector, match.namespaces, match.excluded_namespaces, target.namespace
+        ),
+        "failurePolicy": policy.failure_policy,
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1", "v1beta1"],
+        "timeoutSeconds": target.timeout_seconds,
+        "matchPolicy": "Equivalent",
+    }
+    if match.object_selector is not None:
+        webhook["objectSelector"] = match.object_selector
+    if mode == "mutate":
+        webhook["reinvocationPolicy"] = "IfNeeded"
+    return webhook
+
+
+def _namespace_selector(
+    selector: Any, namespaces: tuple[str, ...], excluded: tuple[str, ...], own_namespace: str
+) -> dict[str, Any]:
+    """The policy's selector plus its namespace lists, never regokite's own namespace.
+
+    Namespaces are selected by the `kubernetes.io/metadata.name` label that the
+    API server sets since 1.21; regokite also checks the lists itself, so older
+    servers only send a few more requests.
+    """
+    result: dict[str, Any] = {k: v for k, v in dict(selector or {}).items()}
+    expressions = list(result.get("matchExpressions") or [])
+    if namespaces:
+        expressions.append({"key": NAME_LABEL, "operator": "In", "values": list(namespaces)})
+    skip = sorted({*excluded, own_namespace})
+    expressions.append({"key": NAME_LABEL, "operator": "NotIn", "values": skip})
+    result["matchExpressions"] = expressions
+    return result
