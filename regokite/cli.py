@@ -144,7 +144,85 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_args(adm)
     _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)
+    _add_controller_commands(sub)
     return parser
+
+
+def _cmd_controller(args: argparse.Namespace) -> int:
+    from regokite.kube.serve import ControllerSettings, serve
+
+    return serve(
+        ControllerSettings(
+            policies=args.policies,
+            controllers=args.controllers,
+            kubeconfig=args.kubeconfig,
+            namespace=args.namespace,
+            workers=args.workers,
+            engine=args.engine,
+            opa_url=args.opa_url,
+            v0_compatible=args.v0_compatible,
+            metrics_port=args.metrics_port,
+        )
+    )
+
+
+def _cmd_hooks(args: argparse.Namespace) -> int:
+    from regokite.controllers.hookserver import serve_hooks
+
+    return serve_hooks(
+        args.policies,
+        host=args.host,
+        port=args.port,
+        engine=args.engine,
+        opa_url=args.opa_url,
+        v0_compatible=args.v0_compatible,
+    )
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from regokite.controllers.plan import plan_from_files
+
+    report = plan_from_files(
+        args.controllers,
+        args.policies,
+        args.parent,
+        args.observed,
+        controller=args.controller,
+        v0_compatible=args.v0_compatible,
+    )
+    print(json.dumps(report.as_dict(), indent=2) if args.format == "json" else report.render())
+    return 0
+
+
+def _add_controller_commands(sub: Any) -> None:
+    ctl = sub.add_parser("controller", help="run Metacontroller CompositeControllers whose hooks are Rego")
+    ctl.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    ctl.add_argument("--controllers", action="append", required=True, metavar="PATH", help="definitions file or dir")
+    ctl.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+    ctl.add_argument("--namespace", help="only watch namespaced resources in this namespace")
+    ctl.add_argument("--workers", type=int, default=2, help="worker threads")
+    ctl.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
+    _add_engine_args(ctl)
+    _add_bundle_args(ctl)
+    ctl.set_defaults(func=_cmd_controller)
+
+    hooks = sub.add_parser("hooks", help="serve Rego packages as Metacontroller webhooks over HTTP")
+    hooks.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    hooks.add_argument("--host", default="0.0.0.0")
+    hooks.add_argument("--port", type=int, default=8181)
+    _add_engine_args(hooks)
+    _add_bundle_args(hooks)
+    hooks.set_defaults(func=_cmd_hooks)
+
+    plan = sub.add_parser("plan", help="offline: the children and status a controller would produce for a parent")
+    plan.add_argument("--controllers", action="append", required=True, metavar="PATH")
+    plan.add_argument("--policies", action="append", required=True, metavar="DIR")
+    plan.add_argument("--parent", required=True, metavar="FILE", help="the parent object (YAML or JSON)")
+    plan.add_argument("--observed", metavar="DIR", help="observed children (YAML/JSON files)")
+    plan.add_argument("--controller", metavar="NAME", help="which definition, when several match the parent")
+    plan.add_argument("--format", choices=["pretty", "json"], default="pretty")
+    _add_bundle_args(plan)
+    plan.set_defaults(func=_cmd_plan)
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:

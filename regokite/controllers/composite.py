@@ -1,0 +1,278 @@
+"""CompositeController decisions, pure: selectors, claiming, desired children, the diff.
+
+The runtime (`regokite.kube.composite`) gathers observed objects from its
+caches, calls these functions and carries out the actions they return; the
+`plan` command calls the same functions on files. Nothing here does I/O.
+
+Claiming follows Kubernetes' ControllerRef rules as Metacontroller applies
+them: a child whose controller is this parent and that matches the parent's
+selector is owned; one that stopped matching is released; an ownerless one
+that matches is adopted (unless the parent is being deleted); children of
+other controllers are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from regokite.controllers.definitions import CompositeController
+from regokite.controllers.hooks import ChildType
+
+CONTROLLER_UID_LABEL = "controller-uid"
+HASH_ANNOTATION = "regokite.dev/applied-hash"
+
+
+class SelectorError(ValueError):
+    """The parent has no usable label selector."""
+
+
+# ----------------------------------------------------------------------- selectors
+
+
+@dataclass(frozen=True)
+class Selector:
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        labels = labels or {}
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for key, op, values in self.expressions:
+            present = key in labels
+            if op == "In" and (not present or labels[key] not in values):
+                return False
+            if op == "NotIn" and present and labels[key] in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        return not self.match_labels and not self.expressions
+
+    def query(self) -> str:
+        """The `labelSelector` query parameter form."""
+        parts = [f"{k}={v}" for k, v in self.match_labels]
+        for key, op, values in self.expressions:
+            if op == "In":
+                parts.append(f"{key} in ({','.join(values)})")
+            elif op == "NotIn":
+                parts.append(f"{key} notin ({','.join(values)})")
+            elif op == "Exists":
+                parts.append(key)
+            else:
+                parts.append(f"!{key}")
+        return ",".join(parts)
+
+
+def parse_selector(raw: Any) -> Selector:
+    """A metav1.LabelSelector dict -> Selector; raises SelectorError when malformed."""
+    if not isinstance(raw, dict):
+        raise SelectorError(f"spec.selector must be a label selector object, got {raw!r}")
+    labels = raw.get("matchLabels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise SelectorError(f"spec.selector.matchLabels must map strings to strings, got {labels!r}")
+    exprs = []
+    for e in raw.get("matchExpressions") or []:
+        if not isinstance(e, dict) or e.get("operator") not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise SelectorError(f"spec.selector.matchExpressions: invalid requirement {e!r}")
+        exprs.append((str(e.get("key")), e["operator"], tuple(str(v) for v in e.get("values") or ())))
+    return Selector(tuple(sorted(labels.items())), tuple(exprs))
+
+
+def parent_selector(definition: CompositeController, parent: Mapping[str, Any]) -> Selector:
+    """generateSelector: `controller-uid=<parent uid>`; otherwise the parent's `spec.selector`."""
+    if definition.generate_selector:
+        return Selector(((CONTROLLER_UID_LABEL, parent["metadata"]["uid"]),))
+    selector = (parent.get("spec") or {}).get("selector")
+    if selector is None:
+        raise SelectorError("the parent has no spec.selector (and the controller does not set generateSelector)")
+    parsed = parse_selector(selector)
+    if parsed.empty:
+        raise SelectorError("spec.selector is empty: it would claim every object in the namespace")
+    return parsed
+
+
+# ------------------------------------------------------------------------ claiming
+
+
+def controller_ref(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def owner_reference(parent: Mapping[str, Any]) -> dict[str, Any]:
+    meta = parent["metadata"]
+    return {
+        "apiVersion": parent["apiVersion"],
+        "kind": parent["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+@dataclass
+class Claims:
+    owned: list[dict[str, Any]] = field(default_factory=list)
+    adopt: list[dict[str, Any]] = field(default_factory=list)
+    release: list[dict[str, Any]] = field(default_factory=list)
+
+
+def claim(parent: Mapping[str, Any], selector: Selector, candidates: Iterable[Mapping[str, Any]]) -> Claims:
+    """Sort candidate children into owned, to adopt and to release."""
+    uid = parent["metadata"]["uid"]
+    deleting = bool(parent["metadata"].get("deletionTimestamp"))
+    claims = Claims()
+    for obj in candidates:
+        meta = obj.get("metadata") or {}
+        ref = controller_ref(obj)
+        matches = selector.matches(meta.get("labels"))
+        if ref is not None:
+            if ref.get("uid") != uid:
+                continue  # another controller's child
+            if matches or deleting:
+                claims.owned.append(obj)
+            else:
+                claims.release.append(obj)
+        elif matches and not deleting and not meta.get("deletionTimestamp"):
+            claims.adopt.append(obj)
+    return claims
+
+
+# ------------------------------------------------------------------- desired state
+
+
+def content_hash(obj: Mapping[str, Any]) -> str:
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:20]
+
+
+def decorate_child(
+    definition: CompositeController, parent: Mapping[str, Any], child: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What regokite applies: the policy's child plus owner reference, selector label and hash."""
+    meta = dict(child["metadata"])
+    annotations = dict(meta.get("annotations") or {})
+    annotations[HASH_ANNOTATION] = content_hash(child)
+    meta["annotations"] = annotations
+    if definition.generate_selector:
+        meta["labels"] = {**(meta.get("labels") or {}), CONTROLLER_UID_LABEL: parent["metadata"]["uid"]}
+    ours = owner_reference(parent)
+    refs = [r for r in meta.get("ownerReferences") or () if r.get("uid") != ours["uid"] and not r.get("controller")]
+    meta["ownerReferences"] = [*refs, ours]
+    return {**child, "metadata": meta}
+
+
+def is_subset(desired: Any, observed: Any) -> bool:
+    """Every field the policy sets has that value in the observed object (apply semantics)."""
+    if isinstance(desired, dict):
+        if not isinstance(observed, dict):
+            return False
+        return all(is_subset(v, observed.get(k)) for k, v in desired.items() if not (v is None and k not in observed))
+    if isinstance(desired, list):
+        if not isinstance(observed, list) or len(desired) != len(observed):
+            return False
+        return all(is_subset(d, o) for d, o in zip(desired, observed, strict=True))
+    if isinstance(desired, bool) or isinstance(observed, bool):
+        return desired is observed
+    return desired == observed
+
+
+# ----------------------------------------------------------------------- the diff
+
+
+@dataclass(frozen=True)
+class Action:
+    """One write: create/update (server-side apply), recreate (delete now, create on the
+    next sync), delete, adopt, release."""
+
+    verb: str
+    type: ChildType
+    namespace: str | None
+    name: str
+    body: dict[str, Any] | None = None
+    uid: str | None = None
+    reason: str = ""
+
+    def describe(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        text = f"{self.verb} {self.type.kind} {where}"
+        return f"{text} ({self.reason})" if self.reason else text
+
+
+def child_id(obj: Mapping[str, Any]) -> tuple[str | None, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace"), meta.get("name", "")
+
+
+def plan_children(
+    definition: CompositeController,
+    parent: Mapping[str, Any],
+    types: Sequence[ChildType],
+    observed: Mapping[str, Sequence[Mapping[str, Any]]],
+    desired: Sequence[Mapping[str, Any]],
+) -> list[Action]:
+    """Writes that make the owned children (`observed`, by type key) match `desired`."""
+    actions: list[Action] = []
+    by_key = {t.key: t for t in types}
+    rules = {t.key: definition.child_rule(t.api_version, t.resource) for t in types}
+    wanted: dict[str, dict[tuple[str | None, str], dict[str, Any]]] = {t.key: {} for t in types}
+    for child in desired:
+        key = f"{child['kind']}.{child['apiVersion']}"
+        wanted[key][child_id(child)] = decorate_child(definition, parent, child)
+    for key, t in by_key.items():
+        have = {child_id(o): o for o in observed.get(key, ())}
+        method = rules[key].update_method if rules[key] else "OnDelete"
+        for ident, body in wanted[key].items():
+            current = have.get(ident)
+            if current is None:
+                actions.append(Action("create", t, ident[0], ident[1], body))
+                continue
+            if current["metadata"].get("deletionTimestamp") or method == "OnDelete":
+                continue
+            new_hash = body["metadata"]["annotations"][HASH_ANNOTATION]
+            old_hash = ((current["metadata"].get("annotations")) or {}).get(HASH_ANNOTATION)
+            if method == "Recreate":
+                if new_hash != old_hash:
+                    actions.append(
+                        Action("recreate", t, ident[0], ident[1], body, current["metadata"].get("uid"), "changed")
+                    )
+            elif new_hash != old_hash or not is_subset(body, current):
+                actions.append(Action("update", t, ident[0], ident[1], body, reason="changed"))
+        for ident, current in have.items():
+            if ident not in wanted[key] and not current["metadata"].get("deletionTimestamp"):
+                actions.append(Action("delete", t, ident[0], ident[1], uid=current["metadata"].get("uid")))
+    return actions
+
+
+def desired_status(parent: Mapping[str, Any], status: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The parent's new status (the hook's, plus observedGeneration), or None when unchanged."""
+    new = dict(status or {})
+    generation = parent["metadata"].get("generation")
+    if generation is not None:
+        new["observedGeneration"] = generation
+    return None if new == (parent.get("status") or {}) else new
+
+
+def claim_actions(parent: Mapping[str, Any], t: ChildType, claims: Claims) -> list[Action]:
+    out = []
+    for obj in claims.adopt:
+        ns, name = child_id(obj)
+        out.append(Action("adopt", t, ns, name, uid=obj["metadata"].get("uid"), reason="matches the selector"))
+    for obj in claims.release:
+        ns, name = child_id(obj)
+        out.append(Action("release", t, ns, name, uid=obj["metadata"].get("uid"), reason="no longer matches"))
+    return out

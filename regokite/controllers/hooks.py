@@ -1,0 +1,327 @@
+"""The hook contract, exactly Metacontroller's: request building, evaluation, output translation.
+
+Sync/finalize request: `{controller, parent, children, related, finalizing}`,
+children grouped by `"Kind.apiVersion"` then by name (`namespace/name` when a
+cluster-scoped parent has namespaced children), every declared type present
+even when empty. Response documents: `children` (array or set), `status`,
+`resyncAfterSeconds`, `finalized`, and, beyond Metacontroller, `events`
+(a list of `{type, reason, message}` that become Kubernetes Events).
+
+A hook target names either a package (its rules are the response fields, as
+OPA's `/v0/data/<package>` returns them) or one rule whose value is the whole
+response object. Translation is pure and validates everything, so a bad
+response is reported with package, rule and value, and never half-applied.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from regokite.controllers.definitions import HookTarget
+from regokite.engine import UNDEFINED, Engine
+from regokite.errors import RegokiteError
+
+RESPONSE_FIELDS = ("children", "status", "resyncAfterSeconds", "finalized", "events")
+EVENT_TYPES = ("Normal", "Warning")
+
+
+@dataclass(frozen=True)
+class ChildType:
+    """A child (or parent) resource as the API server describes it."""
+
+    api_version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    status_subresource: bool = False
+
+    @property
+    def key(self) -> str:
+        """The `children` key Metacontroller uses: `Pod.v1`, `Deployment.apps/v1`."""
+        return type_key(self.kind, self.api_version)
+
+
+def type_key(kind: str, api_version: str) -> str:
+    return f"{kind}.{api_version}"
+
+
+class HookError(RegokiteError):
+    """A hook could not run or its response is invalid; `reason` is the Event reason."""
+
+    def __init__(self, package: str, rule: str | None, message: str, reason: str = "InvalidHookOutput") -> None:
+        self.package = package
+        self.rule = rule
+        self.message = message
+        self.reason = reason
+        where = f"{package}, rule {rule}" if rule else package
+        super().__init__(f"policy {where}: {message}")
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class HookResponse:
+    """A validated sync/finalize response; children carry their namespace."""
+
+    children: tuple[dict[str, Any], ...] = ()
+    status: dict[str, Any] | None = None
+    resync_after_seconds: float | None = None
+    finalized: bool = False
+    events: tuple[HookEvent, ...] = ()
+    evaluation_seconds: float = 0.0
+
+
+# ------------------------------------------------------------------------ request
+
+
+def child_name_key(obj: Mapping[str, Any], parent_namespaced: bool) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    if not parent_namespaced and ns:
+        return f"{ns}/{meta.get('name')}"
+    return meta.get("name", "")
+
+
+def group_children(
+    types: Iterable[ChildType], observed: Mapping[str, Iterable[Mapping[str, Any]]], parent_namespaced: bool
+) -> dict[str, dict[str, Any]]:
+    """`{"Kind.apiVersion": {name: object}}`, every declared type present even when empty."""
+    grouped: dict[str, dict[str, Any]] = {}
+    for t in types:
+        grouped[t.key] = {child_name_key(o, parent_namespaced): o for o in observed.get(t.key, ())}
+    return grouped
+
+
+def sync_request(
+    controller: Mapping[str, Any],
+    parent: Mapping[str, Any],
+    children: Mapping[str, Mapping[str, Any]],
+    *,
+    related: Mapping[str, Any] | None = None,
+    finalizing: bool = False,
+) -> dict[str, Any]:
+    return {
+        "controller": controller,
+        "parent": parent,
+        "children": children,
+        "related": related or {},
+        "finalizing": finalizing,
+    }
+
+
+# ---------------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class ResolvedHook:
+    """A hook target checked against the bundle: a package of rules, or one rule."""
+
+    target: HookTarget
+    rules: tuple[str, ...] = ()  # the response rules a package defines; empty for a rule target
+    whole_rule: bool = False
+
+    @property
+    def package(self) -> str:
+        return self.target.package
+
+
+def resolve_hook(target: HookTarget, packages: Mapping[str, set[str]]) -> ResolvedHook:
+    """Check the target exists in the loaded policies; raise HookError naming what is missing."""
+    if target.package in packages:
+        rules = tuple(r for r in RESPONSE_FIELDS if r in packages[target.package])
+        if not rules:
+            raise HookError(
+                target.package,
+                None,
+                f"defines none of the hook response rules ({', '.join(RESPONSE_FIELDS[:4])})",
+                reason="HookNotFound",
+            )
+        return ResolvedHook(target, rules)
+    package, _, rule = target.package.rpartition(".")
+    if package in packages and rule in packages[package]:
+        return ResolvedHook(target, whole_rule=True)
+    known = ", ".join(sorted(p for p in packages if not p.endswith("_test"))) or "none"
+    raise HookError(
+        target.package, None, f"no such package or rule in the policies (packages: {known})", reason="HookNotFound"
+    )
+
+
+def evaluate_hook(engine: Engine, hook: ResolvedHook, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The raw response document: `{rule: value}` for the rules that are defined."""
+    try:
+        if hook.whole_rule:
+            value = engine.evaluate(hook.target.ref, request)
+            if value is UNDEFINED:
+                return {}
+            if not isinstance(value, dict):
+                raise HookError(hook.package, None, f"must be an object of response fields, got {_show(value)}")
+            return value
+        bound = engine.bind(request)
+        raw = {}
+        for rule in hook.rules:
+            value = bound.evaluate(f"{hook.target.ref}.{rule}")
+            if value is not UNDEFINED:
+                raw[rule] = value
+        return raw
+    except HookError:
+        raise
+    except RegokiteError as exc:
+        raise HookError(hook.package, None, str(exc), reason="PolicyError") from exc
+
+
+def run_hook(
+    engine: Engine,
+    hook: ResolvedHook,
+    request: Mapping[str, Any],
+    *,
+    types: Iterable[ChildType],
+    parent: Mapping[str, Any],
+    parent_namespaced: bool,
+) -> HookResponse:
+    started = time.perf_counter()
+    raw = evaluate_hook(engine, hook, request)
+    elapsed = time.perf_counter() - started
+    response = translate_response(hook.package, raw, types=types, parent=parent, parent_namespaced=parent_namespaced)
+    return HookResponse(
+        response.children,
+        response.status,
+        response.resync_after_seconds,
+        response.finalized,
+        response.events,
+        evaluation_seconds=elapsed,
+    )
+
+
+# --------------------------------------------------------------------- translation
+
+
+def translate_response(
+    package: str,
+    raw: Mapping[str, Any],
+    *,
+    types: Iterable[ChildType],
+    parent: Mapping[str, Any],
+    parent_namespaced: bool,
+) -> HookResponse:
+    """Validate a raw response document; raise HookError naming package, rule and value."""
+    by_kind = {(t.api_version, t.kind): t for t in types}
+    parent_ns = (parent.get("metadata") or {}).get("namespace") if parent_namespaced else None
+    children = _children(package, raw.get("children"), by_kind, parent_ns, parent_namespaced)
+    status = raw.get("status")
+    if status is not None and not isinstance(status, dict):
+        raise HookError(package, "status", f"must be an object, got {_show(status)}")
+    resync = raw.get("resyncAfterSeconds")
+    if resync is not None and (isinstance(resync, bool) or not isinstance(resync, int | float) or resync < 0):
+        raise HookError(package, "resyncAfterSeconds", f"must be a number of seconds >= 0, got {_show(resync)}")
+    finalized = raw.get("finalized", False)
+    if finalized is None:
+        finalized = False
+    if not isinstance(finalized, bool):
+        raise HookError(package, "finalized", f"must be true or false, got {_show(finalized)}")
+    events = _events(package, raw.get("events"))
+    return HookResponse(
+        children=children,
+        status=status,
+        resync_after_seconds=float(resync) if resync else None,
+        finalized=finalized,
+        events=events,
+    )
+
+
+def _children(
+    package: str,
+    value: Any,
+    by_kind: Mapping[tuple[str, str], ChildType],
+    parent_ns: str | None,
+    parent_namespaced: bool,
+) -> tuple[dict[str, Any], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise HookError(package, "children", f"must be an array or set of objects, got {_show(value)}")
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str | None, str]] = set()
+    for i, child in enumerate(value):
+
+        def bad(message: str, i: int = i, child: Any = child) -> HookError:
+            return HookError(package, "children", f"children[{i}] {message}: {_show(child)}")
+
+        if not isinstance(child, dict):
+            raise bad("is not an object")
+        api_version, kind = child.get("apiVersion"), child.get("kind")
+        if not isinstance(api_version, str) or not api_version:
+            raise bad("has no apiVersion")
+        if not isinstance(kind, str) or not kind:
+            raise bad("has no kind")
+        meta = child.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise bad("has no metadata.name")
+        child_type = by_kind.get((api_version, kind))
+        if child_type is None:
+            declared = ", ".join(sorted(t.key for t in by_kind.values())) or "none"
+            raise bad(f"is a {type_key(kind, api_version)}, not a declared child type (declared: {declared})")
+        ns = meta.get("namespace")
+        if ns is not None and not isinstance(ns, str):
+            raise bad("has a metadata.namespace that is not a string")
+        if child_type.namespaced:
+            if parent_namespaced:
+                if ns and ns != parent_ns:
+                    raise bad(f"is in namespace {ns!r}, outside the parent's namespace {parent_ns!r}")
+                ns = parent_ns
+            elif not ns:
+                raise bad("needs metadata.namespace: the parent is cluster-scoped")
+        elif ns:
+            raise bad(f"sets metadata.namespace {ns!r} but {child_type.kind} is cluster-scoped")
+        else:
+            ns = None
+        key = (child_type.key, ns, meta["name"])
+        if key in seen:
+            raise bad("appears twice")
+        seen.add(key)
+        if ns != meta.get("namespace"):
+            child = {**child, "metadata": {**meta, "namespace": ns}}
+            if ns is None:
+                del child["metadata"]["namespace"]
+        out.append(child)
+    return tuple(out)
+
+
+def _events(package: str, value: Any) -> tuple[HookEvent, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise HookError(package, "events", f"must be an array or set of {{type, reason, message}}, got {_show(value)}")
+    events = []
+    for i, e in enumerate(value):
+        if not isinstance(e, dict):
+            raise HookError(package, "events", f"events[{i}] is not an object: {_show(e)}")
+        etype = e.get("type", "Normal")
+        if etype not in EVENT_TYPES:
+            raise HookError(package, "events", f"events[{i}].type must be Normal or Warning: {_show(e)}")
+        reason, message = e.get("reason"), e.get("message")
+        if not isinstance(reason, str) or not reason:
+            raise HookError(package, "events", f"events[{i}].reason must be a non-empty string: {_show(e)}")
+        if not isinstance(message, str):
+            raise HookError(package, "events", f"events[{i}].message must be a string: {_show(e)}")
+        extra = set(e) - {"type", "reason", "message"}
+        if extra:
+            raise HookError(package, "events", f"events[{i}] has unknown fields {sorted(extra)}: {_show(e)}")
+        events.append(HookEvent(etype, reason, message))
+    return tuple(events)
+
+
+def _show(value: Any, limit: int = 300) -> str:
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

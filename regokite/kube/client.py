@@ -1,0 +1,170 @@
+"""A small REST client over the `kubernetes` package's auth and TLS, speaking plain dicts.
+
+The generated model classes are slow to build for every watched object and
+lossy for custom resources, so everything here is raw JSON in and out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client, config
+
+from regokite.errors import RegokiteError
+
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class ApiError(RegokiteError):
+    """A non-2xx answer: `status` is the HTTP code, `body` the server's Status object."""
+
+    def __init__(self, status: int, reason: str, body: Any, what: str) -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body
+        message = body.get("message") if isinstance(body, dict) else (str(body)[:300] if body else reason)
+        super().__init__(f"{what}: {status} {message}")
+
+
+class KubeClient:
+    """Thread-safe: one connection pool shared by workers and informers."""
+
+    def __init__(self, kubeconfig: str | os.PathLike[str] | None = None, *, pool_size: int = 64) -> None:
+        cfg = client.Configuration()
+        path = kubeconfig or os.environ.get("KUBECONFIG")
+        try:
+            if path:
+                config.load_kube_config(config_file=str(Path(path).expanduser()), client_configuration=cfg)
+            elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+                config.load_incluster_config(client_configuration=cfg)
+            else:
+                config.load_kube_config(client_configuration=cfg)
+        except (config.ConfigException, OSError) as exc:
+            raise RegokiteError(f"cannot load Kubernetes credentials: {exc}") from None
+        cfg.connection_pool_maxsize = pool_size
+        self.api = client.ApiClient(cfg)
+        self.host = cfg.host
+
+    def close(self) -> None:
+        self.api.close()
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = 30,
+    ) -> Any:
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        if body is not None and "json" not in content_type and not isinstance(body, str | bytes):
+            body = json.dumps(body)  # the client JSON-encodes bodies of JSON content types itself
+        serialized = self.api.param_serialize(
+            method,
+            path,
+            query_params=params,
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        return self.api.call_api(*serialized, _request_timeout=timeout)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30,
+    ) -> Any:
+        resp = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        data = resp.read()
+        parsed = _json(data)
+        if not 200 <= resp.status <= 299:
+            raise ApiError(resp.status, resp.reason or "", parsed, f"{method} {path}")
+        return parsed
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query)
+
+    def apply(self, path: str, obj: dict[str, Any], manager: str, *, force: bool = True) -> Any:
+        return self.request(
+            "PATCH",
+            path,
+            json.dumps(obj),
+            query={"fieldManager": manager, "force": "true" if force else None},
+            content_type=APPLY_PATCH,
+        )
+
+    def patch(self, path: str, patch: Any, content_type: str = MERGE_PATCH, **query: Any) -> Any:
+        return self.request("PATCH", path, patch, query=query, content_type=content_type)
+
+    def delete(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self.request("DELETE", path, body)
+
+    def stream(self, path: str, query: dict[str, Any], timeout: float) -> WatchStream:
+        """A watch: newline-delimited JSON events, until the server ends it or `timeout` of silence."""
+        resp = self._send("GET", path, query=query, timeout=(10, timeout))
+        if resp.status != 200:
+            data = resp.read()
+            raise ApiError(resp.status, resp.reason or "", _json(data), f"WATCH {path}")
+        return WatchStream(resp.response)
+
+
+class WatchStream:
+    def __init__(self, response: Any) -> None:
+        self._response = response
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buf = b""
+        try:
+            for chunk in self._response.stream(64 * 1024, decode_content=True):
+                buf += chunk
+                while True:
+                    line, sep, rest = buf.partition(b"\n")
+                    if not sep:
+                        break
+                    buf = rest
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing from another thread during shutdown
+            self._response.close()
+
+
+def _json(data: bytes) -> Any:
+    if not data:
+        return {}
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode(errors="replace")
+
+
+def resource_path(
+    api_version: str, resource: str, namespace: str | None = None, name: str | None = None, sub: str | None = None
+) -> str:
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{resource}"
+    if name:
+        base += f"/{quote(name, safe='')}"
+    if sub:
+        base += f"/{sub}"
+    return base

@@ -1,0 +1,320 @@
+"""Informers: one list+watch per resource type, an in-memory cache, change handlers.
+
+A watch resumes from the last resourceVersion it saw (bookmarks keep that
+fresh on quiet types), and a `410 Gone` (history compacted) or an expired list
+continuation relists from scratch, turning the difference between the old
+cache and the new list into ADDED/MODIFIED/DELETED notifications, so no
+change is lost while the API server was away. Objects are plain dicts, with
+`metadata.managedFields` dropped: nothing downstream reads it and it is most
+of an object's size.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from regokite.kube.client import ApiError, KubeClient, WatchStream, resource_path
+from regokite.ops import controller_metrics as metrics
+
+log = logging.getLogger("regokite.controller")
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+Handler = Callable[[str, Obj | None, Obj | None], None]  # (event, new, old)
+
+
+class Gone(Exception):
+    """The resourceVersion we resume from is too old: relist."""
+
+
+def key_of(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name", "")
+
+
+def _controller_uid(obj: Obj) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
+class Informer:
+    PAGE = 500
+
+    def __init__(
+        self,
+        client: KubeClient,
+        api_version: str,
+        resource: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        watch_timeout: int = 290,
+    ) -> None:
+        self.client = client
+        self.api_version = api_version
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector or None
+        self.watch_timeout = watch_timeout
+        self.name = f"{resource}.{api_version}" + (f" in {namespace}" if namespace else "")
+        self.synced = threading.Event()
+        self.resource_version: str | None = None
+        self._handlers: list[Handler] = []
+        self._lock = threading.RLock()
+        self._cache: dict[Key, Obj] = {}
+        self._by_owner: dict[str, set[Key]] = {}
+        self._orphans: dict[str, set[Key]] = {}
+        self._stop = threading.Event()
+        self._stream: WatchStream | None = None
+        self._thread: threading.Thread | None = None
+        self.relists = 0
+        self.watch_restarts = 0
+
+    # -- reading the cache
+
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        with self._lock:
+            return self._cache.get((namespace or "", name))
+
+    def list(self, namespace: str | None = None) -> list[Obj]:
+        with self._lock:
+            if namespace is None:
+                return list(self._cache.values())
+            return [o for k, o in self._cache.items() if k[0] == namespace]
+
+    def owned_by(self, uid: str) -> list[Obj]:
+        with self._lock:
+            return [self._cache[k] for k in self._by_owner.get(uid, ())]
+
+    def orphans(self, namespace: str | None = None) -> list[Obj]:
+        """Objects without a controller, in `namespace` (all namespaces when None)."""
+        with self._lock:
+            if namespace is None:
+                return [self._cache[k] for keys in self._orphans.values() for k in keys]
+            return [self._cache[k] for k in self._orphans.get(namespace, ())]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    # -- lifecycle
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"informer {self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the current watch read; the thread is a daemon, so exiting never waits
+        for it (closing a stream another thread is reading can block in urllib3)."""
+        self._stop.set()
+
+    # -- the loop
+
+    def _path(self) -> str:
+        return resource_path(self.api_version, self.resource, self.namespace)
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set():
+            try:
+                if self.resource_version is None:
+                    self._relist()
+                self._watch()
+                backoff = 0.2
+            except Gone:
+                log.info("watch history gone, relisting", extra={"informer": self.name})
+                self.resource_version = None
+            except Exception as exc:  # connection refused/reset, 5xx, ...
+                if self._stop.is_set():
+                    break
+                log.warning(
+                    "watch failed, retrying",
+                    extra={"informer": self.name, "error": f"{type(exc).__name__}: {exc}"[:500], "retry_in": backoff},
+                )
+                metrics.watch_errors.labels(self.resource).inc()
+                self._stop.wait(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, 5.0)
+
+    def _relist(self) -> None:
+        items: dict[Key, Obj] = {}
+        cont: str | None = None
+        rv = ""
+        while True:
+            try:
+                page = self.client.get(
+                    self._path(), limit=self.PAGE, labelSelector=self.label_selector, **{"continue": cont}
+                )
+            except ApiError as exc:
+                if exc.status == 410 and cont:  # continuation expired mid-list
+                    items, cont = {}, None
+                    continue
+                raise
+            for obj in page.get("items") or ():
+                obj.setdefault("apiVersion", self.api_version)
+                obj.setdefault("kind", (page.get("kind") or "").removesuffix("List"))
+                _trim(obj)
+                items[key_of(obj)] = obj
+            rv = page["metadata"].get("resourceVersion", rv)
+            cont = page["metadata"].get("continue")
+            if not cont:
+                break
+        self.relists += 1
+        events: list[tuple[str, Obj | None, Obj | None]] = []
+        with self._lock:
+            old = self._cache
+            for k, obj in items.items():
+                prev = old.get(k)
+                if prev is None:
+                    events.append(("ADDED", obj, None))
+                elif prev["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                    events.append(("MODIFIED", obj, prev))
+            for k, prev in old.items():
+                if k not in items:
+                    events.append(("DELETED", None, prev))
+            self._cache = {}
+            self._by_owner, self._orphans = {}, {}
+            for obj in items.values():
+                self._store(obj)
+        self.resource_version = rv
+        self.synced.set()
+        log.info("listed", extra={"informer": self.name, "objects": len(items), "resourceVersion": rv})
+        for event in events:
+            self._notify(*event)
+
+    def _watch(self) -> None:
+        query = {
+            "watch": "true",
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": self.watch_timeout - random.randint(0, 30),
+            "labelSelector": self.label_selector,
+        }
+        try:
+            stream = self.client.stream(self._path(), query, timeout=self.watch_timeout + 60)
+        except ApiError as exc:
+            if exc.status == 410:
+                raise Gone() from None
+            raise
+        self._stream = stream
+        if self._stop.is_set():
+            stream.close()
+            return
+        for event in stream:
+            if self._stop.is_set():
+                return
+            etype, obj = event.get("type"), event.get("object") or {}
+            if etype == "ERROR":
+                if obj.get("code") == 410:
+                    raise Gone()
+                raise ApiError(obj.get("code") or 500, obj.get("reason") or "", obj, f"WATCH {self._path()}")
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if etype == "BOOKMARK":
+                self.resource_version = rv or self.resource_version
+                continue
+            _trim(obj)
+            k = key_of(obj)
+            with self._lock:
+                prev = self._cache.get(k)
+                if etype == "DELETED":
+                    self._remove(k)
+                else:
+                    self._store(obj)
+            if rv:
+                self.resource_version = rv
+            if etype == "DELETED":
+                self._notify("DELETED", None, obj)
+            else:
+                self._notify("ADDED" if prev is None else "MODIFIED", obj, prev)
+        self.watch_restarts += 1
+
+    # -- cache and indices (hold the lock)
+
+    def _store(self, obj: Obj) -> None:
+        k = key_of(obj)
+        if k in self._cache:
+            self._unindex(k, self._cache[k])
+        self._cache[k] = obj
+        uid = _controller_uid(obj)
+        if uid:
+            self._by_owner.setdefault(uid, set()).add(k)
+        else:
+            self._orphans.setdefault(k[0], set()).add(k)
+
+    def _remove(self, k: Key) -> None:
+        obj = self._cache.pop(k, None)
+        if obj is not None:
+            self._unindex(k, obj)
+
+    def _unindex(self, k: Key, obj: Obj) -> None:
+        uid = _controller_uid(obj)
+        index, bucket = (self._by_owner, uid) if uid else (self._orphans, k[0])
+        keys = index.get(bucket)
+        if keys is not None:
+            keys.discard(k)
+            if not keys:
+                del index[bucket]
+
+    def _notify(self, event: str, new: Obj | None, old: Obj | None) -> None:
+        for handler in self._handlers:
+            try:
+                handler(event, new, old)
+            except Exception:
+                log.exception("informer handler failed", extra={"informer": self.name})
+
+
+def _trim(obj: Obj) -> None:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+
+
+class InformerFactory:
+    """Shares one informer per (resource, namespace, selector) among every controller."""
+
+    def __init__(self, client: KubeClient, namespace: str | None = None) -> None:
+        self.client = client
+        self.namespace = namespace
+        self._informers: dict[tuple[str, str, str | None, str | None], Informer] = {}
+        self._started = False
+
+    def informer(
+        self, api_version: str, resource: str, *, namespaced: bool = True, label_selector: str | None = None
+    ) -> Informer:
+        ns = self.namespace if namespaced else None
+        k = (api_version, resource, ns, label_selector)
+        if k not in self._informers:
+            inf = Informer(self.client, api_version, resource, namespace=ns, label_selector=label_selector)
+            self._informers[k] = inf
+            if self._started:
+                inf.start()
+        return self._informers[k]
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    def start(self) -> None:
+        self._started = True
+        for inf in self._informers.values():
+            inf.start()
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self._informers.values())
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self._informers.values())
+
+    def stop(self) -> None:
+        for inf in self._informers.values():
+            inf.stop()

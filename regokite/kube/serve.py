@@ -1,0 +1,94 @@
+"""`regokite controller`: load policies and definitions, check them, run the controllers."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from regokite import outline
+from regokite.bundle import load_bundle
+from regokite.controllers.definitions import CompositeController, load_definitions
+from regokite.controllers.hooks import ResolvedHook, resolve_hook
+from regokite.engine import Engine, open_engine
+from regokite.kube.actuator import Actuator
+from regokite.kube.client import KubeClient
+from regokite.kube.composite import CompositeRunner
+from regokite.kube.discovery import Discovery
+from regokite.kube.manager import Manager
+
+log = logging.getLogger("regokite.controller")
+
+
+@dataclass
+class ControllerSettings:
+    policies: list[str]
+    controllers: list[str]
+    kubeconfig: str | None = None
+    namespace: str | None = None
+    workers: int = 2
+    engine: str = "embedded"
+    opa_url: str | None = None
+    v0_compatible: bool = False
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
+    discovery_wait: float = 30.0
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def load_hooks(
+    policies: list[str], controllers: list[str], *, v0_compatible: bool, engine: str = "embedded", opa_url=None
+) -> tuple[list[CompositeController], Engine, dict[str, tuple[ResolvedHook, ResolvedHook | None]]]:
+    """Definitions, an engine over the policies, and every hook checked against them."""
+    definitions = load_definitions(controllers)
+    bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
+    packages = outline.packages(outline.outline(bundle.modules))
+    hooks = {}
+    for d in definitions:
+        sync = resolve_hook(d.hooks.sync, packages)
+        finalize = resolve_hook(d.hooks.finalize, packages) if d.hooks.finalize else None
+        hooks[d.name] = (sync, finalize)
+    return definitions, open_engine(bundle, engine, opa_url=opa_url), hooks
+
+
+def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]:
+    definitions, engine, hooks = load_hooks(
+        settings.policies,
+        settings.controllers,
+        v0_compatible=settings.v0_compatible,
+        engine=settings.engine,
+        opa_url=settings.opa_url,
+    )
+    client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
+    manager = Manager(client, namespace=settings.namespace, workers=settings.workers)
+    discovery = Discovery(client)
+    actuator = Actuator(client)
+    runners = [
+        CompositeRunner(
+            d,
+            manager=manager,
+            engine=engine,
+            actuator=actuator,
+            sync_hook=hooks[d.name][0],
+            finalize_hook=hooks[d.name][1],
+            discovery=discovery,
+            discovery_wait=settings.discovery_wait,
+        )
+        for d in definitions
+    ]
+    for r in runners:
+        log.info(
+            "controller loaded",
+            extra={
+                "controller": r.name,
+                "parent": r.parent_type.key,
+                "children": [t.key for t in r.child_types],
+                "sync": r.sync_hook.package,
+                "finalize": r.finalize_hook.package if r.finalize_hook else None,
+            },
+        )
+    return manager, runners
+
+
+def serve(settings: ControllerSettings) -> int:
+    manager, _ = build(settings)
+    return manager.run(metrics_port=settings.metrics_port, metrics_host=settings.metrics_host)

@@ -1,0 +1,36 @@
+"""Prometheus metrics of the controller runtime (served on `--metrics-port`)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from regokite.ops.metrics import LATENCY_BUCKETS
+
+RECONCILE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+queue_depth = Gauge("regokite_controller_queue_depth", "Parents waiting in the work queue.", ["controller"])
+reconcile_duration = Histogram(
+    "regokite_controller_reconcile_duration_seconds",
+    "Time to sync one parent: read caches, evaluate, write.",
+    ["controller"],
+    buckets=RECONCILE_BUCKETS,
+)
+reconcile_errors = Counter(
+    "regokite_controller_reconcile_errors_total",
+    "Syncs that failed, by reason (InvalidHookOutput, PolicyError, ApiError, ...).",
+    ["controller", "reason"],
+)
+reconciles = Counter("regokite_controller_reconciles_total", "Syncs completed.", ["controller", "result"])
+applies = Counter(
+    "regokite_controller_writes_total",
+    "Writes to children and parents, by verb (create, update, recreate, delete, adopt, release, status, ...).",
+    ["controller", "kind", "verb"],
+)
+evaluation_latency = Histogram(
+    "regokite_controller_policy_evaluation_duration_seconds",
+    "Time to evaluate one hook for one parent.",
+    ["controller", "package"],
+    buckets=LATENCY_BUCKETS,
+)
+watch_errors = Counter("regokite_controller_watch_errors_total", "Watches that failed and were retried.", ["resource"])
+informer_objects = Gauge("regokite_controller_informer_objects", "Objects in an informer's cache.", ["informer"])

@@ -1,0 +1,130 @@
+"""Parsing and validating Metacontroller CompositeController definitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from regokite.controllers.definitions import DefinitionError, HookTarget, load_definitions
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HELLO = """
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata:
+  name: hello-controller
+spec:
+  generateSelector: true
+  parentResource:
+    apiVersion: example.com/v1
+    resource: helloworlds
+  childResources:
+    - apiVersion: v1
+      resource: pods
+      updateStrategy:
+        method: {method}
+  hooks:
+    sync:
+      {hook}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "hello.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(DefinitionError) as info:
+        load_definitions([path])
+    return info.value.problems
+
+
+def test_the_hello_world_definition_in_the_repo_loads() -> None:
+    [d] = load_definitions([ROOT / "policies" / "controllers" / "hello_world"])
+    assert d.name == "hello-controller"
+    assert (d.parent.api_version, d.parent.resource) == ("example.com/v1", "helloworlds")
+    assert d.children[0].update_method == "Recreate"
+    assert d.hooks.sync == HookTarget("controllers.hello_world")
+    assert d.generate_selector
+    assert d.finalizer == "regokite.dev/hello-controller"
+
+
+def test_an_unknown_update_method_is_reported_with_file_controller_and_path(tmp_path: Path) -> None:
+    path = write(tmp_path, HELLO.format(method="Sideways", hook="rego: {package: a.b}"))
+    assert problems(path) == [
+        f"{path}: CompositeController hello-controller: spec.childResources[0].updateStrategy.method: "
+        "must be one of OnDelete, Recreate, InPlace, RollingRecreate, RollingInPlace"
+    ]
+
+
+def test_rolling_methods_are_not_supported_yet(tmp_path: Path) -> None:
+    path = write(tmp_path, HELLO.format(method="RollingInPlace", hook="rego: {package: a.b}"))
+    assert "RollingInPlace is not supported yet" in problems(path)[0]
+
+
+def test_unknown_fields_are_reported_not_ignored(tmp_path: Path) -> None:
+    text = HELLO.format(method="InPlace", hook="rego: {package: a.b}").replace(
+        "generateSelector: true", "generateSelector: true\n  resyncPeriod: 5"
+    )
+    [problem] = problems(write(tmp_path, text))
+    assert "spec.resyncPeriod: unknown field" in problem
+
+
+def test_opa_v0_and_v1_webhook_urls_name_packages(tmp_path: Path) -> None:
+    v0 = write(tmp_path, HELLO.format(method="InPlace", hook="webhook: {url: 'http://opa:8181/v0/data/rbac/sync'}"))
+    assert load_definitions([v0])[0].hooks.sync == HookTarget(
+        "rbac.sync", source="webhook", url="http://opa:8181/v0/data/rbac/sync", api="v0"
+    )
+    v1 = write(tmp_path, HELLO.format(method="InPlace", hook="webhook: {url: 'http://opa:8181/v1/data/ctl'}"), "b.yaml")
+    assert load_definitions([v1])[0].hooks.sync.package == "ctl"
+
+
+def test_a_webhook_that_is_not_opa_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, HELLO.format(method="InPlace", hook="webhook: {url: 'http://hello.default/sync'}"))
+    [problem] = problems(path)
+    assert "spec.hooks.sync.webhook.url" in problem and "OPA's data API" in problem
+
+
+def test_service_and_path_webhooks_work_too(tmp_path: Path) -> None:
+    hook = "webhook: {service: {name: opa, namespace: opa, port: 8181}, path: /v0/data/controllers/x, timeout: 10s}"
+    path = write(tmp_path, HELLO.format(method="InPlace", hook=hook))
+    assert load_definitions([path])[0].hooks.sync.package == "controllers.x"
+
+
+def test_multi_document_files_skip_other_manifests(tmp_path: Path) -> None:
+    crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x}\n"
+    one = HELLO.format(method="InPlace", hook="rego: {package: a.b}")
+    two = one.replace("hello-controller", "second")
+    [a, b] = load_definitions([write(tmp_path, "\n---\n".join([crd, one, two]))])
+    assert (a.name, b.name) == ("hello-controller", "second")
+
+
+def test_duplicate_names_and_decorators_are_errors(tmp_path: Path) -> None:
+    one = HELLO.format(method="InPlace", hook="rego: {package: a.b}")
+    deco = "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: DecoratorController\nmetadata: {name: d}\nspec: {}\n"
+    found = problems(write(tmp_path, "\n---\n".join([one, one, deco])))
+    assert any("also defined in" in p for p in found)
+    assert any("DecoratorController is not supported yet" in p for p in found)
+
+
+def test_missing_required_fields_and_wrong_types(tmp_path: Path) -> None:
+    text = """
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: bad}
+spec:
+  parentResource: {apiVersion: example.com/v1}
+  childResources: [{apiVersion: v1, resource: Pods}]
+  resyncPeriodSeconds: soon
+  hooks: {}
+"""
+    found = problems(write(tmp_path, text))
+    joined = "\n".join(found)
+    assert "spec.parentResource.resource: required" in joined
+    assert "spec.childResources[0].resource: must be the lowercase plural" in joined
+    assert "spec.resyncPeriodSeconds: must be a number" in joined
+    assert "spec.hooks.sync: required" in joined

@@ -1,0 +1,159 @@
+"""The hook contract: request shape, evaluation of packages and rules, output translation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from regokite import outline
+from regokite.bundle import load_bundle
+from regokite.controllers.definitions import HookTarget
+from regokite.controllers.hooks import (
+    ChildType,
+    HookError,
+    group_children,
+    resolve_hook,
+    run_hook,
+    sync_request,
+    translate_response,
+)
+from regokite.engine import open_engine
+
+POD = ChildType("v1", "pods", "Pod", True)
+RB = ChildType("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", True)
+NS = ChildType("v1", "namespaces", "Namespace", False)
+PARENT = {"apiVersion": "example.com/v1", "kind": "P", "metadata": {"name": "p", "namespace": "team", "uid": "u1"}}
+
+
+def translate(raw: dict, types=(POD, RB), parent=PARENT, namespaced=True):
+    return translate_response("controllers.x", raw, types=types, parent=parent, parent_namespaced=namespaced)
+
+
+def test_children_are_grouped_by_kind_and_api_version_and_every_type_is_present() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "team"}}
+    grouped = group_children([POD, RB], {POD.key: [pod]}, parent_namespaced=True)
+    assert grouped == {"Pod.v1": {"a": pod}, "RoleBinding.rbac.authorization.k8s.io/v1": {}}
+
+
+def test_a_cluster_scoped_parent_sees_namespaced_children_as_namespace_slash_name() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "team"}}
+    assert group_children([POD], {POD.key: [pod]}, parent_namespaced=False) == {"Pod.v1": {"team/a": pod}}
+
+
+def test_the_request_has_exactly_metacontrollers_fields() -> None:
+    request = sync_request({"kind": "CompositeController"}, PARENT, {"Pod.v1": {}})
+    assert set(request) == {"controller", "parent", "children", "related", "finalizing"}
+    assert request["finalizing"] is False and request["related"] == {}
+
+
+def test_children_default_to_the_parents_namespace() -> None:
+    out = translate({"children": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}]})
+    assert out.children[0]["metadata"] == {"name": "a", "namespace": "team"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"children": [{"kind": "Pod", "metadata": {"name": "a"}}]}, "children[0] has no apiVersion"),
+        ({"children": [{"apiVersion": "v1", "metadata": {"name": "a"}}]}, "children[0] has no kind"),
+        ({"children": [{"apiVersion": "v1", "kind": "Pod", "metadata": {}}]}, "children[0] has no metadata.name"),
+        (
+            {"children": [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}]},
+            "is a Secret.v1, not a declared child type",
+        ),
+        (
+            {"children": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "other"}}]},
+            "outside the parent's namespace 'team'",
+        ),
+        ({"children": {"a": {}}}, "must be an array or set of objects"),
+        ({"status": "ok"}, "rule status: must be an object"),
+        ({"resyncAfterSeconds": "5"}, "rule resyncAfterSeconds: must be a number"),
+        ({"finalized": "yes"}, "rule finalized: must be true or false"),
+        ({"events": [{"type": "Loud", "reason": "R", "message": "m"}]}, "events[0].type must be Normal or Warning"),
+    ],
+)
+def test_invalid_output_names_package_rule_and_value(raw: dict, message: str) -> None:
+    with pytest.raises(HookError) as info:
+        translate(raw)
+    assert "policy controllers.x" in str(info.value)
+    assert message in str(info.value)
+
+
+def test_duplicate_children_are_refused() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}
+    with pytest.raises(HookError, match="appears twice"):
+        translate({"children": [pod, pod]})
+
+
+def test_cluster_scoped_children_have_no_namespace() -> None:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}
+    assert translate({"children": [ns]}, types=(NS,), namespaced=False).children[0]["metadata"] == {"name": "n"}
+
+
+def test_valid_output_with_events() -> None:
+    out = translate(
+        {
+            "status": {"ok": True},
+            "resyncAfterSeconds": 2.5,
+            "finalized": True,
+            "events": [{"type": "Warning", "reason": "Expired", "message": "gone"}],
+        }
+    )
+    assert (out.status, out.resync_after_seconds, out.finalized) == ({"ok": True}, 2.5, True)
+    assert out.events[0].reason == "Expired"
+
+
+V0_POLICY = """
+package controller
+
+children[rb] {
+    rb := {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+           "metadata": {"name": input.parent.metadata.name}}
+}
+
+status = {"n": count(input.children["RoleBinding.rbac.authorization.k8s.io/v1"])}
+"""
+
+RULE_POLICY = """
+package whole
+
+sync := {"children": [], "status": {"who": input.parent.metadata.name}}
+"""
+
+
+def engine_and_packages(tmp_path: Path, text: str, v0: bool):
+    (tmp_path / "p.rego").write_text(text)
+    bundle = load_bundle([tmp_path], v0_compatible=v0)
+    return open_engine(bundle), outline.packages(outline.outline(bundle.modules))
+
+
+def test_a_v0_package_is_evaluated_rule_by_rule_and_a_partial_set_becomes_a_list(tmp_path: Path) -> None:
+    engine, packages = engine_and_packages(tmp_path, V0_POLICY, v0=True)
+    hook = resolve_hook(HookTarget("controller", "webhook", "http://opa:8181/v0/data/controller", "v0"), packages)
+    request = sync_request({}, PARENT, group_children([RB], {}, True))
+    out = run_hook(engine, hook, request, types=[RB], parent=PARENT, parent_namespaced=True)
+    assert [c["metadata"] for c in out.children] == [{"name": "p", "namespace": "team"}]
+    assert out.status == {"n": 0}
+
+
+def test_a_target_naming_a_rule_uses_its_value_as_the_whole_response(tmp_path: Path) -> None:
+    engine, packages = engine_and_packages(tmp_path, RULE_POLICY, v0=False)
+    hook = resolve_hook(HookTarget("whole.sync"), packages)
+    assert hook.whole_rule
+    out = run_hook(engine, hook, sync_request({}, PARENT, {}), types=[], parent=PARENT, parent_namespaced=True)
+    assert out.status == {"who": "p"}
+
+
+def test_a_missing_package_is_reported_with_the_known_ones(tmp_path: Path) -> None:
+    _, packages = engine_and_packages(tmp_path, RULE_POLICY, v0=False)
+    with pytest.raises(HookError, match=r"no such package or rule .*packages: whole"):
+        resolve_hook(HookTarget("nothing.here"), packages)
+
+
+def test_a_runtime_error_in_the_policy_is_a_policy_error(tmp_path: Path) -> None:
+    engine, packages = engine_and_packages(tmp_path, 'package boom\n\nstatus := {"x": 1 / 0}\n', v0=False)
+    hook = resolve_hook(HookTarget("boom"), packages)
+    with pytest.raises(HookError) as info:
+        run_hook(engine, hook, sync_request({}, PARENT, {}), types=[], parent=PARENT, parent_namespaced=True)
+    assert info.value.reason == "PolicyError" and "policy boom" in str(info.value)
