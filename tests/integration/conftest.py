@@ -37,14 +37,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kube.Cluster]:
     """The API server under test; a private instance unless REGOKITE_KUBECONFIG is set."""
     external = os.environ.get("REGOKITE_KUBECONFIG")
     if external:
-        yield kube.cluster_from_kubeconfig(Path(external))
+        found = kube.cluster_from_kubeconfig(Path(external))
+        # A `scripts/cluster up` instance: its state file also tells where etcd is.
+        state = controlplane.load(Path(external).resolve().parent)
+        if state and state.kubeconfig == Path(external).resolve():
+            found.etcd_url = state.etcd_url
+        yield found
         return
     t0 = time.monotonic()
     try:
         cp = controlplane.start(tmp_path_factory.mktemp("controlplane"))
     except controlplane.ControlPlaneError as e:
         pytest.fail(f"could not start the control plane:\n{e}", pytrace=False)
-    controlplane.log(f"session control plane up in {time.monotonic() - t0:.1f}s")
+    controlplane.log(f"session control plane up in {time.monotonic() - t0:.1f}s; logs in {cp.log_dir}")
     try:
         yield kube.Cluster(
             kubeconfig=cp.kubeconfig,
