@@ -246,6 +246,8 @@ def _build(keep_source: bool) -> Path:
     if not out.is_dir():
         out = src / "_output" / "local" / "bin" / "linux" / "amd64"
     BIN_DIR.parent.mkdir(parents=True, exist_ok=True)
+    for leftover in BIN_DIR.parent.glob(f".{BIN_DIR.name}.*"):  # from a build killed mid-copy
+        shutil.rmtree(leftover, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{BIN_DIR.name}.", dir=BIN_DIR.parent))
     tmp.chmod(0o755)
     for name in BINARIES:
