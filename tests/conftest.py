@@ -8,7 +8,6 @@ tests/opa_standin.py, over real HTTP) and must get the same answers from both.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -18,10 +17,6 @@ from regokite.bundle import Bundle
 from regokite.engine import Engine, open_engine
 
 ENGINE_KINDS = ("embedded", "opa")
-
-# make_engine collects garbage after each test (see there); freezing what the
-# imports allocated keeps each collection to the objects the tests made.
-gc.freeze()
 
 
 @pytest.fixture(scope="session")
@@ -60,8 +55,3 @@ def make_engine(engine_kind: str, request: pytest.FixtureRequest) -> Iterator[Ca
     for engine in engines:
         engine.close()
     engines.clear()
-    # An EvaluationError's traceback keeps the frame holding the regorus clone
-    # it came from; collect such cycles here, on the thread that made them,
-    # before some stand-in handler thread's allocation triggers the collector
-    # and pyo3 refuses to drop a thread-pinned engine there.
-    gc.collect()

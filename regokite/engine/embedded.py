@@ -24,7 +24,7 @@ import regorus
 
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, rule_ref
-from regokite.errors import EvaluationError, PolicyLoadError, engine_diagnostic
+from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
 
 _UNDEFINED_JSON = '"<undefined>"'
 
@@ -59,16 +59,11 @@ class EmbeddedEngine:
         # The first evaluation compiles the modules. Doing it here, on the engine
         # every evaluation clones, makes clones start compiled: about 0.09 ms
         # instead of 1 ms per evaluation of the policies/ bundle.
-        try:
-            engine.eval_query("true")
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            message, location = engine_diagnostic(str(exc))
+        _, failure = _attempt(engine.eval_query, "true")
+        if failure is not None:
+            message, location = engine_diagnostic(failure)
             module = self.bundle.module(location.file) if location else None
-            raise PolicyLoadError(
-                message, location, module.line(location.line) if module and location else None
-            ) from None
+            raise PolicyLoadError(message, location, module.line(location.line) if module and location else None)
         return engine
 
     def _base(self) -> regorus.Engine:
@@ -114,13 +109,10 @@ class _Bound:
 
 
 def _evaluate(engine: regorus.Engine, ref: str) -> Any:
-    try:
-        raw = engine.eval_rule_as_json(ref)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # a Rust panic arrives as a bare BaseException
-        if "not a valid rule path" not in str(exc):
-            raise _evaluation_error(ref, exc) from None
+    raw, failure = _call(engine.eval_rule_as_json, ref)
+    if failure is not None:
+        if "not a valid rule path" not in failure[0]:
+            raise EvaluationError(ref, *failure)
         return _first_value(_query(engine, ref))  # a package or a base document
     # regorus's marker for undefined; a rule whose value is that very string
     # is not worth a second query on every undefined decision.
@@ -128,13 +120,35 @@ def _evaluate(engine: regorus.Engine, ref: str) -> Any:
 
 
 def _query(engine: regorus.Engine, query: str) -> list[dict[str, Any]]:
+    raw, failure = _call(engine.eval_query_as_json, query)
+    if failure is not None:
+        raise EvaluationError(query, *failure)
+    return json.loads(raw).get("result", [])
+
+
+def _call(method: Any, query: str) -> tuple[str, tuple[str, Location | None] | None]:
+    """Run one evaluation; a failure comes back as (message, location)."""
+    raw, failure = _attempt(method, query)
+    return (raw, None) if failure is None else ("", engine_diagnostic(failure))
+
+
+def _attempt(method: Any, *args: Any) -> tuple[Any, str | None]:
+    """Call into regorus; return (result, None), or (None, its error text).
+
+    Callers raise their own error afterwards, outside any `except` block and
+    without keeping it in a local: either would make a reference cycle through
+    the frame holding the thread-pinned engine, and the garbage collector may
+    free a cycle on any thread, where regorus refuses to be dropped. A Rust
+    panic arrives as a bare BaseException and is reported as one.
+    """
     try:
-        raw = engine.eval_query_as_json(query)
+        return method(*args), None
     except (KeyboardInterrupt, SystemExit):
         raise
+    except Exception as exc:
+        return None, str(exc)
     except BaseException as exc:
-        raise _evaluation_error(query, exc) from None
-    return json.loads(raw).get("result", [])
+        return None, f"engine panic: {exc}"
 
 
 def _first_value(results: list[dict[str, Any]]) -> Any:
@@ -143,28 +157,18 @@ def _first_value(results: list[dict[str, Any]]) -> Any:
     return results[0]["expressions"][0]["value"]
 
 
-def _evaluation_error(query: str, exc: BaseException) -> EvaluationError:
-    message, location = engine_diagnostic(str(exc))
-    if not isinstance(exc, Exception):
-        message = f"engine panic: {message}"
-    return EvaluationError(query, message, location)
-
-
 def add_modules(engine: regorus.Engine, modules: Iterable[Module]) -> None:
     """Parse `modules` into `engine`, turning parser errors into PolicyLoadError."""
     for module in modules:
         engine.set_rego_v0(module.v0)
-        try:
-            engine.add_policy(module.path, module.text)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            raise _load_error(module, exc) from None
+        _, failure = _attempt(engine.add_policy, module.path, module.text)
+        if failure is not None:
+            raise _load_error(module, failure)
     engine.set_rego_v0(False)
 
 
-def _load_error(module: Module, exc: BaseException) -> PolicyLoadError:
-    message, location = engine_diagnostic(str(exc))
+def _load_error(module: Module, failure: str) -> PolicyLoadError:
+    message, location = engine_diagnostic(failure)
     if location is None:
         return PolicyLoadError(f"{module.path}: {message}")
     if not module.v0 and _parses_as_v0(module):
@@ -175,10 +179,4 @@ def _load_error(module: Module, exc: BaseException) -> PolicyLoadError:
 def _parses_as_v0(module: Module) -> bool:
     probe = regorus.Engine()
     probe.set_rego_v0(True)
-    try:
-        probe.add_policy(module.path, module.text)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:
-        return False
-    return True
+    return _attempt(probe.add_policy, module.path, module.text)[1] is None
