@@ -1,0 +1,240 @@
+"""Composite controller convergence on a real API server (private control plane).
+
+    python -m bench.controller_converge [--parents 500] [--workers 4] [--samples 50]
+
+1. Bare client: the writes a controller must make for N parents x 3 children
+   (N parent creates, 3N server-side applies, N status patches) from 8
+   threads: the API server's own limit on this machine.
+2. regokite: the same N parents created the same way, timed until every
+   child exists and every parent's status reports 3 children.
+3. Reaction latency: patch one parent's spec, time until the child shows the
+   new value (seen through a watch), p50/p99.
+4. The controller's resident memory (VmRSS / VmHWM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "tests" / "integration")]
+
+import controlplane  # noqa: E402
+import kube  # noqa: E402
+
+from bench.common import percentiles  # noqa: E402
+from tests.controllers.process import ControllerProcess  # noqa: E402
+
+POLICY = """package bench.fanout
+
+children := [cm(i) | some i in numbers.range(0, 2)]
+
+cm(i) := {
+\t"apiVersion": "v1",
+\t"kind": "ConfigMap",
+\t"metadata": {"name": sprintf("%s-%d", [input.parent.metadata.name, i])},
+\t"data": {"value": input.parent.spec.value},
+}
+
+status := {"configMaps": count(input.children["ConfigMap.v1"])}
+"""
+
+CONTROLLER = """apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: fanout}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: example.com/v1, resource: fanouts}
+  childResources:
+    - {apiVersion: v1, resource: configmaps, updateStrategy: {method: InPlace}}
+  hooks:
+    sync: {rego: {package: bench.fanout}}
+"""
+
+THREADS = 8
+
+
+def parent(ns: str, name: str, value: str = "v0") -> dict:
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "Fanout",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"value": value},
+    }
+
+
+def make_namespace(api, name: str) -> None:
+    kube.create(api, "/api/v1/namespaces", {"metadata": {"name": name}})
+
+
+def bare_client(api, ns: str, n: int) -> float:
+    """What a controller must write for n parents, done directly."""
+    parents = f"/apis/example.com/v1/namespaces/{ns}/fanouts"
+
+    def one(i: int) -> None:
+        p = kube.create(api, parents, parent(ns, f"p{i}"))
+        ref = {
+            "apiVersion": "example.com/v1",
+            "kind": "Fanout",
+            "name": p["metadata"]["name"],
+            "uid": p["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        for c in range(3):
+            name = f"p{i}-{c}"
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": ns, "ownerReferences": [ref]},
+                "data": {"value": "v0"},
+            }
+            kube.apply(api, f"/api/v1/namespaces/{ns}/configmaps/{name}", body, "bench", force=True)
+        kube.request(
+            api,
+            "PATCH",
+            f"{parents}/p{i}/status",
+            [{"op": "add", "path": "/status", "value": {"configMaps": 3}}],
+            content_type="application/json-patch+json",
+        )
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(one, range(n)))
+    return time.perf_counter() - t0
+
+
+def converge(api, ns: str, n: int, timeout: float = 600) -> tuple[float, float]:
+    """Create n parents; return (seconds to create them, seconds until converged)."""
+    parents = f"/apis/example.com/v1/namespaces/{ns}/fanouts"
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(lambda i: kube.create(api, parents, parent(ns, f"p{i}")), range(n)))
+    created = time.perf_counter() - t0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cms = kube.get(api, f"/api/v1/namespaces/{ns}/configmaps")["items"]
+        owned = sum(1 for c in cms if c["metadata"].get("ownerReferences"))
+        if owned >= 3 * n:
+            ps = kube.get(api, parents)["items"]
+            if sum(1 for p in ps if (p.get("status") or {}).get("configMaps") == 3) == n:
+                return created, time.perf_counter() - t0
+        time.sleep(0.2)
+    raise TimeoutError("did not converge")
+
+
+def reaction_latency(api, ns: str, n: int, samples: int) -> list[float]:
+    seen: dict[tuple[str, str], float] = {}
+    cond = threading.Condition()
+    stop = threading.Event()
+    rv = kube.get(api, f"/api/v1/namespaces/{ns}/configmaps", limit=1)["metadata"]["resourceVersion"]
+
+    def watch() -> None:
+        try:
+            _watch()
+        except Exception:  # the control plane stops under it at the end
+            if not stop.is_set():
+                raise
+
+    def _watch() -> None:
+        nonlocal rv
+        while not stop.is_set():
+            for ev in kube.watch(api, f"/api/v1/namespaces/{ns}/configmaps", resource_version=rv, timeout_seconds=60):
+                obj = ev["object"]
+                rv = obj["metadata"].get("resourceVersion", rv)
+                key = (obj["metadata"]["name"], (obj.get("data") or {}).get("value"))
+                with cond:
+                    seen.setdefault(key, time.perf_counter())
+                    cond.notify_all()
+                if stop.is_set():
+                    return
+
+    threading.Thread(target=watch, daemon=True).start()
+    time.sleep(0.5)
+    latencies = []
+    for s in range(samples):
+        i = s % n
+        value = f"s{s}"
+        t0 = time.perf_counter()
+        kube.merge_patch(api, f"/apis/example.com/v1/namespaces/{ns}/fanouts/p{i}", {"spec": {"value": value}})
+        with cond:
+            ok = cond.wait_for(lambda i=i, value=value: (f"p{i}-2", value) in seen, timeout=30)
+        if not ok:
+            raise TimeoutError(f"sample {s}: no child update")
+        latencies.append(seen[(f"p{i}-2", value)] - t0)
+    stop.set()
+    return latencies
+
+
+def rss(pid: int) -> tuple[int, int]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        fields[k] = v.strip()
+    return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parents", type=int, default=500)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--samples", type=int, default=50)
+    args = ap.parse_args()
+    n = args.parents
+
+    with tempfile.TemporaryDirectory(prefix="regokite-bench-") as tmp:
+        tmpdir = Path(tmp)
+        (tmpdir / "policies").mkdir()
+        (tmpdir / "policies" / "fanout.rego").write_text(POLICY)
+        (tmpdir / "controller.yaml").write_text(CONTROLLER)
+        cp = controlplane.start(tmpdir / "cp")
+        try:
+            cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
+            with cluster.api_client() as api:
+                kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))
+                make_namespace(api, "bare")
+                make_namespace(api, "ctl")
+                bare = bare_client(api, "bare", n)
+                writes = n * 5
+                rate = writes / bare
+                print(f"bare client    : {n} parents x 3 children, {writes} writes in {bare:6.2f} s ({rate:6.0f}/s)")
+
+                with ControllerProcess(
+                    cp.kubeconfig,
+                    policies=[tmpdir / "policies"],
+                    controllers=[tmpdir / "controller.yaml"],
+                    namespace="ctl",
+                    workers=args.workers,
+                    extra=[],
+                ) as ctl:
+                    created, converged = converge(api, "ctl", n)
+                    print(
+                        f"regokite       : created {n} parents in {created:6.2f} s; converged "
+                        f"({3 * n} children, {n} statuses) {converged:6.2f} s after the first create "
+                        f"({converged / bare:4.2f}x the bare client)"
+                    )
+                    latencies = reaction_latency(api, "ctl", n, args.samples)
+                    stats = percentiles(latencies)
+                    print(
+                        f"reaction       : parent patch -> child updated p50 {stats['p50']:6.1f} ms  "
+                        f"p99 {stats['p99']:6.1f} ms  (n={stats['n']})"
+                    )
+                    now, peak = rss(ctl.proc.pid)
+                    print(f"controller RSS : {now} MiB now, {peak} MiB peak ({n} parents, {3 * n} children cached)")
+                    errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
+                    print(f"sync errors    : {len(errors)}")
+                    print(json.dumps({"bare_s": bare, "converge_s": converged, "latency_ms": stats, "rss_mib": now}))
+        finally:
+            cp.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
