@@ -1,0 +1,90 @@
+"""`regokite plan` offline, and `regokite hooks` answering like Metacontroller's webhook and OPA's data API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from fastapi.testclient import TestClient
+
+from regokite import outline
+from regokite.bundle import load_bundle
+from regokite.cli import main
+from regokite.controllers.hookserver import create_app
+from regokite.controllers.plan import plan_from_files
+from regokite.engine import open_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+HELLO = ROOT / "policies" / "controllers" / "hello_world"
+PARENT = {
+    "apiVersion": "example.com/v1",
+    "kind": "HelloWorld",
+    "metadata": {"name": "your-name", "namespace": "hello", "uid": "u-1", "generation": 1},
+    "spec": {"who": "Your Name"},
+}
+
+
+def test_plan_creates_the_pod_for_a_new_parent(tmp_path: Path) -> None:
+    (tmp_path / "parent.yaml").write_text(yaml.safe_dump(PARENT))
+    report = plan_from_files([str(HELLO / "controller.yaml")], [str(HELLO)], str(tmp_path / "parent.yaml"))
+    assert [a.describe() for a in report.actions] == ["create Pod hello/your-name"]
+    assert report.status == {"pods": 0}
+    assert "create Pod hello/your-name" in report.render()
+
+
+def test_plan_recreates_a_changed_pod_and_deletes_strays(tmp_path: Path, capsys) -> None:
+    (tmp_path / "parent.yaml").write_text(yaml.safe_dump(PARENT))
+    observed = tmp_path / "observed"
+    observed.mkdir()
+    ref = {"apiVersion": "example.com/v1", "kind": "HelloWorld", "name": "your-name", "uid": "u-1", "controller": True}
+    for name in ("your-name", "stray"):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"controller-uid": "u-1"}, "ownerReferences": [ref], "uid": name},
+            "spec": {"containers": [{"name": "hello", "image": "busybox", "command": ["echo", "Hello, old!"]}]},
+        }
+        (observed / f"{name}.yaml").write_text(yaml.safe_dump(pod))
+    argv = ["plan", "--controllers", str(HELLO / "controller.yaml"), "--policies", str(HELLO)]
+    argv += ["--parent", str(tmp_path / "parent.yaml"), "--observed", str(observed)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "recreate Pod hello/your-name (changed)" in out
+    assert "delete Pod hello/stray" in out
+    assert 'status: {"pods": 2}' in out
+
+
+def client_for(path: Path, v0: bool = False) -> TestClient:
+    bundle = load_bundle([path], v0_compatible=v0).without_tests()
+    return TestClient(create_app(open_engine(bundle), outline.packages(outline.outline(bundle.modules))))
+
+
+REQUEST = {"controller": {}, "parent": PARENT, "children": {"Pod.v1": {}}, "related": {}, "finalizing": False}
+
+
+def test_hooks_answer_metacontroller_requests_with_the_response_fields() -> None:
+    reply = client_for(HELLO).post("/controllers/hello_world", json=REQUEST)
+    assert reply.status_code == 200
+    body = reply.json()
+    assert set(body) == {"children", "status"}
+    assert body["children"][0]["spec"]["containers"][0]["command"] == ["echo", "Hello, Your Name!"]
+
+
+def test_hooks_speak_opa_v0_and_v1_data_apis() -> None:
+    c = client_for(HELLO)
+    v0 = c.post("/v0/data/controllers/hello_world/status", json=REQUEST)
+    assert (v0.status_code, v0.json()) == (200, {"pods": 0})
+    v1 = c.post("/v1/data/controllers/hello_world/who", json={"input": REQUEST})
+    assert v1.json() == {"result": "Your Name"}
+    assert c.post("/v0/data/controllers/hello_world/nothing", json=REQUEST).status_code == 404
+    assert c.post("/no/such/package", json=REQUEST).status_code == 404
+
+
+def test_hooks_serve_the_v0_temporary_access_policy() -> None:
+    c = client_for(ROOT / "policies" / "controllers" / "temporary_access", v0=True)
+    parent = {
+        "metadata": {"name": "a", "namespace": "n"},
+        "spec": {"user": "alice", "validFrom": "2000-01-01T00:00:00Z", "validUntil": "2000-01-02T00:00:00Z"},
+    }
+    body = c.post("/v0/data/controllers/temporary_access", json={"parent": parent, "children": {}}).json()
+    assert body["children"] == [] and body["status"] == {"phase": "Expired", "bindings": 0}
