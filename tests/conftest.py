@@ -8,6 +8,7 @@ tests/opa_standin.py, over real HTTP) and must get the same answers from both.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -17,6 +18,23 @@ from regokite.bundle import Bundle
 from regokite.engine import Engine, open_engine
 
 ENGINE_KINDS = ("embedded", "opa")
+
+# regorus engines are pinned to the thread that made them, and pyo3 refuses
+# to drop one on another thread. A test holding `pytest.raises(...) as caught`
+# makes a reference cycle through its own frame and the traceback's frames,
+# which hold the engine that failed; left to the automatic collector, such a
+# cycle may be freed on an HTTP server's handler thread. So automatic
+# collection is off for the session and each test's garbage is collected on
+# the main thread when it ends; freezing what the imports allocated keeps each
+# collection to the objects the tests made.
+gc.freeze()
+gc.disable()
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_on_the_main_thread() -> Iterator[None]:
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -58,7 +58,7 @@ import regorus
 
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED
-from regokite.engine.embedded import EmbeddedEngine
+from regokite.engine.embedded import EmbeddedEngine, attempt
 from regokite.errors import EvaluationError, engine_diagnostic
 
 # OPA's messages (v1/server/types/types.go).
@@ -202,29 +202,12 @@ class OpaStandin:
         engine = regorus.Engine()
         engine.set_rego_v0(self.v0_compatible)
         for policy_id, raw in modules.items():
-            try:
-                engine.add_policy(policy_id, raw)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as exc:
-                message, loc = engine_diagnostic(str(exc))
-                error: dict[str, Any] = {"code": "rego_parse_error", "message": message}
-                if loc is not None:
-                    error["location"] = {"file": loc.file, "row": loc.line, "col": loc.col}
-                    line = _line(raw, loc.line)
-                    if line is not None:
-                        error["details"] = {"line": line, "idx": max(loc.col - 1, 0)}
-                raise OpaError(400, code, MSG_COMPILE_MODULE, [error]) from None
-        try:  # regorus compiles on first evaluation; OPA compiles on every PUT
-            engine.eval_query("true")
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            message, loc = engine_diagnostic(str(exc))
-            error = {"code": "rego_compile_error", "message": message}
-            if loc is not None:
-                error["location"] = {"file": loc.file, "row": loc.line, "col": loc.col}
-            raise OpaError(400, code, MSG_COMPILE_MODULE, [error]) from None
+            _, failure = attempt(engine.add_policy, policy_id, raw)
+            if failure is not None:
+                raise OpaError(400, code, MSG_COMPILE_MODULE, [_compile_error("rego_parse_error", failure, raw)])
+        _, failure = attempt(engine.eval_query, "true")  # regorus compiles on first evaluation, OPA on PUT
+        if failure is not None:
+            raise OpaError(400, code, MSG_COMPILE_MODULE, [_compile_error("rego_compile_error", failure, None)])
 
     def _policy_doc(self, policy_id: str, raw: str) -> dict[str, Any]:
         match = _PACKAGE.search(raw)
@@ -527,6 +510,17 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _compile_error(kind: str, failure: str, raw: str | None) -> dict[str, Any]:
+    message, loc = engine_diagnostic(failure)
+    error: dict[str, Any] = {"code": kind, "message": message}
+    if loc is not None:
+        error["location"] = {"file": loc.file, "row": loc.line, "col": loc.col}
+        line = _line(raw, loc.line) if raw is not None else None
+        if line is not None:
+            error["details"] = {"line": line, "idx": max(loc.col - 1, 0)}
+    return error
 
 
 def _detached(exc: BaseException) -> BaseException:
