@@ -113,7 +113,7 @@ class Reloader:
     def _build(self) -> PolicySet:
         """Load and check a policy set on a worker thread, leaving no engine pinned to it."""
         candidate = self.settings.load()
-        candidate.engine.close()
+        candidate.engine.release_thread()
         return candidate
 
     def reload_tls(self) -> None:

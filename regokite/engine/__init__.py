@@ -55,6 +55,10 @@ class Engine(Protocol):
         """Results of an ad-hoc query, shaped like `opa eval`'s `result` array."""
         ...
 
+    def release_thread(self) -> None:
+        """Drop what the calling thread holds; the engine stays usable elsewhere."""
+        ...
+
     def close(self) -> None: ...
 
 

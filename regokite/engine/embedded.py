@@ -92,9 +92,13 @@ class EmbeddedEngine:
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
         return _query(self._fresh(input), query)
 
-    def close(self) -> None:
-        """Drop the calling thread's prepared engine (others go with their threads)."""
+    def release_thread(self) -> None:
+        """Drop the calling thread's prepared engine (it can never be used elsewhere)."""
         _thread_table().pop(id(self), None)
+
+    def close(self) -> None:
+        """Drop the calling thread's prepared engine; other threads' go with their threads."""
+        self.release_thread()
 
 
 class _Bound:

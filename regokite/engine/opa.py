@@ -155,6 +155,9 @@ class OpaEngine:
         """Push the bundle again if OPA lost it (a restart). True when it did."""
         return self._repair()
 
+    def release_thread(self) -> None:
+        """Nothing is pinned to threads: the connection pool is shared."""
+
     def close(self) -> None:
         # The modules stay in OPA: a reload's new engine has already replaced
         # them, and deleting here would pull them from under it.

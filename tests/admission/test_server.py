@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from opa_standin import OpaStandin
 
 from regokite.ops.tls import self_signed
 from tests.admission.reviews import deployment, review
@@ -42,10 +44,15 @@ def policies(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def server(policies: Path, tmp_path: Path):
-    with admission_server(policies, tmp_path, "--max-body-bytes", "200000") as running:
-        yield running
+@pytest.fixture(params=["embedded", "opa"])
+def server(request: pytest.FixtureRequest, policies: Path, tmp_path: Path):
+    """The server on each engine; "opa" evaluates in a sidecar (the REST stand-in) it pushes the policies to."""
+    args = ["--max-body-bytes", "200000"]
+    with contextlib.ExitStack() as stack:
+        if request.param == "opa":
+            standin = stack.enter_context(OpaStandin())
+            args += ["--engine", "opa", "--opa-url", standin.url]
+        yield stack.enter_context(admission_server(policies, tmp_path, *args))
 
 
 def post(client: httpx.Client, path: str, doc: object) -> httpx.Response:
