@@ -9,6 +9,7 @@ can be built off to the side and swapped in whole.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -71,14 +72,65 @@ def load_bundle(paths: Sequence[str | os.PathLike[str]], *, v0_compatible: bool 
         root_path = Path(root)
         if not root_path.exists():
             raise PolicyLoadError(f"{root}: no such file or directory")
+        versions = _RegoVersions.read(root_path, v0_compatible)
         for file, data_path in _walk(root_path):
             shown = _display(file)
             if file.suffix == ".rego":
-                modules.append(Module(shown, _read(file), v0=v0_compatible))
+                modules.append(Module(shown, _read(file), v0=versions.is_v0(file)))
             else:
                 data.merge(data_path, _parse_data(file, shown), shown)
     modules.sort(key=lambda m: m.path)
     return Bundle(tuple(modules), data.value, tuple(str(p) for p in paths))
+
+
+@dataclass(frozen=True)
+class _RegoVersions:
+    """Which Rego version parses each file: the switch, then the bundle's `.manifest`.
+
+    OPA 1.x bundles declare `rego_version` (0 or 1) for the whole bundle and
+    `file_rego_versions` (glob of a path relative to the bundle root -> 0 or 1)
+    for single files, so v0 and v1 modules can live in one bundle.
+    """
+
+    root: Path
+    default_v0: bool
+    per_file: tuple[tuple[str, bool], ...] = ()
+
+    @classmethod
+    def read(cls, root: Path, v0_compatible: bool) -> _RegoVersions:
+        manifest = root / ".manifest"
+        if not (root.is_dir() and manifest.is_file()):
+            return cls(root, v0_compatible)
+        shown = _display(manifest)
+        try:
+            doc = json.loads(_read(manifest))
+        except json.JSONDecodeError as exc:
+            raise PolicyLoadError(f"invalid JSON: {exc.msg}", Location(shown, exc.lineno, exc.colno), None) from None
+        if not isinstance(doc, dict):
+            raise PolicyLoadError(f"{shown}: the manifest must be a JSON object")
+        default_v0 = v0_compatible
+        if "rego_version" in doc:
+            default_v0 = _version(doc["rego_version"], f"{shown}: rego_version") == 0
+        files = doc.get("file_rego_versions") or {}
+        if not isinstance(files, dict):
+            raise PolicyLoadError(f"{shown}: file_rego_versions must map file globs to 0 or 1")
+        per_file = tuple(
+            (glob.lstrip("/"), _version(v, f"{shown}: file_rego_versions[{glob!r}]") == 0) for glob, v in files.items()
+        )
+        return cls(root, default_v0, per_file)
+
+    def is_v0(self, file: Path) -> bool:
+        relative = file.relative_to(self.root).as_posix() if self.root.is_dir() else file.name
+        for pattern, v0 in self.per_file:
+            if fnmatch.fnmatchcase(relative, pattern):
+                return v0
+        return self.default_v0
+
+
+def _version(value: Any, where: str) -> int:
+    if value not in (0, 1) or isinstance(value, bool):
+        raise PolicyLoadError(f"{where} must be 0 or 1, got {value!r}")
+    return value
 
 
 def _walk(root: Path) -> Iterable[tuple[Path, tuple[str, ...]]]:

@@ -106,3 +106,22 @@ def test_a_missing_root_is_a_load_error(tmp_path: Path) -> None:
 def test_v0_compatible_marks_every_module_v0(tmp_path: Path) -> None:
     write(tmp_path, {"p.rego": "package p\n"})
     assert all(m.v0 for m in load_bundle([tmp_path], v0_compatible=True).modules)
+
+
+def test_a_manifest_sets_the_rego_version_of_the_bundle_and_of_single_files(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            ".manifest": '{"revision": "1", "rego_version": 0, "file_rego_versions": {"modern/*.rego": 1}}',
+            "legacy/old.rego": "package old\n",
+            "modern/new.rego": "package new\n",
+        },
+    )
+    versions = {Path(m.path).name: m.v0 for m in load_bundle([tmp_path]).modules}
+    assert versions == {"old.rego": True, "new.rego": False}
+
+
+def test_a_bad_manifest_version_is_a_load_error(tmp_path: Path) -> None:
+    write(tmp_path, {".manifest": '{"rego_version": 2}', "p.rego": "package p\n"})
+    with pytest.raises(PolicyLoadError, match="rego_version must be 0 or 1"):
+        load_bundle([tmp_path])

@@ -120,3 +120,13 @@ def test_v0_modules_need_the_switch_and_the_error_says_so(tmp_path: Path, capsys
     assert "--v0-compatible" in capsys.readouterr().err
     assert main(["test", "--v0-compatible", str(tmp_path)]) == 0
     assert "PASS: 1/1" in capsys.readouterr().out
+
+
+def test_v0_and_v1_modules_mix_in_one_bundle_through_its_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".manifest").write_text('{"revision": "r1", "file_rego_versions": {"old.rego": 0}}')
+    (tmp_path / "old.rego").write_text('package old\n\ndeny[msg] { msg := "no" }\n')
+    (tmp_path / "old_test.rego").write_text('package old_test\n\ntest_denies if data.old.deny["no"]\n')
+    assert main(["test", str(tmp_path)]) == 0
+    assert "PASS: 1/1" in capsys.readouterr().out
