@@ -98,7 +98,27 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         reload_interval=args.reload_interval,
     )
+    if args.engine == "opa" and args.opa_wait > 0:
+        _wait_for_opa(args.opa_url, args.opa_wait)
     return serve(settings)
+
+
+def _wait_for_opa(url: str, seconds: float) -> None:
+    """A sidecar starts beside regokite, not before it: wait for its /health before pushing policies."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            raise RegokiteError(f"OPA at {url} did not answer /health within {seconds:g}s")
+        time.sleep(0.25)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,10 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     adm.add_argument("--deadline", type=float, default=3.0, metavar="SECONDS", help="per-request evaluation budget")
     adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
     adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
+    adm.add_argument("--opa-wait", type=float, default=0.0, metavar="SECONDS", help="wait for OPA's /health")
     _add_engine_args(adm)
     _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)
     _add_controller_commands(sub)
+    from regokite.manifests.command import add_manifests_commands
+
+    add_manifests_commands(sub)
     return parser
 
 

@@ -8,10 +8,12 @@ from regokite.admission.policies import load_policy_set
 from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
 
 ROOT = Path(__file__).resolve().parents[2]
+# The admission policies and their helpers (policies/ also holds controller and watch packages).
+ADMISSION_ROOTS = [str(ROOT / "policies" / "admission"), str(ROOT / "policies" / "lib")]
 
 
 def configs(target: WebhookTarget) -> dict[str, dict]:
-    policy_set = load_policy_set([str(ROOT / "policies")])
+    policy_set = load_policy_set(ADMISSION_ROOTS)
     return {c["kind"]: c for c in webhook_configurations(list(policy_set.policies), target)}
 
 

@@ -1,0 +1,119 @@
+"""`regokite manifests admission|controller`: parse, generate, print multi-document YAML."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from regokite.manifests import generate
+
+
+def _common(p: argparse.ArgumentParser, default_name: str) -> None:
+    p.add_argument("--policies", action="append", metavar="DIR", help="policy dir (repeatable), put in a ConfigMap")
+    p.add_argument("--baked-policies", action="store_true", help="policies are in the image at /policies")
+    p.add_argument("--namespace", default="regokite-system", help="where regokite runs (default regokite-system)")
+    p.add_argument("--no-namespace", action="store_true", help="do not emit the Namespace object")
+    p.add_argument(
+        "--name", default=default_name, help=f"name of the Deployment, Service, ... (default {default_name})"
+    )
+    p.add_argument("--image", default=generate.DEFAULT_IMAGE)
+    p.add_argument("--replicas", type=int, default=2)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--engine", choices=["embedded", "opa"], default="embedded", help="opa: an OPA sidecar container")
+    p.add_argument("--opa-image", default=generate.w.OPA_IMAGE)
+    p.add_argument("--v0-compatible", action="store_true", help="Rego v0 policies (OPA runs with --v0-compatible)")
+
+
+def add_manifests_commands(sub: Any) -> None:
+    man = sub.add_parser("manifests", help="print the Kubernetes manifests that run regokite (multi-document YAML)")
+    kinds = man.add_subparsers(dest="manifests_kind", metavar="KIND", required=True)
+
+    adm = kinds.add_parser("admission", help="admission server, Service, webhook configurations from the policies")
+    _common(adm, "regokite-admission")
+    tls = adm.add_mutually_exclusive_group()
+    tls.add_argument("--cert-manager", action="store_true", help="a cert-manager Certificate; CA injected")
+    tls.add_argument("--ca-bundle-file", metavar="PEM", help="the CA that signed the serving certificate")
+    adm.add_argument("--timeout-seconds", type=int, default=5, help="webhook timeoutSeconds (default 5)")
+    adm.add_argument("--opa-wait", type=float, default=30.0, metavar="SECONDS", help="wait this long for the sidecar")
+    adm.set_defaults(func=_cmd_admission)
+
+    ctl = kinds.add_parser("controller", help="controllers, with RBAC computed from their definitions")
+    _common(ctl, "regokite-controller")
+    ctl.add_argument("--controllers", action="append", required=True, metavar="PATH", help="definitions file or dir")
+    ctl.add_argument("--watch-namespace", help="run the controller with --namespace: a Role there, not a ClusterRole")
+    ctl.add_argument(
+        "--no-leader-elect", dest="leader_elect", action="store_false", help="one replica, no leader election"
+    )
+    ctl.add_argument("--metrics-port", type=int, default=9090)
+    ctl.add_argument("--no-crds", dest="include_crds", action="store_false", help="leave out CRDs found beside them")
+    ctl.add_argument(
+        "--related",
+        action="append",
+        default=[],
+        metavar="API_VERSION/RESOURCE",
+        help="a resource customize hooks relate to (read-only), e.g. v1/configmaps (repeatable)",
+    )
+    ctl.set_defaults(func=_cmd_controller)
+
+
+def _check_policies(args: argparse.Namespace) -> list[str]:
+    from regokite.errors import RegokiteError
+
+    if not args.policies:
+        raise RegokiteError(
+            "--policies DIR is required (also with --baked-policies: the manifests are computed from it)"
+        )
+    return args.policies
+
+
+def _cmd_admission(args: argparse.Namespace) -> int:
+    opts = generate.AdmissionOptions(
+        policies=_check_policies(args),
+        baked_policies=args.baked_policies,
+        namespace=args.namespace,
+        include_namespace=not args.no_namespace,
+        name=args.name,
+        image=args.image,
+        replicas=args.replicas,
+        workers=args.workers,
+        engine=args.engine,
+        opa_image=args.opa_image,
+        v0_compatible=args.v0_compatible,
+        cert_manager=args.cert_manager,
+        ca_bundle=generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
+        timeout_seconds=args.timeout_seconds,
+        opa_wait=args.opa_wait,
+    )
+    header = "regokite admission manifests (`regokite manifests admission`)."
+    if not (opts.cert_manager or opts.ca_bundle):
+        header += (
+            f"\nThe webhooks' caBundle is a placeholder: create the Secret {opts.name}-tls (kubernetes.io/tls) for"
+            f"\nDNS name {opts.name}.{opts.namespace}.svc and regenerate with --ca-bundle-file, or use --cert-manager."
+        )
+    print(generate.to_yaml(generate.admission_manifests(opts), header), end="")
+    return 0
+
+
+def _cmd_controller(args: argparse.Namespace) -> int:
+    opts = generate.ControllerOptions(
+        policies=_check_policies(args),
+        baked_policies=args.baked_policies,
+        controllers=args.controllers,
+        namespace=args.namespace,
+        include_namespace=not args.no_namespace,
+        name=args.name,
+        image=args.image,
+        replicas=args.replicas,
+        workers=args.workers,
+        engine=args.engine,
+        opa_image=args.opa_image,
+        v0_compatible=args.v0_compatible,
+        watch_namespace=args.watch_namespace,
+        leader_elect=args.leader_elect,
+        metrics_port=args.metrics_port,
+        include_crds=args.include_crds,
+        related=args.related,
+    )
+    header = "regokite controller manifests (`regokite manifests controller`); RBAC computed from the definitions."
+    print(generate.to_yaml(generate.controller_manifests(opts), header), end="")
+    return 0

@@ -1,0 +1,386 @@
+"""`regokite manifests admission|controller`: everything a cluster needs to run regokite.
+
+The admission server talks to no API server, so it gets a ServiceAccount
+without a token and no role at all; the API server calls it through a
+Service, with one webhook per policy generated from the policies' `match`
+declarations. Controllers get exactly the RBAC their definitions need
+(`regokite.manifests.rbac`).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from regokite import __version__
+from regokite.manifests import rbac, webhooks
+from regokite.manifests import workloads as w
+
+Obj = dict[str, Any]
+DEFAULT_IMAGE = f"regokite/regokite:{__version__}"
+POLICIES_DIR = "/etc/regokite/policies"
+CONTROLLERS_DIR = "/etc/regokite/controllers"
+TLS_DIR = "/etc/regokite/tls"
+
+
+@dataclass
+class Common:
+    namespace: str = "regokite-system"
+    image: str = DEFAULT_IMAGE
+    engine: str = "embedded"
+    opa_image: str = w.OPA_IMAGE
+    v0_compatible: bool = False
+    replicas: int = 2
+    include_namespace: bool = True
+    baked_policies: bool = False  # policies in the image at /policies, not in a ConfigMap
+
+
+@dataclass
+class AdmissionOptions(Common):
+    policies: list[str] = field(default_factory=list)
+    name: str = "regokite-admission"
+    workers: int = 2
+    cert_manager: bool = False
+    ca_bundle: str | None = None  # base64 PEM; a placeholder when neither this nor cert_manager
+    timeout_seconds: int = 5
+    opa_wait: float = 30.0
+
+
+@dataclass
+class ControllerOptions(Common):
+    policies: list[str] = field(default_factory=list)
+    controllers: list[str] = field(default_factory=list)
+    name: str = "regokite-controller"
+    watch_namespace: str | None = None
+    leader_elect: bool = True
+    workers: int = 2
+    metrics_port: int = 9090
+    include_crds: bool = True
+    related: list[str] = field(default_factory=list)  # "apps/v1/deployments": read by customize hooks
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _policy_mount(opts: Common, name: str, component: str) -> tuple[list[Obj], list[Obj], list[str], list[Obj]]:
+    """(objects, volumes, --policies args, volumeMounts) for the policies of `opts`."""
+    if opts.baked_policies:
+        return [], [], ["--policies", "/policies"], []
+    policies: list[str] = getattr(opts, "policies", [])
+    files = w.bundle_files(policies)
+    mounted = w.mounted_files(f"{name}-policies", opts.namespace, component, "policies", files)
+    roots = [POLICIES_DIR] if len(policies) == 1 else [f"{POLICIES_DIR}/{i}" for i in range(len(policies))]
+    args = [a for root in roots for a in ("--policies", root)]
+    mount = {"name": "policies", "mountPath": POLICIES_DIR, "readOnly": True}
+    return [mounted.config_map], [mounted.volume], args, [mount]
+
+
+def _engine_args(opts: Common) -> list[str]:
+    args = ["--v0-compatible"] if opts.v0_compatible else []
+    if opts.engine == "opa":
+        args += ["--engine", "opa", "--opa-url", w.OPA_URL]
+    return args
+
+
+def _prelude(opts: Common, name: str, component: str, *, automount: bool) -> list[Obj]:
+    objects = [w.namespace(opts.namespace)] if opts.include_namespace else []
+    objects.append(w.service_account(name, opts.namespace, component, automount=automount))
+    return objects
+
+
+# ---------------------------------------------------------------------------- admission
+
+
+def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
+    from regokite.admission.policies import load_policy_set
+
+    component = "admission"
+    policy_set = load_policy_set(opts.policies, v0_compatible=opts.v0_compatible)  # the embedded engine, offline
+    try:
+        policies = list(policy_set.policies)
+    finally:
+        policy_set.close()
+    objects = _prelude(opts, opts.name, component, automount=False)
+    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    objects += cm_objects
+    args = ["admission", *policy_args, *_engine_args(opts)]
+    if opts.engine == "opa":
+        args += ["--opa-wait", f"{opts.opa_wait:g}"]
+    args += [
+        "--tls-cert",
+        f"{TLS_DIR}/tls.crt",
+        "--tls-key",
+        f"{TLS_DIR}/tls.key",
+        "--port",
+        "8443",
+        "--workers",
+        str(opts.workers),
+    ]
+    container = {
+        "name": "regokite",
+        "image": opts.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "ports": [{"name": "https", "containerPort": 8443, "protocol": "TCP"}],
+        "livenessProbe": w.probe("/healthz", "https", "HTTPS"),
+        "readinessProbe": w.probe("/readyz", "https", "HTTPS", period=5),
+        "resources": w.resources("100m", "128Mi", "2", "512Mi"),
+        "securityContext": w.container_security_context(),
+        "volumeMounts": [
+            *mounts,
+            {"name": "tls", "mountPath": TLS_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    containers = [container]
+    if opts.engine == "opa":
+        containers.append(w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible))
+    volumes += [
+        {"name": "tls", "secret": {"secretName": f"{opts.name}-tls"}},
+        w.tmp_volume(),
+    ]
+    objects.append(
+        w.deployment(
+            opts.name,
+            opts.namespace,
+            component,
+            replicas=opts.replicas,
+            service_account=opts.name,
+            containers=containers,
+            volumes=volumes,
+            automount_token=False,
+        )
+    )
+    objects.append(w.service(opts.name, opts.namespace, component, port=443, target="https", port_name="https"))
+    if opts.replicas >= 2:
+        objects.append(w.pod_disruption_budget(opts.name, opts.namespace, component))
+    if opts.cert_manager:
+        objects += cert_manager_objects(opts.name, opts.namespace)
+    target = webhooks.WebhookTarget(
+        name="regokite",
+        namespace=opts.namespace,
+        service=opts.name,
+        ca_bundle=None if opts.cert_manager else (opts.ca_bundle or w.placeholder_ca_bundle()),
+        cert_manager_certificate=f"{opts.namespace}/{opts.name}" if opts.cert_manager else None,
+        timeout_seconds=opts.timeout_seconds,
+    )
+    objects += webhooks.webhook_configurations(policies, target)
+    return objects
+
+
+def cert_manager_objects(name: str, ns: str) -> list[Obj]:
+    """A self-signed Issuer and the serving Certificate; cert-manager's CA injector fills the caBundles."""
+    meta = {"namespace": ns, "labels": w.labels("admission")}
+    return [
+        {
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "Issuer",
+            "metadata": {"name": f"{name}-selfsigned", **meta},
+            "spec": {"selfSigned": {}},
+        },
+        {
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "Certificate",
+            "metadata": {"name": name, **meta},
+            "spec": {
+                "secretName": f"{name}-tls",
+                "dnsNames": [f"{name}.{ns}.svc", f"{name}.{ns}.svc.cluster.local"],
+                "duration": "2160h",
+                "renewBefore": "360h",
+                "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+                "issuerRef": {"name": f"{name}-selfsigned", "kind": "Issuer", "group": "cert-manager.io"},
+            },
+        },
+    ]
+
+
+# --------------------------------------------------------------------------- controller
+
+
+def _crd_documents(paths: list[str]) -> list[Obj]:
+    """CustomResourceDefinitions kept beside the definitions (files or directories of YAML/JSON)."""
+    files: list[Path] = []
+    for root in map(Path, paths):
+        if root.is_file():
+            files.append(root)
+        elif root.is_dir():
+            files += [
+                p
+                for p in sorted(root.rglob("*"))
+                if p.is_file()
+                and p.suffix in (".yaml", ".yml", ".json")
+                and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            ]
+    crds = []
+    for file in files:
+        try:
+            docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # load_definitions has already reported what matters
+        crds += [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    return crds
+
+
+def _resource_rule(text: str) -> Any:
+    from regokite.controllers.definitions import ResourceRule
+    from regokite.errors import RegokiteError
+
+    api_version, _, resource = text.rpartition("/")
+    if not api_version or not resource or resource != resource.lower():
+        raise RegokiteError(
+            f"--related {text!r}: write API_VERSION/RESOURCE, e.g. v1/configmaps or apps/v1/deployments"
+        )
+    return ResourceRule(api_version, resource)
+
+
+def customize_hooks(definitions: list[Any]) -> list[str]:
+    """Names of definitions whose related resources are only known at run time."""
+    return [d.name for d in definitions if getattr(getattr(d, "hooks", None), "customize", None) is not None]
+
+
+def controller_manifests(opts: ControllerOptions) -> list[Obj]:
+    from regokite.controllers.definitions import load_definitions
+
+    component = "controller"
+    definitions = load_definitions(opts.controllers)  # validates; refuses what it cannot run
+    raw_definitions = [d.raw for d in definitions]
+    crd_docs = _crd_documents(opts.controllers)
+    crds = rbac.crds_from_documents(crd_docs)
+    perms = rbac.controller_permissions(
+        definitions,
+        crds=crds,
+        namespace_scoped=opts.watch_namespace is not None,
+        leader_election=opts.leader_elect,
+        lease_name=opts.name,
+        related=[_resource_rule(r) for r in opts.related],
+    )
+    objects = _prelude(opts, opts.name, component, automount=True)
+    objects += rbac.rbac_objects(
+        perms,
+        name=opts.name,
+        namespace=opts.namespace,
+        service_account=opts.name,
+        watch_namespace=opts.watch_namespace,
+        labels=w.labels(component),
+    )
+    if opts.include_crds:
+        objects += crd_docs
+    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    definitions_text = yaml.safe_dump_all(raw_definitions, sort_keys=False)
+    defs = w.mounted_files(
+        f"{opts.name}-definitions",
+        opts.namespace,
+        component,
+        "definitions",
+        [("controllers.yaml", definitions_text)],
+    )
+    objects += [*cm_objects, defs.config_map]
+    args = [
+        "controller",
+        *policy_args,
+        "--controllers",
+        f"{CONTROLLERS_DIR}/controllers.yaml",
+        *_engine_args(opts),
+        "--workers",
+        str(opts.workers),
+        "--metrics-port",
+        str(opts.metrics_port),
+    ]
+    if opts.watch_namespace:
+        args += ["--namespace", opts.watch_namespace]
+    if opts.leader_elect:
+        args.append("--leader-elect")
+        if opts.name != "regokite-controller":  # the Lease is named like the Deployment; RBAC names it
+            args += ["--leader-election-name", opts.name]
+    container = {
+        "name": "regokite",
+        "image": opts.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "env": w.pod_env(),
+        "ports": [{"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"}],
+        "livenessProbe": w.probe("/healthz", "metrics"),
+        "readinessProbe": w.probe("/readyz", "metrics", period=5),
+        "resources": w.resources("100m", "128Mi", "1", "512Mi"),
+        "securityContext": w.container_security_context(),
+        "volumeMounts": [
+            *mounts,
+            {"name": "definitions", "mountPath": CONTROLLERS_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    containers = [container]
+    if opts.engine == "opa":
+        containers.append(w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible))
+    replicas = opts.replicas if opts.leader_elect else 1
+    objects.append(
+        w.deployment(
+            opts.name,
+            opts.namespace,
+            component,
+            replicas=replicas,
+            service_account=opts.name,
+            containers=containers,
+            volumes=[*volumes, defs.volume, w.tmp_volume()],
+            automount_token=True,
+        )
+    )
+    objects.append(
+        w.service(opts.name, opts.namespace, component, port=opts.metrics_port, target="metrics", port_name="metrics")
+    )
+    if replicas >= 2:
+        objects.append(w.pod_disruption_budget(opts.name, opts.namespace, component))
+    return objects
+
+
+# ------------------------------------------------------------------------------- output
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (policies, definitions) as literal blocks, readable in the ConfigMap.
+
+    PyYAML refuses block style for any text with a tab, which YAML allows in a
+    block scalar's content (and `opa fmt` indents Rego with tabs): judge the
+    style on the text with tabs as spaces, then write the text as it is.
+    """
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # no &anchors: every object reads on its own
+
+    def analyze_scalar(self, scalar: str) -> Any:
+        analysis = super().analyze_scalar(scalar.replace("\t", " "))
+        if "\t" in scalar:
+            analysis.scalar = scalar
+            analysis.allow_flow_plain = analysis.allow_block_plain = False
+            analysis.allow_single_quoted = False
+        return analysis
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> Any:
+    style = "|" if "\n" in value.rstrip("\n") or (value.endswith("\n") and len(value) > 1) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def to_yaml(objects: list[Obj], header: str = "") -> str:
+    """Multi-document YAML; checked to load back to exactly `objects`."""
+    body = yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+    if list(yaml.safe_load_all(body)) != objects:
+        body = yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False, width=120)
+    comment = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
+    return comment + body
+
+
+def ca_bundle_from_file(path: str) -> str:
+    data = Path(path).read_bytes()
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        from regokite.errors import RegokiteError
+
+        raise RegokiteError(f"{path}: not a PEM certificate")
+    return base64.b64encode(data).decode()

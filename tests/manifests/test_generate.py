@@ -1,0 +1,157 @@
+"""`regokite manifests`: complete, restricted, and consistent with what the policies declare."""
+
+from __future__ import annotations
+
+import base64
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from regokite.manifests import generate, workloads
+
+ROOT = Path(__file__).resolve().parents[2]
+# The admission policies and their helpers (policies/ also holds controller and watch packages).
+ADMISSION_ROOTS = [str(ROOT / "policies" / "admission"), str(ROOT / "policies" / "lib")]
+POLICIES = ROOT / "policies"
+HELLO = POLICIES / "controllers" / "hello_world"
+
+
+def by_kind(objects: list[dict]) -> dict[str, dict]:
+    return {o["kind"]: o for o in objects}
+
+
+def admission(**kw) -> list[dict]:
+    return generate.admission_manifests(generate.AdmissionOptions(policies=ADMISSION_ROOTS, **kw))
+
+
+def controller(**kw) -> list[dict]:
+    opts = generate.ControllerOptions(policies=[str(HELLO)], controllers=[str(HELLO)], **kw)
+    return generate.controller_manifests(opts)
+
+
+def pod_spec(objects: list[dict]) -> dict:
+    return by_kind(objects)["Deployment"]["spec"]["template"]["spec"]
+
+
+def test_every_container_is_restricted() -> None:
+    for objects in (admission(), admission(engine="opa"), controller(), controller(engine="opa")):
+        spec = pod_spec(objects)
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True
+            assert sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"] == {"drop": ["ALL"]}
+            assert c["resources"]["requests"] and c["resources"]["limits"]
+            assert c["livenessProbe"] and c["readinessProbe"]
+        mounts = {m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+        assert "/tmp" in mounts  # the only writable place
+
+
+def test_the_policies_configmap_rebuilds_the_directory_tree() -> None:
+    objects = admission()
+    cm = by_kind(objects)["ConfigMap"]
+    assert all(re.fullmatch(r"[-._a-zA-Z0-9]+", k) for k in cm["data"])
+    volume = next(v for v in pod_spec(objects)["volumes"] if v["name"] == "policies")
+    paths = {i["path"]: cm["data"][i["key"]] for i in volume["configMap"]["items"]}
+    expected = workloads.bundle_files(ADMISSION_ROOTS)
+    assert paths == dict(expected)
+    assert "0/required_labels/required_labels.rego" in paths and "1/kubernetes.rego" in paths
+    assert not any(p.endswith("_test.rego") for p in paths)
+
+
+def test_admission_has_no_api_access_and_a_webhook_per_policy_with_a_placeholder_ca() -> None:
+    objects = admission()
+    kinds = [o["kind"] for o in objects]
+    assert "ClusterRole" not in kinds and "Role" not in kinds
+    assert by_kind(objects)["ServiceAccount"]["automountServiceAccountToken"] is False
+    assert pod_spec(objects)["automountServiceAccountToken"] is False
+    assert by_kind(objects)["PodDisruptionBudget"]["apiVersion"] == "policy/v1"
+    validating = by_kind(objects)["ValidatingWebhookConfiguration"]
+    for hook in validating["webhooks"]:
+        assert hook["clientConfig"]["service"]["name"] == "regokite-admission"
+        assert b"placeholder" in base64.b64decode(hook["clientConfig"]["caBundle"])
+        assert hook["sideEffects"] == "None" and hook["timeoutSeconds"] == 5
+    assert "MutatingWebhookConfiguration" in kinds
+
+
+def test_cert_manager_injects_the_ca_instead_of_a_placeholder() -> None:
+    objects = admission(cert_manager=True)
+    found = by_kind(objects)
+    cert = found["Certificate"]
+    assert cert["spec"]["secretName"] == "regokite-admission-tls"
+    assert "regokite-admission.regokite-system.svc" in cert["spec"]["dnsNames"]
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        config = found[kind]
+        assert config["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": "regokite-system/regokite-admission"
+        }
+        assert all("caBundle" not in h["clientConfig"] for h in config["webhooks"])
+
+
+def test_the_sidecar_overlay_runs_opa_on_loopback_and_regokite_pushes_to_it() -> None:
+    spec = pod_spec(admission(engine="opa"))
+    regokite, opa = spec["containers"]
+    assert regokite["args"][regokite["args"].index("--engine") + 1] == "opa"
+    assert regokite["args"][regokite["args"].index("--opa-url") + 1] == "http://127.0.0.1:8181"
+    assert "--addr=127.0.0.1:8181" in opa["args"]
+    assert "--v0-compatible" not in opa["args"]
+    assert opa["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert "--v0-compatible" in workloads.opa_container(v0_compatible=True)["args"]
+    assert "--v0-compatible" in generate._engine_args(generate.Common(engine="opa", v0_compatible=True))
+
+
+def test_controller_runs_two_leader_elected_replicas_with_metrics_probes() -> None:
+    objects = controller()
+    deployment = by_kind(objects)["Deployment"]
+    assert deployment["spec"]["replicas"] == 2
+    c = pod_spec(objects)["containers"][0]
+    assert "--leader-elect" in c["args"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "PodDisruptionBudget" in by_kind(objects)
+    assert "CustomResourceDefinition" in by_kind(objects)
+    single = controller(leader_elect=False)
+    assert by_kind(single)["Deployment"]["spec"]["replicas"] == 1
+    assert "PodDisruptionBudget" not in by_kind(single)
+    assert not any(o["kind"] == "Role" for o in single)
+
+
+def test_yaml_output_loads_back_and_keeps_rego_readable() -> None:
+    objects = admission()
+    text = generate.to_yaml(objects, "header")
+    assert text.startswith("# header\n")
+    assert list(yaml.safe_load_all(text)) == objects
+    assert "\tdeny contains" not in text or "|\n" in text
+    assert "&id" not in text
+
+
+def test_the_command_prints_multi_document_yaml() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "regokite.cli",
+            "manifests",
+            "controller",
+            "--policies",
+            str(HELLO),
+            "--controllers",
+            str(HELLO),
+            "--watch-namespace",
+            "team-a",
+            "--no-crds",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    docs = list(yaml.safe_load_all(out))
+    assert [d["kind"] for d in docs if d["kind"] in ("Role", "ClusterRole")] == ["Role", "Role"]
+    args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--namespace") + 1] == "team-a"
