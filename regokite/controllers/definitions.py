@@ -25,7 +25,7 @@ from regokite.errors import RegokiteError
 API_GROUP = "metacontroller.k8s.io"
 API_VERSION = f"{API_GROUP}/v1alpha1"
 UPDATE_METHODS = ("OnDelete", "Recreate", "InPlace", "RollingRecreate", "RollingInPlace")
-SUPPORTED_METHODS = ("OnDelete", "Recreate", "InPlace")
+SUPPORTED_METHODS = UPDATE_METHODS
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
@@ -58,6 +58,7 @@ class HookTarget:
 class Hooks:
     sync: HookTarget | None = None
     finalize: HookTarget | None = None
+    customize: HookTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -115,14 +116,15 @@ class CompositeController:
 # ----------------------------------------------------------------------- loading
 
 
-def load_definitions(paths: Iterable[str | os.PathLike[str]]) -> list[CompositeController]:
-    """Every CompositeController in `paths` (files with one or more YAML documents, or dirs).
+def load_definitions(paths: Iterable[str | os.PathLike[str]]) -> list[Any]:
+    """Every CompositeController and DecoratorController in `paths` (files with one or
+    more YAML documents, or dirs).
 
     Documents of other API groups (a CRD kept beside its controller) are skipped;
-    Metacontroller kinds other than CompositeController are refused, not ignored.
+    other Metacontroller kinds are refused, not ignored.
     """
     problems: list[str] = []
-    found: list[CompositeController] = []
+    found: list[Any] = []
     for file in _files(paths, problems):
         shown = _display(file)
         try:
@@ -145,12 +147,13 @@ def load_definitions(paths: Iterable[str | os.PathLike[str]]) -> list[CompositeC
     seen: dict[str, str] = {}
     for d in found:
         if d.name in seen:
-            problems.append(f"{d.source}: CompositeController {d.name}: metadata.name: also defined in {seen[d.name]}")
+            kind = type(d).__name__
+            problems.append(f"{d.source}: {kind} {d.name}: metadata.name: also defined in {seen[d.name]}")
         seen.setdefault(d.name, d.source)
     if problems:
         raise DefinitionError(problems)
     if not found:
-        raise DefinitionError([f"{', '.join(map(str, paths))}: no CompositeController definitions found"])
+        raise DefinitionError([f"{', '.join(map(str, paths))}: no CompositeController or DecoratorController found"])
     return found
 
 
@@ -261,7 +264,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def parse_definition(doc: Any, source: str, problems: list[str]) -> CompositeController | None:
+def parse_definition(doc: Any, source: str, problems: list[str]) -> Any:
     """One YAML document -> a definition, or None (problems appended, or not ours)."""
     if not isinstance(doc, dict):
         problems.append(f"{source}: expected a Kubernetes object, got {_show(doc)}")
@@ -274,10 +277,11 @@ def parse_definition(doc: Any, source: str, problems: list[str]) -> CompositeCon
     if api_version != API_VERSION:
         c.error("apiVersion", f"must be {API_VERSION}, got {api_version!r}")
     if kind == "DecoratorController":
-        c.error("kind", "DecoratorController is not supported yet (only CompositeController)")
-        return None
+        from regokite.controllers.decorator import parse_decorator  # it builds on this module's checkers
+
+        return parse_decorator(c, doc, name, source)
     if kind != "CompositeController":
-        c.error("kind", f"must be CompositeController, got {_show(kind)}")
+        c.error("kind", f"must be CompositeController or DecoratorController, got {_show(kind)}")
         return None
     c.obj(doc, "", ("apiVersion", "kind", "metadata", "spec", "status"))
     meta = c.obj(doc.get("metadata"), "metadata", _METADATA_FIELDS, required=("name",))
@@ -428,11 +432,10 @@ def _child(c: _Checker, raw: Any, path: str) -> ChildResource | None:
 
 def _hooks(c: _Checker, raw: Any, path: str) -> Hooks | None:
     obj = c.obj(raw, path, ("sync", "finalize", "customize"), required=("sync",))
-    if obj.get("customize") is not None:
-        c.error(_join(path, "customize"), "the customize hook is not supported yet")
     sync = _hook(c, obj.get("sync"), _join(path, "sync"))
     finalize = _hook(c, obj.get("finalize"), _join(path, "finalize"))
-    return Hooks(sync=sync, finalize=finalize) if c.ok else None
+    customize = _hook(c, obj.get("customize"), _join(path, "customize"))
+    return Hooks(sync=sync, finalize=finalize, customize=customize) if c.ok else None
 
 
 def _hook(c: _Checker, raw: Any, path: str) -> HookTarget | None:

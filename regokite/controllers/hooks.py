@@ -134,15 +134,18 @@ class ResolvedHook:
         return self.target.package
 
 
-def resolve_hook(target: HookTarget, packages: Mapping[str, set[str]]) -> ResolvedHook:
-    """Check the target exists in the loaded policies; raise HookError naming what is missing."""
+def resolve_hook(
+    target: HookTarget, packages: Mapping[str, set[str]], fields: tuple[str, ...] = RESPONSE_FIELDS
+) -> ResolvedHook:
+    """Check the target exists in the loaded policies; raise HookError naming what is missing.
+    `fields` are the response rules of the hook kind (sync/finalize, decorator, customize)."""
     if target.package in packages:
-        rules = tuple(r for r in RESPONSE_FIELDS if r in packages[target.package])
+        rules = tuple(r for r in fields if r in packages[target.package])
         if not rules:
             raise HookError(
                 target.package,
                 None,
-                f"defines none of the hook response rules ({', '.join(RESPONSE_FIELDS[:4])})",
+                f"defines none of the hook response rules ({', '.join(fields[:4])})",
                 reason="HookNotFound",
             )
         return ResolvedHook(target, rules)
@@ -243,17 +246,18 @@ def _children(
     by_kind: Mapping[tuple[str, str], ChildType],
     parent_ns: str | None,
     parent_namespaced: bool,
+    rule: str = "children",
 ) -> tuple[dict[str, Any], ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise HookError(package, "children", f"must be an array or set of objects, got {_show(value)}")
+        raise HookError(package, rule, f"must be an array or set of objects, got {_show(value)}")
     out: list[dict[str, Any]] = []
     seen: set[tuple[str, str | None, str]] = set()
     for i, child in enumerate(value):
 
         def bad(message: str, i: int = i, child: Any = child) -> HookError:
-            return HookError(package, "children", f"children[{i}] {message}: {_show(child)}")
+            return HookError(package, rule, f"{rule}[{i}] {message}: {_show(child)}")
 
         if not isinstance(child, dict):
             raise bad("is not an object")
@@ -268,7 +272,8 @@ def _children(
         child_type = by_kind.get((api_version, kind))
         if child_type is None:
             declared = ", ".join(sorted(t.key for t in by_kind.values())) or "none"
-            raise bad(f"is a {type_key(kind, api_version)}, not a declared child type (declared: {declared})")
+            noun = "child" if rule == "children" else "attachment"
+            raise bad(f"is a {type_key(kind, api_version)}, not a declared {noun} type (declared: {declared})")
         ns = meta.get("namespace")
         if ns is not None and not isinstance(ns, str):
             raise bad("has a metadata.namespace that is not a string")

@@ -20,6 +20,7 @@ from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
+from regokite.kube.related import RelatedResources
 from regokite.ops import controller_metrics as metrics
 
 log = logging.getLogger("regokite.controller")
@@ -37,6 +38,7 @@ class CompositeRunner:
         finalize_hook: ResolvedHook | None,
         discovery: Discovery,
         discovery_wait: float = 30.0,
+        customize_hook: ResolvedHook | None = None,
     ) -> None:
         self.definition = definition
         self.name = definition.name
@@ -68,6 +70,19 @@ class CompositeRunner:
         self.parents.add_handler(self._on_parent)
         for inf in self.children.values():
             inf.add_handler(self._on_child)
+        self.related = (
+            RelatedResources(
+                manager=manager,
+                engine=engine,
+                hook=customize_hook,
+                discovery=discovery,
+                controller=definition.raw,
+                parent_namespaced=self.parent_type.namespaced,
+                enqueue=lambda ns, name: manager.enqueue(self.name, ns, name),
+            )
+            if customize_hook is not None
+            else None
+        )
         manager.register(self)
         if definition.resync_period_seconds:
             manager.every(definition.resync_period_seconds, self.resync_all)
@@ -118,6 +133,8 @@ class CompositeRunner:
     def reconcile(self, namespace: str, name: str) -> float | None:
         parent = self.parents.get(namespace, name)
         if parent is None:
+            if self.related is not None:
+                self.related.forget(namespace, name)
             return None  # deleted: the garbage collector removes the children
         meta = parent["metadata"]
         finalizer = self.definition.finalizer
@@ -146,6 +163,7 @@ class CompositeRunner:
             self.definition.raw,
             parent,
             group_children(self.child_types, observed, self.parent_type.namespaced),
+            related=self.related.gather(parent) if self.related is not None else None,
             finalizing=deleting,
         )
         try:

@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 
 from regokite import outline
 from regokite.bundle import load_bundle
+from regokite.controllers import customize, decorator
 from regokite.controllers.definitions import CompositeController, load_definitions
-from regokite.controllers.hooks import ResolvedHook, resolve_hook
+from regokite.controllers.hooks import RESPONSE_FIELDS, ResolvedHook, resolve_hook
 from regokite.engine import Engine, open_engine
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.composite import CompositeRunner
+from regokite.kube.decorator import DecoratorRunner
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
 
@@ -44,9 +46,11 @@ def load_hooks(
     packages = outline.packages(outline.outline(bundle.modules))
     hooks = {}
     for d in definitions:
-        sync = resolve_hook(d.hooks.sync, packages)
-        finalize = resolve_hook(d.hooks.finalize, packages) if d.hooks.finalize else None
-        hooks[d.name] = (sync, finalize)
+        fields = decorator.RESPONSE_FIELDS if isinstance(d, decorator.DecoratorController) else RESPONSE_FIELDS
+        sync = resolve_hook(d.hooks.sync, packages, fields)
+        finalize = resolve_hook(d.hooks.finalize, packages, fields) if d.hooks.finalize else None
+        custom = d.hooks.customize
+        hooks[d.name] = (sync, finalize, resolve_hook(custom, packages, customize.RESPONSE_FIELDS) if custom else None)
     return definitions, open_engine(bundle, engine, opa_url=opa_url), hooks
 
 
@@ -70,11 +74,35 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
             actuator=actuator,
             sync_hook=hooks[d.name][0],
             finalize_hook=hooks[d.name][1],
+            customize_hook=hooks[d.name][2],
             discovery=discovery,
             discovery_wait=settings.discovery_wait,
         )
         for d in definitions
+        if isinstance(d, CompositeController)
     ]
+    for d in definitions:
+        if isinstance(d, decorator.DecoratorController):
+            deco = DecoratorRunner(
+                d,
+                manager=manager,
+                engine=engine,
+                actuator=actuator,
+                sync_hook=hooks[d.name][0],
+                finalize_hook=hooks[d.name][1],
+                customize_hook=hooks[d.name][2],
+                discovery=discovery,
+                discovery_wait=settings.discovery_wait,
+            )
+            log.info(
+                "decorator loaded",
+                extra={
+                    "controller": d.name,
+                    "resources": [t.type.key for t in deco.targets],
+                    "attachments": [t.key for t in deco.attachment_types],
+                    "sync": deco.sync_hook.package,
+                },
+            )
     for r in runners:
         log.info(
             "controller loaded",

@@ -61,9 +61,13 @@ def test_an_unknown_update_method_is_reported_with_file_controller_and_path(tmp_
     ]
 
 
-def test_rolling_methods_are_not_supported_yet(tmp_path: Path) -> None:
-    path = write(tmp_path, HELLO.format(method="RollingInPlace", hook="rego: {package: a.b}"))
-    assert "RollingInPlace is not supported yet" in problems(path)[0]
+def test_rolling_methods_load_with_their_status_checks(tmp_path: Path) -> None:
+    text = HELLO.format(method="RollingInPlace", hook="rego: {package: a.b}").replace(
+        "method: RollingInPlace", "method: RollingInPlace\n        statusChecks: {conditions: [{type: Ready, status: 'True'}]}"
+    )
+    [d] = load_definitions([write(tmp_path, text)])
+    assert d.children[0].update_method == "RollingInPlace"
+    assert d.children[0].status_checks == {"conditions": [{"type": "Ready", "status": "True"}]}
 
 
 def test_unknown_fields_are_reported_not_ignored(tmp_path: Path) -> None:
@@ -103,12 +107,12 @@ def test_multi_document_files_skip_other_manifests(tmp_path: Path) -> None:
     assert (a.name, b.name) == ("hello-controller", "second")
 
 
-def test_duplicate_names_and_decorators_are_errors(tmp_path: Path) -> None:
+def test_duplicate_names_and_an_empty_decorator_are_errors(tmp_path: Path) -> None:
     one = HELLO.format(method="InPlace", hook="rego: {package: a.b}")
     deco = "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: DecoratorController\nmetadata: {name: d}\nspec: {}\n"
     found = problems(write(tmp_path, "\n---\n".join([one, one, deco])))
     assert any("also defined in" in p for p in found)
-    assert any("DecoratorController is not supported yet" in p for p in found)
+    assert any("DecoratorController d: spec.resources: required" in p for p in found)
 
 
 def test_missing_required_fields_and_wrong_types(tmp_path: Path) -> None:

@@ -1,0 +1,299 @@
+"""DecoratorController, pure: definition, target selection, hook request and response.
+
+A decorator adds behaviour to objects it does not own: for every object of
+its `resources` that passes the rule's label and annotation selectors, the
+sync hook answers `labels`, `annotations`, `status` and `attachments`.
+Attachments are owned by the target (a controller owner reference plus the
+annotation `metacontroller.k8s.io/decorator-controller: <name>`, as
+Metacontroller marks them), so the garbage collector removes them with it.
+
+Labels and annotations are written with server-side apply under a field
+manager of the decorator's own (`regokite-decorator-<name>`): the applied
+set is exactly the non-null entries of the response, so a key the policy
+maps to null, or stops mentioning, is removed when this decorator was its
+only owner, and keys other managers set are never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from regokite.controllers import composite
+from regokite.controllers.definitions import (
+    _METADATA_FIELDS,
+    ChildResource,
+    Hooks,
+    ResourceRule,
+    _api_version,
+    _Checker,
+    _child,
+    _dns_subdomain,
+    _hooks,
+    _join,
+    _label_selector,
+    _resource,
+    _show,
+)
+from regokite.controllers.hooks import ChildType, HookError, HookEvent, _children, _events
+
+DECORATOR_ANNOTATION = "metacontroller.k8s.io/decorator-controller"
+ATTACHMENT_METHODS = ("OnDelete", "Recreate", "InPlace")
+RESPONSE_FIELDS = ("labels", "annotations", "status", "attachments", "resyncAfterSeconds", "finalized", "events")
+
+
+@dataclass(frozen=True)
+class TargetResource(ResourceRule):
+    label_selector: dict[str, Any] | None = None
+    annotation_selector: dict[str, Any] | None = None
+
+    def selects(self, obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        if self.label_selector and not composite.parse_selector(self.label_selector).matches(meta.get("labels")):
+            return False
+        if self.annotation_selector:
+            sel = annotation_selector(self.annotation_selector)
+            if not sel.matches(meta.get("annotations")):
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class DecoratorController:
+    name: str
+    resources: tuple[TargetResource, ...]
+    attachments: tuple[ChildResource, ...]
+    hooks: Hooks
+    resync_period_seconds: float | None = None
+    source: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    generate_selector: bool = False  # attachments carry no selector label (composite.decorate_child reads this)
+
+    @property
+    def finalizer(self) -> str:
+        return f"regokite.dev/decorator-{self.name}"
+
+    @property
+    def field_manager(self) -> str:
+        return f"regokite-decorator-{self.name}"
+
+    def child_rule(self, api_version: str, resource: str) -> ChildResource | None:
+        return next((c for c in self.attachments if c.api_version == api_version and c.resource == resource), None)
+
+
+def annotation_selector(raw: Mapping[str, Any]) -> composite.Selector:
+    """`{matchAnnotations, matchExpressions}` -> a Selector over annotations."""
+    return composite.parse_selector(
+        {"matchLabels": raw.get("matchAnnotations") or {}, "matchExpressions": raw.get("matchExpressions") or []}
+    )
+
+
+# ----------------------------------------------------------------------- parsing
+
+
+def parse_decorator(c: _Checker, doc: dict[str, Any], name: str | None, source: str) -> DecoratorController | None:
+    c.obj(doc, "", ("apiVersion", "kind", "metadata", "spec", "status"))
+    meta = c.obj(doc.get("metadata"), "metadata", _METADATA_FIELDS, required=("name",))
+    c.string(meta.get("name"), "metadata.name", _dns_subdomain)
+    spec = c.obj(
+        doc.get("spec"),
+        "spec",
+        ("resources", "attachments", "resyncPeriodSeconds", "hooks"),
+        required=("resources",),
+    )
+    resources = tuple(
+        r
+        for i, raw in enumerate(c.array(spec.get("resources"), "spec.resources"))
+        if (r := _target(c, raw, f"spec.resources[{i}]")) is not None
+    )
+    attachments = []
+    for i, raw in enumerate(c.array(spec.get("attachments"), "spec.attachments")):
+        path = f"spec.attachments[{i}]"
+        if isinstance(raw, dict) and isinstance(raw.get("updateStrategy"), dict):
+            method = raw["updateStrategy"].get("method")
+            if method is not None and method not in ATTACHMENT_METHODS:
+                c.error(f"{path}.updateStrategy.method", f"must be one of {', '.join(ATTACHMENT_METHODS)}")
+                continue
+            if raw["updateStrategy"].get("statusChecks") is not None:
+                c.error(f"{path}.updateStrategy.statusChecks", "unknown field (attachments have no rolling updates)")
+                continue
+        child = _child(c, raw, path)
+        if child is not None:
+            attachments.append(child)
+    seen: set[tuple[str, str]] = set()
+    for i, a in enumerate(attachments):
+        if (a.api_version, a.resource) in seen:
+            c.error(f"spec.attachments[{i}]", f"{a} is listed twice")
+        seen.add((a.api_version, a.resource))
+    hooks = _hooks(c, spec.get("hooks"), "spec.hooks")
+    resync = c.number(spec.get("resyncPeriodSeconds"), "spec.resyncPeriodSeconds")
+    if not c.ok or hooks is None or not name:
+        return None
+    return DecoratorController(
+        name=name,
+        resources=resources,
+        attachments=tuple(attachments),
+        hooks=hooks,
+        resync_period_seconds=resync or None,
+        source=source,
+        raw=doc,
+    )
+
+
+def _target(c: _Checker, raw: Any, path: str) -> TargetResource | None:
+    obj = c.obj(
+        raw, path, ("apiVersion", "resource", "labelSelector", "annotationSelector"), ("apiVersion", "resource")
+    )
+    api_version = c.string(obj.get("apiVersion"), _join(path, "apiVersion"), _api_version)
+    resource = c.string(obj.get("resource"), _join(path, "resource"), _resource)
+    labels = _label_selector(c, obj.get("labelSelector"), _join(path, "labelSelector"))
+    annotations = None
+    if obj.get("annotationSelector") is not None:
+        where = _join(path, "annotationSelector")
+        raw_sel = c.obj(obj["annotationSelector"], where, ("matchAnnotations", "matchExpressions"))
+        as_labels = {
+            "matchLabels": raw_sel.get("matchAnnotations"),
+            "matchExpressions": raw_sel.get("matchExpressions"),
+        }
+        start = len(c.problems)
+        _label_selector(c, {k: v for k, v in as_labels.items() if v is not None}, where)
+        for i in range(start, len(c.problems)):
+            c.problems[i] = c.problems[i].replace(f"{where}.matchLabels", f"{where}.matchAnnotations")
+        annotations = raw_sel
+    if api_version is None or resource is None:
+        return None
+    return TargetResource(api_version, resource, label_selector=labels, annotation_selector=annotations)
+
+
+# ----------------------------------------------------------------------- the hook
+
+
+def sync_request(
+    controller: Mapping[str, Any],
+    obj: Mapping[str, Any],
+    attachments: Mapping[str, Mapping[str, Any]],
+    *,
+    related: Mapping[str, Any] | None = None,
+    finalizing: bool = False,
+) -> dict[str, Any]:
+    return {
+        "controller": controller,
+        "object": obj,
+        "attachments": attachments,
+        "related": related or {},
+        "finalizing": finalizing,
+    }
+
+
+@dataclass(frozen=True)
+class DecoratorResponse:
+    labels: dict[str, str | None] = field(default_factory=dict)
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    status: dict[str, Any] | None = None
+    attachments: tuple[dict[str, Any], ...] = ()
+    resync_after_seconds: float | None = None
+    finalized: bool = False
+    events: tuple[HookEvent, ...] = ()
+    evaluation_seconds: float = 0.0
+
+
+def translate_response(
+    package: str,
+    raw: Mapping[str, Any],
+    *,
+    types: Iterable[ChildType],
+    obj: Mapping[str, Any],
+    namespaced: bool,
+) -> DecoratorResponse:
+    """Validate a raw decorator response; raise HookError naming package, rule and value."""
+    by_kind = {(t.api_version, t.kind): t for t in types}
+    ns = (obj.get("metadata") or {}).get("namespace") if namespaced else None
+    attachments = _children(package, raw.get("attachments"), by_kind, ns, namespaced, rule="attachments")
+    labels = _string_map(package, "labels", raw.get("labels"))
+    annotations = _string_map(package, "annotations", raw.get("annotations"))
+    status = raw.get("status")
+    if status is not None and not isinstance(status, dict):
+        raise HookError(package, "status", f"must be an object, got {_show(status)}")
+    resync = raw.get("resyncAfterSeconds")
+    if resync is not None and (isinstance(resync, bool) or not isinstance(resync, int | float) or resync < 0):
+        raise HookError(package, "resyncAfterSeconds", f"must be a number of seconds >= 0, got {_show(resync)}")
+    finalized = raw.get("finalized") or False
+    if not isinstance(finalized, bool):
+        raise HookError(package, "finalized", f"must be true or false, got {_show(finalized)}")
+    return DecoratorResponse(
+        labels=labels,
+        annotations=annotations,
+        status=status,
+        attachments=attachments,
+        resync_after_seconds=float(resync) if resync else None,
+        finalized=finalized,
+        events=_events(package, raw.get("events")),
+    )
+
+
+def _string_map(package: str, rule: str, value: Any) -> dict[str, str | None]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise HookError(package, rule, f"must be an object of strings (null deletes), got {_show(value)}")
+    for k, v in value.items():
+        if v is not None and not isinstance(v, str):
+            raise HookError(package, rule, f"{rule}[{k!r}] must be a string or null, got {_show(v)}")
+    return dict(value)
+
+
+# ------------------------------------------------------------------- decisions
+
+
+def metadata_apply(
+    t: ChildType, obj: Mapping[str, Any], labels: Mapping[str, str | None], annotations: Mapping[str, str | None]
+) -> dict[str, Any]:
+    """The server-side apply body for the target's labels and annotations: exactly the
+    non-null entries (what this decorator's field manager owns after the apply). The
+    resourceVersion makes it an update of the object read, never a create."""
+    meta = obj["metadata"]
+    body_meta: dict[str, Any] = {"name": meta["name"], "resourceVersion": meta.get("resourceVersion")}
+    if meta.get("namespace"):
+        body_meta["namespace"] = meta["namespace"]
+    body_meta["labels"] = {k: v for k, v in sorted(labels.items()) if v is not None}
+    body_meta["annotations"] = {k: v for k, v in sorted(annotations.items()) if v is not None}
+    return {
+        "apiVersion": obj.get("apiVersion") or t.api_version,
+        "kind": obj.get("kind") or t.kind,
+        "metadata": body_meta,
+    }
+
+
+def metadata_settled(obj: Mapping[str, Any], labels: Mapping[str, str | None], annotations: Mapping[str, str | None]):
+    """True when every non-null entry already has its value and every null key is absent."""
+    meta = obj.get("metadata") or {}
+    for want, have in ((labels, meta.get("labels") or {}), (annotations, meta.get("annotations") or {})):
+        for k, v in want.items():
+            if (v is None and k in have) or (v is not None and have.get(k) != v):
+                return False
+    return True
+
+
+def mark_attachments(definition: DecoratorController, attachments: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Each desired attachment annotated with the decorator that owns it."""
+    out = []
+    for a in attachments:
+        meta = dict(a["metadata"])
+        meta["annotations"] = {**(meta.get("annotations") or {}), DECORATOR_ANNOTATION: definition.name}
+        out.append({**a, "metadata": meta})
+    return out
+
+
+def owned_attachments(
+    definition: DecoratorController, target: Mapping[str, Any], candidates: Iterable[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """Attachments whose controller is `target` and that this decorator made."""
+    uid = target["metadata"]["uid"]
+    out = []
+    for obj in candidates:
+        ref = composite.controller_ref(obj)
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if ref is not None and ref.get("uid") == uid and annotations.get(DECORATOR_ANNOTATION) == definition.name:
+            out.append(obj)
+    return out
