@@ -2,7 +2,9 @@
 
 A package is an admission policy when it defines any admission document
 (`deny`, `warn`, `allow`, `patch`, `mutated`, `audit_annotations`, or a whole
-`main` / `response` in the style of OPA's Kubernetes tutorial). Its `match`,
+`main` / `response` in the style of OPA's Kubernetes tutorial), unless it also
+answers with documents of another contract (`events`, `log`, `children`, ...)
+and has none that only admission uses: then it is a controller or watch hook. Its `match`,
 `enforcement` and `failure_policy` constants are evaluated at load time, so a
 bad declaration fails the load (and a reload keeps the last good set).
 """
@@ -19,6 +21,14 @@ from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.outline import outline, packages
 
 VALIDATING = ("deny", "warn", "allow", "audit_annotations")
+# Documents of regokite's other contracts (controller and watch hooks). A
+# package answering with any of them and with no document only admission has
+# is some other hook (a watch policy's `patch`, say), not an admission policy.
+OTHER_CONTRACTS = (
+    "children", "status", "finalized", "resyncAfterSeconds", "relatedResources",
+    "labels", "annotations", "attachments", "apply", "delete", "log", "events",
+)  # fmt: skip
+ADMISSION_ONLY = ("deny", "warn", "allow", "audit_annotations", "mutated", "main", "response", "match")
 MUTATING = ("patch", "mutated")
 WHOLE_RESPONSE = ("main", "response")
 ENFORCEMENTS = ("deny", "warn", "dryrun")
@@ -77,15 +87,18 @@ def load_policy_set(
     rules_by_package = packages(outline(bundle.modules))
     built = open_engine(bundle, engine, opa_url=opa_url)
     try:
-        found = [
-            _inspect(built, name, rules)
-            for name, rules in sorted(rules_by_package.items())
-            if any(d in rules for d in (*VALIDATING, *MUTATING, *WHOLE_RESPONSE))
-        ]
+        found = [_inspect(built, name, rules) for name, rules in sorted(rules_by_package.items()) if is_admission(rules)]
     except RegokiteError:
         built.close()
         raise
     return PolicySet(built, tuple(found), tuple(paths))
+
+
+def is_admission(rules: set[str]) -> bool:
+    """Whether a package with these rules is an admission policy."""
+    if not any(d in rules for d in (*VALIDATING, *MUTATING, *WHOLE_RESPONSE)):
+        return False
+    return any(d in rules for d in ADMISSION_ONLY) or not any(d in rules for d in OTHER_CONTRACTS)
 
 
 def _inspect(engine: Engine, name: str, rules: set[str]) -> AdmissionPolicy:
