@@ -87,7 +87,8 @@ def load_policy_set(
     rules_by_package = packages(outline(bundle.modules))
     built = open_engine(bundle, engine, opa_url=opa_url)
     try:
-        found = [_inspect(built, name, rules) for name, rules in sorted(rules_by_package.items()) if is_admission(rules)]
+        wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
+        found = [_inspect(built, name, rules) for name, rules in wanted]
     except RegokiteError:
         built.close()
         raise
