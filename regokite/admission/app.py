@@ -126,11 +126,11 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
 
     @app.post("/validate/{policy:path}")
     async def validate_one(request: Request, policy: str) -> Response:
-        return await review_endpoint(request, "validate", policy.replace("/", "."))
+        return await review_endpoint(request, "validate", policy.replace("/", ".").replace("-", "_"))
 
     @app.post("/mutate/{policy:path}")
     async def mutate_one(request: Request, policy: str) -> Response:
-        return await review_endpoint(request, "mutate", policy.replace("/", "."))
+        return await review_endpoint(request, "mutate", policy.replace("/", ".").replace("-", "_"))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

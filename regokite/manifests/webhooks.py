@@ -8,12 +8,15 @@ policies that want it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from regokite.admission.policies import AdmissionPolicy
+from regokite.errors import RegokiteError
 
 NAME_LABEL = "kubernetes.io/metadata.name"
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,23 @@ def webhook_configurations(policies: list[AdmissionPolicy], target: WebhookTarge
     return configs
 
 
+def service_path(mode: str, policy: str) -> str:
+    """`/validate/admission.max-replicas` for package `admission.max_replicas`.
+
+    The API server wants every segment of a Service path to be a lowercase DNS
+    subdomain (no `_`); regokite reads `-` back as `_` (Rego package names
+    never contain `-`).
+    """
+    name = policy.replace("_", "-")
+    if not _SUBDOMAIN.match(name):
+        raise RegokiteError(
+            f"policy {policy}: its package name cannot be a webhook path (lowercase letters, digits, '_' and '.')"
+        )
+    return f"/{mode}/{name}"
+
+
 def _webhook(policy: AdmissionPolicy, mode: str, target: WebhookTarget) -> dict[str, Any]:
-    path = f"/{mode}/{policy.name}"
+    path = service_path(mode, policy.name)
     client: dict[str, Any]
     if target.url:
         client = {"url": target.url.rstrip("/") + path}

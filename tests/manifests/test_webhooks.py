@@ -25,7 +25,7 @@ def test_each_policy_gets_its_own_webhook_with_its_rules_and_failure_policy() ->
         "name": "regokite-admission",
         "namespace": "regokite-system",
         "port": 443,
-        "path": "/validate/admission.max_replicas",
+        "path": "/validate/admission.max-replicas",
     }
     assert hook["clientConfig"]["caBundle"] == "Q0E="
     assert any("deployments" in r["resources"] for r in hook["rules"])
@@ -37,7 +37,7 @@ def test_each_policy_gets_its_own_webhook_with_its_rules_and_failure_policy() ->
 def test_mutating_policies_get_a_mutating_configuration() -> None:
     out = configs(WebhookTarget("regokite", "regokite-system", service="svc"))
     mutating = out["MutatingWebhookConfiguration"]["webhooks"]
-    assert [w["clientConfig"]["service"]["path"] for w in mutating] == ["/mutate/admission.default_labels"]
+    assert [w["clientConfig"]["service"]["path"] for w in mutating] == ["/mutate/admission.default-labels"]
     assert mutating[0]["reinvocationPolicy"] == "IfNeeded"
 
 
