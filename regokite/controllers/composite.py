@@ -245,7 +245,7 @@ def plan_children(
                 continue
             new_hash = body["metadata"]["annotations"][HASH_ANNOTATION]
             old_hash = ((current["metadata"].get("annotations")) or {}).get(HASH_ANNOTATION)
-            if method == "Recreate":
+            if method in ("Recreate", "RollingRecreate"):  # rolling: regokite.kube.rolling picks what differs
                 if new_hash != old_hash:
                     actions.append(
                         Action("recreate", t, ident[0], ident[1], body, current["metadata"].get("uid"), "changed")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from regokite.controllers import composite
+from regokite.controllers import composite, rolling
 from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import HookError, ResolvedHook, group_children, run_hook, sync_request
 from regokite.engine import Engine
@@ -21,6 +21,7 @@ from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
 from regokite.kube.related import RelatedResources
+from regokite.kube.rolling import RollingUpdates
 from regokite.ops import controller_metrics as metrics
 
 log = logging.getLogger("regokite.controller")
@@ -83,6 +84,8 @@ class CompositeRunner:
             if customize_hook is not None
             else None
         )
+        rolls = any(c.update_method in rolling.ROLLING_METHODS for c in definition.children)
+        self.rolling = RollingUpdates(self, manager=manager, actuator=actuator, discovery=discovery) if rolls else None
         manager.register(self)
         if definition.resync_period_seconds:
             manager.every(definition.resync_period_seconds, self.resync_all)
@@ -180,7 +183,11 @@ class CompositeRunner:
             raise
         metrics.evaluation_latency.labels(self.name, hook.package).observe(response.evaluation_seconds)
 
-        actions = composite.plan_children(self.definition, parent, self.child_types, observed, response.children)
+        desired = response.children
+        if self.rolling is not None and not deleting:
+            at = lambda then: self._children_for(hook, then, request)  # noqa: E731
+            desired = self.rolling.desired(parent, observed, desired, at)
+        actions = composite.plan_children(self.definition, parent, self.child_types, observed, desired)
         try:
             for action in actions:
                 self._execute(action)
@@ -207,6 +214,18 @@ class CompositeRunner:
                 },
             )
         return response.resync_after_seconds
+
+    def _children_for(self, hook: ResolvedHook, parent: dict[str, Any], request: dict[str, Any]) -> tuple[dict, ...]:
+        """The sync hook's children for the parent as it was at an older revision (rolling updates)."""
+        response = run_hook(
+            self.engine,
+            hook,
+            {**request, "parent": parent},
+            types=self.child_types,
+            parent=parent,
+            parent_namespaced=self.parent_type.namespaced,
+        )
+        return response.children
 
     def _claim(self, parent: dict[str, Any], selector: composite.Selector) -> dict[str, list[dict[str, Any]]]:
         uid = parent["metadata"]["uid"]
