@@ -17,7 +17,7 @@ import jsonpatch
 
 from regokite.admission import outputs
 from regokite.admission.outputs import PolicyOutputError, PolicyResult
-from regokite.admission.policies import MUTATING, VALIDATING, AdmissionPolicy, PolicySet
+from regokite.admission.policies import AdmissionPolicy, PolicySet
 from regokite.admission.review import Review, Verdict
 from regokite.engine import UNDEFINED, Bound
 from regokite.errors import RegokiteError
@@ -109,8 +109,10 @@ def _evaluate(policy: AdmissionPolicy, bound: Bound, mode: Mode, uid: str) -> Po
         if mode == "validate":
             result.patch = None
         return result
-    wanted = [d for d in (*VALIDATING, *(MUTATING if mode == "mutate" else ())) if d in policy.documents]
-    values = {d: bound.evaluate(f"data.{name}.{d}") for d in wanted}
+    wrapped = bound.evaluate(policy.decision_ref(mode))
+    if not isinstance(wrapped, dict):
+        raise PolicyOutputError(name, mode, "generated decision rule is undefined", wrapped)
+    values = {d: (v[0] if v else UNDEFINED) for d, v in wrapped.items()}
     result = PolicyResult()
     defined = {d: v for d, v in values.items() if v is not UNDEFINED}
     if "deny" in defined:

@@ -11,11 +11,12 @@ bad declaration fails the load (and a reload keeps the last good set).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from regokite.admission.match import Match, MatchError, parse_match
-from regokite.bundle import load_bundle
+from regokite.bundle import Bundle, Module, load_bundle
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.outline import outline, packages
@@ -32,6 +33,7 @@ ADMISSION_ONLY = ("deny", "warn", "allow", "audit_annotations", "mutated", "main
 MUTATING = ("patch", "mutated")
 WHOLE_RESPONSE = ("main", "response")
 ENFORCEMENTS = ("deny", "warn", "dryrun")
+DECISIONS_PACKAGE = "regokite_admission_decisions"
 FAILURE_POLICIES = ("Fail", "Ignore")
 
 
@@ -42,6 +44,11 @@ class AdmissionPolicy:
     match: Match
     enforcement: str = "deny"
     failure_policy: str = "Fail"
+    slot: int = 0  # its rules in the generated decisions module
+
+    def decision_ref(self, mode: str) -> str:
+        """The generated rule holding every document this mode needs, in one evaluation."""
+        return f"data.{DECISIONS_PACKAGE}.{mode}_{self.slot}"
 
     @property
     def whole_response(self) -> str | None:
@@ -85,10 +92,11 @@ def load_policy_set(
     """Load, compile and inspect `paths`; raises RegokiteError naming what is wrong."""
     bundle = load_bundle(paths, v0_compatible=v0_compatible).without_tests()
     rules_by_package = packages(outline(bundle.modules))
-    built = open_engine(bundle, engine, opa_url=opa_url)
+    wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
+    decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", decisions_module([(name, rules) for name, rules in wanted]))
+    built = open_engine(Bundle((*bundle.modules, decisions), bundle.data, bundle.roots), engine, opa_url=opa_url)
     try:
-        wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
-        found = [_inspect(built, name, rules) for name, rules in wanted]
+        found = [_inspect(built, name, rules, slot) for slot, (name, rules) in enumerate(wanted)]
     except RegokiteError:
         built.close()
         raise
@@ -102,7 +110,25 @@ def is_admission(rules: set[str]) -> bool:
     return any(d in rules for d in ADMISSION_ONLY) or not any(d in rules for d in OTHER_CONTRACTS)
 
 
-def _inspect(engine: Engine, name: str, rules: set[str]) -> AdmissionPolicy:
+def decisions_module(policies: Sequence[tuple[str, set[str]]]) -> str:
+    """A module with, per policy, one rule per mode gathering all its documents.
+
+    One evaluation per policy instead of one per document: rules the documents
+    share (the containers of a pod spec, say) are computed once, about a third
+    less work on policies/, and one round trip per policy to a sidecar OPA.
+    Each document comes wrapped in an array, empty when it is undefined, so
+    its value reaches the output checks as the policy wrote it.
+    """
+    lines = [f"package {DECISIONS_PACKAGE}", ""]
+    for slot, (name, rules) in enumerate(policies):
+        base = "data" + "".join(f"[{json.dumps(part)}]" for part in name.split("."))
+        for mode, documents in (("validate", VALIDATING), ("mutate", (*VALIDATING, *MUTATING))):
+            fields = ", ".join(f'"{d}": [x | x := {base}[{json.dumps(d)}]]' for d in documents if d in rules)
+            lines += [f"# {name}", f"{mode}_{slot} := {{{fields}}}", ""]
+    return "\n".join(lines)
+
+
+def _inspect(engine: Engine, name: str, rules: set[str], slot: int) -> AdmissionPolicy:
     documents = tuple(d for d in (*VALIDATING, *MUTATING, *WHOLE_RESPONSE) if d in rules)
     declared = [d for d in ("match", "enforcement", "failure_policy") if d in rules]
     values = {d: engine.evaluate(f"data.{name}.{d}") for d in declared}
@@ -121,4 +147,4 @@ def _inspect(engine: Engine, name: str, rules: set[str]) -> AdmissionPolicy:
         raise PolicyLoadError(
             f"data.{name}.failure_policy must be one of {', '.join(FAILURE_POLICIES)}, got {failure_policy!r}"
         )
-    return AdmissionPolicy(name, documents, match, enforcement, failure_policy)
+    return AdmissionPolicy(name, documents, match, enforcement, failure_policy, slot)
