@@ -186,7 +186,25 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             opa_url=args.opa_url,
             v0_compatible=args.v0_compatible,
             metrics_port=args.metrics_port,
+            vars=args.var,
+            field_manager=args.field_manager,
+            leader=_leader_settings(args),
         )
+    )
+
+
+def _leader_settings(args: argparse.Namespace) -> Any:
+    if not args.leader_elect:
+        return None
+    from regokite.kube.leader import LeaderSettings
+
+    return LeaderSettings(
+        name=args.leader_election_name,
+        namespace=args.leader_election_namespace,
+        identity=args.leader_election_id,
+        lease_duration=args.leader_election_lease_duration,
+        renew_deadline=args.leader_election_renew_deadline,
+        retry_period=args.leader_election_retry_period,
     )
 
 
@@ -226,6 +244,18 @@ def _add_controller_commands(sub: Any) -> None:
     ctl.add_argument("--namespace", help="only watch namespaced resources in this namespace")
     ctl.add_argument("--workers", type=int, default=2, help="worker threads")
     ctl.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
+    ctl.add_argument(
+        "--var", action="append", default=[], metavar="[WATCH/]KEY=VALUE", help="set a Watch param (VALUE is YAML)"
+    )
+    ctl.add_argument("--field-manager", default="regokite", help="field manager of every write (default regokite)")
+    le = ctl.add_argument_group("leader election (coordination.k8s.io/v1 Lease)")
+    le.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease; standbys stay warm")
+    le.add_argument("--leader-election-name", default="regokite-controller", help="the Lease's name")
+    le.add_argument("--leader-election-namespace", help="the Lease's namespace (default: $POD_NAMESPACE, in-cluster)")
+    le.add_argument("--leader-election-id", help="this replica's identity (default: $POD_NAME, else hostname_<id>)")
+    le.add_argument("--leader-election-lease-duration", type=float, default=15.0, metavar="SECONDS")
+    le.add_argument("--leader-election-renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    le.add_argument("--leader-election-retry-period", type=float, default=2.0, metavar="SECONDS")
     _add_engine_args(ctl)
     _add_bundle_args(ctl)
     ctl.set_defaults(func=_cmd_controller)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -52,6 +52,8 @@ class KubeClient:
         cfg.connection_pool_maxsize = pool_size
         self.api = client.ApiClient(cfg)
         self.host = cfg.host
+        # called before every write (method, path); raises to refuse it (leader election)
+        self.write_guard: Callable[[str, str], None] | None = None
 
     def close(self) -> None:
         self.api.close()
@@ -89,6 +91,8 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float = 30,
     ) -> Any:
+        if method != "GET" and self.write_guard is not None:
+            self.write_guard(method, path)
         resp = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
         data = resp.read()
         parsed = _json(data)

@@ -62,3 +62,21 @@ class Discovery:
                 raise problem
             refresh = True
             time.sleep(0.5)
+
+    def resolve_kind(self, api_version: str, kind: str, *, wait: float = 0.0) -> ChildType:
+        """Like `resolve`, from a kind (`Deployment`) instead of the plural resource name."""
+        deadline = time.monotonic() + wait
+        refresh = False
+        while True:
+            try:
+                resources = self._resources(api_version, refresh)
+                for name, r in resources.items():
+                    if r.get("kind") == kind and "/" not in name:
+                        return self.resolve(api_version, name)
+                problem = DiscoveryError(f"{api_version} has no kind {kind!r}")
+            except DiscoveryError as exc:
+                problem = exc
+            if time.monotonic() >= deadline:
+                raise problem
+            refresh = True
+            time.sleep(0.5)

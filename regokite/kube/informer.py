@@ -55,6 +55,7 @@ class Informer:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         watch_timeout: int = 290,
     ) -> None:
         self.client = client
@@ -62,6 +63,7 @@ class Informer:
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector or None
+        self.field_selector = field_selector or None
         self.watch_timeout = watch_timeout
         self.name = f"{resource}.{api_version}" + (f" in {namespace}" if namespace else "")
         self.synced = threading.Event()
@@ -152,7 +154,11 @@ class Informer:
         while True:
             try:
                 page = self.client.get(
-                    self._path(), limit=self.PAGE, labelSelector=self.label_selector, **{"continue": cont}
+                    self._path(),
+                    limit=self.PAGE,
+                    labelSelector=self.label_selector,
+                    fieldSelector=self.field_selector,
+                    **{"continue": cont},
                 )
             except ApiError as exc:
                 if exc.status == 410 and cont:  # continuation expired mid-list
@@ -198,6 +204,7 @@ class Informer:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": self.watch_timeout - random.randint(0, 30),
             "labelSelector": self.label_selector,
+            "fieldSelector": self.field_selector,
         }
         try:
             stream = self.client.stream(self._path(), query, timeout=self.watch_timeout + 60)
@@ -284,16 +291,31 @@ class InformerFactory:
     def __init__(self, client: KubeClient, namespace: str | None = None) -> None:
         self.client = client
         self.namespace = namespace
-        self._informers: dict[tuple[str, str, str | None, str | None], Informer] = {}
+        self._informers: dict[tuple[str, str, str | None, str | None, str | None], Informer] = {}
         self._started = False
 
     def informer(
-        self, api_version: str, resource: str, *, namespaced: bool = True, label_selector: str | None = None
+        self,
+        api_version: str,
+        resource: str,
+        *,
+        namespaced: bool = True,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        namespace: str | None = None,
     ) -> Informer:
-        ns = self.namespace if namespaced else None
-        k = (api_version, resource, ns, label_selector)
+        """`namespace` narrows a namespaced resource further than the factory's namespace (a Watch's)."""
+        ns = (namespace or self.namespace) if namespaced else None
+        k = (api_version, resource, ns, label_selector, field_selector)
         if k not in self._informers:
-            inf = Informer(self.client, api_version, resource, namespace=ns, label_selector=label_selector)
+            inf = Informer(
+                self.client,
+                api_version,
+                resource,
+                namespace=ns,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
             self._informers[k] = inf
             if self._started:
                 inf.start()

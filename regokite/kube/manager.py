@@ -7,18 +7,24 @@ watch handlers can register the same way.
 
 Keys are `(reconciler name, namespace, name)`. A failing reconcile is retried
 with per-key exponential backoff; SIGTERM stops the informers, lets in-flight
-reconciles finish and returns.
+reconciles finish and returns. A reconciler registered with its own `workers`
+gets its own queue and worker threads (a Watch's `spec.workers`).
+
+With a leader elector, informers run (caches stay warm) but workers take no
+key, and the client refuses writes, unless this replica holds the Lease; on
+becoming leader every reconciler with `resync_all` is resynced.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from regokite.controllers.hooks import HookError
 from regokite.kube.client import ApiError, KubeClient
@@ -27,8 +33,18 @@ from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
 from regokite.ops.metrics import exposition
 
+if TYPE_CHECKING:
+    from regokite.kube.leader import LeaderElector
+
 log = logging.getLogger("regokite.controller")
 _EXPECTED = (HookError, ApiError)
+
+
+class NotLeader(ApiError):
+    """A write refused because this replica does not hold the leader Lease (or could not renew it in time)."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, "NotLeader", {"message": "not the leader: write refused"}, f"{method} {path}")
 
 
 class Reconciler(Protocol):
@@ -51,18 +67,61 @@ class Manager:
         self._http: ThreadingHTTPServer | None = None
         self.in_flight = 0
         self._lock = threading.Lock()
+        self._queues: dict[str, tuple[WorkQueue, int]] = {}  # reconcilers with their own workers
+        self.elector: LeaderElector | None = None
+        self._leading = threading.Event()
+
+    # -- leadership
+
+    def use_leader_election(self, elector: LeaderElector) -> None:
+        """Act only while `elector` holds the Lease; writes through the client are refused otherwise."""
+        self.elector = elector
+        elector.on_started_leading = self._started_leading
+        elector.on_stopped_leading = self._stopped_leading
+        self.client.write_guard = self._guard_write
+        metrics.leader.set(0)
+
+    @property
+    def leading(self) -> bool:
+        """May this replica act now (always, without leader election)?"""
+        if self.elector is None:
+            return True
+        return self._leading.is_set() and self.elector.may_act()
+
+    def _guard_write(self, method: str, path: str) -> None:
+        if not self.leading:
+            raise NotLeader(method, path)
+
+    def _started_leading(self) -> None:
+        self._leading.set()
+        metrics.leader.set(1)
+        for reconciler in list(self.reconcilers.values()):
+            resync = getattr(reconciler, "resync_all", None)
+            if resync is not None:
+                resync()
+
+    def _stopped_leading(self) -> None:
+        self._leading.clear()
+        metrics.leader.set(0)
 
     # -- registration
 
-    def register(self, reconciler: Reconciler) -> None:
+    def register(self, reconciler: Reconciler, *, workers: int | None = None) -> None:
         self.reconcilers[reconciler.name] = reconciler
+        if workers:
+            self._queues[reconciler.name] = (WorkQueue(name=reconciler.name), workers)
+
+    def queue_of(self, reconciler: str) -> WorkQueue:
+        dedicated = self._queues.get(reconciler)
+        return dedicated[0] if dedicated else self.queue
 
     def enqueue(self, reconciler: str, namespace: str, name: str, after: float = 0.0) -> None:
         key = (reconciler, namespace, name)
+        queue = self.queue_of(reconciler)
         if after > 0:
-            self.queue.add_after(key, after)
+            queue.add_after(key, after)
         else:
-            self.queue.add(key)
+            queue.add(key)
 
     def every(self, period: float, fn: Callable[[], None]) -> None:
         self._periodic.append((period, fn))
@@ -70,14 +129,22 @@ class Manager:
     # -- running
 
     def start(self, *, sync_timeout: float = 60.0) -> None:
+        if self.elector is None:
+            self._leading.set()
+            metrics.leader.set(1)
         self.informers.start()
         if not self.informers.wait_synced(sync_timeout):
             pending = [i.name for i in self.informers.informers if not i.synced.is_set()]
             log.warning("informers not synced yet; workers start anyway", extra={"pending": pending})
-        for i in range(self.workers):
-            t = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
+        pools = [("worker", self.queue, self.workers)]
+        pools += [(name, queue, n) for name, (queue, n) in self._queues.items()]
+        for label, queue, n in pools:
+            for i in range(n):
+                t = threading.Thread(target=self._work, args=(queue,), name=f"{label}-{i}", daemon=True)
+                t.start()
+                self._threads.append(t)
+        if self.elector is not None:
+            threading.Thread(target=self.elector.run, args=(self._stopping,), name="leader", daemon=True).start()
         for period, fn in self._periodic:
             t = threading.Thread(target=self._tick, args=(period, fn), name="resync", daemon=True)
             t.start()
@@ -103,20 +170,30 @@ class Manager:
         log.info("stopping: finishing in-flight syncs", extra={"in_flight": self.in_flight})
         self._stopping.set()
         self.queue.shutdown()
+        for queue, _ in self._queues.values():
+            queue.shutdown()
         self.informers.stop()
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        if self.elector is not None:
+            self.elector.release()  # in-flight writes are done: hand over now, not after the lease expires
+            self._leading.clear()
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
         log.info("stopped")
 
-    def _work(self) -> None:
+    def _work(self, queue: WorkQueue) -> None:
         while True:
-            key = self.queue.get()
+            while not self._leading.is_set():  # a standby: caches warm, hands off
+                if self._stopping.wait(0.1):
+                    return
+            key = queue.get(timeout=0.5)
             if key is None:
-                return
+                if self._stopping.is_set():
+                    return
+                continue
             name, namespace, obj_name = key
             reconciler = self.reconcilers.get(name)
             with self._lock:
@@ -126,13 +203,15 @@ class Manager:
                 after = reconciler.reconcile(namespace, obj_name) if reconciler else None
                 metrics.reconcile_duration.labels(name).observe(time.perf_counter() - started)
                 metrics.reconciles.labels(name, "ok").inc()
-                self.queue.forget(key)
+                queue.forget(key)
                 if after:
-                    self.queue.add_after(key, after)
+                    queue.add_after(key, after)
+            except NotLeader:
+                queue.add(key)  # leadership lost mid-sync: the key waits for the next term (or leader)
             except Exception as exc:
                 metrics.reconciles.labels(name, "error").inc()
                 metrics.reconcile_errors.labels(name, getattr(exc, "reason", type(exc).__name__)).inc()
-                delay = self.queue.add_rate_limited(key)
+                delay = queue.add_rate_limited(key)
                 log.warning(
                     "sync failed",
                     extra={
@@ -146,7 +225,7 @@ class Manager:
             finally:
                 with self._lock:
                     self.in_flight -= 1
-                self.queue.done(key)
+                queue.done(key)
 
     def _tick(self, period: float, fn: Callable[[], None]) -> None:
         while not self._stopping.wait(period):
@@ -158,6 +237,8 @@ class Manager:
     def _gauges(self) -> None:
         while not self._stopping.wait(2.0):
             metrics.queue_depth.labels("all").set(len(self.queue))
+            for name, (queue, _) in self._queues.items():
+                metrics.queue_depth.labels(name).set(len(queue))
             for inf in self.informers.informers:
                 metrics.informer_objects.labels(inf.name).set(len(inf))
 
@@ -165,6 +246,23 @@ class Manager:
 
     def ready(self) -> bool:
         return self.informers.synced() and not self._stopping.is_set()
+
+    def readiness(self) -> dict[str, Any]:
+        """What `/readyz` answers: ready when every informer has synced (a standby is ready too)."""
+        informers = {i.name: i.synced.is_set() for i in self.informers.informers}
+        detail: dict[str, Any] = {"ready": self.ready(), "stopping": self._stopping.is_set(), "informers": informers}
+        if self.elector is not None:
+            detail["leader"] = self.elector.describe()
+        else:
+            detail["leader"] = {"leading": True, "election": False}
+        return detail
+
+    def liveness(self) -> dict[str, Any]:
+        """What `/healthz` answers: every worker and informer thread that was started is still running."""
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        dead += [i.name for i in self.informers.informers if i._thread is not None and not i._thread.is_alive()]
+        healthy = not dead or self._stopping.is_set()
+        return {"healthy": healthy, "dead_threads": dead}
 
     def serve_health(self, port: int, host: str = "0.0.0.0") -> int:
         manager = self
@@ -175,10 +273,11 @@ class Manager:
                     body, ctype = exposition()
                     self._reply(200, body, ctype)
                 elif self.path == "/healthz":
-                    self._reply(200, b"ok\n")
+                    live = manager.liveness()
+                    self._reply(200 if live["healthy"] else 503, _json(live), "application/json")
                 elif self.path == "/readyz":
-                    ok = manager.ready()
-                    self._reply(200 if ok else 503, b"ok\n" if ok else b"informers not synced\n")
+                    detail = manager.readiness()
+                    self._reply(200 if detail["ready"] else 503, _json(detail), "application/json")
                 else:
                     self._reply(404, b"not found\n")
 
@@ -196,3 +295,7 @@ class Manager:
         threading.Thread(target=self._http.serve_forever, name="health", daemon=True).start()
         log.info("serving metrics and health", extra={"port": self._http.server_address[1]})
         return self._http.server_address[1]
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, indent=1).encode() + b"\n"

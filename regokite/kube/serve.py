@@ -8,15 +8,18 @@ from dataclasses import dataclass, field
 from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.controllers import customize, decorator
-from regokite.controllers.definitions import CompositeController, load_definitions
+from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import RESPONSE_FIELDS, ResolvedHook, resolve_hook
+from regokite.controllers.watch import load_definitions_beside_watches
 from regokite.engine import Engine, open_engine
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.composite import CompositeRunner
 from regokite.kube.decorator import DecoratorRunner
 from regokite.kube.discovery import Discovery
+from regokite.kube.leader import LeaderSettings
 from regokite.kube.manager import Manager
+from regokite.kube.watch import build_watches
 
 log = logging.getLogger("regokite.controller")
 
@@ -35,13 +38,16 @@ class ControllerSettings:
     metrics_host: str = "0.0.0.0"
     discovery_wait: float = 30.0
     extra: dict[str, str] = field(default_factory=dict)
+    vars: list[str] = field(default_factory=list)  # --var KEY=VALUE / WATCH/KEY=VALUE: Watch params
+    field_manager: str = "regokite"
+    leader: LeaderSettings | None = None  # --leader-elect
 
 
 def load_hooks(
     policies: list[str], controllers: list[str], *, v0_compatible: bool, engine: str = "embedded", opa_url=None
 ) -> tuple[list[CompositeController], Engine, dict[str, tuple[ResolvedHook, ResolvedHook | None]]]:
     """Definitions, an engine over the policies, and every hook checked against them."""
-    definitions = load_definitions(controllers)
+    definitions = load_definitions_beside_watches(controllers)  # no Metacontroller definition is fine beside Watches
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
     packages = outline.packages(outline.outline(bundle.modules))
     hooks = {}
@@ -65,7 +71,7 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
     manager = Manager(client, namespace=settings.namespace, workers=settings.workers)
     discovery = Discovery(client)
-    actuator = Actuator(client)
+    actuator = Actuator(client, settings.field_manager)
     runners = [
         CompositeRunner(
             d,
@@ -103,6 +109,16 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
                     "sync": deco.sync_hook.package,
                 },
             )
+    build_watches(
+        settings.controllers,
+        settings.vars,
+        manager=manager,
+        engine=engine,
+        client=client,
+        discovery=discovery,
+        field_manager=settings.field_manager,
+        discovery_wait=settings.discovery_wait,
+    )
     for r in runners:
         log.info(
             "controller loaded",
@@ -119,4 +135,6 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
 
 def serve(settings: ControllerSettings) -> int:
     manager, _ = build(settings)
+    if settings.leader is not None:
+        manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
     return manager.run(metrics_port=settings.metrics_port, metrics_host=settings.metrics_host)

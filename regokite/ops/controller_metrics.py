@@ -34,3 +34,14 @@ evaluation_latency = Histogram(
 )
 watch_errors = Counter("regokite_controller_watch_errors_total", "Watches that failed and were retried.", ["resource"])
 informer_objects = Gauge("regokite_controller_informer_objects", "Objects in an informer's cache.", ["informer"])
+leader = Gauge("regokite_leader", "1 while this replica holds the leader Lease (always 1 without --leader-elect).")
+watch_events = Counter(
+    "regokite_watch_events_total",
+    "Watch events delivered to a policy, by watch and event (ADDED, MODIFIED, DELETED, RESYNC).",
+    ["watch", "event"],
+)
+stale_writes = Counter(
+    "regokite_watch_stale_decisions_total",
+    "Watch decisions dropped because the object changed after the event (a newer event follows).",
+    ["watch"],
+)
