@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regokite.admission.review import OPERATIONS, Review
+from regokite.selectors import parse_selector
 
 
 class MatchError(ValueError):
@@ -101,23 +102,7 @@ def _labels(obj: Any) -> dict[str, str] | None:
 
 def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str] | None) -> bool:
     """Kubernetes LabelSelector semantics; no object never matches."""
-    if labels is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
+    return labels is not None and parse_selector(dict(selector)).matches(labels)
 
 
 def parse_match(doc: Any, where: str) -> Match:

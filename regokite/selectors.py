@@ -1,0 +1,71 @@
+"""Kubernetes label selectors (metav1.LabelSelector): parse, match, and the query form.
+
+Shared by the admission server (a policy's objectSelector) and the
+controllers (parent selectors, claiming, decorators, related resources).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class SelectorError(ValueError):
+    """The parent has no usable label selector."""
+
+
+@dataclass(frozen=True)
+class Selector:
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        labels = labels or {}
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        for key, op, values in self.expressions:
+            present = key in labels
+            if op == "In" and (not present or labels[key] not in values):
+                return False
+            if op == "NotIn" and present and labels[key] in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        return not self.match_labels and not self.expressions
+
+    def query(self) -> str:
+        """The `labelSelector` query parameter form."""
+        parts = [f"{k}={v}" for k, v in self.match_labels]
+        for key, op, values in self.expressions:
+            if op == "In":
+                parts.append(f"{key} in ({','.join(values)})")
+            elif op == "NotIn":
+                parts.append(f"{key} notin ({','.join(values)})")
+            elif op == "Exists":
+                parts.append(key)
+            else:
+                parts.append(f"!{key}")
+        return ",".join(parts)
+
+
+def parse_selector(raw: Any) -> Selector:
+    """A metav1.LabelSelector dict -> Selector; raises SelectorError when malformed."""
+    if not isinstance(raw, dict):
+        raise SelectorError(f"spec.selector must be a label selector object, got {raw!r}")
+    labels = raw.get("matchLabels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise SelectorError(f"spec.selector.matchLabels must map strings to strings, got {labels!r}")
+    exprs = []
+    for e in raw.get("matchExpressions") or []:
+        if not isinstance(e, dict) or e.get("operator") not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise SelectorError(f"spec.selector.matchExpressions: invalid requirement {e!r}")
+        exprs.append((str(e.get("key")), e["operator"], tuple(str(v) for v in e.get("values") or ())))
+    return Selector(tuple(sorted(labels.items())), tuple(exprs))
