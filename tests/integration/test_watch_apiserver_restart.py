@@ -1,0 +1,70 @@
+"""A Watch whose connection drops, and whose history is compacted meanwhile (410 Gone), misses no change."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import kube
+import pytest
+from kube import create, get, merge_patch
+
+from tests.controllers.process import ControllerProcess
+from tests.integration.test_composite_apiserver_restart import restart_apiserver
+from tests.integration.test_watch_deployment_scaler import SCALER, counter, deployment
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import controlplane  # noqa: E402
+
+
+@pytest.fixture
+def private_plane(tmp_path: Path) -> Iterator[controlplane.ControlPlane]:
+    cp = controlplane.start(tmp_path / "cp")
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+def test_changes_made_while_the_watch_was_down_are_all_processed(private_plane: controlplane.ControlPlane) -> None:
+    cp = private_plane
+    cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
+    deployments = "/apis/apps/v1/namespaces/default/deployments"
+    labels = {"enforce-max-replicas": "true"}
+    with (
+        cluster.api_client() as api,
+        ControllerProcess(cp.kubeconfig, policies=[SCALER], controllers=[SCALER / "watch.yaml"]) as ctl,
+    ):
+        create(api, deployments, deployment("default", "a", 10, labels))
+        kube.wait_for(lambda: get(api, f"{deployments}/a"), lambda d: d["spec"]["replicas"] == 3, what="a at 3")
+
+        # Down, history compacted while down, up; then changes right away, before the watch is back.
+        restart_apiserver(cp, 1.0, while_down=lambda: kube.compact_etcd(cp.etcd_url))
+        merge_patch(api, f"{deployments}/a", {"spec": {"replicas": 7}})
+        create(api, deployments, deployment("default", "b", 10, labels))
+        create(api, deployments, deployment("default", "gone", 10, labels))
+        kube.wait_for(lambda: get(api, f"{deployments}/a"), lambda d: d["spec"]["replicas"] == 3, what="a at 3")
+        kube.wait_for(lambda: get(api, f"{deployments}/b"), lambda d: d["spec"]["replicas"] == 3, what="b at 3")
+
+        # A second outage; a deletion and a scale-up made by someone else just after it.
+        deleted_before = counter(ctl.metrics(), "regokite_watch_events_total", event="DELETED")
+        restart_apiserver(cp, 0.5, while_down=lambda: kube.compact_etcd(cp.etcd_url))
+        kube.delete(api, f"{deployments}/gone")
+        merge_patch(api, f"{deployments}/b", {"spec": {"replicas": 6}})
+        kube.wait_for(lambda: get(api, f"{deployments}/b"), lambda d: d["spec"]["replicas"] == 3, what="b at 3 again")
+        kube.wait_for(
+            ctl.metrics,
+            lambda m: counter(m, "regokite_watch_events_total", event="DELETED") > deleted_before,
+            what="the DELETED event of gone",
+            timeout=30,
+        )
+        records = ctl.log_records()
+        assert any(r.get("msg") == "watch failed, retrying" for r in records)
+        assert sum(1 for r in records if r.get("msg") == "listed") >= 2 or any(
+            r.get("msg") == "watch history gone, relisting" for r in records
+        )
+        time.sleep(0.1)
+        assert ctl.stop() == 0
