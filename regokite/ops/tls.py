@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,13 +53,21 @@ def self_signed(directory: Path, hosts: list[str]) -> TlsFiles:
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    files.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    files.key.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    files.key.chmod(0o600)
-    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_atomically(files.key, key_pem, 0o600)
+    _write_atomically(files.cert, cert.public_bytes(serialization.Encoding.PEM))
+    _write_atomically(files.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
     return files
+
+
+def _write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Readers (a client loading the CA, the certificate reloader) never see half a file."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    partial.chmod(mode)
+    os.replace(partial, path)
 
 
 def _builder(subject: x509.Name, issuer: x509.Name, public_key, now: dt.datetime) -> x509.CertificateBuilder:
