@@ -137,7 +137,7 @@ def main() -> None:
     parser.add_argument("--endpoint", default="validate", help="e.g. validate/admission.required_labels")
     args = parser.parse_args()
 
-    only = args.endpoint.partition("/")[2] or None
+    only = args.endpoint.partition("/")[2].replace("/", ".").replace("-", "_") or None  # as the server reads it
     raw = raw_evaluation(2000, only)
     print(f"raw evaluation, in process, same decision as /{args.endpoint}: {fmt(raw)}")
     for workers in args.workers:

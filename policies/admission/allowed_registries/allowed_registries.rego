@@ -77,50 +77,67 @@ allowed_by(name, entry) if {
 	startswith(name, concat("", [entry, "/"]))
 }
 
-allowed(image) if {
-	kubernetes.valid_image_reference(image)
-	name := kubernetes.image_name(image)
+allowed(name) if {
 	some entry in registries
 	allowed_by(name, lower(entry))
 }
 
 allowed_list := concat(", ", sort([e | some e in registries]))
 
-deny contains msg if {
+# images parses every container's image once per request: the reference
+# helpers split and match the same strings, and each deny and warn rule below
+# needs them.
+images := [image |
 	some ref in refs
-	not ref.container.image
+	image := object.union(ref, parsed(ref.container))
+]
+
+parsed(container) := {"image": container.image, "valid": true, "qualified": name, "digest": digest, "tag": tag} if {
+	kubernetes.valid_image_reference(container.image)
+	name := kubernetes.image_name(container.image)
+	digest := kubernetes.image_digest(container.image)
+	tag := kubernetes.image_tag(container.image)
+}
+
+parsed(container) := {"image": container.image, "valid": false} if {
+	container.image
+	not kubernetes.valid_image_reference(container.image)
+}
+
+parsed(container) := {"valid": false} if not container.image
+
+deny contains msg if {
+	some ref in images
+	not "image" in object.keys(ref)
 	msg := sprintf("container %q (%s) has no image: set %s.image to an image from an allowed registry (%s)", [ref.name, ref.path, ref.path, allowed_list])
 }
 
 deny contains msg if {
-	some ref in refs
-	image := ref.container.image
-	not kubernetes.valid_image_reference(image)
-	msg := sprintf("container %q (%s) has image %s, which is not a valid image reference: use registry/repository[:tag][@digest] from an allowed registry (%s)", [ref.name, ref.path, json.marshal(image), allowed_list])
+	some ref in images
+	"image" in object.keys(ref)
+	not ref.valid
+	msg := sprintf("container %q (%s) has image %s, which is not a valid image reference: use registry/repository[:tag][@digest] from an allowed registry (%s)", [ref.name, ref.path, json.marshal(ref.image), allowed_list])
 }
 
 deny contains msg if {
-	some ref in refs
-	image := ref.container.image
-	kubernetes.valid_image_reference(image)
-	not allowed(image)
-	msg := sprintf("container %q (%s) uses image %q (%s), which is not from an allowed registry: push it to one of %s and reference it by its full name", [ref.name, ref.path, image, kubernetes.image_name(image), allowed_list])
+	some ref in images
+	ref.valid
+	not allowed(ref.qualified)
+	msg := sprintf("container %q (%s) uses image %q (%s), which is not from an allowed registry: push it to one of %s and reference it by its full name", [ref.name, ref.path, ref.image, ref.qualified, allowed_list])
 }
 
 deny contains msg if {
 	require_digest == true
-	some ref in refs
-	image := ref.container.image
-	kubernetes.valid_image_reference(image)
-	kubernetes.image_digest(image) == ""
-	msg := sprintf("container %q (%s) uses image %q without a digest: pin it as %s@sha256:<digest>", [ref.name, ref.path, image, kubernetes.image_name(image)])
+	some ref in images
+	ref.valid
+	ref.digest == ""
+	msg := sprintf("container %q (%s) uses image %q without a digest: pin it as %s@sha256:<digest>", [ref.name, ref.path, ref.image, ref.qualified])
 }
 
 warn contains msg if {
-	some ref in refs
-	image := ref.container.image
-	kubernetes.valid_image_reference(image)
-	kubernetes.image_digest(image) == ""
-	kubernetes.image_tag(image) in {"", "latest"}
-	msg := sprintf("container %q (%s) uses image %q, which floats with the latest tag: pin a version tag or a digest", [ref.name, ref.path, image])
+	some ref in images
+	ref.valid
+	ref.digest == ""
+	ref.tag in {"", "latest"}
+	msg := sprintf("container %q (%s) uses image %q, which floats with the latest tag: pin a version tag or a digest", [ref.name, ref.path, ref.image])
 }
