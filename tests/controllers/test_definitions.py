@@ -63,7 +63,8 @@ def test_an_unknown_update_method_is_reported_with_file_controller_and_path(tmp_
 
 def test_rolling_methods_load_with_their_status_checks(tmp_path: Path) -> None:
     text = HELLO.format(method="RollingInPlace", hook="rego: {package: a.b}").replace(
-        "method: RollingInPlace", "method: RollingInPlace\n        statusChecks: {conditions: [{type: Ready, status: 'True'}]}"
+        "method: RollingInPlace",
+        "method: RollingInPlace\n        statusChecks: {conditions: [{type: Ready, status: 'True'}]}",
     )
     [d] = load_definitions([write(tmp_path, text)])
     assert d.children[0].update_method == "RollingInPlace"
