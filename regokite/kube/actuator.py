@@ -6,10 +6,12 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
-from regokite.controllers.hooks import ChildType
+from regokite.controllers.hooks import ChildType, HookEvent
 from regokite.kube.client import JSON_PATCH, ApiError, KubeClient, resource_path
+from regokite.ops import controller_metrics as metrics
 
 log = logging.getLogger("regokite.controller")
 FIELD_MANAGER = "regokite"
@@ -70,6 +72,24 @@ class Actuator:
         return self.client.patch(self.path(t, meta.get("namespace"), meta["name"]), patch)
 
     # -- events
+
+    def finish(
+        self,
+        t: ChildType,
+        obj: dict[str, Any],
+        events: Iterable[HookEvent],
+        *,
+        finalizer: str,
+        release: bool,
+        controller: str,
+    ) -> None:
+        """The end of a sync: record the hook's events, and drop our finalizer once it says `finalized`."""
+        for event in events:
+            self.event(obj, event.type, event.reason, event.message)
+        if release:
+            remaining = [f for f in (obj["metadata"].get("finalizers") or ()) if f != finalizer]
+            self.set_finalizers(t, obj, remaining)
+            metrics.applies.labels(controller, t.kind, "remove-finalizer").inc()
 
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str, component: str = "regokite") -> None:
         """Record an Event on `obj`; the same reason and message repeat at most once a minute."""

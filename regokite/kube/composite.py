@@ -198,12 +198,14 @@ class CompositeRunner:
         except ApiError as exc:
             self._warn(parent, "SyncError", str(exc))
             raise
-        for event in response.events:
-            self.actuator.event(parent, event.type, event.reason, event.message)
-        if deleting and response.finalized:
-            current = [f for f in (parent["metadata"].get("finalizers") or ()) if f != finalizer]
-            self.actuator.set_finalizers(self.parent_type, parent, current)
-            metrics.applies.labels(self.name, self.parent_type.kind, "remove-finalizer").inc()
+        self.actuator.finish(
+            self.parent_type,
+            parent,
+            response.events,
+            finalizer=finalizer,
+            release=deleting and response.finalized,
+            controller=self.name,
+        )
         if actions:
             log.info(
                 "synced",

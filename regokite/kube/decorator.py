@@ -233,12 +233,14 @@ class DecoratorTarget:
                 raise HookError(d.name, None, f"{exc} (retrying)", "Conflict") from None
             self.actuator.event(obj, "Warning", "SyncError", str(exc))
             raise
-        for event in response.events:
-            self.actuator.event(obj, event.type, event.reason, event.message)
-        if finalizing and response.finalized:
-            current = [f for f in (obj["metadata"].get("finalizers") or ()) if f != d.finalizer]
-            self.actuator.set_finalizers(self.type, obj, current)
-            metrics.applies.labels(d.name, self.type.kind, "remove-finalizer").inc()
+        self.actuator.finish(
+            self.type,
+            obj,
+            response.events,
+            finalizer=d.finalizer,
+            release=finalizing and response.finalized,
+            controller=d.name,
+        )
         if actions:
             log.info(
                 "decorated",
