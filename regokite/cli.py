@@ -237,7 +237,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _add_controller_commands(sub: Any) -> None:
-    ctl = sub.add_parser("controller", help="run Metacontroller CompositeControllers whose hooks are Rego")
+    ctl = sub.add_parser(
+        "controller", help="run Metacontroller Composite/DecoratorControllers and regokite Watches whose hooks are Rego"
+    )
     ctl.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
     ctl.add_argument("--controllers", action="append", required=True, metavar="PATH", help="definitions file or dir")
     ctl.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
