@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -71,9 +72,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_admission(args: argparse.Namespace) -> int:
+    metrics_dir = None
     if args.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # must be set before prometheus_client is imported, for workers to share metrics
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
+        metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
     from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
     from regokite.ops.tls import self_signed
 
@@ -100,7 +102,11 @@ def _cmd_admission(args: argparse.Namespace) -> int:
     )
     if args.engine == "opa" and args.opa_wait > 0:
         _wait_for_opa(args.opa_url, args.opa_wait)
-    return serve(settings)
+    try:
+        return serve(settings)
+    finally:
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _wait_for_opa(url: str, seconds: float) -> None:

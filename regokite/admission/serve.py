@@ -17,7 +17,6 @@ import signal
 import socket
 import ssl
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -97,22 +96,32 @@ class Reloader:
             self.reload_tls()
 
     async def reload_policies(self) -> None:
-        try:
-            candidate = await asyncio.to_thread(self._build)
-            # engines are pinned to the thread that prepares them: prepare this one now
-            candidate.engine.bind(UNDEFINED)
-        except RegokiteError as exc:
+        candidate = await asyncio.to_thread(self._build)
+        if isinstance(candidate, PolicySet):
+            try:
+                # engines are pinned to the thread that prepares them: prepare this one now
+                candidate.engine.bind(UNDEFINED)
+            except RegokiteError as exc:
+                candidate = str(exc)
+        if isinstance(candidate, str):
             metrics.policy_reloads.labels("failure").inc()
-            self.state.reload_failed(str(exc))
-            log.error("policy reload failed; still serving the last good set", extra={"error": str(exc)})
+            self.state.reload_failed(candidate)
+            log.error("policy reload failed; still serving the last good set", extra={"error": candidate})
             return
         metrics.policy_reloads.labels("success").inc()
         self.state.swap(candidate)
         log.info("policies reloaded", extra={"policies": [p.name for p in candidate.policies]})
 
-    def _build(self) -> PolicySet:
-        """Load and check a policy set on a worker thread, leaving no engine pinned to it."""
-        candidate = self.settings.load()
+    def _build(self) -> PolicySet | str:
+        """Load and check a policy set on a worker thread; a failure comes back as its message.
+
+        Not as the exception: its traceback's frames hold the regorus engines
+        this thread prepared, and they must be dropped on this thread.
+        """
+        try:
+            candidate = self.settings.load()
+        except RegokiteError as exc:
+            return str(exc)
         candidate.engine.release_thread()
         return candidate
 
@@ -161,6 +170,9 @@ def _worker(settings: AdmissionSettings, sock: socket.socket, policy_set: Policy
 def serve(settings: AdmissionSettings) -> int:
     """Load once to fail fast, bind, then run one worker in-process or fork several."""
     policy_set = settings.load()  # a broken policy dir stops startup with a clear error
+    # this process's gauges count too when workers share metrics: it serves a good set
+    metrics.policy_reload_healthy.set(1)
+    metrics.policies_loaded.set(len(policy_set.policies))
     log.info(
         "policies loaded",
         extra={"engine": settings.engine, "policies": [p.name for p in policy_set.policies]},
@@ -175,7 +187,6 @@ def serve(settings: AdmissionSettings) -> int:
         _worker(settings, sock, policy_set)
         return 0
     policy_set.close()
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="regokite-metrics-"))
     return _supervise(settings, sock)
 
 
@@ -216,6 +227,7 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
         except InterruptedError:
             continue
         slot = children.pop(pid, None)
+        metrics.forget_process(pid)
         if slot is not None and not stopping:
             log.error("admission worker exited; restarting it", extra={"pid": pid, "status": status})
             time.sleep(0.5)

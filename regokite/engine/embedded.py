@@ -175,7 +175,10 @@ def _load_error(module: Module, failure: str) -> PolicyLoadError:
     message, location = engine_diagnostic(failure)
     if location is None:
         return PolicyLoadError(f"{module.path}: {message}")
-    if not module.v0 and _parses_as_v0(module):
+    # regorus's v1 parser says "`if` keyword is required", "`contains` keyword
+    # is required", ... for v0 rule bodies; only then is a v0 parse worth trying
+    # (the v0 parser prints warnings of its own on v1 text).
+    if not module.v0 and "keyword is required" in message and _parses_as_v0(module):
         message += " (this module is Rego v0 syntax: load it with --v0-compatible)"
     return PolicyLoadError(message, location, module.line(location.line))
 

@@ -61,13 +61,19 @@ policy_reloads = Counter(
 policy_reload_healthy = Gauge(
     "regokite_policy_reload_healthy",
     "1 when the last policy (re)load succeeded, 0 while serving an older set after a failure.",
-    multiprocess_mode="min",
+    multiprocess_mode="livemin",
 )
 policies_loaded = Gauge(
     "regokite_policies_loaded",
     "Admission policies in the set being served.",
-    multiprocess_mode="max",
+    multiprocess_mode="livemax",
 )
+
+
+def forget_process(pid: int) -> None:
+    """Drop a dead worker's live gauges, so its last values stop counting."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.mark_process_dead(pid)
 
 
 def exposition() -> tuple[bytes, str]:
