@@ -195,7 +195,10 @@ def _children_hint(engine, hook, parent: dict[str, Any]) -> list[dict[str, Any]]
     return [c for c in children if isinstance(c, dict)] if isinstance(children, list) else []
 
 
-def _pick(definitions: list[CompositeController], parent: dict[str, Any], name: str | None) -> CompositeController:
+def _pick(loaded: list[Any], parent: dict[str, Any], name: str | None) -> CompositeController:
+    definitions = [d for d in loaded if isinstance(d, CompositeController)]
+    if not definitions:
+        raise RegokiteError("plan works on CompositeControllers, and --controllers has none")
     if name:
         for d in definitions:
             if d.name == name:
@@ -208,8 +211,12 @@ def _pick(definitions: list[CompositeController], parent: dict[str, Any], name: 
         if d.parent.api_version == api_version
         and (KINDS.get(d.parent.resource) == kind or d.parent.resource in (kind.lower() + "s", kind.lower() + "es"))
     ]
-    if len(matching) != 1:
+    if not matching:
+        parents = ", ".join(f"{d.name} ({d.parent.api_version} {d.parent.resource})" for d in definitions)
+        raise RegokiteError(f"no CompositeController has {kind}.{api_version} parents; have: {parents}")
+    if len(matching) > 1:
+        names = ", ".join(d.name for d in matching)
         raise RegokiteError(
-            f"{len(matching)} controllers match a {kind}.{api_version} parent: choose one with --controller"
+            f"{len(matching)} controllers match a {kind}.{api_version} parent ({names}): choose one with --controller"
         )
     return matching[0]

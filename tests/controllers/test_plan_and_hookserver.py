@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from fastapi.testclient import TestClient
 
@@ -13,6 +14,7 @@ from regokite.cli import main
 from regokite.controllers.hookserver import create_app
 from regokite.controllers.plan import plan_from_files
 from regokite.engine import open_engine
+from regokite.errors import RegokiteError
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
@@ -88,3 +90,17 @@ def test_hooks_serve_the_v0_temporary_access_policy() -> None:
     }
     body = c.post("/v0/data/controllers/temporary_access", json={"parent": parent, "children": {}}).json()
     assert body["children"] == [] and body["status"] == {"phase": "Expired", "bindings": 0}
+
+
+def test_plan_takes_a_directory_of_mixed_definitions_and_names_what_matches(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    parent = tmp_path / "hello.yaml"
+    parent.write_text("apiVersion: example.com/v1\nkind: HelloWorld\nmetadata: {name: h, namespace: default}\n")
+    report = plan_from_files([str(root / "policies" / "controllers")], [str(root / "policies")], str(parent))
+    assert "create Pod default/h" in report.render()
+    other = tmp_path / "cm.yaml"
+    other.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    with pytest.raises(
+        RegokiteError, match=r"no CompositeController has ConfigMap\.v1 parents; have: .*hello-controller"
+    ):
+        plan_from_files([str(root / "policies" / "controllers")], [str(root / "policies")], str(other))
