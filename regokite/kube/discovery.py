@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 
 from regokite.controllers.hooks import ChildType
 from regokite.errors import RegokiteError
 from regokite.kube.client import ApiError, KubeClient
+
+log = logging.getLogger("regokite.controller")
 
 
 class DiscoveryError(RegokiteError):
@@ -39,44 +43,49 @@ class Discovery:
     def resolve(self, api_version: str, resource: str, *, wait: float = 0.0) -> ChildType:
         """Kind and scope of `resource` in `api_version`; retries up to `wait` seconds
         (a CRD applied just before the controller starts may not be served yet)."""
-        deadline = time.monotonic() + wait
-        refresh = False
-        while True:
-            try:
-                resources = self._resources(api_version, refresh)
-                if resource in resources:
-                    r = resources[resource]
-                    return ChildType(
-                        api_version=api_version,
-                        resource=resource,
-                        kind=r["kind"],
-                        namespaced=bool(r.get("namespaced")),
-                        status_subresource=f"{resource}/status" in resources,
-                    )
-                problem = DiscoveryError(
-                    f"{api_version} has no resource {resource!r} (it has: {', '.join(sorted(resources)) or 'none'})"
-                )
-            except DiscoveryError as exc:
-                problem = exc
-            if time.monotonic() >= deadline:
-                raise problem
-            refresh = True
-            time.sleep(0.5)
+
+        def attempt(refresh: bool) -> ChildType:
+            resources = self._resources(api_version, refresh)
+            if resource not in resources:
+                served = ", ".join(sorted(resources)) or "none"
+                raise DiscoveryError(f"{api_version} has no resource {resource!r} (it has: {served})")
+            r = resources[resource]
+            return ChildType(
+                api_version=api_version,
+                resource=resource,
+                kind=r["kind"],
+                namespaced=bool(r.get("namespaced")),
+                status_subresource=f"{resource}/status" in resources,
+            )
+
+        return _retrying(attempt, api_version, resource, wait)
 
     def resolve_kind(self, api_version: str, kind: str, *, wait: float = 0.0) -> ChildType:
         """Like `resolve`, from a kind (`Deployment`) instead of the plural resource name."""
-        deadline = time.monotonic() + wait
-        refresh = False
-        while True:
-            try:
-                resources = self._resources(api_version, refresh)
-                for name, r in resources.items():
-                    if r.get("kind") == kind and "/" not in name:
-                        return self.resolve(api_version, name)
-                problem = DiscoveryError(f"{api_version} has no kind {kind!r}")
-            except DiscoveryError as exc:
-                problem = exc
+
+        def attempt(refresh: bool) -> ChildType:
+            for name, r in self._resources(api_version, refresh).items():
+                if r.get("kind") == kind and "/" not in name:
+                    return self.resolve(api_version, name)
+            raise DiscoveryError(f"{api_version} has no kind {kind!r}")
+
+        return _retrying(attempt, api_version, kind, wait)
+
+
+def _retrying(attempt: Callable[[bool], ChildType], api_version: str, name: str, wait: float) -> ChildType:
+    """Call `attempt` until it resolves or `wait` seconds pass, saying once that it waits."""
+    group = api_version.rpartition("/")[0]
+    custom = "." in group and not group.endswith(".k8s.io")
+    hint = " (is its CustomResourceDefinition installed?)" if custom else ""
+    deadline = time.monotonic() + wait
+    refresh = False
+    while True:
+        try:
+            return attempt(refresh)
+        except DiscoveryError as exc:
             if time.monotonic() >= deadline:
-                raise problem
-            refresh = True
-            time.sleep(0.5)
+                raise DiscoveryError(f"{exc}{hint}") from None
+            if not refresh:
+                log.info(f"waiting up to {wait:.0f}s for the API server to serve {api_version} {name}{hint}")
+        refresh = True
+        time.sleep(0.5)
