@@ -53,6 +53,13 @@ def add_manifests_commands(sub: Any) -> None:
         metavar="API_VERSION/RESOURCE",
         help="a resource customize hooks relate to (read-only), e.g. v1/configmaps (repeatable)",
     )
+    ctl.add_argument(
+        "--writes",
+        action="append",
+        default=[],
+        metavar="API_VERSION/RESOURCE",
+        help="a resource watch policies `apply` or `delete`, e.g. v1/resourcequotas (repeatable)",
+    )
     ctl.set_defaults(func=_cmd_controller)
 
 
@@ -113,6 +120,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         include_crds=args.include_crds,
         related=args.related,
+        writes=args.writes,
     )
     header = "regokite controller manifests (`regokite manifests controller`); RBAC computed from the definitions."
     print(generate.to_yaml(generate.controller_manifests(opts), header), end="")

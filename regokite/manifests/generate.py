@@ -10,6 +10,7 @@ declarations. Controllers get exactly the RBAC their definitions need
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ class ControllerOptions(Common):
     metrics_port: int = 9090
     include_crds: bool = True
     related: list[str] = field(default_factory=list)  # "apps/v1/deployments": read by customize hooks
+    writes: list[str] = field(default_factory=list)  # "v1/resourcequotas": applied or deleted by watch policies
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -203,6 +205,18 @@ def cert_manager_objects(name: str, ns: str) -> list[Obj]:
 
 def _crd_documents(paths: list[str]) -> list[Obj]:
     """CustomResourceDefinitions kept beside the definitions (files or directories of YAML/JSON)."""
+    return _documents(paths, lambda d: d.get("kind") == "CustomResourceDefinition")
+
+
+def _watch_documents(paths: list[str]) -> list[Obj]:
+    """Watch definitions as written, for the definitions ConfigMap."""
+    from regokite.controllers.watch import is_watch
+
+    return _documents(paths, is_watch)
+
+
+def _documents(paths: list[str], wanted: Callable[[Obj], bool]) -> list[Obj]:
+    """The YAML/JSON documents in `paths` (files or directories) that `wanted` picks."""
     files: list[Path] = []
     for root in map(Path, paths):
         if root.is_file():
@@ -215,25 +229,23 @@ def _crd_documents(paths: list[str]) -> list[Obj]:
                 and p.suffix in (".yaml", ".yml", ".json")
                 and not any(part.startswith(".") for part in p.relative_to(root).parts)
             ]
-    crds = []
+    found: list[Obj] = []
     for file in files:
         try:
             docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             continue  # load_definitions has already reported what matters
-        crds += [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
-    return crds
+        found += [d for d in docs if isinstance(d, dict) and wanted(d)]
+    return found
 
 
-def _resource_rule(text: str) -> Any:
+def _resource_rule(text: str, flag: str = "--related") -> Any:
     from regokite.controllers.definitions import ResourceRule
     from regokite.errors import RegokiteError
 
     api_version, _, resource = text.rpartition("/")
     if not api_version or not resource or resource != resource.lower():
-        raise RegokiteError(
-            f"--related {text!r}: write API_VERSION/RESOURCE, e.g. v1/configmaps or apps/v1/deployments"
-        )
+        raise RegokiteError(f"{flag} {text!r}: write API_VERSION/RESOURCE, e.g. v1/configmaps or apps/v1/deployments")
     return ResourceRule(api_version, resource)
 
 
@@ -243,11 +255,12 @@ def customize_hooks(definitions: list[Any]) -> list[str]:
 
 
 def controller_manifests(opts: ControllerOptions) -> list[Obj]:
-    from regokite.controllers.definitions import load_definitions
+    from regokite.controllers.watch import load_definitions_beside_watches, load_watches
 
     component = "controller"
-    definitions = load_definitions(opts.controllers)  # validates; refuses what it cannot run
-    raw_definitions = [d.raw for d in definitions]
+    definitions = load_definitions_beside_watches(opts.controllers)  # validates; refuses what it cannot run
+    watches = load_watches(opts.controllers)
+    raw_definitions = [d.raw for d in definitions] + _watch_documents(opts.controllers)
     crd_docs = _crd_documents(opts.controllers)
     crds = rbac.crds_from_documents(crd_docs)
     perms = rbac.controller_permissions(
@@ -257,6 +270,8 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         leader_election=opts.leader_elect,
         lease_name=opts.name,
         related=[_resource_rule(r) for r in opts.related],
+        watched=[rbac.watched_rule(w) for w in watches],
+        written=[_resource_rule(r, "--writes") for r in opts.writes],
     )
     objects = _prelude(opts, opts.name, component, automount=True)
     objects += rbac.rbac_objects(

@@ -120,6 +120,8 @@ def controller_permissions(
     leader_election: bool = False,
     lease_name: str = "regokite-controller",
     related: Iterable[Any] = (),
+    watched: Iterable[Any] = (),
+    written: Iterable[Any] = (),
     events: bool = True,
 ) -> Permissions:
     """The access the controllers need; with `namespace_scoped`, namespaced resources go in a Role."""
@@ -151,11 +153,32 @@ def controller_permissions(
             perms.grant(where(r.group, r.resource), r.group, r.resource, READ)
     for r in related_extra:
         perms.grant(where(r.group, r.resource), r.group, r.resource, READ)
+    for r in watched:  # a watch reads its resource and patches the watched objects
+        perms.grant(where(r.group, r.resource), r.group, r.resource, (*READ, "patch", "update"))
+    for r in written:  # what watch policies apply or delete: not in the definitions, so named by hand
+        perms.grant(where(r.group, r.resource), r.group, r.resource, CRUD)
     if events:
         perms.grant(perms.namespaced if namespace_scoped else perms.cluster, "", "events", ("create", "patch"))
     if leader_election:
         perms.lease_name = lease_name
     return perms
+
+
+def watched_rule(watch: Any) -> Any:
+    """The ResourceRule of a Watch's resource; from its kind, the plural is the usual English one."""
+    from regokite.controllers.definitions import ResourceRule
+
+    r = watch.resource
+    return ResourceRule(r.api_version, r.resource or _plural(r.kind or ""))
+
+
+def _plural(kind: str) -> str:
+    word = kind.lower()
+    if word.endswith(("s", "x", "ch", "sh")):
+        return word + "es"
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
 
 
 def lease_rules(name: str) -> list[dict[str, Any]]:

@@ -155,3 +155,26 @@ def test_the_command_prints_multi_document_yaml() -> None:
     assert [d["kind"] for d in docs if d["kind"] in ("Role", "ClusterRole")] == ["Role", "Role"]
     args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--namespace") + 1] == "team-a"
+
+
+def test_watches_get_their_resource_and_the_writes_named_for_their_policies() -> None:
+    watches = POLICIES / "watches"
+    opts = generate.ControllerOptions(
+        policies=[str(watches)], controllers=[str(watches)], writes=["v1/resourcequotas", "v1/limitranges"]
+    )
+    objects = generate.controller_manifests(opts)
+    rules = {
+        (group, resource): set(rule["verbs"])
+        for rule in by_kind(objects)["ClusterRole"]["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert rules[("apps", "deployments")] == {"get", "list", "watch", "patch", "update"}
+    assert rules[("", "namespaces")] == {"get", "list", "watch", "patch", "update"}
+    assert {"create", "delete"} <= rules[("", "resourcequotas")]
+    assert ("", "secrets") not in rules
+    definitions = next(
+        o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-definitions")
+    )
+    text = next(iter(definitions["data"].values()))
+    assert "kind: Watch" in text and "name: deployment-scaler" in text
