@@ -127,8 +127,21 @@ def _wait_for_opa(url: str, seconds: float) -> None:
         time.sleep(0.25)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Every (sub)command's --help shows the defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if "help" not in kwargs and args and str(args[0]).startswith("-") and kwargs.get("default") is not None:
+            kwargs["help"] = " "  # the formatter adds defaults only to options that have some help
+        return super().add_argument(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="regokite",
         description="Kubernetes automation whose every decision is made by Rego policies.",
     )
