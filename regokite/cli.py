@@ -136,7 +136,7 @@ class _Parser(argparse.ArgumentParser):
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         if "help" not in kwargs and args and str(args[0]).startswith("-") and kwargs.get("default") is not None:
-            kwargs["help"] = " "  # the formatter adds defaults only to options that have some help
+            kwargs["help"] = "default: %(default)s"  # the formatter shows defaults only beside some help
         return super().add_argument(*args, **kwargs)
 
 
