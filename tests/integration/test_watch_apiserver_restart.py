@@ -63,8 +63,8 @@ def test_changes_made_while_the_watch_was_down_are_all_processed(private_plane: 
         )
         records = ctl.log_records()
         assert any(r.get("msg") == "watch failed, retrying" for r in records)
-        assert sum(1 for r in records if r.get("msg") == "listed") >= 2 or any(
-            r.get("msg") == "watch history gone, relisting" for r in records
-        )
+        # Whether the watch resumes or relists after the restart depends on how far the
+        # restarted API server's watch cache reaches back, which races with the changes
+        # above; both paths must deliver every change, which the waits above prove.
         time.sleep(0.1)
         assert ctl.stop() == 0
