@@ -139,34 +139,36 @@ registry_segment(segment) if segment == "localhost"
 
 docker_hub_hosts := {"docker.io", "index.docker.io", "registry-1.docker.io"}
 
-# image_registry(image) is the registry host (with port, if any), lower-cased,
-# "docker.io" when the image names none or names a Docker Hub alias.
-image_registry(image) := host if {
+# image_parts(image) is {"registry", "repository"}: the registry host (with
+# port, if any), lower-cased, "docker.io" when the image names none or names a
+# Docker Hub alias; and the repository within it, official Docker Hub images
+# living under "library/". The path is split once for both.
+image_parts(image) := parts if {
 	segments := split(image_path(image), "/")
 	count(segments) > 1
 	registry_segment(segments[0])
-	host := lower(segments[0])
-	not host in docker_hub_hosts
-} else := "docker.io"
+	parts := registry_parts(lower(segments[0]), concat("/", array.slice(segments, 1, count(segments))))
+} else := registry_parts("docker.io", image_path(image))
 
-# repository_path(image) is the path after the registry, as written.
-repository_path(image) := concat("/", array.slice(segments, 1, count(segments))) if {
-	segments := split(image_path(image), "/")
-	count(segments) > 1
-	registry_segment(segments[0])
-} else := image_path(image)
+registry_parts(host, path) := {"registry": "docker.io", "repository": docker_hub_repository(path)} if {
+	host in docker_hub_hosts
+}
 
-# image_repository(image) is the repository within its registry; official
-# Docker Hub images live under "library/".
-image_repository(image) := concat("/", ["library", path]) if {
-	path := repository_path(image)
-	image_registry(image) == "docker.io"
-	not contains(path, "/")
-} else := repository_path(image)
+registry_parts(host, path) := {"registry": host, "repository": path} if not host in docker_hub_hosts
+
+docker_hub_repository(path) := concat("/", ["library", path]) if not contains(path, "/")
+
+docker_hub_repository(path) := path if contains(path, "/")
+
+# image_registry(image) is the registry host of image_parts.
+image_registry(image) := image_parts(image).registry
+
+# image_repository(image) is the repository of image_parts.
+image_repository(image) := image_parts(image).repository
 
 # image_name(image) is the fully qualified name without tag or digest, e.g.
 # "nginx:1.25" -> "docker.io/library/nginx".
-image_name(image) := concat("/", [image_registry(image), image_repository(image)])
+image_name(image) := concat("/", [parts.registry, parts.repository]) if parts := image_parts(image)
 
 # valid_image_reference(image) holds when the reference is well formed: a
 # lower-case path of non-empty components without "..", an optional tag and
@@ -174,8 +176,9 @@ image_name(image) := concat("/", [image_registry(image), image_repository(image)
 valid_image_reference(image) if {
 	is_string(image)
 	not regex.match(`[:@]$`, image)
-	regex.match(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`, image_repository(image))
-	regex.match(`^[A-Za-z0-9.-]+(?::[0-9]+)?$`, image_registry(image))
+	parts := image_parts(image)
+	regex.match(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`, parts.repository)
+	regex.match(`^[A-Za-z0-9.-]+(?::[0-9]+)?$`, parts.registry)
 	regex.match(`^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`, image_tag(image))
 	regex.match(`^(?:[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+)?$`, image_digest(image))
 }
