@@ -20,7 +20,8 @@ from fastapi.responses import JSONResponse, Response
 from regokite.admission.decide import Decision, Mode, decide, select
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Verdict, parse_review, response
-from regokite.ops import metrics
+from regokite.ops import admission_metrics as metrics
+from regokite.ops.metrics import exposition
 
 log = logging.getLogger("regokite.admission")
 access_log = logging.getLogger("regokite.admission.access")
@@ -151,7 +152,7 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
-        body, content_type = metrics.exposition()
+        body, content_type = exposition()
         return Response(body, media_type=content_type)
 
     return app

@@ -29,7 +29,8 @@ from regokite.admission.app import ServingState, create_app
 from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.engine import UNDEFINED
 from regokite.errors import RegokiteError
-from regokite.ops import metrics
+from regokite.ops import admission_metrics as metrics
+from regokite.ops.metrics import forget_process
 
 log = logging.getLogger("regokite.admission")
 
@@ -227,7 +228,7 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
         except InterruptedError:
             continue
         slot = children.pop(pid, None)
-        metrics.forget_process(pid)
+        forget_process(pid)
         if slot is not None and not stopping:
             log.error("admission worker exited; restarting it", extra={"pid": pid, "status": status})
             time.sleep(0.5)
