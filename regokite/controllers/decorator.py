@@ -35,6 +35,7 @@ from regokite.controllers.definitions import (
     _label_selector,
     _resource,
     _show,
+    refuse_duplicates,
 )
 from regokite.controllers.hooks import ChildType, HookError, HookEvent, _children, _events
 
@@ -121,11 +122,7 @@ def parse_decorator(c: _Checker, doc: dict[str, Any], name: str | None, source: 
         child = _child(c, raw, path)
         if child is not None:
             attachments.append(child)
-    seen: set[tuple[str, str]] = set()
-    for i, a in enumerate(attachments):
-        if (a.api_version, a.resource) in seen:
-            c.error(f"spec.attachments[{i}]", f"{a} is listed twice")
-        seen.add((a.api_version, a.resource))
+    refuse_duplicates(c, attachments, "spec.attachments")
     hooks = _hooks(c, spec.get("hooks"), "spec.hooks")
     resync = c.number(spec.get("resyncPeriodSeconds"), "spec.resyncPeriodSeconds")
     if not c.ok or hooks is None or not name:

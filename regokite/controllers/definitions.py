@@ -298,11 +298,7 @@ def parse_definition(doc: Any, source: str, problems: list[str]) -> Any:
         for i, raw in enumerate(c.array(spec.get("childResources"), "spec.childResources"))
         if (child := _child(c, raw, f"spec.childResources[{i}]")) is not None
     )
-    seen: set[tuple[str, str]] = set()
-    for i, child in enumerate(children):
-        if (child.api_version, child.resource) in seen:
-            c.error(f"spec.childResources[{i}]", f"{child} is listed twice")
-        seen.add((child.api_version, child.resource))
+    refuse_duplicates(c, children, "spec.childResources")
     hooks = _hooks(c, spec.get("hooks"), "spec.hooks")
     generate = c.boolean(spec.get("generateSelector"), "spec.generateSelector")
     resync = c.number(spec.get("resyncPeriodSeconds"), "spec.resyncPeriodSeconds")
@@ -336,6 +332,15 @@ _METADATA_FIELDS = (
     "finalizers",
     "ownerReferences",
 )
+
+
+def refuse_duplicates(c: _Checker, rules: Iterable[ResourceRule], path: str) -> None:
+    """A resource type listed twice would be claimed twice: name the second listing."""
+    seen: set[tuple[str, str]] = set()
+    for i, rule in enumerate(rules):
+        if (rule.api_version, rule.resource) in seen:
+            c.error(f"{path}[{i}]", f"{rule} is listed twice")
+        seen.add((rule.api_version, rule.resource))
 
 
 def _dns_subdomain(value: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from regokite import outline
 from regokite.bundle import load_bundle
@@ -72,34 +73,24 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
     manager = Manager(client, namespace=settings.namespace, workers=settings.workers)
     discovery = Discovery(client)
     actuator = Actuator(client, settings.field_manager)
-    runners = [
-        CompositeRunner(
-            d,
-            manager=manager,
-            engine=engine,
-            actuator=actuator,
-            sync_hook=hooks[d.name][0],
-            finalize_hook=hooks[d.name][1],
-            customize_hook=hooks[d.name][2],
-            discovery=discovery,
-            discovery_wait=settings.discovery_wait,
-        )
-        for d in definitions
-        if isinstance(d, CompositeController)
-    ]
+
+    def common(d: Any) -> dict[str, Any]:
+        sync, finalize, customize = hooks[d.name]
+        return {
+            "manager": manager,
+            "engine": engine,
+            "actuator": actuator,
+            "sync_hook": sync,
+            "finalize_hook": finalize,
+            "customize_hook": customize,
+            "discovery": discovery,
+            "discovery_wait": settings.discovery_wait,
+        }
+
+    runners = [CompositeRunner(d, **common(d)) for d in definitions if isinstance(d, CompositeController)]
     for d in definitions:
         if isinstance(d, decorator.DecoratorController):
-            deco = DecoratorRunner(
-                d,
-                manager=manager,
-                engine=engine,
-                actuator=actuator,
-                sync_hook=hooks[d.name][0],
-                finalize_hook=hooks[d.name][1],
-                customize_hook=hooks[d.name][2],
-                discovery=discovery,
-                discovery_wait=settings.discovery_wait,
-            )
+            deco = DecoratorRunner(d, **common(d))
             log.info(
                 "decorator loaded",
                 extra={
