@@ -111,6 +111,11 @@ class LeaderElector:
         spec = (self._observed or {}).get("spec") or {}
         return spec.get("holderIdentity") or ""
 
+    @property
+    def knows_holder(self) -> bool:
+        """True once the Lease has been read or written: until then `holder` would be a guess."""
+        return self._observed is not None
+
     def is_leader(self) -> bool:
         return self._leading
 

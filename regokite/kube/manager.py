@@ -245,10 +245,12 @@ class Manager:
     # -- health
 
     def ready(self) -> bool:
-        return self.informers.synced() and not self._stopping.is_set()
+        knows_leader = self.elector is None or self.elector.knows_holder
+        return self.informers.synced() and knows_leader and not self._stopping.is_set()
 
     def readiness(self) -> dict[str, Any]:
-        """What `/readyz` answers: ready when every informer has synced (a standby is ready too)."""
+        """What `/readyz` answers: ready when every informer has synced and, under election, the Lease has been read
+        (a standby is ready too, and can say who leads)."""
         informers = {i.name: i.synced.is_set() for i in self.informers.informers}
         detail: dict[str, Any] = {"ready": self.ready(), "stopping": self._stopping.is_set(), "informers": informers}
         if self.elector is not None:
