@@ -105,31 +105,47 @@ json_pointer_escape(s) := replace(replace(s, "~", "~0"), "/", "~1")
 # image is on Docker Hub, and a single-segment Docker Hub path lives under
 # "library/" ("nginx" is "docker.io/library/nginx").
 
-# image_digest(image) is the digest after "@", or "" when there is none.
-image_digest(image) := substring(image, indexof(image, "@") + 1, -1) if contains(image, "@")
-
-image_digest(image) := "" if not contains(image, "@")
-
-# image_tag(image) is the tag, or "" when there is none. A ":" before the last
-# "/" belongs to a registry port, not to a tag.
-image_tag(image) := tag if {
-	segments := split(split(image, "@")[0], "/")
-	last := segments[count(segments) - 1]
-	contains(last, ":")
-	tag := substring(last, indexof(last, ":") + 1, -1)
-}
-
-image_tag(image) := "" if {
-	segments := split(split(image, "@")[0], "/")
-	not contains(segments[count(segments) - 1], ":")
-}
-
-# image_path(image) is the image name as written, without tag or digest.
-image_path(image) := concat("/", array.concat(array.slice(segments, 0, n - 1), [untagged])) if {
-	segments := split(split(image, "@")[0], "/")
+# image_reference(image) parses an image reference once, for every question
+# asked of it: {"registry", "repository", "tag", "digest", "name", "valid"}.
+# The registry host (with port, if any) is lower-cased, and "docker.io" when
+# the image names none or names a Docker Hub alias; official Docker Hub images
+# live under "library/". The tag and digest are "" when absent; a ":" before
+# the last "/" belongs to a registry port, not to a tag. The name is the fully
+# qualified name without tag or digest ("nginx:1.25" ->
+# "docker.io/library/nginx"). An image that is not a string is {"valid": false}.
+image_reference(image) := {
+	"registry": parts.registry,
+	"repository": parts.repository,
+	"tag": tag,
+	"digest": digest,
+	"name": concat("/", [parts.registry, parts.repository]),
+	"valid": {ok | some ok in checks} == {true},
+} if {
+	is_string(image)
+	at := split(image, "@")
+	digest := concat("@", array.slice(at, 1, count(at)))
+	segments := split(at[0], "/")
 	n := count(segments)
-	untagged := split(segments[n - 1], ":")[0]
+	last := split(segments[n - 1], ":")
+	tag := concat(":", array.slice(last, 1, count(last)))
+	parts := path_parts(array.concat(array.slice(segments, 0, n - 1), [last[0]]))
+	checks := [
+		regex.match(`[:@]$`, image) == false,
+		regex.match(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`, parts.repository),
+		regex.match(`^[A-Za-z0-9.-]+(?::[0-9]+)?$`, parts.registry),
+		regex.match(`^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`, tag),
+		regex.match(`^(?:[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+)?$`, digest),
+	]
 }
+
+image_reference(image) := {"valid": false} if not is_string(image)
+
+# path_parts(segments) splits the path segments of an untagged image into
+# registry and repository.
+path_parts(segments) := registry_parts(lower(segments[0]), concat("/", array.slice(segments, 1, count(segments)))) if {
+	count(segments) > 1
+	registry_segment(segments[0])
+} else := registry_parts("docker.io", concat("/", segments))
 
 registry_segment(segment) if contains(segment, ".")
 
@@ -138,17 +154,6 @@ registry_segment(segment) if contains(segment, ":")
 registry_segment(segment) if segment == "localhost"
 
 docker_hub_hosts := {"docker.io", "index.docker.io", "registry-1.docker.io"}
-
-# image_parts(image) is {"registry", "repository"}: the registry host (with
-# port, if any), lower-cased, "docker.io" when the image names none or names a
-# Docker Hub alias; and the repository within it, official Docker Hub images
-# living under "library/". The path is split once for both.
-image_parts(image) := parts if {
-	segments := split(image_path(image), "/")
-	count(segments) > 1
-	registry_segment(segments[0])
-	parts := registry_parts(lower(segments[0]), concat("/", array.slice(segments, 1, count(segments))))
-} else := registry_parts("docker.io", image_path(image))
 
 registry_parts(host, path) := {"registry": "docker.io", "repository": docker_hub_repository(path)} if {
 	host in docker_hub_hosts
@@ -160,25 +165,18 @@ docker_hub_repository(path) := concat("/", ["library", path]) if not contains(pa
 
 docker_hub_repository(path) := path if contains(path, "/")
 
-# image_registry(image) is the registry host of image_parts.
-image_registry(image) := image_parts(image).registry
+# The parts of image_reference one at a time.
+image_registry(image) := image_reference(image).registry
 
-# image_repository(image) is the repository of image_parts.
-image_repository(image) := image_parts(image).repository
+image_repository(image) := image_reference(image).repository
 
-# image_name(image) is the fully qualified name without tag or digest, e.g.
-# "nginx:1.25" -> "docker.io/library/nginx".
-image_name(image) := concat("/", [parts.registry, parts.repository]) if parts := image_parts(image)
+image_tag(image) := image_reference(image).tag
+
+image_digest(image) := image_reference(image).digest
+
+image_name(image) := image_reference(image).name
 
 # valid_image_reference(image) holds when the reference is well formed: a
 # lower-case path of non-empty components without "..", an optional tag and
 # an optional digest.
-valid_image_reference(image) if {
-	is_string(image)
-	not regex.match(`[:@]$`, image)
-	parts := image_parts(image)
-	regex.match(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`, parts.repository)
-	regex.match(`^[A-Za-z0-9.-]+(?::[0-9]+)?$`, parts.registry)
-	regex.match(`^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$`, image_tag(image))
-	regex.match(`^(?:[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+)?$`, image_digest(image))
-}
+valid_image_reference(image) if image_reference(image).valid

@@ -92,19 +92,13 @@ images := [image |
 	image := object.union(ref, parsed(ref.container))
 ]
 
-parsed(container) := {"image": container.image, "valid": true, "qualified": name, "digest": digest, "tag": tag} if {
-	kubernetes.valid_image_reference(container.image)
-	name := kubernetes.image_name(container.image)
-	digest := kubernetes.image_digest(container.image)
-	tag := kubernetes.image_tag(container.image)
-}
-
-parsed(container) := {"image": container.image, "valid": false} if {
-	container.image
-	not kubernetes.valid_image_reference(container.image)
-}
+parsed(container) := with_image(container.image, kubernetes.image_reference(container.image)) if container.image
 
 parsed(container) := {"valid": false} if not container.image
+
+with_image(image, ref) := {"image": image, "valid": true, "qualified": ref.name, "digest": ref.digest, "tag": ref.tag} if ref.valid
+
+with_image(image, ref) := {"image": image, "valid": false} if not ref.valid
 
 deny contains msg if {
 	some ref in images
