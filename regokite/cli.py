@@ -72,15 +72,17 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_admission(args: argparse.Namespace) -> int:
+    if 0 < args.watchdog <= args.deadline:
+        raise RegokiteError(f"--watchdog ({args.watchdog}s) must exceed --deadline ({args.deadline}s), or be 0")
+    if args.self_signed == bool(args.tls_cert and args.tls_key):
+        raise RegokiteError("choose TLS: either --tls-cert and --tls-key, or --self-signed")
     metrics_dir = None
-    if args.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-        # must be set before prometheus_client is imported, for workers to share metrics
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        # must be set before prometheus_client is imported, for workers (always forked) to share metrics
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
     from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
     from regokite.ops.tls import self_signed
 
-    if args.self_signed == bool(args.tls_cert and args.tls_key):
-        raise RegokiteError("choose TLS: either --tls-cert and --tls-key, or --self-signed")
     cert, key = args.tls_cert, args.tls_key
     if args.self_signed:
         files = self_signed(Path(args.tls_dir).expanduser(), ["localhost", "127.0.0.1", "::1", *args.tls_host])
@@ -97,6 +99,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         tls_key=key,
         workers=args.workers,
         deadline_seconds=args.deadline,
+        watchdog_seconds=args.watchdog,
         max_body_bytes=args.max_body_bytes,
         reload_interval=args.reload_interval,
     )
@@ -178,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     adm.add_argument("--tls-host", action="append", default=[], help="extra DNS name or IP for --self-signed")
     adm.add_argument("--workers", type=int, default=1, help="worker processes (regorus holds the GIL)")
     adm.add_argument("--deadline", type=float, default=3.0, metavar="SECONDS", help="per-request evaluation budget")
+    adm.add_argument(
+        "--watchdog",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="replace a worker stuck this long in one review (a runaway policy); 0 = never",
+    )
     adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
     adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
     adm.add_argument("--opa-wait", type=float, default=0.0, metavar="SECONDS", help="wait for OPA's /health")

@@ -38,6 +38,7 @@ class ServingState:
     reload_error: str | None = None
     reloaded_at: float = field(default_factory=time.time)
     tls_error: str | None = None
+    watch: Callable[[str | None], None] = lambda _policy: None  # the watchdog's tracker for this worker
 
     def swap(self, new: PolicySet) -> None:
         old, self.policy_set = self.policy_set, new
@@ -97,10 +98,13 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
         if policy is not None and not select(current, mode, policy):
             return _error(404, "unknown_policy", f"no {mode} policy named {policy!r}")
         try:
-            decision = decide(current, review, mode=mode, only=policy, deadline=started + state.deadline_seconds)
+            deadline = started + state.deadline_seconds
+            decision = decide(current, review, mode=mode, only=policy, deadline=deadline, on_policy=state.watch)
         except Exception as exc:  # a bug of ours must still fail closed with an AdmissionReview
             log.exception("admission decision failed", extra={"uid": review.uid})
             decision = Decision(Verdict(allowed=False, messages=[f"regokite internal error: {exc}"], code=500), [])
+        finally:
+            state.watch(None)
         answer = response(review, decision.verdict)
         elapsed = time.monotonic() - started
         _record(endpoint, decision, elapsed)

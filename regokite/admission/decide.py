@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,12 +57,14 @@ def decide(
     mode: Mode,
     only: str | None = None,
     deadline: float | None = None,
+    on_policy: Callable[[str], None] | None = None,
 ) -> Decision:
     """Run the applicable policies; `deadline` is a time.monotonic() instant.
 
     The deadline is checked before each policy: an in-process evaluation
     cannot be interrupted, so one runaway policy finishes late, but no more
-    policies start after the budget is spent.
+    policies start after the budget is spent. `on_policy` hears each policy's
+    name before it runs (the watchdog's view of a worker).
     """
     verdict = Verdict()
     outcomes: list[PolicyOutcome] = []
@@ -73,6 +76,8 @@ def decide(
         if not policy.match.applies_to(review):
             continue
         started = time.monotonic()
+        if on_policy is not None:
+            on_policy(policy.name)
         try:
             if deadline is not None and started > deadline:
                 raise DeadlineExceeded("evaluation deadline passed before this policy ran")

@@ -2,9 +2,10 @@
 
 regorus holds the GIL while it evaluates, so parallelism is by processes:
 the supervisor binds the socket once and forks workers that share it, each
-with its own engine. Each worker polls the policy files and the TLS files;
-a changed policy set is built off to the side and swapped in whole, and a
-set that fails to build leaves the last good one serving.
+with its own engine, and replaces a worker stuck in one evaluation. Each
+worker polls the policy files and the TLS files; a changed policy set is
+built off to the side and swapped in whole, and a set that fails to build
+leaves the last good one serving.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from fastapi import FastAPI
 
 from regokite.admission.app import ServingState, create_app
 from regokite.admission.policies import PolicySet, load_policy_set
+from regokite.admission.watchdog import Watchdog
 from regokite.engine import UNDEFINED
 from regokite.errors import RegokiteError
 from regokite.ops import admission_metrics as metrics
@@ -47,6 +49,7 @@ class AdmissionSettings:
     tls_key: str | None = None
     workers: int = 1
     deadline_seconds: float = 3.0
+    watchdog_seconds: float = 5.0  # a worker on one review this long is replaced; 0 = never
     max_body_bytes: int = 8 * 1024 * 1024
     reload_interval: float = 1.0
     extra: dict[str, str] = field(default_factory=dict)
@@ -138,12 +141,13 @@ class Reloader:
         log.info("TLS certificate reloaded", extra={"cert": self.settings.tls_cert})
 
 
-def _worker(settings: AdmissionSettings, sock: socket.socket, policy_set: PolicySet | None = None) -> None:
+def _worker(settings: AdmissionSettings, sock: socket.socket, watch: Callable[[str | None], None]) -> None:
     """One worker process: its own engine, its own event loop, the shared socket."""
     state = ServingState(
-        policy_set or settings.load(),
+        settings.load(),
         deadline_seconds=settings.deadline_seconds,
         max_body_bytes=settings.max_body_bytes,
+        watch=watch,
     )
     config_box: dict[str, uvicorn.Config] = {}
 
@@ -169,7 +173,7 @@ def _worker(settings: AdmissionSettings, sock: socket.socket, policy_set: Policy
 
 
 def serve(settings: AdmissionSettings) -> int:
-    """Load once to fail fast, bind, then run one worker in-process or fork several."""
+    """Load once to fail fast, bind, then fork the workers and watch over them."""
     policy_set = settings.load()  # a broken policy dir stops startup with a clear error
     # this process's gauges count too when workers share metrics: it serves a good set
     metrics.policy_reload_healthy.set(1)
@@ -178,31 +182,35 @@ def serve(settings: AdmissionSettings) -> int:
         "policies loaded",
         extra={"engine": settings.engine, "policies": [p.name for p in policy_set.policies]},
     )
+    policy_set.close()
     sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
     sock.listen(2048)
     sock.set_inheritable(True)
     log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
-    if settings.workers <= 1:
-        _worker(settings, sock, policy_set)
-        return 0
-    policy_set.close()
     return _supervise(settings, sock)
 
 
 def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
-    """Fork the workers, restart any that die, pass SIGTERM/SIGINT on and wait."""
+    """Fork the workers; replace any that die or stay stuck on one review; pass SIGTERM/SIGINT on and wait.
+
+    Always at least one forked worker, even with --workers 1: only a process
+    outside the worker can stop an evaluation that never ends.
+    """
+    workers = max(1, settings.workers)
+    watchdog = Watchdog(workers, settings.watchdog_seconds)
     children: dict[int, int] = {}
     stopping = False
 
     def spawn(slot: int) -> None:
+        watchdog.clear(slot)
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             try:
-                _worker(settings, sock)
+                _worker(settings, sock, watchdog.tracker(slot))
             except BaseException:
                 log.exception("admission worker crashed")
                 os._exit(1)
@@ -218,22 +226,54 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    for slot in range(settings.workers):
+    for slot in range(workers):
         spawn(slot)
+    killed: set[int] = set()
     while children:
         try:
-            pid, status = os.wait()
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             break
-        except InterruptedError:
+        if pid == 0:
+            if settings.watchdog_seconds > 0 and not stopping:
+                killed |= _kill_overdue(watchdog, children, killed)
+            time.sleep(0.05)
             continue
         slot = children.pop(pid, None)
         forget_process(pid)
-        if slot is not None and not stopping:
+        if slot is None or stopping:
+            continue
+        if pid in killed:
+            killed.discard(pid)
+            metrics.worker_restarts.labels("stuck").inc()
+        else:
+            metrics.worker_restarts.labels("exited").inc()
             log.error("admission worker exited; restarting it", extra={"pid": pid, "status": status})
-            time.sleep(0.5)
-            spawn(slot)
+            time.sleep(0.5)  # no tight loop if workers die at once
+        spawn(slot)
     return 0
+
+
+def _kill_overdue(watchdog: Watchdog, children: dict[int, int], killed: set[int]) -> set[int]:
+    slots = {slot: pid for pid, slot in children.items() if pid not in killed}
+    now_killed = set()
+    for stuck in watchdog.overdue():
+        pid = slots.get(stuck.slot)
+        if pid is None:
+            continue
+        log.error(
+            "admission worker stuck in one review past the watchdog limit; killing and replacing it",
+            extra={
+                "pid": pid,
+                "policy": stuck.policy,
+                "seconds": round(stuck.seconds, 3),
+                "limit": watchdog.limit,
+            },
+        )
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        now_killed.add(pid)
+    return now_killed
 
 
 def print_ca_bundle(ca_pem: bytes) -> None:

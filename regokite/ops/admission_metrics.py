@@ -53,3 +53,8 @@ policies_loaded = Gauge(
     "Admission policies in the set being served.",
     multiprocess_mode="livemax",
 )
+worker_restarts = Counter(
+    "regokite_admission_worker_restarts_total",
+    "Workers replaced by the supervisor: exited, or stuck in one review past the watchdog limit.",
+    ["reason"],
+)

@@ -35,6 +35,18 @@ patch contains {"op": "add", "path": "/metadata/labels", "value": {"team": "core
 """
 
 
+RUNAWAY = """package admission.runaway
+
+# About 10^10 steps on a request labelled spin=yes: never finishes in practice.
+deny contains "unreachable" if {
+	input.request.object.metadata.labels.spin == "yes"
+	some i in numbers.range(1, 100000)
+	some j in numbers.range(1, 100000)
+	i * j < 0
+}
+"""
+
+
 @pytest.fixture
 def policies(tmp_path: Path) -> Path:
     root = tmp_path / "policies"
@@ -214,3 +226,20 @@ def test_two_workers_share_the_port_and_the_metrics(policies: Path, tmp_path: Pa
         assert total == 20.0
         running.process.send_signal(signal.SIGTERM)
         assert running.process.wait(timeout=15) == 0
+
+
+def test_a_worker_stuck_in_a_runaway_policy_is_replaced_and_the_policy_named(policies: Path, tmp_path: Path) -> None:
+    (policies / "runaway.rego").write_text(RUNAWAY)
+    with admission_server(policies, tmp_path, "--deadline", "0.5", "--watchdog", "1") as running:
+        started = time.monotonic()
+        with running.client() as c, pytest.raises(httpx.TransportError):
+            post(c, "/validate", review(deployment(labels={"spin": "yes"})))  # the worker dies mid-request
+        assert time.monotonic() - started < 5
+        with running.client() as c:  # a fresh worker answers
+            answer = post(c, "/validate", review(deployment(replicas=9))).json()["response"]
+            metrics = c.get("/metrics").text
+        assert answer["allowed"] is False
+        assert 'regokite_admission_worker_restarts_total{reason="stuck"} 1.0' in metrics
+    [line] = [json.loads(x) for x in running.logs().splitlines() if "watchdog limit" in x]
+    assert line["policy"] == "admission.runaway"
+    assert line["seconds"] >= 1
