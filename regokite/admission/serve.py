@@ -235,7 +235,7 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
         except ChildProcessError:
             break
         if pid == 0:
-            if settings.watchdog_seconds > 0 and not stopping:
+            if settings.watchdog_seconds > 0:  # stopping too: a stuck worker would never see SIGTERM
                 killed |= _kill_overdue(watchdog, children, killed)
             time.sleep(0.05)
             continue

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import ssl
+import threading
 import time
 from pathlib import Path
 
@@ -240,6 +241,23 @@ def test_a_worker_stuck_in_a_runaway_policy_is_replaced_and_the_policy_named(pol
             metrics = c.get("/metrics").text
         assert answer["allowed"] is False
         assert 'regokite_admission_worker_restarts_total{reason="stuck"} 1.0' in metrics
-    [line] = [json.loads(x) for x in running.logs().splitlines() if "watchdog limit" in x]
-    assert line["policy"] == "admission.runaway"
-    assert line["seconds"] >= 1
+        # Stuck again when SIGTERM comes: the worker cannot see it, the watchdog still ends it.
+        outcome: list[str] = []
+        spinning = threading.Thread(target=lambda: outcome.append(_post(running, deployment(labels={"spin": "yes"}))))
+        spinning.start()
+        time.sleep(0.5)
+        running.process.send_signal(signal.SIGTERM)
+        assert running.process.wait(timeout=10) == 0
+        spinning.join()
+        assert outcome == ["dropped"]
+    [first, second] = [json.loads(x) for x in running.logs().splitlines() if "watchdog limit" in x]
+    assert first["policy"] == second["policy"] == "admission.runaway"
+    assert first["seconds"] >= 1
+
+
+def _post(running, obj: dict) -> str:
+    with running.client() as c:
+        try:
+            return str(post(c, "/validate", review(obj)).status_code)
+        except httpx.TransportError:
+            return "dropped"
