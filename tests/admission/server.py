@@ -52,7 +52,13 @@ def admission_server(
         cmd += ["--policies", str(root)]
     cmd += ["--self-signed", "--tls-dir", str(tls_dir), "--reload-interval", "0.2", *args]
     with log.open("wb") as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            cmd,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,  # its own process group: a failed stop kills the workers too
+        )
     server = RunningServer(f"https://{host}:{port}", tls_dir / "ca.crt", proc, log, tls_dir)
     try:
         _wait_ready(server)
@@ -63,7 +69,7 @@ def admission_server(
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
 
