@@ -24,6 +24,7 @@ import regorus
 
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, rule_ref
+from regokite.engine.capabilities import check_builtins
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
 
 _UNDEFINED_JSON = '"<undefined>"'
@@ -49,7 +50,8 @@ class EmbeddedEngine:
 
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
-        self._base()  # prepare now, so a bad bundle fails here and not on first use
+        base = self._base()  # prepare now, so a bad bundle fails here and not on first use
+        check_builtins(bundle, json.loads(base.get_ast_as_json()))
 
     def _prepare(self) -> regorus.Engine:
         engine = regorus.Engine()
