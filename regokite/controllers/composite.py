@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regokite.controllers.definitions import CompositeController
-from regokite.controllers.hooks import ChildType
+from regokite.resources import ChildType, controller_ref, owner_reference
 from regokite.selectors import Selector, SelectorError, parse_selector
 
 __all__ = ["Selector", "SelectorError", "parse_selector"]  # re-exported: the controllers' selector vocabulary
@@ -43,25 +43,6 @@ def parent_selector(definition: CompositeController, parent: Mapping[str, Any]) 
 
 
 # ------------------------------------------------------------------------ claiming
-
-
-def controller_ref(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return ref
-    return None
-
-
-def owner_reference(parent: Mapping[str, Any]) -> dict[str, Any]:
-    meta = parent["metadata"]
-    return {
-        "apiVersion": parent["apiVersion"],
-        "kind": parent["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 @dataclass

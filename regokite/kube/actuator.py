@@ -9,9 +9,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from regokite.controllers.hooks import ChildType, HookEvent
+from regokite.controllers.hooks import HookEvent
 from regokite.kube.client import JSON_PATCH, ApiError, KubeClient, resource_path
 from regokite.ops import controller_metrics as metrics
+from regokite.resources import ChildType
 
 log = logging.getLogger("regokite.controller")
 FIELD_MANAGER = "regokite"

@@ -23,6 +23,7 @@ from regokite.kube.manager import Manager
 from regokite.kube.related import RelatedResources
 from regokite.kube.rolling import RollingUpdates
 from regokite.ops import controller_metrics as metrics
+from regokite.resources import controller_ref, owner_reference, refers_to
 
 log = logging.getLogger("regokite.controller")
 
@@ -109,12 +110,10 @@ class CompositeRunner:
         for obj in (new, old):
             if obj is None:
                 continue
-            ref = composite.controller_ref(obj)
+            ref = controller_ref(obj)
             ns = (obj["metadata"].get("namespace") or "") if self.parent_type.namespaced else ""
             if ref is not None:
-                if ref.get("kind") == self.parent_type.kind and _group(ref.get("apiVersion", "")) == _group(
-                    self.parent_type.api_version
-                ):
+                if refers_to(ref, self.parent_type):
                     seen.add((ns, ref["name"]))
                 continue
             for parent in self.parents.list(ns if self.parent_type.namespaced else None):
@@ -238,7 +237,7 @@ class CompositeRunner:
             candidates = inf.owned_by(uid) + inf.orphans(scope)
             claims = composite.claim(parent, selector, candidates)
             owned = list(claims.owned)
-            ours = composite.owner_reference(parent)
+            ours = owner_reference(parent)
             for obj in claims.adopt:
                 refs = [*(obj["metadata"].get("ownerReferences") or ()), ours]
                 try:
@@ -268,10 +267,6 @@ class CompositeRunner:
 
     def _warn(self, parent: dict[str, Any], reason: str, message: str) -> None:
         self.actuator.event(parent, "Warning", reason, message)
-
-
-def _group(api_version: str) -> str:
-    return api_version.rpartition("/")[0]
 
 
 def _only_status_changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:

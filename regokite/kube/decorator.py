@@ -15,7 +15,7 @@ from typing import Any
 
 from regokite.controllers import composite, decorator
 from regokite.controllers.decorator import DecoratorController, TargetResource
-from regokite.controllers.hooks import ChildType, HookError, ResolvedHook, evaluate_hook, group_children
+from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook, group_children
 from regokite.engine import Engine
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
@@ -24,6 +24,7 @@ from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
 from regokite.kube.related import RelatedResources
 from regokite.ops import controller_metrics as metrics
+from regokite.resources import ChildType, controller_ref, refers_to
 
 log = logging.getLogger("regokite.controller")
 
@@ -77,13 +78,11 @@ class DecoratorRunner:
                 continue
             if ((obj["metadata"].get("annotations") or {}).get(decorator.DECORATOR_ANNOTATION)) != self.name:
                 continue
-            ref = composite.controller_ref(obj)
+            ref = controller_ref(obj)
             if ref is None:
                 continue
             for target in self.targets:
-                if ref.get("kind") == target.type.kind and _group(ref.get("apiVersion", "")) == _group(
-                    target.type.api_version
-                ):
+                if refers_to(ref, target.type):
                     ns = (obj["metadata"].get("namespace") or "") if target.type.namespaced else ""
                     target.manager.enqueue(target.name, ns, ref["name"])
 
@@ -272,7 +271,3 @@ class DecoratorTarget:
         with self._lock:
             self._applied[uid] = fingerprint
         return result
-
-
-def _group(api_version: str) -> str:
-    return api_version.rpartition("/")[0]

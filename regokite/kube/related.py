@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from regokite.controllers import customize
-from regokite.controllers.hooks import ChildType, HookError, ResolvedHook, evaluate_hook
+from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
 from regokite.engine import Engine
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
+from regokite.resources import ChildType
 
 ParentKey = tuple[str, str]  # (namespace or "", name)
 SYNC_WAIT_SECONDS = 15.0

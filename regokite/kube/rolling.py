@@ -20,6 +20,7 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, resource_path
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
+from regokite.resources import owner_reference
 
 log = logging.getLogger("regokite.controller")
 
@@ -112,7 +113,7 @@ class RollingUpdates:
 
     def _record(self, parent: dict[str, Any], plan: rolling.RolloutPlan) -> None:
         ns = parent["metadata"].get("namespace")
-        owner = composite.owner_reference(parent)
+        owner = owner_reference(parent)
         for rev in plan.revisions:
             if rev.name not in plan.changed:
                 continue

@@ -22,12 +22,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from regokite import outline
 from regokite.controllers import watch as contract
-from regokite.controllers.hooks import ChildType, HookError
-from regokite.engine import UNDEFINED, Engine
+from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
+from regokite.engine import Engine
 from regokite.errors import RegokiteError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import JSON_PATCH, MERGE_PATCH, ApiError, KubeClient, resource_path
@@ -35,6 +36,7 @@ from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer, Key, key_of
 from regokite.kube.manager import Manager
 from regokite.ops import controller_metrics as metrics
+from regokite.resources import ChildType, where
 
 log = logging.getLogger("regokite.watch")
 MAX_PENDING = 64  # per object; beyond it consecutive MODIFIED events are merged (old of the first, new of the last)
@@ -51,8 +53,7 @@ class WatchRunner:
         engine: Engine,
         client: KubeClient,
         discovery: Discovery,
-        outputs: tuple[str, ...],
-        whole_rule: bool = False,
+        hook: ResolvedHook,
         field_manager: str = "regokite",
         discovery_wait: float = 30.0,
     ) -> None:
@@ -62,8 +63,7 @@ class WatchRunner:
         self.engine = engine
         self.client = client
         self.discovery = discovery
-        self.outputs = outputs
-        self.whole_rule = whole_rule
+        self.hook = hook
         self.field_manager = field_manager
         self.discovery_wait = discovery_wait
         self.actuator = Actuator(client, field_manager)
@@ -158,7 +158,7 @@ class WatchRunner:
                     extra={
                         "watch": self.watch.name,
                         "event": event,
-                        "object": _where(obj),
+                        "object": where(obj),
                         "policy": self.watch.package,
                     },
                 )
@@ -167,7 +167,7 @@ class WatchRunner:
         except HookError as exc:  # the same input would fail the same way: report, drop, go on
             log.warning(
                 "watch policy failed; event dropped",
-                extra={"watch": self.watch.name, "event": event, "object": _where(obj), "error": str(exc)[:1000]},
+                extra={"watch": self.watch.name, "event": event, "object": where(obj), "error": str(exc)[:1000]},
             )
             metrics.reconcile_errors.labels(self.name, exc.reason).inc()
             self.actuator.event(obj, "Warning", exc.reason, str(exc))
@@ -179,23 +179,7 @@ class WatchRunner:
         """Evaluate the policy for one event and validate its output (no writes)."""
         request = contract.watch_input(event, obj, old, self.watch.params)
         started = time.perf_counter()
-        try:
-            if self.whole_rule:
-                value = self.engine.evaluate(self.watch.ref, request)
-                raw = {} if value is UNDEFINED else value
-                if not isinstance(raw, dict):
-                    raise HookError(self.watch.package, None, f"must be an object of watch outputs, got {raw!r:.200}")
-            else:
-                bound = self.engine.bind(request)
-                raw = {}
-                for rule in self.outputs:
-                    value = bound.evaluate(f"{self.watch.ref}.{rule}")
-                    if value is not UNDEFINED:
-                        raw[rule] = value
-        except HookError:
-            raise
-        except RegokiteError as exc:
-            raise HookError(self.watch.package, None, str(exc), reason="PolicyError") from None
+        raw = evaluate_hook(self.engine, self.hook, request)
         elapsed = time.perf_counter() - started
         metrics.evaluation_latency.labels(self.name, self.watch.package).observe(elapsed)
         return contract.translate(self.watch.package, raw, event=event)
@@ -208,7 +192,7 @@ class WatchRunner:
         if d.patch:
             if not self._patch(obj, d):
                 return False
-            done.append(f"patch {_where(obj)}")
+            done.append(f"patch {where(obj)}")
         namespace = (obj.get("metadata") or {}).get("namespace") if self.type.namespaced else None
         for i, body in enumerate(d.apply):
             t = self._type_of(body["apiVersion"], body["kind"], "apply", i)
@@ -216,7 +200,7 @@ class WatchRunner:
             meta = body["metadata"]
             self.client.apply(self._path(t, meta.get("namespace"), meta["name"]), body, self.field_manager, force=True)
             metrics.applies.labels(self.name, t.kind, "apply").inc()
-            done.append(f"apply {t.kind} {_where(body)}")
+            done.append(f"apply {t.kind} {where(body)}")
         for i, ref in enumerate(d.delete):
             t = self._type_of(ref.api_version, ref.kind, "delete", i)
             ns = ref.namespace or namespace if t.namespaced else None
@@ -235,7 +219,7 @@ class WatchRunner:
         if done:
             log.info(
                 "watch acted",
-                extra={"watch": self.watch.name, "event": event, "object": _where(obj), "actions": done},
+                extra={"watch": self.watch.name, "event": event, "object": where(obj), "actions": done},
             )
         return True
 
@@ -263,7 +247,7 @@ class WatchRunner:
                 metrics.stale_writes.labels(self.watch.name).inc()
                 log.info(
                     "decision dropped: the object changed since the event",
-                    extra={"watch": self.watch.name, "object": _where(obj), "seen": rv},
+                    extra={"watch": self.watch.name, "object": where(obj), "seen": rv},
                 )
                 return False
             if exc.status == 422:  # not our precondition: the patch itself is invalid
@@ -294,7 +278,7 @@ class WatchRunner:
         meta = body["metadata"]
         if t.namespaced and not meta.get("namespace"):
             if not namespace:
-                raise HookError(self.watch.package, rule, f"{rule}[{i}] needs metadata.namespace: {_where(body)}")
+                raise HookError(self.watch.package, rule, f"{rule}[{i}] needs metadata.namespace: {where(body)}")
             body = {**body, "metadata": {**meta, "namespace": namespace}}
         elif not t.namespaced and meta.get("namespace"):
             raise HookError(self.watch.package, rule, f"{rule}[{i}]: {t.kind} is cluster-scoped; drop the namespace")
@@ -304,13 +288,8 @@ class WatchRunner:
         return resource_path(t.api_version, t.resource, namespace if t.namespaced else None, name)
 
 
-def _where(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
-
-
 def build_watches(
-    paths: list[str],
+    watches: Iterable[contract.Watch],
     assignments: list[str],
     *,
     manager: Manager,
@@ -320,15 +299,13 @@ def build_watches(
     field_manager: str = "regokite",
     discovery_wait: float = 30.0,
 ) -> list[WatchRunner]:
-    """Every Watch in `paths`, its params overridden by `--var`, checked against the policies, registered."""
-    from regokite import outline
-
-    watches = contract.override_params(contract.load_watches(paths), assignments)
+    """Every Watch, its params overridden by `--var`, checked against the policies, registered."""
+    watches = contract.override_params(watches, assignments)
     packages = outline.packages(outline.outline(engine.bundle.modules))
     runners = []
     for w in watches:
         try:
-            outputs, whole_rule = contract.resolve_outputs(w.package, packages)
+            hook = contract.resolve_outputs(w.package, packages)
         except HookError as exc:
             raise RegokiteError(f"{w.source}: Watch {w.name}: spec.policy.package: {exc}") from None
         runner = WatchRunner(
@@ -337,8 +314,7 @@ def build_watches(
             engine=engine,
             client=client,
             discovery=discovery,
-            outputs=outputs,
-            whole_rule=whole_rule,
+            hook=hook,
             field_manager=field_manager,
             discovery_wait=discovery_wait,
         )
@@ -352,7 +328,7 @@ def build_watches(
                 "labelSelector": w.label_selector,
                 "fieldSelector": w.field_selector,
                 "policy": w.package,
-                "outputs": list(outputs) or "(whole rule)",
+                "outputs": list(hook.rules) or "(whole rule)",
                 "params": w.params,
                 "workers": w.workers,
                 "resync": w.resync_period_seconds,

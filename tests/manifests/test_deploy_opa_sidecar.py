@@ -25,8 +25,8 @@ from opa_standin import OpaStandin
 
 from regokite.ops.tls import self_signed
 from tests.admission.reviews import deployment, review
-from tests.admission.server import free_port
 from tests.manifests import kustomize
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
