@@ -49,6 +49,15 @@ def where(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
 
 
+def same_version(new: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> bool:
+    """An informer notification that changes nothing: both states at one resourceVersion (a relist)."""
+    return (
+        new is not None
+        and old is not None
+        and new["metadata"].get("resourceVersion") == old["metadata"].get("resourceVersion")
+    )
+
+
 def controller_ref(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """The owner reference marked `controller: true`, if any."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():

@@ -84,11 +84,15 @@ def content_hash(obj: Mapping[str, Any]) -> str:
 def decorate_child(
     definition: CompositeController, parent: Mapping[str, Any], child: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """What regokite applies: the policy's child plus owner reference, selector label and hash."""
+    """What regokite applies: the policy's child plus owner reference, selector label and hash
+    (a decorator's attachments are also annotated with the decorator that made them)."""
     meta = dict(child["metadata"])
+    if definition.child_annotations:
+        meta["annotations"] = {**(meta.get("annotations") or {}), **definition.child_annotations}
+        child = {**child, "metadata": meta}
     annotations = dict(meta.get("annotations") or {})
     annotations[HASH_ANNOTATION] = content_hash(child)
-    meta["annotations"] = annotations
+    meta = {**meta, "annotations": annotations}
     if definition.generate_selector:
         meta["labels"] = {**(meta.get("labels") or {}), CONTROLLER_UID_LABEL: parent["metadata"]["uid"]}
     ours = owner_reference(parent)

@@ -16,12 +16,12 @@ only owner, and keys other managers set are never touched.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from regokite.controllers import schema
-from regokite.controllers.hooks import HookError, HookEvent, validate_children, validate_events
+from regokite.controllers import hooks, schema
+from regokite.controllers.hooks import HookError, HookResponse
 from regokite.controllers.schema import ChildResource, Hooks, ResourceRule
 from regokite.errors import show
 from regokite.resources import ChildType, controller_ref
@@ -62,6 +62,11 @@ class DecoratorController:
     @property
     def finalizer(self) -> str:
         return f"regokite.dev/decorator-{self.name}"
+
+    @property
+    def child_annotations(self) -> dict[str, str]:
+        """Every attachment names the decorator that made it."""
+        return {DECORATOR_ANNOTATION: self.name}
 
     @property
     def field_manager(self) -> str:
@@ -150,67 +155,13 @@ def _target(c: schema.Checker, raw: Any, path: str) -> TargetResource | None:
 # ----------------------------------------------------------------------- the hook
 
 
-def sync_request(
-    controller: Mapping[str, Any],
-    obj: Mapping[str, Any],
-    attachments: Mapping[str, Mapping[str, Any]],
-    *,
-    related: Mapping[str, Any] | None = None,
-    finalizing: bool = False,
-) -> dict[str, Any]:
-    return {
-        "controller": controller,
-        "object": obj,
-        "attachments": attachments,
-        "related": related or {},
-        "finalizing": finalizing,
-    }
-
-
-@dataclass(frozen=True)
-class DecoratorResponse:
-    labels: dict[str, str | None] = field(default_factory=dict)
-    annotations: dict[str, str | None] = field(default_factory=dict)
-    status: dict[str, Any] | None = None
-    attachments: tuple[dict[str, Any], ...] = ()
-    resync_after_seconds: float | None = None
-    finalized: bool = False
-    events: tuple[HookEvent, ...] = ()
-    evaluation_seconds: float = 0.0
-
-
-def translate_response(
-    package: str,
-    raw: Mapping[str, Any],
-    *,
-    types: Iterable[ChildType],
-    obj: Mapping[str, Any],
-    namespaced: bool,
-) -> DecoratorResponse:
-    """Validate a raw decorator response; raise HookError naming package, rule and value."""
-    by_kind = {(t.api_version, t.kind): t for t in types}
-    ns = (obj.get("metadata") or {}).get("namespace") if namespaced else None
-    attachments = validate_children(package, raw.get("attachments"), by_kind, ns, namespaced, rule="attachments")
+def translate_response(package: str, raw: Mapping[str, Any], **target: Any) -> HookResponse:
+    """Validate a raw decorator response (attachments become the response's children); raise HookError
+    naming package, rule and value. `target`: `types`, `parent`, `parent_namespaced`, as for a composite."""
+    response = hooks.translate_response(package, raw, children_rule="attachments", **target)
     labels = _string_map(package, "labels", raw.get("labels"))
     annotations = _string_map(package, "annotations", raw.get("annotations"))
-    status = raw.get("status")
-    if status is not None and not isinstance(status, dict):
-        raise HookError(package, "status", f"must be an object, got {show(status)}")
-    resync = raw.get("resyncAfterSeconds")
-    if resync is not None and (isinstance(resync, bool) or not isinstance(resync, int | float) or resync < 0):
-        raise HookError(package, "resyncAfterSeconds", f"must be a number of seconds >= 0, got {show(resync)}")
-    finalized = raw.get("finalized") or False
-    if not isinstance(finalized, bool):
-        raise HookError(package, "finalized", f"must be true or false, got {show(finalized)}")
-    return DecoratorResponse(
-        labels=labels,
-        annotations=annotations,
-        status=status,
-        attachments=attachments,
-        resync_after_seconds=float(resync) if resync else None,
-        finalized=finalized,
-        events=validate_events(package, raw.get("events")),
-    )
+    return replace(response, labels=labels, annotations=annotations)
 
 
 def _string_map(package: str, rule: str, value: Any) -> dict[str, str | None]:
@@ -254,16 +205,6 @@ def metadata_settled(obj: Mapping[str, Any], labels: Mapping[str, str | None], a
             if (v is None and k in have) or (v is not None and have.get(k) != v):
                 return False
     return True
-
-
-def mark_attachments(definition: DecoratorController, attachments: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """Each desired attachment annotated with the decorator that owns it."""
-    out = []
-    for a in attachments:
-        meta = dict(a["metadata"])
-        meta["annotations"] = {**(meta.get("annotations") or {}), DECORATOR_ANNOTATION: definition.name}
-        out.append({**a, "metadata": meta})
-    return out
 
 
 def owned_attachments(

@@ -60,6 +60,10 @@ class CompositeController:
         """The finalizer regokite keeps on parents while a finalize hook has work to do."""
         return f"regokite.dev/{self.name}"
 
+    @property
+    def child_annotations(self) -> dict[str, str]:
+        return {}
+
     def child_rule(self, api_version: str, resource: str) -> ChildResource | None:
         return next((c for c in self.children if c.api_version == api_version and c.resource == resource), None)
 

@@ -16,8 +16,8 @@ response is reported with package, rule and value, and never half-applied.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regokite.controllers.schema import HookTarget
@@ -52,7 +52,8 @@ class HookEvent:
 
 @dataclass(frozen=True)
 class HookResponse:
-    """A validated sync/finalize response; children carry their namespace."""
+    """A validated sync/finalize response; children (a decorator's attachments) carry their namespace.
+    `labels` and `annotations` are a decorator's (null removes a key)."""
 
     children: tuple[dict[str, Any], ...] = ()
     status: dict[str, Any] | None = None
@@ -60,6 +61,8 @@ class HookResponse:
     finalized: bool = False
     events: tuple[HookEvent, ...] = ()
     evaluation_seconds: float = 0.0
+    labels: dict[str, str | None] = field(default_factory=dict)
+    annotations: dict[str, str | None] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------ request
@@ -90,11 +93,13 @@ def sync_request(
     *,
     related: Mapping[str, Any] | None = None,
     finalizing: bool = False,
+    names: tuple[str, str] = ("parent", "children"),
 ) -> dict[str, Any]:
+    """The sync/finalize input; a decorator names its fields `("object", "attachments")`."""
     return {
         "controller": controller,
-        "parent": parent,
-        "children": children,
+        names[0]: parent,
+        names[1]: children,
         "related": related or {},
         "finalizing": finalizing,
     }
@@ -171,19 +176,16 @@ def run_hook(
     types: Iterable[ChildType],
     parent: Mapping[str, Any],
     parent_namespaced: bool,
+    translate: Callable[..., HookResponse] | None = None,
 ) -> HookResponse:
+    """Evaluate, time and validate one hook call (`translate`: a decorator's, or the composite's by default)."""
     started = time.perf_counter()
     raw = evaluate_hook(engine, hook, request)
     elapsed = time.perf_counter() - started
-    response = translate_response(hook.package, raw, types=types, parent=parent, parent_namespaced=parent_namespaced)
-    return HookResponse(
-        response.children,
-        response.status,
-        response.resync_after_seconds,
-        response.finalized,
-        response.events,
-        evaluation_seconds=elapsed,
+    response = (translate or translate_response)(
+        hook.package, raw, types=types, parent=parent, parent_namespaced=parent_namespaced
     )
+    return replace(response, evaluation_seconds=elapsed)
 
 
 # --------------------------------------------------------------------- translation
@@ -196,11 +198,14 @@ def translate_response(
     types: Iterable[ChildType],
     parent: Mapping[str, Any],
     parent_namespaced: bool,
+    children_rule: str = "children",
 ) -> HookResponse:
     """Validate a raw response document; raise HookError naming package, rule and value."""
     by_kind = {(t.api_version, t.kind): t for t in types}
     parent_ns = (parent.get("metadata") or {}).get("namespace") if parent_namespaced else None
-    children = validate_children(package, raw.get("children"), by_kind, parent_ns, parent_namespaced)
+    children = validate_children(
+        package, raw.get(children_rule), by_kind, parent_ns, parent_namespaced, rule=children_rule
+    )
     status = raw.get("status")
     if status is not None and not isinstance(status, dict):
         raise HookError(package, "status", f"must be an object, got {show(status)}")

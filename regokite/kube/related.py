@@ -19,7 +19,7 @@ from regokite.engine import Engine
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
-from regokite.resources import ChildType
+from regokite.resources import ChildType, same_version
 
 ParentKey = tuple[str, str]  # (namespace or "", name)
 SYNC_WAIT_SECONDS = 15.0
@@ -114,12 +114,7 @@ class RelatedResources:
                 self._rules.pop(key, None)
 
     def _on_related(self, k: tuple[str, str], new: dict | None, old: dict | None) -> None:
-        same = (
-            new is not None
-            and old is not None
-            and new["metadata"].get("resourceVersion") == old["metadata"].get("resourceVersion")
-        )
-        if same:
+        if same_version(new, old):
             return
         hit: list[ParentKey] = []
         with self._lock:

@@ -102,9 +102,8 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
         settings.vars,
         manager=manager,
         engine=engine,
-        client=client,
+        actuator=actuator,
         discovery=discovery,
-        field_manager=settings.field_manager,
         discovery_wait=settings.discovery_wait,
     )
     for r in runners:

@@ -17,7 +17,6 @@ newer event, already on its way, is decided on the newer state.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -31,12 +30,12 @@ from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
 from regokite.engine import Engine
 from regokite.errors import RegokiteError
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import JSON_PATCH, MERGE_PATCH, ApiError, KubeClient, resource_path
+from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer, Key, key_of
 from regokite.kube.manager import Manager
 from regokite.ops import controller_metrics as metrics
-from regokite.resources import ChildType, where
+from regokite.resources import ChildType, same_version, where
 
 log = logging.getLogger("regokite.watch")
 MAX_PENDING = 64  # per object; beyond it consecutive MODIFIED events are merged (old of the first, new of the last)
@@ -51,22 +50,19 @@ class WatchRunner:
         *,
         manager: Manager,
         engine: Engine,
-        client: KubeClient,
+        actuator: Actuator,
         discovery: Discovery,
         hook: ResolvedHook,
-        field_manager: str = "regokite",
         discovery_wait: float = 30.0,
     ) -> None:
         self.watch = watch
         self.name = f"watch/{watch.name}"
         self.manager = manager
         self.engine = engine
-        self.client = client
+        self.actuator = actuator
         self.discovery = discovery
         self.hook = hook
-        self.field_manager = field_manager
         self.discovery_wait = discovery_wait
-        self.actuator = Actuator(client, field_manager)
         r = watch.resource
         if r.resource:
             self.type = discovery.resolve(r.api_version, r.resource, wait=discovery_wait)
@@ -100,9 +96,9 @@ class WatchRunner:
         if event == "DELETED":
             assert old is not None
             self._record(("DELETED", old, None))
+        elif same_version(new, old):
+            return
         elif event == "MODIFIED" and new is not None and old is not None:
-            if new["metadata"].get("resourceVersion") == old["metadata"].get("resourceVersion"):
-                return
             self._record(("MODIFIED", new, old))
         elif new is not None:
             self._record((event, new, old))
@@ -197,25 +193,15 @@ class WatchRunner:
         for i, body in enumerate(d.apply):
             t = self._type_of(body["apiVersion"], body["kind"], "apply", i)
             body = self._place(t, body, namespace, "apply", i)
-            meta = body["metadata"]
-            self.client.apply(self._path(t, meta.get("namespace"), meta["name"]), body, self.field_manager, force=True)
-            metrics.applies.labels(self.name, t.kind, "apply").inc()
+            self.actuator.apply(t, body, controller=self.name)
             done.append(f"apply {t.kind} {where(body)}")
         for i, ref in enumerate(d.delete):
             t = self._type_of(ref.api_version, ref.kind, "delete", i)
             ns = ref.namespace or namespace if t.namespaced else None
             if t.namespaced and not ns:
                 raise HookError(self.watch.package, "delete", f"delete[{i}] needs a namespace: {ref.describe()}")
-            body: dict[str, Any] = {"propagationPolicy": "Background"}
-            if ref.uid:
-                body["preconditions"] = {"uid": ref.uid}
-            try:
-                self.client.delete(self._path(t, ns, ref.name), body)
-                metrics.applies.labels(self.name, t.kind, "delete").inc()
+            if self.actuator.delete(t, ns, ref.name, ref.uid, controller=self.name):
                 done.append(f"delete {ref.describe()}")
-            except ApiError as exc:
-                if exc.status not in (404, 409):
-                    raise
         if done:
             log.info(
                 "watch acted",
@@ -224,47 +210,26 @@ class WatchRunner:
         return True
 
     def _patch(self, obj: Mapping[str, Any], d: contract.WatchDecision) -> bool:
-        meta = obj["metadata"]
-        rv = meta.get("resourceVersion")
-        path = self._path(self.type, meta.get("namespace") if self.type.namespaced else None, meta["name"])
-        if d.json_patch:
-            ops = list(d.patch)  # type: ignore[arg-type]
-            if rv:
-                ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": rv})
-            body, ctype = ops, JSON_PATCH
-        else:
-            body = copy.deepcopy(d.patch)
-            if rv:
-                body.setdefault("metadata", {})  # type: ignore[union-attr]
-                body["metadata"]["resourceVersion"] = rv  # type: ignore[index]
-            ctype = MERGE_PATCH
+        """Patch the watched object as of the version the policy saw; False when it changed since."""
+        assert d.patch is not None
         try:
-            self.client.patch(path, body, ctype, fieldManager=self.field_manager)
+            self.actuator.patch(self.type, obj, d.patch, controller=self.name, field_manager=self.actuator.manager)
         except ApiError as exc:
             if exc.status not in (404, 409, 422):
                 raise
-            if self._changed_since(path, rv):
+            meta = obj["metadata"]
+            current = self.actuator.read(self.type, meta.get("namespace"), meta["name"])
+            if current is None or current["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
                 metrics.stale_writes.labels(self.watch.name).inc()
                 log.info(
                     "decision dropped: the object changed since the event",
-                    extra={"watch": self.watch.name, "object": where(obj), "seen": rv},
+                    extra={"watch": self.watch.name, "object": where(obj), "seen": meta.get("resourceVersion")},
                 )
                 return False
             if exc.status == 422:  # not our precondition: the patch itself is invalid
                 raise HookError(self.watch.package, "patch", f"rejected by the API server: {exc}") from None
             raise
-        metrics.applies.labels(self.name, self.type.kind, "patch").inc()
         return True
-
-    def _changed_since(self, path: str, rv: str | None) -> bool:
-        """Is the object gone, or at another resourceVersion than the event's? (a fresh read, not the cache)"""
-        try:
-            current = self.client.get(path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return True
-            raise
-        return (current.get("metadata") or {}).get("resourceVersion") != rv
 
     def _type_of(self, api_version: str, kind: str, rule: str, i: int) -> ChildType:
         if (api_version, kind) == (self.type.api_version, self.type.kind):
@@ -284,9 +249,6 @@ class WatchRunner:
             raise HookError(self.watch.package, rule, f"{rule}[{i}]: {t.kind} is cluster-scoped; drop the namespace")
         return body
 
-    def _path(self, t: ChildType, namespace: str | None, name: str) -> str:
-        return resource_path(t.api_version, t.resource, namespace if t.namespaced else None, name)
-
 
 def build_watches(
     watches: Iterable[contract.Watch],
@@ -294,9 +256,8 @@ def build_watches(
     *,
     manager: Manager,
     engine: Engine,
-    client: KubeClient,
+    actuator: Actuator,
     discovery: Discovery,
-    field_manager: str = "regokite",
     discovery_wait: float = 30.0,
 ) -> list[WatchRunner]:
     """Every Watch, its params overridden by `--var`, checked against the policies, registered."""
@@ -312,10 +273,9 @@ def build_watches(
             w,
             manager=manager,
             engine=engine,
-            client=client,
+            actuator=actuator,
             discovery=discovery,
             hook=hook,
-            field_manager=field_manager,
             discovery_wait=discovery_wait,
         )
         runners.append(runner)
