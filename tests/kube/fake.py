@@ -86,18 +86,32 @@ class FakeKube:
     # -- KubeClient's interface
 
     def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        if method == "GET":
+            return self.get(path)
         if method == "POST" and path.endswith("/events"):
             self._guard(method, path)
             self.events.append(body)
             return body
-        if method == "GET":
-            return self.get(path)
+        self._called(method, path, write=True)
+        if method == "POST":  # create
+            if self.stored(f"{path}/{body['metadata']['name']}") is not None:
+                raise ApiError(409, "AlreadyExists", {"message": "exists"}, f"POST {path}")
+            return self.put(path, body)
+        if method == "PUT":  # replace, as of the resourceVersion it carries
+            current = self.stored(path)
+            if current is None:
+                raise ApiError(404, "NotFound", {"message": "not found"}, f"PUT {path}")
+            if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", {"message": "changed"}, f"PUT {path}")
+            return self.put(path.rsplit("/", 1)[0], body)
         raise AssertionError(f"the fake does not serve {method} {path}")
 
     def get(self, path: str, **query: Any) -> Any:
         self._called("GET", path)
         if path in self.discovery:
             return {"resources": self.discovery[path]}
+        if not _PATH.match(path):  # the discovery document of an API group version nobody serves
+            raise ApiError(404, "NotFound", {"message": "not found"}, f"GET {path}")
         prefix, resource, ns, name, _ = _split(path)
         if name:
             found = self.objects.get((prefix, resource, ns, name))
