@@ -32,7 +32,7 @@ from regokite.engine import Engine
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager
+from regokite.kube.manager import Manager, NotLeader
 from regokite.kube.related import RelatedResources
 from regokite.kube.rolling import RollingUpdates
 from regokite.ops import controller_metrics as metrics
@@ -171,7 +171,8 @@ class SyncReconciler:
             self.actuator.event(obj, "Warning", exc.reason, str(exc))
             raise
         except ApiError as exc:
-            if exc.status != 409:  # a conflict is optimistic concurrency at work: retried, not reported
+            # a conflict is optimistic concurrency at work, a standby may not write: retried, not reported
+            if exc.status != 409 and not isinstance(exc, NotLeader):
                 self.actuator.event(obj, "Warning", "SyncError", str(exc))
             raise
         if plan.actions:
