@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from regokite import input_guard
 from regokite.errors import Location, PolicyLoadError
 
 DATA_FILES = ("data.json", "data.yaml", "data.yml")
@@ -164,6 +165,15 @@ def _read(file: Path) -> str:
 
 
 def _parse_data(file: Path, shown: str) -> Any:
+    doc = _decode_data(file, shown)
+    try:
+        input_guard.check(doc, root="data")  # what no engine may be given
+    except input_guard.InputRejected as exc:
+        raise PolicyLoadError(f"{shown}: {exc}") from None
+    return doc
+
+
+def _decode_data(file: Path, shown: str) -> Any:
     text = _read(file)
     if file.suffix == ".json":
         try:

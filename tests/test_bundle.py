@@ -125,3 +125,22 @@ def test_a_bad_manifest_version_is_a_load_error(tmp_path: Path) -> None:
     write(tmp_path, {".manifest": '{"rego_version": 2}', "p.rego": "package p\n"})
     with pytest.raises(PolicyLoadError, match="rego_version must be 0 or 1"):
         load_bundle([tmp_path])
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "complaint"),
+    [
+        ("data.json", '{"a": {"b": "\\ud800"}}', r"x/data\.json: data\.a\.b: string holds a lone surrogate U\+D800"),
+        ("data.json", '{"a": [18446744073709551621]}', r"x/data\.json: data\.a\[0\]: integer .* is outside"),
+        ("data.json", '{"a": NaN}', r"x/data\.json: data\.a: nan is not a JSON number"),
+        ("data.yaml", "a: .inf\n", r"x/data\.yaml: data\.a: inf is not a JSON number"),
+        ("data.yaml", 'a: "\\ud800"\n', r"x/data\.yaml: data\.a: string holds a lone surrogate"),
+    ],
+)
+def test_data_no_engine_may_take_is_a_load_error_naming_file_and_path(
+    tmp_path: Path, name: str, text: str, complaint: str
+) -> None:
+    # regorus segfaults on a lone surrogate in data as in input; both engines get the same refusal
+    write(tmp_path, {f"x/{name}": text})
+    with pytest.raises(PolicyLoadError, match=complaint):
+        load_bundle([tmp_path])

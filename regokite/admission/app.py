@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from regokite.admission.decide import Decision, Mode, decide, select
@@ -90,6 +91,9 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
             body = await _read_body(request, state.max_body_bytes)
         except BodyTooLarge as exc:
             return _error(400, "too_large", str(exc))
+        except ClientDisconnect:  # gone mid-body: nobody to answer; counted, not a traceback
+            log.debug("client disconnected before sending the whole body", extra={"endpoint": endpoint})
+            return _error(400, "disconnected", "client disconnected before sending the whole body")
         try:
             review = parse_review(body)
         except BadReview as exc:

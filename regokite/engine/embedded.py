@@ -22,6 +22,7 @@ from typing import Any
 
 import regorus
 
+from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, rule_ref
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
@@ -78,6 +79,8 @@ class EmbeddedEngine:
         return engine
 
     def _fresh(self, input: Any) -> regorus.Engine:
+        if input is not UNDEFINED:
+            input_guard.check(input)  # regorus segfaults or silently rounds on what it refuses
         engine = self._base().clone()
         if input is not UNDEFINED:
             engine.set_input(input)
