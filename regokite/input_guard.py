@@ -41,7 +41,7 @@ INT_MAX = 2**63 - 1
 _MAX_INT_LITERAL = 20
 
 
-class InputRejected(RegokiteError):
+class InputRejected(RegokiteError, ValueError):
     """A value no engine may evaluate: `path` is where, `problem` is what."""
 
     def __init__(self, problem: str, path: str = "") -> None:
