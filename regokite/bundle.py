@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from regokite import input_guard
 from regokite.errors import Location, PolicyLoadError
 
 DATA_FILES = ("data.json", "data.yaml", "data.yml")
+_PACKAGE = re.compile(r"^[ \t]*package[ \t]+([^\s#]+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,12 @@ class Module:
     def line(self, number: int) -> str | None:
         lines = self.text.splitlines()
         return lines[number - 1] if 0 < number <= len(lines) else None
+
+    @property
+    def package(self) -> str:
+        """The package this module declares, as written (`a.b`, `a["b-c"]`); "" if none is found."""
+        found = _PACKAGE.search(self.text)
+        return found.group(1) if found else ""
 
 
 @dataclass(frozen=True)
