@@ -110,6 +110,7 @@ class _RegoVersions:
         manifest = root / ".manifest"
         if not (root.is_dir() and manifest.is_file()):
             return cls(root, v0_compatible)
+        _inside(manifest, root, root.resolve())
         shown = _display(manifest)
         try:
             doc = json.loads(_read(manifest))
@@ -143,19 +144,42 @@ def _version(value: Any, where: str) -> int:
 
 
 def _walk(root: Path) -> Iterable[tuple[Path, tuple[str, ...]]]:
-    """Yield (file, data path) for every module and data file below `root`."""
+    """Yield (file, data path) for every module and data file below `root`.
+
+    Links are followed only where they stay inside the root: a Kubernetes
+    ConfigMap volume is `file -> ..data/file` and `dir -> ..data/dir` with
+    `..data -> ..<timestamp>/`, all inside the mount, while a `.rego` or a
+    `data.yaml` linked to a file elsewhere (/etc/hostname) must not become
+    policy or data. Such a link is a load error, as is a directory reached twice.
+    """
     if root.is_file():
         yield root, ()
         return
-    for dirpath, dirnames, filenames in os.walk(root):
+    real_root = root.resolve()
+    seen = {real_root}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        here = Path(dirpath)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel = Path(dirpath).relative_to(root)
-        data_path = tuple(p for p in rel.parts if p != ".")
+        for name in dirnames:
+            real = _inside(here / name, root, real_root)
+            if real in seen:
+                raise PolicyLoadError(f"{here / name}: a link to a directory already loaded ({real})")
+            seen.add(real)
+        data_path = here.relative_to(root).parts
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
             if name.endswith(".rego") or name in DATA_FILES:
-                yield Path(dirpath) / name, data_path
+                _inside(here / name, root, real_root)
+                yield here / name, data_path
+
+
+def _inside(path: Path, root: Path, real_root: Path) -> Path:
+    """`path` resolved; a load error when it leads outside the root."""
+    real = path.resolve()
+    if not real.is_relative_to(real_root):
+        raise PolicyLoadError(f"{path}: links to {real}, outside the policy root {root}: refused")
+    return real
 
 
 def _display(file: Path) -> str:
