@@ -132,7 +132,7 @@ def splice(doc: dict[str, Any], rng: random.Random, raw: str) -> bytes:
 
 
 def nested(rng: random.Random, depth: int) -> str:
-    opens = "".join(rng.choice(['[', '{"k":']) for _ in range(depth))
+    opens = "".join(rng.choice(["[", '{"k":']) for _ in range(depth))
     return opens + "1" + "".join("]" if c == "[" else "}" for c in reversed(opens.replace('{"k":', "{")))
 
 
