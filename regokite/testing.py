@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from regokite.bundle import load_bundle
+from regokite.bundle import Bundle, load_bundle
+from regokite.engine import Engine
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.errors import EvaluationError
 from regokite.outline import outline
@@ -43,13 +44,21 @@ class TestResult:
         return f"data.{self.package}.{self.name}"
 
 
-def run_tests(paths: Sequence[str], *, run: str | None = None, v0_compatible: bool = False) -> list[TestResult]:
+def run_tests(
+    paths: Sequence[str],
+    *,
+    run: str | None = None,
+    v0_compatible: bool = False,
+    engine_for: Callable[[Bundle], Engine] = EmbeddedEngine,
+) -> list[TestResult]:
     """Load `paths` as one bundle (tests included) and run the selected tests.
 
-    Raises PolicyLoadError when the bundle does not load.
+    `engine_for` builds the engine (another engine runs the same tests the
+    same way: the differential tests compare regorus with OPA so). Raises
+    PolicyLoadError when the bundle does not load.
     """
     bundle = load_bundle(paths, v0_compatible=v0_compatible)
-    engine = EmbeddedEngine(bundle)
+    engine = engine_for(bundle)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
     for module in outline(bundle.tests):
@@ -70,7 +79,7 @@ def run_tests(paths: Sequence[str], *, run: str | None = None, v0_compatible: bo
     return results
 
 
-def _run_one(engine: EmbeddedEngine, package: str, name: str, file: str, line: int) -> TestResult:
+def _run_one(engine: Engine, package: str, name: str, file: str, line: int) -> TestResult:
     started = time.perf_counter_ns()
     try:
         value = engine.evaluate(f"data.{package}.{name}")
