@@ -342,9 +342,7 @@ def parse_and_verify_certificates(text: Any) -> list[Any]:
         if not isinstance(text, str):
             raise
         return [False, []]
-    if len(certificates) < 2:
-        raise BuiltinError(f"{name}: operand 1 must supply at least two certificates to be able to verify")
-    chain = _verified_chain(certificates)
+    chain = _verified_chain(certificates) if len(certificates) >= 2 else None
     return [True, [certificate_value(c) for c in chain]] if chain else [False, []]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,19 +24,60 @@ def _network(name: str, text: Any, *, cidr_only: bool = False) -> Network:
         raise BuiltinError(f"{name}: invalid {kind}: {text}") from None
 
 
+def _merge_entry(name: str, text: Any) -> tuple[Network, str]:
+    """A network and how OPA prints it unmerged: a bare IPv4 address takes its
+    classful mask and keeps its host bits ("10.1.2.3" is "10.1.2.3/8")."""
+    if not isinstance(text, str):
+        raise BuiltinError(f"{name}: element must be string")
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        if not re.fullmatch(r"[^/]+/\d{1,3}", text):
+            raise BuiltinError(f"{name}: invalid CIDR address: {text}") from None
+        network = _network(name, text)
+        return network, str(network)
+    ip4 = ip if isinstance(ip, ipaddress.IPv4Address) else ip.ipv4_mapped
+    if ip4 is None:
+        raise BuiltinError(f"{name}: IPv6 invalid: needs prefix length")
+    bits = 8 if ip4.packed[0] < 0x80 else 16 if ip4.packed[0] < 0xC0 else 24
+    return ipaddress.ip_network(f"{ip4}/{bits}", strict=False), f"{ip4}/{bits}"
+
+
 def cidr_merge(addresses: Any) -> set[str]:
+    """OPA's merge: ranges sorted by last then first address (as bytes), each
+    folded into its predecessor when they touch or overlap."""
     name = "net.cidr_merge"
     if not isinstance(addresses, list | set | frozenset):
-        raise BuiltinError(f"{name}: operand 1 must be one of {{array, set}} but got {type_name(addresses)}")
-    v4: list[Network] = []
-    v6: list[Network] = []
+        raise BuiltinError(f"{name}: operand must be an array")
+    ranges: list[tuple[bytes, bytes, str | None]] = []
     for address in addresses:
-        network = _network(name, address)
-        (v4 if network.version == 4 else v6).append(network)
-    return {str(n) for group in (v4, v6) for n in ipaddress.collapse_addresses(group)}  # type: ignore[arg-type]
+        network, label = _merge_entry(name, address)
+        ranges.append((network.network_address.packed, network.broadcast_address.packed, label))
+    ranges.sort(key=lambda r: (r[1], r[0]))
+    i = len(ranges) - 1
+    while i > 0:
+        first, last, _ = ranges[i]
+        before_first, before_last, _ = ranges[i - 1]
+        if len(first) == len(before_last) and _previous(first) <= before_last:
+            ranges[i - 1] = (min(first, before_first), last, None)
+            del ranges[i]
+        i -= 1
+    merged = set()
+    for first, last, label in ranges:
+        if label is not None:
+            merged.add(label)
+        else:
+            start, end = ipaddress.ip_address(first), ipaddress.ip_address(last)
+            merged.update(str(n) for n in ipaddress.summarize_address_range(start, end))  # type: ignore[arg-type]
+    return merged
 
 
-def _keyed(name: str, operand: Any, position: int) -> Iterable[tuple[Any, str]]:
+def _previous(address: bytes) -> bytes:
+    value = int.from_bytes(address, "big")
+    return (value - 1).to_bytes(len(address), "big") if value else address
+
+
+def _keyed(name: str, operand: Any) -> Iterable[tuple[Any, str]]:
     """(key, cidr) pairs: a string is its own key, arrays use indices, objects their keys."""
     if isinstance(operand, str):
         return [(operand, operand)]
@@ -45,9 +87,7 @@ def _keyed(name: str, operand: Any, position: int) -> Iterable[tuple[Any, str]]:
         return [(v, _first(name, v)) for v in operand]
     if isinstance(operand, dict):
         return [(k, _first(name, v)) for k, v in operand.items()]
-    raise BuiltinError(
-        f"{name}: operand {position} must be one of {{string, array, set, object}} but got {type_name(operand)}"
-    )
+    return []  # OPA matches nothing in an operand of another type
 
 
 def _first(name: str, value: Any) -> str:
@@ -60,8 +100,8 @@ def _first(name: str, value: Any) -> str:
 
 def cidr_contains_matches(cidrs: Any, cidrs_or_ips: Any) -> set[tuple[Any, Any]]:
     name = "net.cidr_contains_matches"
-    outer = [(k, _network(name, c)) for k, c in _keyed(name, cidrs, 1)]
-    inner = [(k, _network(name, c)) for k, c in _keyed(name, cidrs_or_ips, 2)]
+    outer = [(k, _network(name, c)) for k, c in _keyed(name, cidrs)]
+    inner = [(k, _network(name, c)) for k, c in _keyed(name, cidrs_or_ips)]
     return {
         (ko, ki)
         for ko, o in outer
