@@ -15,6 +15,7 @@ from enum import Enum
 
 from regokite.bundle import load_bundle
 from regokite.engine.embedded import EmbeddedEngine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import EvaluationError
 from regokite.outline import outline
 
@@ -43,13 +44,19 @@ class TestResult:
         return f"data.{self.package}.{self.name}"
 
 
-def run_tests(paths: Sequence[str], *, run: str | None = None, v0_compatible: bool = False) -> list[TestResult]:
+def run_tests(
+    paths: Sequence[str],
+    *,
+    run: str | None = None,
+    v0_compatible: bool = False,
+    options: ExtensionOptions | None = None,
+) -> list[TestResult]:
     """Load `paths` as one bundle (tests included) and run the selected tests.
 
     Raises PolicyLoadError when the bundle does not load.
     """
     bundle = load_bundle(paths, v0_compatible=v0_compatible)
-    engine = EmbeddedEngine(bundle)
+    engine = EmbeddedEngine(bundle, options)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
     for module in outline(bundle.tests):
