@@ -14,8 +14,7 @@ import regorus
 
 from regokite.engine.extensions import ExtensionOptions, provided
 
-OPA_BUILTINS: frozenset[str] = frozenset(
-    """
+_OPA_NAMES = """
     abs all any array.concat array.flatten array.reverse array.slice base64.decode base64.encode base64.is_valid
     base64url.decode base64url.encode base64url.encode_no_pad bits.and bits.lsh bits.negate bits.or bits.rsh
     bits.xor cast_array cast_boolean cast_null cast_object cast_set cast_string ceil concat contains count
@@ -43,8 +42,8 @@ OPA_BUILTINS: frozenset[str] = frozenset(
     trim_space trim_suffix type_name union units.parse units.parse_bytes upper urlquery.decode
     urlquery.decode_object urlquery.encode urlquery.encode_object uuid.parse uuid.rfc4122 walk yaml.is_valid
     yaml.marshal yaml.unmarshal
-    """.split()
-)
+"""
+OPA_BUILTINS: frozenset[str] = frozenset(_OPA_NAMES.split())
 
 # regorus lists an http.send that evaluates to undefined; only the extension counts.
 _NOT_REALLY_THERE = frozenset({"http.send"})

@@ -50,6 +50,10 @@ _DURATION = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+class HostNotAllowed(BuiltinError):
+    """Always an evaluation error, whatever `raise_error` says: the allow list fails closed."""
+
+
 def parse_allowed(entries: tuple[str, ...]) -> list[tuple[str, int | None]]:
     """HOST or HOST:PORT (an IPv6 host in brackets) to (host, port or None)."""
     allowed = []
@@ -82,6 +86,8 @@ class HttpSend:
         raise_error = request.get("raise_error", True)
         try:
             return self._send(request)
+        except HostNotAllowed:
+            raise
         except BuiltinError as exc:
             if raise_error is not False:
                 raise
@@ -107,7 +113,7 @@ class HttpSend:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         host = parts.hostname.lower()
         if not any(host == h and (p is None or p == port) for h, p in self._allowed):
-            raise BuiltinError(f"{NAME}: unallowed host: {host} (allow it with --allow-http-send {host}:{port})")
+            raise HostNotAllowed(f"{NAME}: unallowed host: {host} (allow it with --allow-http-send {host}:{port})")
 
     def _cached(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -141,7 +147,7 @@ class HttpSend:
         if "raw_body" in request:
             data = str(request["raw_body"]).encode()
         elif "body" in request:
-            data = json.dumps(request["body"], default=sorted).encode()
+            data = json.dumps(request["body"], separators=(",", ":"), default=sorted).encode()
         outgoing = urllib.request.Request(
             request["url"],
             data=data,
