@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from opa_bindings import OpaEngine
-from opa_bindings.engine import OpaError, OpaUndefinedError
+from opa_bindings.engine import OpaError
 
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.extensions.common import big_number
@@ -45,16 +45,16 @@ def _regorus(expr: str, input: Any) -> Any:
         return ERROR
 
 
+_OPA = OpaEngine()
+
+
 def _opa(expr: str, input: Any) -> Any:
-    with OpaEngine() as engine:
-        engine.add_policy("t.rego", f"package t\n\nx := {expr}\n")
-        try:
-            return _normalise(engine.eval_document("t.x", input))
-        except OpaUndefinedError:
-            return "<undefined>"
-        except OpaError as exc:
-            assert exc.code == "eval_error", exc
-            return ERROR
+    try:
+        results = _OPA.eval_query(f"x := {expr}", input)
+    except OpaError as exc:
+        assert exc.code == "eval_error", exc
+        return ERROR
+    return _normalise(results[0]["x"]) if results else "<undefined>"
 
 
 def _normalise(value: Any) -> Any:
