@@ -178,6 +178,11 @@ def test_hmac_equal(a, b):
     assert_same("crypto.hmac.equal(input.a, input.b)", a=a, b=b)
 
 
+@pytest.mark.parametrize("value", [[1, [2, [3, [4]]], [], "s", {"a": [1]}], [], "s", None])
+def test_array_flatten(value):
+    assert_same("array.flatten(input.v)", v=value)
+
+
 # --- networks ---------------------------------------------------------------
 
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import regorus
 
-from regokite.engine.extensions import certificates, cidr, hashing, jwt
+from regokite.engine.extensions import arrays, certificates, cidr, hashing, jwt
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 
 _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    **arrays.BUILTINS,
     **hashing.BUILTINS,
     **cidr.BUILTINS,
     **certificates.BUILTINS,
