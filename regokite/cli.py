@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from regokite import __version__
+from regokite import __version__, yamldoc
 from regokite.errors import RegokiteError
 
 
@@ -61,12 +61,16 @@ def _read_input(source: str | None) -> Any:
         return UNDEFINED
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        if source.endswith((".yaml", ".yml")):  # as opa eval -i reads them
+            return yamldoc.load(text)
         return json.loads(text)
     except OSError as exc:
         raise RegokiteError(f"{source}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         where = f"{source}:{exc.lineno}:{exc.colno}"
         raise RegokiteError(f"{where}: invalid JSON input: {exc.msg}") from None
+    except yamldoc.YAMLError as exc:
+        raise RegokiteError(f"{source}: invalid YAML input: {exc}") from None
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -207,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="evaluate a query like `opa eval`")
     ev.add_argument("query", metavar="QUERY")
     ev.add_argument("-d", "--data", action="append", default=[], metavar="PATH", required=True)
-    ev.add_argument("-i", "--input", metavar="FILE", help="input JSON file, or - for stdin")
+    ev.add_argument("-i", "--input", metavar="FILE", help="input JSON (or .yaml) file, or - for stdin (JSON)")
     ev.add_argument("--format", choices=["json", "pretty"], default="json")
     ev.add_argument("--fail", action="store_true", help="exit 1 when the result is undefined")
     _add_engine_args(ev)

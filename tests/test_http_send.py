@@ -18,7 +18,7 @@ from regokite.bundle import Bundle, Module
 from regokite.cli import main
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.engine.extensions import ExtensionOptions
-from regokite.errors import EvaluationError
+from regokite.errors import EvaluationError, PolicyLoadError
 
 POLICY = "package p\n\nresponse := http.send(input.request)\n"
 
@@ -166,3 +166,9 @@ def test_eval_reaches_an_allowed_host(server, tmp_path, capsys):
     argv = ["eval", "-d", str(tmp_path), "-i", str(tmp_path / "input.json"), "--format", "pretty"]
     assert main([*argv, "--allow-http-send", server, "data.p.response.status_code"]) == 0
     assert capsys.readouterr().out.strip() == "200"
+
+
+def test_a_policy_calling_http_send_loads_only_with_allowed_hosts():
+    with pytest.raises(PolicyLoadError, match=r"http\.send"):
+        EmbeddedEngine(Bundle((Module("p.rego", POLICY),)))
+    assert _engine("127.0.0.1").options.http_send_hosts == ("127.0.0.1",)

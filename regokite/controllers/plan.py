@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from regokite import outline
+from regokite import outline, yamldoc
 from regokite.bundle import load_bundle
 from regokite.controllers import composite
 from regokite.controllers.definitions import CompositeController, ResourceRule, load_definitions
@@ -99,8 +97,8 @@ def _read_objects(path: Path) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = []
     for f in files:
         try:
-            docs = [json.loads(f.read_text())] if f.suffix == ".json" else list(yaml.safe_load_all(f.read_text()))
-        except (OSError, ValueError, yaml.YAMLError) as exc:
+            docs = [json.loads(f.read_text())] if f.suffix == ".json" else list(yamldoc.load_all(f.read_text()))
+        except (OSError, ValueError, yamldoc.YAMLError) as exc:
             raise RegokiteError(f"{f}: {exc}") from None
         for doc in docs:
             if isinstance(doc, dict) and doc.get("kind", "").endswith("List") and "items" in doc:

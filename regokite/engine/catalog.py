@@ -7,11 +7,7 @@ operators and `internal.*`, which are syntax that both parsers handle).
 
 from __future__ import annotations
 
-import functools
-import json
-
-import regorus
-
+from regokite.engine.capabilities import regorus_builtins
 from regokite.engine.extensions import ExtensionOptions, provided
 
 _OPA_NAMES = """
@@ -44,17 +40,6 @@ _OPA_NAMES = """
     yaml.marshal yaml.unmarshal
 """
 OPA_BUILTINS: frozenset[str] = frozenset(_OPA_NAMES.split())
-
-# regorus lists an http.send that evaluates to undefined; only the extension counts.
-_NOT_REALLY_THERE = frozenset({"http.send"})
-
-
-@functools.cache
-def regorus_builtins() -> frozenset[str]:
-    """What regorus itself evaluates (`opa.runtime().builtins`, plus print)."""
-    result = json.loads(regorus.Engine().eval_query_as_json("x := opa.runtime().builtins"))
-    names = set(result["result"][0]["bindings"]["x"]) | {"print"}
-    return frozenset(n for n in names if not n.startswith("__") and n not in _NOT_REALLY_THERE)
 
 
 def embedded_builtins(options: ExtensionOptions) -> frozenset[str]:

@@ -24,7 +24,8 @@ import regorus
 
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, rule_ref
-from regokite.engine.extensions import ExtensionOptions, install
+from regokite.engine.capabilities import check_builtins
+from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
 
 _UNDEFINED_JSON = '"<undefined>"'
@@ -51,7 +52,8 @@ class EmbeddedEngine:
     def __init__(self, bundle: Bundle, options: ExtensionOptions | None = None) -> None:
         self.bundle = bundle
         self.options = options or ExtensionOptions()
-        self._base()  # prepare now, so a bad bundle fails here and not on first use
+        base = self._base()  # prepare now, so a bad bundle fails here and not on first use
+        check_builtins(bundle, json.loads(base.get_ast_as_json()), provided(self.options))
 
     def _prepare(self) -> regorus.Engine:
         engine = regorus.Engine()
