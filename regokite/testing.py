@@ -16,6 +16,7 @@ from enum import Enum
 from regokite.bundle import Bundle, load_bundle
 from regokite.engine import Engine
 from regokite.engine.embedded import EmbeddedEngine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import EvaluationError
 from regokite.outline import outline
 
@@ -49,16 +50,17 @@ def run_tests(
     *,
     run: str | None = None,
     v0_compatible: bool = False,
-    engine_for: Callable[[Bundle], Engine] = EmbeddedEngine,
+    options: ExtensionOptions | None = None,
+    engine_for: Callable[[Bundle], Engine] | None = None,
 ) -> list[TestResult]:
     """Load `paths` as one bundle (tests included) and run the selected tests.
 
-    `engine_for` builds the engine (another engine runs the same tests the
-    same way: the differential tests compare regorus with OPA so). Raises
+    `engine_for` builds another engine than the embedded one, to run the same
+    tests the same way (the differential tests compare regorus with OPA so). Raises
     PolicyLoadError when the bundle does not load.
     """
     bundle = load_bundle(paths, v0_compatible=v0_compatible)
-    engine = engine_for(bundle)
+    engine = EmbeddedEngine(bundle, options) if engine_for is None else engine_for(bundle)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
     for module in outline(bundle.tests):
