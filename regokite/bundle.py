@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from regokite import input_guard
+from regokite import input_guard, yamldoc
 from regokite.errors import Location, PolicyLoadError
 
 DATA_FILES = ("data.json", "data.yaml", "data.yml")
@@ -214,8 +212,8 @@ def _decode_data(file: Path, shown: str) -> Any:
             loc = Location(shown, exc.lineno, exc.colno)
             raise PolicyLoadError(f"invalid JSON: {exc.msg}", loc, _line_of(text, exc.lineno)) from exc
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        return yamldoc.load(text)
+    except yamldoc.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         if mark is None:

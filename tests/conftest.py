@@ -73,3 +73,13 @@ def make_engine(engine_kind: str, request: pytest.FixtureRequest) -> Iterator[Ca
     for engine in engines:
         engine.close()
     engines.clear()
+
+
+# Lines the differential tests report ("N policies, M inputs: regorus and OPA
+# agree"), printed at the end of the run so the counts are seen, not inferred.
+AGREEMENT: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in AGREEMENT:
+        terminalreporter.write_line(line)

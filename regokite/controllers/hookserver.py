@@ -24,6 +24,7 @@ from regokite.bundle import load_bundle
 from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import HookError, evaluate_hook, resolve_hook
 from regokite.engine import UNDEFINED, Engine, open_engine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 
 log = logging.getLogger("regokite.hooks")
@@ -100,12 +101,13 @@ def serve_hooks(
     engine: str = "embedded",
     opa_url: str | None = None,
     v0_compatible: bool = False,
+    options: ExtensionOptions | None = None,
 ) -> int:
     import uvicorn
 
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
     packages = outline.packages(outline.outline(bundle.modules))
-    app = create_app(open_engine(bundle, engine, opa_url=opa_url), packages)
+    app = create_app(open_engine(bundle, engine, opa_url=opa_url, options=options), packages)
     log.info("serving hooks", extra={"host": host, "port": port, "packages": sorted(packages)})
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
     return 0

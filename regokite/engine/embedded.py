@@ -27,6 +27,8 @@ import regorus
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, rule_ref
+from regokite.engine.capabilities import check_builtins
+from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
 from regokite.ops import logging as ops_logging
 
@@ -51,14 +53,17 @@ def _thread_table() -> dict[int, tuple[weakref.ref, regorus.Engine]]:
 class EmbeddedEngine:
     name = "embedded"
 
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, options: ExtensionOptions | None = None) -> None:
         self.bundle = bundle
+        self.options = options or ExtensionOptions()
         self._prints = PrintLog(bundle)
-        self._base()  # prepare now, so a bad bundle fails here and not on first use
+        base = self._base()  # prepare now, so a bad bundle fails here and not on first use
+        check_builtins(bundle, json.loads(base.get_ast_as_json()), provided(self.options))
 
     def _prepare(self) -> regorus.Engine:
         engine = regorus.Engine()
         engine.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
+        install(engine, self.options)  # clones share the extension callables
         add_modules(engine, self.bundle.modules)
         if self.bundle.data:
             engine.add_data(self.bundle.data)
