@@ -25,6 +25,7 @@ no UTF-16/32), then the same checks.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -50,19 +51,22 @@ class InputRejected(RegokiteError, ValueError):
         super().__init__(f"{path}: {problem}" if path else problem)
 
 
-def check(value: Any, root: str = "input") -> None:
+def check(value: Any, root: str = "input", *, int_max: int = INT_MAX) -> None:
     """Raise InputRejected for the first value that breaks the rules above.
+
+    `int_max` 2**64-1 is for values regokite computes itself (an extension
+    builtin's result, such as a certificate serial): regorus holds u64 exactly.
 
     A flat pass over the containers, level by level, settles the usual case
     (about 0.1 us a value); anything it doubts goes to a second walk that
     decides exactly and names the path. Both are iterative, so a value nested
     deeper than Python's recursion limit is refused, not a crash.
     """
-    if not _plainly_valid(value):
-        _explain(value, root)
+    if not _plainly_valid(value, int_max):
+        _explain(value, root, int_max)
 
 
-def _plainly_valid(value: Any) -> bool:
+def _plainly_valid(value: Any, int_max: int) -> bool:
     """True when `value` is certainly fine; False when unsure (tuples, sets, subclasses too)."""
     level = [value]
     for _ in range(MAX_DEPTH):
@@ -86,7 +90,7 @@ def _plainly_valid(value: Any) -> bool:
                 elif kind is dict or kind is list:
                     deeper.append(item)
                 elif kind is int:
-                    if item > INT_MAX or item < INT_MIN:
+                    if item > int_max or item < INT_MIN:
                         return False
                 elif kind is float:
                     if item - item != 0:  # NaN and infinities
@@ -107,10 +111,11 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-def _explain(value: Any, root: str) -> None:
+def _explain(value: Any, root: str, int_max: int) -> None:
     """The exact check: raise InputRejected with the path of the first bad value."""
     stack: list[tuple[Any, int, _Link]] = []
-    _visit(value, 0, None, root, stack)
+    visit = functools.partial(_visit, root=root, stack=stack, int_max=int_max)
+    visit(value, 0, None)
     while stack:
         container, depth, link = stack.pop()
         if isinstance(container, Mapping):
@@ -119,16 +124,16 @@ def _explain(value: Any, root: str) -> None:
                     raise InputRejected(f"object key {key!r} is not a string", _path(root, link))
                 if not key.isascii():
                     _check_text(key, root, (key, link), "object key")
-                _visit(item, depth, (key, link), root, stack)
+                visit(item, depth, (key, link))
         else:
             for index, item in enumerate(container):
-                _visit(item, depth, (index, link), root, stack)
+                visit(item, depth, (index, link))
 
 
 _Link = tuple[Any, "_Link"] | None  # (key, parent's link): the path from the root, backwards
 
 
-def _visit(item: Any, depth: int, here: _Link, root: str, stack: list[tuple[Any, int, _Link]]) -> None:
+def _visit(item: Any, depth: int, here: _Link, *, root: str, stack: list[tuple[Any, int, _Link]], int_max: int) -> None:
     if isinstance(item, str):
         if not item.isascii():
             _check_text(item, root, here)
@@ -139,8 +144,9 @@ def _visit(item: Any, depth: int, here: _Link, root: str, stack: list[tuple[Any,
     elif isinstance(item, bool) or item is None:
         pass
     elif isinstance(item, int):
-        if not INT_MIN <= item <= INT_MAX:
-            raise InputRejected(f"integer {item} is outside [-2^63, 2^63-1]", _path(root, here))
+        if not INT_MIN <= item <= int_max:
+            upper = "2^63-1" if int_max == INT_MAX else str(int_max)
+            raise InputRejected(f"integer {item} is outside [-2^63, {upper}]", _path(root, here))
     elif isinstance(item, float):
         if not math.isfinite(item):
             raise InputRejected(f"{item} is not a JSON number", _path(root, here))

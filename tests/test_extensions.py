@@ -494,3 +494,17 @@ def test_provided_names_every_installed_builtin_and_http_send_only_when_allowed(
     assert "http.send" not in provided(ExtensionOptions())
     assert "http.send" in provided(ExtensionOptions(http_send_hosts=("127.0.0.1",)))
     assert {"crypto.sha256", "io.jwt.decode_verify", "net.cidr_merge"} <= provided(ExtensionOptions())
+
+
+def test_a_builtin_result_no_engine_may_take_is_an_error_not_a_crash() -> None:
+    # A JWT payload is attacker-chosen JSON: a lone surrogate in it segfaulted
+    # regorus when io.jwt.decode handed it back. (OPA substitutes U+FFFD; an
+    # error is the fail-closed answer here.)
+    header, payload = _b64url(b'{"alg": "none"}'), _b64url(b'{"sub": "\\ud800"}')
+    token = f"{header}.{payload}."
+    engine = regorus.Engine()
+    install(engine, ExtensionOptions())
+    engine.add_policy("t.rego", "package t\n\nx := io.jwt.decode(input.t)\n")
+    engine.set_input({"t": token})
+    with pytest.raises(RuntimeError, match=r"io\.jwt\.decode result\[1\]\.sub: string holds a lone surrogate"):
+        engine.eval_rule_as_json("data.t.x")

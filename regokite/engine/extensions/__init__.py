@@ -14,8 +14,11 @@ from dataclasses import dataclass
 
 import regorus
 
+from regokite import input_guard
 from regokite.engine.extensions import arrays, certificates, cidr, hashing, jwt
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
+
+U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
 
 _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **arrays.BUILTINS,
@@ -46,9 +49,26 @@ def provided(options: ExtensionOptions) -> frozenset[str]:
 def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     """Add every extension builtin to `engine` (before it is cloned: clones keep them)."""
     for name, (arity, function) in _BUILTINS.items():
-        engine.add_extension(name, arity, function)
+        engine.add_extension(name, arity, _guarded(name, function))
     if options.http_send_hosts:
-        engine.add_extension("http.send", 1, HttpSend(options.http_send_hosts, options.http_send_timeout))
+        send = HttpSend(options.http_send_hosts, options.http_send_timeout)
+        engine.add_extension("http.send", 1, _guarded("http.send", send))
+
+
+def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object]:
+    """`function` whose result passes the input guard before regorus gets it.
+
+    What a builtin returns comes from its operands or the network (a JWT
+    payload, an http.send body): a lone surrogate there would segfault
+    regorus as surely as in the input. A refusal is the builtin's error.
+    """
+
+    def call(*args: object) -> object:
+        result = function(*args)
+        input_guard.check(result, root=f"{name} result", int_max=U64_MAX)
+        return result
+
+    return call
 
 
 __all__ = ["ExtensionOptions", "install", "provided"]
