@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from regokite.bundle import Bundle, Module, load_bundle
-from regokite.engine.capabilities import regorus_builtins
+from regokite.engine.catalog import regorus_builtins
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.errors import Location, PolicyLoadError
 
@@ -123,3 +123,23 @@ def test_commands_exit_2_naming_the_builtin(tmp_path: Path, command: str) -> Non
     assert done.returncode == 2, done.stdout + done.stderr
     assert "p.rego:4:7: http.send is not enabled" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_reference_and_a_parenthesis_on_the_next_line_are_refused_not_called() -> None:
+    """gatekeeper-library's horizontalpodautoscaler: OPA reads two expressions, regorus a call."""
+    policy = (
+        "package p\n\nok(hpa) if {\n\tinput.parameters.spread\n\t(hpa.max - hpa.min) >= input.parameters.spread\n}\n"
+    )
+    error = refusal(policy)
+    assert error.location == Location("m0.rego", 4, 2)
+    assert "followed by a parenthesised expression on the next line" in error.message
+
+
+def test_a_function_from_another_file_of_the_same_package_is_local() -> None:
+    lib = "package p\n\nhelper(x) := x * 2\n"
+    user = "package p\n\ny := helper(21)\n"
+    assert EmbeddedEngine(bundle(lib, user)).evaluate("data.p.y") == 42
+
+
+def test_a_name_no_engine_knows_is_an_unknown_function() -> None:
+    assert refusal("package p\n\nx := no_such_builtin(1)\n").message == "unknown function no_such_builtin"

@@ -7,7 +7,11 @@ operators and `internal.*`, which are syntax that both parsers handle).
 
 from __future__ import annotations
 
-from regokite.engine.capabilities import regorus_builtins
+import functools
+import json
+
+import regorus
+
 from regokite.engine.extensions import ExtensionOptions, provided
 
 _OPA_NAMES = """
@@ -40,6 +44,24 @@ _OPA_NAMES = """
     yaml.marshal yaml.unmarshal
 """
 OPA_BUILTINS: frozenset[str] = frozenset(_OPA_NAMES.split())
+
+# Builtins regorus lists but does not evaluate as OPA does: without the
+# network feature `http.send` is always undefined, which would turn a policy
+# that depends on a lookup into one that allows everything.
+SILENTLY_UNDEFINED = frozenset({"http.send"})
+
+# Calls regorus evaluates that are not in opa.runtime()'s list.
+_UNLISTED = frozenset({"print"})
+
+
+@functools.cache
+def regorus_builtins() -> frozenset[str]:
+    """The builtins this regorus build evaluates, as it reports them."""
+    engine = regorus.Engine()
+    engine.add_policy("capabilities.rego", "package capabilities\nruntime := opa.runtime()\n")
+    runtime = json.loads(engine.eval_rule_as_json("data.capabilities.runtime"))
+    listed = {name for name in runtime["builtins"] if not name.startswith("__")}
+    return frozenset((listed | _UNLISTED) - SILENTLY_UNDEFINED)
 
 
 def embedded_builtins(options: ExtensionOptions) -> frozenset[str]:
