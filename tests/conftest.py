@@ -12,6 +12,7 @@ import gc
 from collections.abc import Callable, Iterator
 
 import pytest
+from agreement import AGREEMENT
 from opa_standin import OpaStandin
 
 from regokite.bundle import Bundle
@@ -73,11 +74,6 @@ def make_engine(engine_kind: str, request: pytest.FixtureRequest) -> Iterator[Ca
     for engine in engines:
         engine.close()
     engines.clear()
-
-
-# Lines the differential tests report ("N policies, M inputs: regorus and OPA
-# agree"), printed at the end of the run so the counts are seen, not inferred.
-AGREEMENT: list[str] = []
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

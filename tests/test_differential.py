@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import AGREEMENT
+from agreement import AGREEMENT
 from opa_oracle import OracleEngine
 
 from regokite import testing
