@@ -24,6 +24,7 @@ from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import group_children, resolve_hook, run_hook, sync_request
 from regokite.controllers.schema import ResourceRule
 from regokite.engine import open_engine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.resources import ChildType
 
@@ -174,6 +175,7 @@ def plan_from_files(
     *,
     controller: str | None = None,
     v0_compatible: bool = False,
+    options: ExtensionOptions | None = None,
 ) -> PlanReport:
     """What one sync of the parent in `parent_file` would do, given the observed objects in `observed_dir`:
     the same `sync.begin` and `sync.plan` the controller runs, with one evaluation of the hook."""
@@ -211,7 +213,7 @@ def plan_from_files(
     request = sync_request(
         definition.raw, parent, group_children(types, observed, parent_namespaced), finalizing=start.finalizing
     )
-    engine = open_engine(bundle)
+    engine = open_engine(bundle, options=options)
     try:
         response = run_hook(engine, hook, request, types=types, parent=parent, parent_namespaced=parent_namespaced)
     finally:

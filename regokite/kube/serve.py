@@ -11,6 +11,7 @@ from regokite.bundle import load_bundle
 from regokite.controllers import customize, decorator, definitions
 from regokite.controllers.hooks import RESPONSE_FIELDS, ResolvedHook, resolve_hook
 from regokite.engine import Engine, open_engine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.composite import CompositeRunner
@@ -40,10 +41,17 @@ class ControllerSettings:
     vars: list[str] = field(default_factory=list)  # --var KEY=VALUE / WATCH/KEY=VALUE: Watch params
     field_manager: str = "regokite"
     leader: LeaderSettings | None = None  # --leader-elect
+    extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
 
 
 def load_hooks(
-    policies: list[str], controllers: list[str], *, v0_compatible: bool, engine: str = "embedded", opa_url=None
+    policies: list[str],
+    controllers: list[str],
+    *,
+    v0_compatible: bool,
+    engine: str = "embedded",
+    opa_url=None,
+    options: ExtensionOptions | None = None,
 ) -> tuple[definitions.Definitions, Engine, dict[str, tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]]]:
     """Definitions (each file read once), an engine over the policies, and every hook checked against them."""
     loaded = definitions.load(controllers)
@@ -56,7 +64,7 @@ def load_hooks(
         finalize = resolve_hook(d.hooks.finalize, packages, fields) if d.hooks.finalize else None
         custom = d.hooks.customize
         hooks[d.name] = (sync, finalize, resolve_hook(custom, packages, customize.RESPONSE_FIELDS) if custom else None)
-    return loaded, open_engine(bundle, engine, opa_url=opa_url), hooks
+    return loaded, open_engine(bundle, engine, opa_url=opa_url, options=options), hooks
 
 
 def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]:
@@ -66,6 +74,7 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
         v0_compatible=settings.v0_compatible,
         engine=settings.engine,
         opa_url=settings.opa_url,
+        options=settings.extensions,
     )
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
     manager = Manager(client, namespace=settings.namespace, workers=settings.workers)

@@ -155,3 +155,13 @@ def test_plan_reads_kinds_from_the_crds_beside_the_definitions_and_walks_the_fin
     (tmp_path / "parent.yaml").write_text(yaml.safe_dump(thing))
     report = plan_from_files(*args)
     assert report.finalizing and report.steps() == ["remove finalizer (finalized)"]
+
+
+@pytest.mark.parametrize("path", ["/controllers/hello_world", "/v0/data/controllers/hello_world"])
+def test_hooks_refuse_a_request_no_engine_may_take_with_a_400_and_keep_serving(path: str) -> None:
+    c = client_for(HELLO)
+    hostile = b'{"parent": {"metadata": {"name": "\\ud800"}}, "children": {}}'
+    reply = c.post(path, content=hostile)
+    assert reply.status_code == 400
+    assert "body.parent.metadata.name: string holds a lone surrogate" in reply.json()["message"]
+    assert c.post(path, json=REQUEST).status_code == 200
