@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 _LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+)")
@@ -18,6 +19,14 @@ _MESSAGE = re.compile(r"^error:\s*(?P<msg>.*)$", re.MULTILINE)
 
 class RegokiteError(Exception):
     """Base of every error regokite reports to a user instead of a traceback."""
+
+
+def display_path(file: Path) -> str:
+    """A file as messages name it: relative to the working directory when it is below it."""
+    try:
+        return str(file.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(file)
 
 
 def show(value: Any, limit: int = 300) -> str:

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from regokite.errors import RegokiteError, show
+from regokite.errors import RegokiteError, display_path, show
+
+__all__ = ["display_path"]  # re-exported: how definitions name their files
 
 UPDATE_METHODS = ("OnDelete", "Recreate", "InPlace", "RollingRecreate", "RollingInPlace")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -100,13 +102,6 @@ def definition_files(paths: Iterable[str | os.PathLike[str]], problems: list[str
         else:
             problems.append(f"{root}: no such file or directory")
     return files
-
-
-def display_path(file: Path) -> str:
-    try:
-        return str(file.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(file)
 
 
 # ----------------------------------------------------------------------- checks

@@ -55,14 +55,8 @@ class WatchRunner:
         hook: ResolvedHook,
         discovery_wait: float = 30.0,
     ) -> None:
-        self.watch = watch
-        self.name = f"watch/{watch.name}"
-        self.manager = manager
-        self.engine = engine
-        self.actuator = actuator
-        self.discovery = discovery
-        self.hook = hook
-        self.discovery_wait = discovery_wait
+        self.watch, self.name, self.hook = watch, f"watch/{watch.name}", hook
+        self.manager, self.engine, self.actuator, self.discovery = manager, engine, actuator, discovery
         r = watch.resource
         if r.resource:
             self.type = discovery.resolve(r.api_version, r.resource, wait=discovery_wait)
