@@ -30,6 +30,7 @@ from regokite.admission.app import ServingState, create_app
 from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.admission.watchdog import Watchdog
 from regokite.engine import UNDEFINED
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
@@ -53,10 +54,15 @@ class AdmissionSettings:
     max_body_bytes: int = 8 * 1024 * 1024
     reload_interval: float = 1.0
     extra: dict[str, str] = field(default_factory=dict)
+    extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
 
     def load(self) -> PolicySet:
         return load_policy_set(
-            self.policies, engine=self.engine, opa_url=self.opa_url, v0_compatible=self.v0_compatible
+            self.policies,
+            engine=self.engine,
+            opa_url=self.opa_url,
+            v0_compatible=self.v0_compatible,
+            options=self.extensions,
         )
 
 

@@ -12,36 +12,15 @@ naming it, with file:line:col and what to do instead.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import regorus
-
 from regokite import rego_ast
 from regokite.bundle import Bundle
+from regokite.engine.catalog import OPA_BUILTINS, SILENTLY_UNDEFINED, regorus_builtins
 from regokite.errors import Location, PolicyLoadError
 from regokite.rego_ast import ref_parts, rule_heads, span
-
-# Builtins regorus lists but does not evaluate as OPA does: without the
-# network feature `http.send` is always undefined, which would turn a policy
-# that depends on a lookup into one that allows everything.
-SILENTLY_UNDEFINED = frozenset({"http.send"})
-
-# Calls regorus evaluates that are not in opa.runtime()'s list.
-_UNLISTED = frozenset({"print"})
-
-
-@functools.cache
-def regorus_builtins() -> frozenset[str]:
-    """The builtins this regorus build evaluates, as it reports them."""
-    engine = regorus.Engine()
-    engine.add_policy("capabilities.rego", "package capabilities\nruntime := opa.runtime()\n")
-    runtime = json.loads(engine.eval_rule_as_json("data.capabilities.runtime"))
-    listed = {name for name in runtime["builtins"] if not name.startswith("__")}
-    return frozenset((listed | _UNLISTED) - SILENTLY_UNDEFINED)
 
 
 @dataclass(frozen=True)
@@ -51,6 +30,7 @@ class Call:
     name: str  # the builtin's name, or the full data path of a function of the bundle
     builtin: bool
     location: Location
+    across_lines: bool = False  # `ref` and its `(` on different lines: OPA reads two expressions there
 
 
 def check_builtins(bundle: Bundle, ast: list[dict[str, Any]], provided: Iterable[str] = ()) -> None:
@@ -65,11 +45,15 @@ def check_builtins(bundle: Bundle, ast: list[dict[str, Any]], provided: Iterable
     functions = frozenset(path for entry in ast for path in _rule_paths(entry["ast"]))
     problems: list[tuple[Call, str]] = []
     for call in calls(ast):
-        if not call.builtin:
+        if call.across_lines:
+            problems.append((call, _across_lines(call.name)))
+        elif not call.builtin:
             if not _defined(call.name, functions):
                 problems.append((call, f"undefined function {call.name}"))
         elif call.name not in available:
-            problems.append((call, _unavailable(call.name)))
+            problems.append(
+                (call, _unavailable(call.name) if call.name in OPA_BUILTINS else f"unknown function {call.name}")
+            )
     if not problems:
         return
     first, message = problems[0]
@@ -91,23 +75,39 @@ def _unavailable(builtin: str) -> str:
     )
 
 
+def _across_lines(name: str) -> str:
+    return (
+        f"{name} is followed by a parenthesised expression on the next line: OPA reads two expressions, "
+        "regorus reads a call of it; join the lines, or write the expression on its line without the "
+        "leading parenthesis"
+    )
+
+
 def calls(ast: list[dict[str, Any]]) -> Iterator[Call]:
     """Every function call of every module, resolved through the module's imports."""
+    local: dict[tuple[str, ...], set[str]] = {}  # package -> first names of its rules, in every file of it
+    for entry in ast:
+        package = tuple(ref_parts(entry["ast"]["package"]["refr"]))
+        local.setdefault(package, set()).update(path[len(package) + 1] for path in _rule_paths(entry["ast"]))
     for entry in ast:
         source = entry["source"]["contents"].encode()
         module = entry["ast"]
         file = entry["source"]["file"]
         package = ref_parts(module["package"]["refr"])
         aliases = dict(_imports(module.get("imports", []), source))
-        local = {path[len(package) + 1] for path in _rule_paths(module)}
         for node in rego_ast.calls(module.get("rules", [])):
             parts = ref_parts(node["fcn"])
-            location = _location(file, source, span(node["fcn"]))
+            where = span(node["fcn"])
+            location = _location(file, source, where)
+            after = source[where["end"] : source.find(b"(", where["end"])]
+            if b"\n" in after:
+                yield Call(".".join(parts), True, location, across_lines=True)
+                continue
             if parts[0] == "data":
                 yield Call(".".join(parts), False, location)
             elif parts[0] in aliases:
                 yield Call(".".join([*aliases[parts[0]], *parts[1:]]), False, location)
-            elif parts[0] in local:
+            elif parts[0] in local[tuple(package)]:
                 yield Call(".".join(["data", *package, *parts]), False, location)
             else:
                 yield Call(".".join(parts), True, location)
