@@ -263,6 +263,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             namespace=args.namespace,
             workers=args.workers,
+            hook_processes=args.hook_processes,
             engine=args.engine,
             opa_url=args.opa_url,
             v0_compatible=args.v0_compatible,
@@ -329,6 +330,13 @@ def _add_controller_commands(sub: Any) -> None:
     ctl.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     ctl.add_argument("--namespace", help="only watch namespaced resources in this namespace")
     ctl.add_argument("--workers", type=int, default=2, help="worker threads")
+    ctl.add_argument(
+        "--hook-processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="processes evaluating hooks, each call bounded by its hook's timeout (default: one per core)",
+    )
     ctl.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
     ctl.add_argument(
         "--var", action="append", default=[], metavar="[WATCH/]KEY=VALUE", help="set a Watch param (VALUE is YAML)"

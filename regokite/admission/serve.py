@@ -28,12 +28,12 @@ from fastapi import FastAPI
 
 from regokite.admission.app import ServingState, create_app
 from regokite.admission.policies import PolicySet, load_policy_set
-from regokite.admission.watchdog import Watchdog
 from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
+from regokite.ops.watchdog import Watchdog
 
 log = logging.getLogger("regokite.admission")
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
+from regokite.bundle import Bundle
 from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED, Engine
 from regokite.errors import RegokiteError, show
@@ -120,6 +121,10 @@ class ResolvedHook:
     def package(self) -> str:
         return self.target.package
 
+    @property
+    def timeout(self) -> float:
+        return self.target.timeout
+
 
 def resolve_hook(
     target: HookTarget,
@@ -168,8 +173,34 @@ def evaluate_hook(engine: Engine, hook: ResolvedHook, request: Mapping[str, Any]
         raise HookError(hook.package, None, str(exc), reason="PolicyError") from exc
 
 
+class HookEvaluator(Protocol):
+    """Where hooks are evaluated: in this process (`LocalHooks`), or in worker processes that
+    enforce each hook's timeout (`regokite.controllers.hookworkers.HookWorkers`, the controller's)."""
+
+    @property
+    def bundle(self) -> Bundle: ...
+
+    def evaluate(self, hook: ResolvedHook, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The raw response document, as `evaluate_hook` returns it; HookError when the call fails."""
+        ...
+
+
+class LocalHooks:
+    """Hooks evaluated in this process (`regokite plan`, tests): nothing can stop a runaway one here."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def bundle(self) -> Bundle:
+        return self.engine.bundle
+
+    def evaluate(self, hook: ResolvedHook, request: Mapping[str, Any]) -> dict[str, Any]:
+        return evaluate_hook(self.engine, hook, request)
+
+
 def run_hook(
-    engine: Engine,
+    evaluator: HookEvaluator,
     hook: ResolvedHook,
     request: Mapping[str, Any],
     *,
@@ -180,7 +211,7 @@ def run_hook(
 ) -> HookResponse:
     """Evaluate, time and validate one hook call (`translate`: a decorator's, or the composite's by default)."""
     started = time.perf_counter()
-    raw = evaluate_hook(engine, hook, request)
+    raw = evaluator.evaluate(hook, request)
     elapsed = time.perf_counter() - started
     response = (translate or translate_response)(
         hook.package, raw, types=types, parent=parent, parent_namespaced=parent_namespaced

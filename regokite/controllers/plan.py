@@ -21,7 +21,7 @@ from regokite import outline, yamldoc
 from regokite.bundle import load_bundle
 from regokite.controllers import composite, definitions, sync
 from regokite.controllers.definitions import CompositeController
-from regokite.controllers.hooks import group_children, resolve_hook, run_hook, sync_request
+from regokite.controllers.hooks import LocalHooks, group_children, resolve_hook, run_hook, sync_request
 from regokite.controllers.schema import ResourceRule
 from regokite.engine import open_engine
 from regokite.engine.extensions import ExtensionOptions
@@ -215,7 +215,9 @@ def plan_from_files(
     )
     engine = open_engine(bundle, options=options)
     try:
-        response = run_hook(engine, hook, request, types=types, parent=parent, parent_namespaced=parent_namespaced)
+        response = run_hook(
+            LocalHooks(engine), hook, request, types=types, parent=parent, parent_namespaced=parent_namespaced
+        )
     finally:
         engine.close()
     planned = sync.plan(definition, parent, types, observed, response, finalizing=start.finalizing)

@@ -26,6 +26,9 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 _OPA_DATA_PATH = re.compile(r"^/v(?P<version>[01])/data(?P<path>(/[^/]+)*)/?$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+DEFAULT_HOOK_TIMEOUT = 10.0  # seconds, Metacontroller's default for a webhook
 
 
 class DefinitionError(RegokiteError):
@@ -44,6 +47,7 @@ class HookTarget:
     source: str = "rego"  # "rego" or "webhook" (a Metacontroller URL at OPA's data API)
     url: str | None = None
     api: str | None = None  # "v0" or "v1" for OPA data API URLs
+    timeout: float = DEFAULT_HOOK_TIMEOUT  # seconds one evaluation may take before its worker is replaced
 
     @property
     def ref(self) -> str:
@@ -291,9 +295,10 @@ def parse_hook(c: Checker, raw: Any, path: str) -> HookTarget | None:
         c.error(path, "set exactly one of rego (a Rego package) or webhook (a URL at OPA's data API)")
         return None
     if "rego" in obj:
-        rego = c.obj(obj["rego"], join(path, "rego"), ("package",), required=("package",))
+        rego = c.obj(obj["rego"], join(path, "rego"), ("package", "timeout"), required=("package",))
         package = c.string(rego.get("package"), join(path, "rego.package"), package_name)
-        return HookTarget(package.removeprefix("data.")) if package else None
+        timeout = parse_timeout(c, rego.get("timeout"), join(path, "rego.timeout"))
+        return HookTarget(package.removeprefix("data."), timeout=timeout) if package else None
     return parse_webhook(c, obj["webhook"], join(path, "webhook"))
 
 
@@ -307,7 +312,7 @@ def package_name(value: str) -> str | None:
 def parse_webhook(c: Checker, raw: Any, path: str) -> HookTarget | None:
     fields = ("url", "timeout", "path", "service", "etag", "responseUnMarshallMode", "caBundle")
     obj = c.obj(raw, path, fields)
-    c.string(obj.get("timeout"), join(path, "timeout"), go_duration)
+    timeout = parse_timeout(c, obj.get("timeout"), join(path, "timeout"))
     if obj.get("service") is not None:
         c.obj(obj["service"], join(path, "service"), ("name", "namespace", "port", "protocol"), ("name",))
     url = c.string(obj.get("url"), join(path, "url"))
@@ -331,11 +336,23 @@ def parse_webhook(c: Checker, raw: Any, path: str) -> HookTarget | None:
     if package_name(package):
         c.error(where, f"{package!r} is not a Rego package path")
         return None
-    return HookTarget(package, source="webhook", url=url or hook_path, api=f"v{match['version']}")
+    return HookTarget(package, source="webhook", url=url or hook_path, api=f"v{match['version']}", timeout=timeout)
 
 
 def go_duration(value: str) -> str | None:
     return None if _DURATION.match(value) else f"must be a Go duration like 10s or 500ms, got {value!r}"
+
+
+def parse_timeout(c: Checker, raw: Any, path: str) -> float:
+    """A hook's `timeout` (a Go duration, as Metacontroller's webhooks write it) in seconds; default 10 s."""
+    value = c.string(raw, path, go_duration)
+    if value is None:
+        return DEFAULT_HOOK_TIMEOUT
+    seconds = sum(float(n) * _SECONDS[unit] for n, unit in _DURATION_PART.findall(value))
+    if seconds <= 0:
+        c.error(path, f"must be more than zero, got {value!r}")
+        return DEFAULT_HOOK_TIMEOUT
+    return seconds
 
 
 def metacontroller_spec(c: Checker, doc: dict[str, Any], fields: Iterable[str], required: Iterable[str]) -> dict:

@@ -12,8 +12,7 @@ from typing import Any
 
 from regokite.controllers import composite, rolling
 from regokite.controllers.definitions import CompositeController
-from regokite.controllers.hooks import HookError, ResolvedHook
-from regokite.engine import Engine
+from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
@@ -30,7 +29,7 @@ class CompositeRunner(SyncReconciler):
         definition: CompositeController,
         *,
         manager: Manager,
-        engine: Engine,
+        evaluator: HookEvaluator,
         actuator: Actuator,
         sync_hook: ResolvedHook,
         finalize_hook: ResolvedHook | None,
@@ -42,7 +41,7 @@ class CompositeRunner(SyncReconciler):
         self.parent_type = discovery.resolve(p.api_version, p.resource, wait=discovery_wait)
         children = [discovery.resolve(c.api_version, c.resource, wait=discovery_wait) for c in definition.children]
         super().__init__(definition, definition.name, self.parent_type, children, sync_hook, finalize_hook, manager)
-        self.engine, self.actuator = engine, actuator
+        self.evaluator, self.actuator = evaluator, actuator
         selector = None
         if p.label_selector:
             selector = composite.parse_selector(p.label_selector).query()
@@ -56,7 +55,7 @@ class CompositeRunner(SyncReconciler):
         self.parents.add_handler(self._on_parent)
         for inf in self.children.values():
             inf.add_handler(self._on_child)
-        self.related = self._related(manager, engine, customize_hook, discovery)
+        self.related = self._related(manager, evaluator, customize_hook, discovery)
         rolls = any(c.update_method in rolling.ROLLING_METHODS for c in definition.children)
         self.rolling = RollingUpdates(self, manager=manager, actuator=actuator, discovery=discovery) if rolls else None
         manager.register(self)

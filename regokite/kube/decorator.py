@@ -14,8 +14,7 @@ from typing import Any
 
 from regokite.controllers import composite, decorator
 from regokite.controllers.decorator import DecoratorController, TargetResource
-from regokite.controllers.hooks import HookResponse, ResolvedHook
-from regokite.engine import Engine
+from regokite.controllers.hooks import HookEvaluator, HookResponse, ResolvedHook
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
@@ -32,7 +31,7 @@ class DecoratorRunner:
         definition: DecoratorController,
         *,
         manager: Manager,
-        engine: Engine,
+        evaluator: HookEvaluator,
         actuator: Actuator,
         sync_hook: ResolvedHook,
         finalize_hook: ResolvedHook | None,
@@ -57,7 +56,7 @@ class DecoratorRunner:
                 rule,
                 discovery.resolve(rule.api_version, rule.resource, wait=discovery_wait),
                 manager=manager,
-                engine=engine,
+                evaluator=evaluator,
                 actuator=actuator,
                 customize_hook=customize_hook,
                 discovery=discovery,
@@ -94,7 +93,7 @@ class DecoratorTarget(SyncReconciler):
         t: ChildType,
         *,
         manager: Manager,
-        engine: Engine,
+        evaluator: HookEvaluator,
         actuator: Actuator,
         customize_hook: ResolvedHook | None,
         discovery: Discovery,
@@ -102,7 +101,7 @@ class DecoratorTarget(SyncReconciler):
         d = runner.definition
         hooks = (runner.sync_hook, runner.finalize_hook)
         super().__init__(d, f"{d.name}/{t.resource}.{t.api_version}", t, runner.attachment_types, *hooks, manager)
-        self.runner, self.rule, self.engine, self.actuator = runner, rule, engine, actuator
+        self.runner, self.rule, self.evaluator, self.actuator = runner, rule, evaluator, actuator
         selector = composite.parse_selector(rule.label_selector).query() if rule.label_selector else None
         # With a finalize hook, targets that stop matching the label selector must still be seen to finalize.
         if runner.finalize_hook is not None:
@@ -111,7 +110,7 @@ class DecoratorTarget(SyncReconciler):
             t.api_version, t.resource, namespaced=t.namespaced, label_selector=selector
         )
         self.informer.add_handler(self._on_target)
-        self.related = self._related(manager, engine, customize_hook, discovery)
+        self.related = self._related(manager, evaluator, customize_hook, discovery)
         self._applied: dict[str, str] = {}  # uid -> hash of the last labels/annotations apply
         self._lock = threading.Lock()
         manager.register(self)

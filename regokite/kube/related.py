@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from regokite.controllers import customize
-from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
-from regokite.engine import Engine
+from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
@@ -30,7 +29,7 @@ class RelatedResources:
         self,
         *,
         manager: Manager,
-        engine: Engine,
+        evaluator: HookEvaluator,
         hook: ResolvedHook,
         discovery: Discovery,
         controller: Mapping[str, Any],
@@ -38,7 +37,7 @@ class RelatedResources:
         enqueue: Callable[[str, str], None],
     ) -> None:
         self.manager = manager
-        self.engine = engine
+        self.evaluator = evaluator
         self.hook = hook
         self.discovery = discovery
         self.controller = controller
@@ -52,7 +51,7 @@ class RelatedResources:
     def gather(self, parent: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """Run the customize hook for `parent`, index its rules, return the `related` input."""
         try:
-            raw = evaluate_hook(self.engine, self.hook, customize.customize_request(self.controller, parent))
+            raw = self.evaluator.evaluate(self.hook, customize.customize_request(self.controller, parent))
         except HookError as exc:
             raise HookError(exc.package, exc.rule, f"customize hook: {exc.message}", exc.reason) from None
         rules = customize.translate_related(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.controllers import customize, decorator, definitions
-from regokite.controllers.hooks import RESPONSE_FIELDS, ResolvedHook, resolve_hook
+from regokite.controllers.hooks import RESPONSE_FIELDS, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
+from regokite.controllers.hookworkers import HookWorkers
 from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.kube.actuator import Actuator
@@ -31,6 +33,7 @@ class ControllerSettings:
     kubeconfig: str | None = None
     namespace: str | None = None
     workers: int = 2
+    hook_processes: int = field(default_factory=lambda: os.cpu_count() or 1)  # --hook-processes
     engine: str = "embedded"
     opa_url: str | None = None
     v0_compatible: bool = False
@@ -67,6 +70,15 @@ def load_hooks(
     return loaded, open_engine(bundle, engine, opa_url=opa_url, options=options), hooks
 
 
+def hook_evaluator(settings: ControllerSettings, engine: Engine) -> HookEvaluator:
+    """The embedded engine evaluates hooks in worker processes that enforce each hook's timeout
+    (`engine` has already checked the bundle loads); a sidecar OPA is asked from here."""
+    if settings.engine != "embedded":
+        return LocalHooks(engine)
+    engine.close()
+    return HookWorkers(engine.bundle, processes=settings.hook_processes, options=settings.extensions)
+
+
 def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]:
     loaded, engine, hooks = load_hooks(
         settings.policies,
@@ -76,6 +88,7 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
         opa_url=settings.opa_url,
         options=settings.extensions,
     )
+    evaluator = hook_evaluator(settings, engine)
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
     manager = Manager(client, namespace=settings.namespace, workers=settings.workers)
     discovery = Discovery(client)
@@ -85,7 +98,7 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
         sync, finalize, customize = hooks[d.name]
         return {
             "manager": manager,
-            "engine": engine,
+            "evaluator": evaluator,
             "actuator": actuator,
             "sync_hook": sync,
             "finalize_hook": finalize,
@@ -110,7 +123,7 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
         loaded.watches,
         settings.vars,
         manager=manager,
-        engine=engine,
+        evaluator=evaluator,
         actuator=actuator,
         discovery=discovery,
         discovery_wait=settings.discovery_wait,

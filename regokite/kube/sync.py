@@ -21,6 +21,7 @@ from typing import Any
 from regokite.controllers import sync
 from regokite.controllers.hooks import (
     HookError,
+    HookEvaluator,
     HookResponse,
     ResolvedHook,
     group_children,
@@ -28,7 +29,6 @@ from regokite.controllers.hooks import (
     sync_request,
     translate_response,
 )
-from regokite.engine import Engine
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
@@ -50,7 +50,7 @@ class SyncReconciler:
     type: ChildType  # the parent's (target's) type
     child_types: Sequence[ChildType]
     actuator: Actuator
-    engine: Engine
+    evaluator: HookEvaluator
     sync_hook: ResolvedHook
     finalize_hook: ResolvedHook | None
     manager: Manager
@@ -83,14 +83,14 @@ class SyncReconciler:
             )
 
     def _related(
-        self, manager: Manager, engine: Engine, hook: ResolvedHook | None, discovery: Discovery
+        self, manager: Manager, evaluator: HookEvaluator, hook: ResolvedHook | None, discovery: Discovery
     ) -> RelatedResources | None:
         """The related resources of a customize hook, whose changes re-queue this reconciler's objects."""
         if hook is None:
             return None
         return RelatedResources(
             manager=manager,
-            engine=engine,
+            evaluator=evaluator,
             hook=hook,
             discovery=discovery,
             controller=self.definition.raw,
@@ -181,7 +181,7 @@ class SyncReconciler:
 
     def _run(self, hook: ResolvedHook, request: dict[str, Any], obj: Mapping[str, Any]) -> HookResponse:
         return run_hook(
-            self.engine,
+            self.evaluator,
             hook,
             request,
             types=self.child_types,

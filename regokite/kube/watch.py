@@ -26,8 +26,7 @@ from typing import Any
 
 from regokite import outline
 from regokite.controllers import watch as contract
-from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
-from regokite.engine import Engine
+from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
 from regokite.errors import RegokiteError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
@@ -49,14 +48,14 @@ class WatchRunner:
         watch: contract.Watch,
         *,
         manager: Manager,
-        engine: Engine,
+        evaluator: HookEvaluator,
         actuator: Actuator,
         discovery: Discovery,
         hook: ResolvedHook,
         discovery_wait: float = 30.0,
     ) -> None:
         self.watch, self.name, self.hook = watch, f"watch/{watch.name}", hook
-        self.manager, self.engine, self.actuator, self.discovery = manager, engine, actuator, discovery
+        self.manager, self.evaluator, self.actuator, self.discovery = manager, evaluator, actuator, discovery
         r = watch.resource
         if r.resource:
             self.type = discovery.resolve(r.api_version, r.resource, wait=discovery_wait)
@@ -169,7 +168,7 @@ class WatchRunner:
         """Evaluate the policy for one event and validate its output (no writes)."""
         request = contract.watch_input(event, obj, old, self.watch.params)
         started = time.perf_counter()
-        raw = evaluate_hook(self.engine, self.hook, request)
+        raw = self.evaluator.evaluate(self.hook, request)
         elapsed = time.perf_counter() - started
         metrics.evaluation_latency.labels(self.name, self.watch.package).observe(elapsed)
         return contract.translate(self.watch.package, raw, event=event)
@@ -249,14 +248,14 @@ def build_watches(
     assignments: list[str],
     *,
     manager: Manager,
-    engine: Engine,
+    evaluator: HookEvaluator,
     actuator: Actuator,
     discovery: Discovery,
     discovery_wait: float = 30.0,
 ) -> list[WatchRunner]:
     """Every Watch, its params overridden by `--var`, checked against the policies, registered."""
     watches = contract.override_params(watches, assignments)
-    packages = outline.packages(outline.outline(engine.bundle.modules))
+    packages = outline.packages(outline.outline(evaluator.bundle.modules))
     runners = []
     for w in watches:
         try:
@@ -266,7 +265,7 @@ def build_watches(
         runner = WatchRunner(
             w,
             manager=manager,
-            engine=engine,
+            evaluator=evaluator,
             actuator=actuator,
             discovery=discovery,
             hook=hook,

@@ -45,3 +45,8 @@ stale_writes = Counter(
     "Watch decisions dropped because the object changed after the event (a newer event follows).",
     ["watch"],
 )
+hook_worker_restarts = Counter(
+    "regokite_controller_hook_worker_restarts_total",
+    "Hook evaluation processes replaced, by reason (stuck: past a hook's timeout; exited).",
+    ["reason"],
+)

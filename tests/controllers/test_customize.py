@@ -81,7 +81,7 @@ def test_a_related_change_requeues_exactly_the_parents_that_select_it() -> None:
     queued: list[tuple[str, str]] = []
     related = RelatedResources(
         manager=None,  # type: ignore[arg-type]  # the index needs no manager
-        engine=None,  # type: ignore[arg-type]
+        evaluator=None,  # type: ignore[arg-type]
         hook=None,  # type: ignore[arg-type]
         discovery=None,  # type: ignore[arg-type]
         controller={},

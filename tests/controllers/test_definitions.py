@@ -133,3 +133,18 @@ spec:
     assert "spec.childResources[0].resource: must be the lowercase plural" in joined
     assert "spec.resyncPeriodSeconds: must be a number" in joined
     assert "spec.hooks.sync: required" in joined
+
+
+def test_a_hook_timeout_is_read_from_rego_and_webhook_hooks_and_defaults_to_ten_seconds(tmp_path: Path) -> None:
+    def timeout(hook: str) -> float:
+        [d] = load_definitions([write(tmp_path, HELLO.format(method="OnDelete", hook=hook))])
+        return d.hooks.sync.timeout
+
+    assert timeout("rego: {package: a.b}") == 10.0
+    assert timeout("rego: {package: a.b, timeout: 1m30s}") == 90.0
+    assert timeout("webhook: {url: 'http://opa:8181/v1/data/a/b', timeout: 500ms}") == 0.5
+    path = write(tmp_path, HELLO.format(method="OnDelete", hook="rego: {package: a.b, timeout: soon}"))
+    assert problems(path) == [
+        f"{path}: CompositeController hello-controller: spec.hooks.sync.rego.timeout: "
+        "must be a Go duration like 10s or 500ms, got 'soon'"
+    ]

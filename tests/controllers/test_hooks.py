@@ -12,6 +12,7 @@ from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import (
     ChildType,
     HookError,
+    LocalHooks,
     group_children,
     resolve_hook,
     run_hook,
@@ -132,7 +133,7 @@ def test_a_v0_package_is_evaluated_rule_by_rule_and_a_partial_set_becomes_a_list
     engine, packages = engine_and_packages(tmp_path, V0_POLICY, v0=True)
     hook = resolve_hook(HookTarget("controller", "webhook", "http://opa:8181/v0/data/controller", "v0"), packages)
     request = sync_request({}, PARENT, group_children([RB], {}, True))
-    out = run_hook(engine, hook, request, types=[RB], parent=PARENT, parent_namespaced=True)
+    out = run_hook(LocalHooks(engine), hook, request, types=[RB], parent=PARENT, parent_namespaced=True)
     assert [c["metadata"] for c in out.children] == [{"name": "p", "namespace": "team"}]
     assert out.status == {"n": 0}
 
@@ -141,7 +142,9 @@ def test_a_target_naming_a_rule_uses_its_value_as_the_whole_response(tmp_path: P
     engine, packages = engine_and_packages(tmp_path, RULE_POLICY, v0=False)
     hook = resolve_hook(HookTarget("whole.sync"), packages)
     assert hook.whole_rule
-    out = run_hook(engine, hook, sync_request({}, PARENT, {}), types=[], parent=PARENT, parent_namespaced=True)
+    out = run_hook(
+        LocalHooks(engine), hook, sync_request({}, PARENT, {}), types=[], parent=PARENT, parent_namespaced=True
+    )
     assert out.status == {"who": "p"}
 
 
@@ -155,7 +158,9 @@ def test_a_runtime_error_in_the_policy_is_a_policy_error(tmp_path: Path) -> None
     engine, packages = engine_and_packages(tmp_path, 'package boom\n\nstatus := {"x": 1 / 0}\n', v0=False)
     hook = resolve_hook(HookTarget("boom"), packages)
     with pytest.raises(HookError) as info:
-        run_hook(engine, hook, sync_request({}, PARENT, {}), types=[], parent=PARENT, parent_namespaced=True)
+        run_hook(
+            LocalHooks(engine), hook, sync_request({}, PARENT, {}), types=[], parent=PARENT, parent_namespaced=True
+        )
     assert info.value.reason == "PolicyError" and "policy boom" in str(info.value)
 
 
@@ -179,5 +184,7 @@ def test_a_parent_no_engine_may_take_fails_its_own_sync_as_a_policy_error(
     hook = resolve_hook(HookTarget(target), packages)
     parent = {**PARENT, "spec": spec}
     with pytest.raises(HookError, match=problem) as info:
-        run_hook(engine, hook, sync_request({}, parent, {}), types=[], parent=parent, parent_namespaced=True)
+        run_hook(
+            LocalHooks(engine), hook, sync_request({}, parent, {}), types=[], parent=parent, parent_namespaced=True
+        )
     assert info.value.reason == "PolicyError"

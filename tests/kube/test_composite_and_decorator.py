@@ -9,7 +9,7 @@ import pytest
 
 from regokite.controllers.decorator import DECORATOR_ANNOTATION, DecoratorController, TargetResource
 from regokite.controllers.definitions import CompositeController, ParentResource
-from regokite.controllers.hooks import HookError, ResolvedHook
+from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook
 from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.actuator import Actuator
@@ -65,7 +65,7 @@ def composite_runner(kube: FakeKube, engine: ScriptedEngine, finalize: bool = Fa
     return CompositeRunner(
         definition,
         manager=manager,
-        engine=engine,  # type: ignore[arg-type]
+        evaluator=LocalHooks(engine),  # type: ignore[arg-type]
         actuator=Actuator(kube),  # type: ignore[arg-type]
         sync_hook=hook,
         finalize_hook=hook if finalize else None,
@@ -121,7 +121,7 @@ def test_conflicts_are_retried_quietly_other_errors_and_bad_hooks_are_reported()
     with pytest.raises(ApiError):
         runner.reconcile("ns", "p")
     assert [e["reason"] for e in kube.events] == ["SyncError"]
-    runner.engine = ScriptedEngine(lambda ref, _: "nonsense" if ref.endswith("status") else UNDEFINED)  # type: ignore[assignment]
+    runner.evaluator = LocalHooks(ScriptedEngine(lambda ref, _: "nonsense" if ref.endswith("status") else UNDEFINED))  # type: ignore[arg-type]
     with pytest.raises(HookError):
         runner.reconcile("ns", "p")
     assert kube.events[-1]["reason"] == "InvalidHookOutput"
@@ -138,7 +138,7 @@ def decorator_runner(kube: FakeKube, engine: ScriptedEngine) -> DecoratorRunner:
     return DecoratorRunner(
         definition,
         manager=Manager(kube),  # type: ignore[arg-type]
-        engine=engine,  # type: ignore[arg-type]
+        evaluator=LocalHooks(engine),  # type: ignore[arg-type]
         actuator=Actuator(kube),  # type: ignore[arg-type]
         sync_hook=hook,
         finalize_hook=None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from regokite.controllers.hooks import ResolvedHook
+from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.discovery import Discovery
@@ -39,7 +39,7 @@ def test_related_objects_are_gathered_and_their_changes_requeue_the_parents_that
     queued: list[tuple[str, str]] = []
     related = RelatedResources(
         manager=manager,
-        engine=ScriptedEngine(customize),  # type: ignore[arg-type]
+        evaluator=LocalHooks(ScriptedEngine(customize)),  # type: ignore[arg-type]
         hook=ResolvedHook(HookTarget("c"), rules=("relatedResources",)),
         discovery=Discovery(kube),  # type: ignore[arg-type]
         controller={},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from regokite.controllers.definitions import CompositeController, ParentResource
-from regokite.controllers.hooks import ResolvedHook
+from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.rolling import CHILDREN_ANNOTATION
 from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.kube.actuator import Actuator
@@ -30,7 +30,7 @@ def test_the_first_sync_records_a_revision_and_a_change_moves_the_child_to_the_n
     runner = CompositeRunner(
         definition,
         manager=Manager(kube),  # type: ignore[arg-type]
-        engine=ScriptedEngine(thing_policy),  # type: ignore[arg-type]
+        evaluator=LocalHooks(ScriptedEngine(thing_policy)),  # type: ignore[arg-type]
         actuator=Actuator(kube),  # type: ignore[arg-type]
         sync_hook=hook,
         finalize_hook=None,

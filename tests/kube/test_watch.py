@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from regokite.controllers import watch as contract
-from regokite.controllers.hooks import ResolvedHook
+from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.actuator import Actuator
@@ -36,7 +36,7 @@ def runner(kube: FakeKube, decide) -> tuple[WatchRunner, ScriptedEngine]:
     r = WatchRunner(
         watch,
         manager=Manager(kube),  # type: ignore[arg-type]
-        engine=engine,  # type: ignore[arg-type]
+        evaluator=LocalHooks(engine),  # type: ignore[arg-type]
         actuator=Actuator(kube),  # type: ignore[arg-type]
         discovery=Discovery(kube),  # type: ignore[arg-type]
         hook=hook,

@@ -1,11 +1,11 @@
-"""The watchdog's shared slots: what the supervisor sees of each worker."""
+"""The watchdog's shared slots: what a supervisor sees of each worker (admission reviews, controller hook calls)."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from regokite.admission.watchdog import Watchdog
+from regokite.ops.watchdog import Watchdog
 
 
 def test_a_worker_deciding_longer_than_the_limit_is_overdue_and_names_its_policy() -> None:
@@ -42,3 +42,12 @@ def test_the_supervisor_sees_what_a_forked_worker_notes() -> None:
     assert [s.policy for s in watchdog.overdue()] == ["admission.child"]
     watchdog.clear(0)
     assert watchdog.overdue() == []
+
+
+def test_a_call_may_carry_its_own_limit() -> None:
+    watchdog = Watchdog(2, limit=60.0)
+    watchdog.tracker(0)("hooks.quick", 0.01)
+    watchdog.tracker(1)("hooks.default")
+    time.sleep(0.02)
+    [stuck] = watchdog.overdue()
+    assert (stuck.slot, stuck.policy, stuck.limit) == (0, "hooks.quick", 0.01)

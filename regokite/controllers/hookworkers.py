@@ -1,0 +1,280 @@
+"""Hook evaluation in worker processes, each call bounded by its hook's timeout.
+
+regorus holds the GIL while it evaluates and cannot be interrupted, so a hook
+evaluated in the controller's own process would freeze every other
+controller, the leader Lease renewal and `/healthz` until it returned, and a
+runaway one for good. `HookWorkers` keeps N processes, each with its own
+engine over the same bundle, and hands each call to an idle one over a pipe
+(JSON both ways). The handing thread notes the call in the shared
+`regokite.ops.watchdog` table (as the admission server's workers note their
+reviews); a supervisor thread kills a worker past its call's timeout and the
+call fails with a `HookTimeout` HookError naming package and timeout, so
+only that parent's sync fails (Warning Event, backoff) while the others go on
+in the remaining processes; a fresh worker takes the killed one's place.
+
+Workers are forked from a fork server started fresh (multiprocessing's
+`forkserver`), never from the controller's own threaded process, where a
+fork could copy a lock some other thread holds. `reload(bundle)` moves every
+later call onto workers built for a new policy set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from regokite.bundle import Bundle
+from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
+from regokite.controllers.schema import DEFAULT_HOOK_TIMEOUT, HookTarget
+from regokite.engine.extensions import ExtensionOptions
+from regokite.errors import RegokiteError
+from regokite.ops import controller_metrics as metrics
+from regokite.ops import logging as ops_logging
+from regokite.ops.watchdog import Overdue, Watchdog
+
+log = logging.getLogger("regokite.controller")
+START_SECONDS = 120.0  # a worker must have built its engine by then
+_CONTEXT = multiprocessing.get_context("forkserver")
+
+
+@dataclass(eq=False)
+class Worker:
+    process: Any  # multiprocessing's ForkServerProcess
+    conn: Connection
+    slot: int
+    generation: int
+    note: Any = field(repr=False)  # the watchdog tracker of `slot`
+
+
+class HookWorkers:
+    """`processes` evaluation processes over `bundle`; `evaluate` is safe from any number of threads."""
+
+    def __init__(self, bundle: Bundle, *, processes: int = 1, options: ExtensionOptions | None = None) -> None:
+        self.processes = max(1, processes)
+        self._bundle = bundle
+        self._options = options or ExtensionOptions()
+        # a worker of an older policy set may still be busy (until its call's timeout) beside the new set
+        self._watchdog = Watchdog(3 * self.processes, DEFAULT_HOOK_TIMEOUT)
+        self._slots = threading.Condition()
+        self._free = list(range(self._watchdog.slots))
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._generation = 0
+        self._killed: dict[int, Overdue] = {}  # pid -> why the supervisor killed it
+        self._workers: dict[int, Worker] = {}  # slot -> worker, for the supervisor
+        self._closed = threading.Event()
+        _CONTEXT.set_forkserver_preload([__name__])
+        for worker in self._start_set(bundle, 0):
+            self._idle.put(worker)
+        threading.Thread(target=self._supervise, name="hook-watchdog", daemon=True).start()
+
+    @property
+    def bundle(self) -> Bundle:
+        return self._bundle
+
+    # -- calls
+
+    def evaluate(self, hook: ResolvedHook, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The raw response document; HookError when the policy fails, or with reason HookTimeout when
+        the call outlived `hook.timeout` (its worker is replaced)."""
+        payload = json.dumps([hook.package, list(hook.rules), hook.whole_rule, request]).encode()
+        for _attempt in range(self.processes + 1):  # a worker that died while idle: the call goes on to another
+            worker = self._take()
+            worker.note(hook.package, hook.timeout)
+            try:
+                worker.conn.send_bytes(payload)
+            except OSError:
+                worker.note(None)
+                self._replace(worker)
+                continue
+            try:
+                reply = worker.conn.recv_bytes()
+            except (EOFError, OSError):
+                worker.note(None)
+                why = self._replace(worker)
+                if why is not None:
+                    raise HookError(
+                        hook.package,
+                        None,
+                        f"evaluation did not finish within its timeout of {why.limit:g}s; its process was replaced",
+                        reason="HookTimeout",
+                    ) from None
+                raise HookError(hook.package, None, "the evaluation process exited", reason="PolicyError") from None
+            worker.note(None)
+            self._give_back(worker)
+            answer = json.loads(reply)
+            if "error" in answer:
+                package, rule, message, reason = answer["error"]
+                raise HookError(package, rule, message, reason)
+            return answer["ok"]
+        raise HookError(hook.package, None, "no evaluation process could take the call", reason="PolicyError")
+
+    # -- the policy set
+
+    def reload(self, bundle: Bundle) -> None:
+        """Evaluate every later call on `bundle`: a full set of workers is built for it first (a bundle
+        that fails to load in them raises and the current set keeps serving), then swapped in; workers
+        of the previous set stop as they become idle."""
+        generation = self._generation + 1
+        fresh = self._start_set(bundle, generation)
+        self._generation, self._bundle = generation, bundle
+        while True:
+            try:
+                self._retire(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        for worker in fresh:
+            self._idle.put(worker)
+
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in list(self._workers.values())]
+
+    def close(self) -> None:
+        self._closed.set()
+        for worker in list(self._workers.values()):
+            self._retire(worker)
+
+    # -- workers
+
+    def _start_set(self, bundle: Bundle, generation: int) -> list[Worker]:
+        started = [self._start(bundle, generation) for _ in range(self.processes)]
+        try:
+            for worker in started:
+                self._await_ready(worker)
+        except RegokiteError:
+            for worker in started:
+                self._retire(worker)
+            raise
+        return started
+
+    def _start(self, bundle: Bundle, generation: int) -> Worker:
+        with self._slots:
+            while not self._free:
+                self._slots.wait()
+            slot = self._free.pop(0)
+        ours, theirs = _CONTEXT.Pipe()
+        process = _CONTEXT.Process(
+            target=serve_calls,
+            args=(theirs, bundle, self._options, logging.getLevelName(logging.getLogger().getEffectiveLevel())),
+            name=f"regokite-hooks-{slot}",
+            daemon=True,
+        )
+        process.start()
+        theirs.close()
+        self._watchdog.clear(slot)
+        worker = Worker(process, ours, slot, generation, self._watchdog.tracker(slot))
+        self._workers[slot] = worker
+        return worker
+
+    def _await_ready(self, worker: Worker) -> None:
+        problem = "did not start"
+        with contextlib.suppress(EOFError, OSError):
+            if worker.conn.poll(START_SECONDS):
+                answer = json.loads(worker.conn.recv_bytes())
+                if answer.get("ready"):
+                    return
+                problem = answer.get("error", problem)
+        raise RegokiteError(f"hook evaluation process: {problem}")
+
+    def _take(self) -> Worker:
+        while True:
+            worker = self._idle.get()
+            if worker.generation == self._generation:
+                return worker
+            self._retire(worker)  # of a policy set replaced since it went idle
+
+    def _give_back(self, worker: Worker) -> None:
+        if worker.generation != self._generation or worker.process.pid in self._killed:
+            self._retire(worker)
+            if worker.generation == self._generation:
+                self._idle.put(self._ready(self._start(self._bundle, self._generation)))
+            return
+        self._idle.put(worker)
+
+    def _replace(self, worker: Worker) -> Overdue | None:
+        """Retire a worker that failed a call and start another in its place; why it was killed, if it was."""
+        why = self._killed.get(worker.process.pid)
+        self._retire(worker)
+        if why is None:
+            metrics.hook_worker_restarts.labels("exited").inc()
+            log.error("hook evaluation process exited; starting another", extra={"pid": worker.process.pid})
+        if worker.generation == self._generation and not self._closed.is_set():
+            self._idle.put(self._ready(self._start(self._bundle, self._generation)))
+        return why
+
+    def _ready(self, worker: Worker) -> Worker:
+        self._await_ready(worker)
+        return worker
+
+    def _retire(self, worker: Worker) -> None:
+        worker.conn.close()  # an idle worker reads EOF and exits
+        if worker.process.is_alive() and worker.process.pid in self._killed:
+            worker.process.kill()
+        worker.process.join(0.5 if worker.process.pid in self._killed else 0)
+        if worker.process.exitcode is None:
+            threading.Thread(target=worker.process.join, daemon=True).start()  # reaped when it finishes
+        self._killed.pop(worker.process.pid, None)
+        self._workers.pop(worker.slot, None)
+        self._watchdog.clear(worker.slot)
+        with self._slots:
+            self._free.append(worker.slot)
+            self._slots.notify()
+
+    def _supervise(self) -> None:
+        """Kill every worker past its call's timeout; the thread waiting on it sees the pipe close."""
+        while not self._closed.wait(0.02):
+            for stuck in self._watchdog.overdue():
+                worker = self._workers.get(stuck.slot)
+                pid = worker.process.pid if worker else None
+                if pid is None or pid in self._killed:
+                    continue
+                self._killed[pid] = stuck
+                metrics.hook_worker_restarts.labels("stuck").inc()
+                log.error(
+                    "hook evaluation past its timeout; killing and replacing its process",
+                    extra={
+                        "pid": pid,
+                        "package": stuck.policy,
+                        "seconds": round(stuck.seconds, 3),
+                        "limit": stuck.limit,
+                    },
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def serve_calls(conn: Connection, bundle: Bundle, options: ExtensionOptions, log_level: str) -> None:
+    """A worker's life: build the engine, say ready (or why not), then answer calls until the pipe closes."""
+    from regokite.engine.embedded import EmbeddedEngine
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the controller stops us
+    ops_logging.configure(log_level)
+    try:
+        engine = EmbeddedEngine(bundle, options)
+    except RegokiteError as exc:
+        conn.send_bytes(json.dumps({"error": str(exc)}).encode())
+        return
+    conn.send_bytes(b'{"ready": true}')
+    while True:
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        package, rules, whole_rule, request = json.loads(message)
+        hook = ResolvedHook(HookTarget(package), tuple(rules), whole_rule)
+        try:
+            answer: dict[str, Any] = {"ok": evaluate_hook(engine, hook, request)}
+        except HookError as exc:
+            answer = {"error": [exc.package, exc.rule, exc.message, exc.reason]}
+        except Exception as exc:  # a bug here must not end the worker: the caller gets it as the hook's failure
+            answer = {"error": [package, None, f"{type(exc).__name__}: {exc}", "PolicyError"]}
+        conn.send_bytes(json.dumps(answer).encode())

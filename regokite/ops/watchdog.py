@@ -1,0 +1,74 @@
+"""Find worker processes stuck in one evaluation, so their supervisor can replace them.
+
+regorus holds the GIL while it evaluates and has no cancellation, so a policy
+that never finishes (a cross product over a large input, say) would wedge its
+process for good. Every evaluation therefore runs in a worker process, and
+each worker's slot in this table says since when it has been busy, for how
+long it may be, and on what (a policy or hook package); a supervisor scans
+`overdue()` and kills the worker of a slot past its limit, then starts a
+fresh one.
+
+The table lives in an anonymous shared mapping, so it can be written on
+either side of a fork: the admission server's workers note each review
+themselves (the supervisor never sees the requests), while the controller's
+hook workers are noted by the thread that hands them a call.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# busy since (CLOCK_MONOTONIC, shared by all processes; 0 = idle), this call's limit (0: the default), name
+_SLOT = struct.Struct("dd96s")
+
+
+@dataclass(frozen=True)
+class Overdue:
+    slot: int
+    policy: str
+    seconds: float
+    limit: float
+
+
+class Watchdog:
+    """One slot per worker, in an anonymous shared mapping made before any worker is forked."""
+
+    def __init__(self, slots: int, limit: float) -> None:
+        self.limit = limit
+        self.slots = max(1, slots)
+        self._memory = mmap.mmap(-1, _SLOT.size * self.slots)
+
+    def tracker(self, slot: int) -> Callable[..., None]:
+        """`note(policy, limit=None)` before evaluating a policy, `note(None)` when the call is done.
+        The clock starts at the first note of a call (a review spans several policies); `limit`
+        overrides the watchdog's own for this call (a hook's timeout)."""
+        offset = _SLOT.size * slot
+        memory = self._memory
+        busy_since = 0.0
+
+        def note(policy: str | None, limit: float | None = None) -> None:
+            nonlocal busy_since
+            if policy is None:
+                busy_since = 0.0
+            elif busy_since == 0.0:
+                busy_since = time.monotonic()
+            _SLOT.pack_into(memory, offset, busy_since, limit or 0.0, (policy or "").encode())  # "s" truncates
+
+        return note
+
+    def clear(self, slot: int) -> None:
+        _SLOT.pack_into(self._memory, _SLOT.size * slot, 0.0, 0.0, b"")
+
+    def overdue(self) -> list[Overdue]:
+        now = time.monotonic()
+        found = []
+        for slot in range(self.slots):
+            since, limit, name = _SLOT.unpack_from(self._memory, _SLOT.size * slot)
+            limit = limit or self.limit
+            if since and now - since > limit:
+                found.append(Overdue(slot, name.rstrip(b"\0").decode(errors="replace"), now - since, limit))
+        return found
