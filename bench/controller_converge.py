@@ -1,6 +1,7 @@
 """Composite controller convergence on a real API server (private control plane).
 
     python -m bench.controller_converge [--parents 500] [--workers 4] [--samples 50]
+    python -m bench.controller_converge --heavy-hook --hook-processes 1,2 --parents 200 --no-peer
 
 1. Bare client: the writes a controller must make for N parents x 3 children
    (N parent creates, 3N server-side applies, N status patches) from 8
@@ -9,10 +10,14 @@
    child exists and every parent's status reports 3 children.
 3. Reaction latency: patch one parent's spec, time until the child shows the
    new value (seen through a watch), p50/p99.
-4. The controller's resident memory (VmRSS / VmHWM).
+4. The controller's resident memory (VmRSS / VmHWM), and its hook processes'.
 5. A peer: the same job done by a Kopf operator (bench/kopf_fanout.py), in
    the same run, measured the same way (skipped, saying so, without kopf:
    `pip install kopf`).
+
+With `--heavy-hook` the hook also burns about 5 ms of evaluation per sync
+(a comprehension over 5000 numbers); `--hook-processes 1,2` runs steps 2-4
+once per number of hook evaluation processes, each in its own namespace.
 """
 
 from __future__ import annotations
@@ -49,7 +54,14 @@ cm(i) := {
 \t"data": {"value": input.parent.spec.value},
 }
 
+"""
+STATUS = """
 status := {"configMaps": count(input.children["ConfigMap.v1"])}
+"""
+HEAVY = """
+status := {"configMaps": count(input.children["ConfigMap.v1"]), "burn": burn}
+
+burn := count([x | some x in numbers.range(1, 5000); x % 7 == 0])
 """
 
 CONTROLLER = """apiVersion: metacontroller.k8s.io/v1alpha1
@@ -187,6 +199,15 @@ def rss(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` (the controller's fork server and hook evaluation processes)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            found += [int(child), *descendants(int(child))]
+    return found
+
+
 def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str) -> dict:
     """Converge n parents in `ns`, then reaction latency and RSS of process `pid`; print each beside the bare client."""
     created, converged = converge(api, ns, n)
@@ -198,7 +219,10 @@ def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str)
     stats = percentiles(reaction_latency(api, ns, n, samples))
     print(f"{'  reaction':<15}: parent patch -> child updated p50 {stats['p50']:6.1f} ms  p99 {stats['p99']:6.1f} ms")
     now, peak = rss(pid)
-    print(f"{'  RSS':<15}: {now} MiB now, {peak} MiB peak ({n} parents, {3 * n} children)")
+    below = sum(rss(p)[0] for p in descendants(pid))
+    print(
+        f"{'  RSS':<15}: {now} MiB now, {peak} MiB peak ({n} parents, {3 * n} children); processes below: {below} MiB"
+    )
     return {"converge_s": converged, "latency_ms": stats, "rss_mib": now}
 
 
@@ -225,13 +249,17 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--samples", type=int, default=50)
     ap.add_argument("--no-peer", action="store_true", help="skip the Kopf operator")
+    ap.add_argument("--heavy-hook", action="store_true", help="the hook burns about 5 ms of evaluation per sync")
+    ap.add_argument("--hook-processes", default="", help="comma-separated counts, one controller run each")
     args = ap.parse_args()
     n = args.parents
+    policy = POLICY + (HEAVY if args.heavy_hook else STATUS)
+    processes = [int(x) for x in args.hook_processes.split(",") if x] or [None]
 
     with tempfile.TemporaryDirectory(prefix="regokite-bench-") as tmp:
         tmpdir = Path(tmp)
         (tmpdir / "policies").mkdir()
-        (tmpdir / "policies" / "fanout.rego").write_text(POLICY)
+        (tmpdir / "policies" / "fanout.rego").write_text(policy)
         (tmpdir / "controller.yaml").write_text(CONTROLLER)
         cp = controlplane.start(tmpdir / "cp")
         try:
@@ -239,27 +267,32 @@ def main() -> int:
             with cluster.api_client() as api:
                 kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))
                 make_namespace(api, "bare")
-                make_namespace(api, "ctl")
                 bare = bare_client(api, "bare", n)
                 writes = n * 5
                 rate = writes / bare
                 print(f"bare client    : {n} parents x 3 children, {writes} writes in {bare:6.2f} s ({rate:6.0f}/s)")
 
-                with ControllerProcess(
-                    cp.kubeconfig,
-                    policies=[tmpdir / "policies"],
-                    controllers=[tmpdir / "controller.yaml"],
-                    namespace="ctl",
-                    workers=args.workers,
-                    extra=[],
-                ) as ctl:
-                    ours = measure(api, "ctl", n, args.samples, ctl.proc.pid, bare, "regokite")
-                    errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
-                    print(f"{'  sync errors':<15}: {len(errors)}")
+                runs = {}
+                for count in processes:
+                    ns = "ctl" if count is None else f"ctl-p{count}"
+                    make_namespace(api, ns)
+                    with ControllerProcess(
+                        cp.kubeconfig,
+                        policies=[tmpdir / "policies"],
+                        controllers=[tmpdir / "controller.yaml"],
+                        namespace=ns,
+                        workers=args.workers,
+                        extra=[] if count is None else ["--hook-processes", str(count)],
+                    ) as ctl:
+                        who = "regokite" if count is None else f"regokite p={count}"
+                        runs[who] = measure(api, ns, n, args.samples, ctl.proc.pid, bare, who)
+                        errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
+                        print(f"{'  sync errors':<15}: {len(errors)}")
+                ours = next(iter(runs.values()))
                 peer = None if args.no_peer else kopf_peer(api, cp, n, args.samples, bare)
                 if peer:
                     print(f"regokite vs kopf: converged {peer['converge_s'] / ours['converge_s']:4.2f}x faster")
-                print(json.dumps({"bare_s": bare, "regokite": ours, "kopf": peer}))
+                print(json.dumps({"bare_s": bare, "regokite": runs, "kopf": peer}))
         finally:
             cp.stop()
     return 0
