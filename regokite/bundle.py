@@ -9,6 +9,7 @@ can be built off to the side and swapped in whole.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import os
@@ -263,3 +264,18 @@ class _DataTree:
         owner = next((self._owners[at[:i]] for i in range(len(at), 0, -1) if at[:i] in self._owners), "?")
         dotted = ".".join(("data", *at))
         raise PolicyLoadError(f"{source}: {dotted} is already written by {owner}")
+
+
+def fingerprint(paths: Iterable[str | None]) -> tuple:
+    """Cheap change detection: names, sizes and mtimes of every file below `paths`."""
+    entries = []
+    for root in paths:
+        if not root:
+            continue
+        base = Path(root)
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for f in files:
+            with contextlib.suppress(OSError):
+                st = f.stat()
+                entries.append((str(f), st.st_size, st.st_mtime_ns))
+    return tuple(entries)

@@ -19,15 +19,15 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
 
 from regokite.admission.app import ServingState, create_app
 from regokite.admission.policies import PolicySet, load_policy_set
+from regokite.bundle import fingerprint
 from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
@@ -64,21 +64,6 @@ class AdmissionSettings:
             v0_compatible=self.v0_compatible,
             options=self.extensions,
         )
-
-
-def fingerprint(paths: Iterable[str | None]) -> tuple:
-    """Cheap change detection: names, sizes and mtimes of every file below `paths`."""
-    entries = []
-    for root in paths:
-        if not root:
-            continue
-        base = Path(root)
-        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
-        for f in files:
-            with contextlib.suppress(OSError):
-                st = f.stat()
-                entries.append((str(f), st.st_size, st.st_mtime_ns))
-    return tuple(entries)
 
 
 class Reloader:

@@ -3,26 +3,41 @@
 So an existing Metacontroller can use regokite as its hook backend:
 
 * `POST /<a>/<b>` — the body is the hook request, the answer the response
-  fields (`children`, `status`, `resyncAfterSeconds`, `finalized`) of package
-  `a.b` (or the object value of rule `a.b`);
+  fields of package `a.b` (or the object value of rule `a.b`) for the hook
+  the request is for, told by its shape as Metacontroller sends it: a
+  decorator's sync/finalize (`object`, `attachments`) gets `labels`,
+  `annotations`, `status`, `attachments`, `resyncAfterSeconds`, `finalized`;
+  a customize call (`parent` without `children`) gets `relatedResources`; a
+  composite's sync/finalize gets `children`, `status`, `resyncAfterSeconds`,
+  `finalized`;
 * `POST /v0/data/<a>/<b>` — OPA's v0 data API: the body is `input`, the answer
   the document itself (404 when undefined), as Metacontroller + OPA expects;
 * `POST /v1/data/<a>/<b>` — OPA's v1 data API: `{"input": ...}` in,
   `{"result": ...}` out.
+
+The policy files are polled; a changed set is built off to the side and
+swapped in whole, and one that fails to load leaves the last good set
+serving. Every call is one log line.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from regokite import input_guard, outline
-from regokite.bundle import load_bundle
+from regokite.bundle import fingerprint, load_bundle
+from regokite.controllers import customize, decorator
 from regokite.controllers.definitions import HookTarget
-from regokite.controllers.hooks import HookError, evaluate_hook, resolve_hook
+from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, evaluate_hook, resolve_hook
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
@@ -30,8 +45,84 @@ from regokite.errors import RegokiteError
 log = logging.getLogger("regokite.hooks")
 
 
-def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
-    app = FastAPI(title="regokite hooks", docs_url=None, redoc_url=None, openapi_url=None)
+@dataclass(frozen=True)
+class HookPolicies:
+    """One loaded policy set: its engine and what each package defines."""
+
+    engine: Engine
+    packages: dict[str, set[str]]
+
+
+class Served:
+    """The policy set being served, and how to build the next one from the files."""
+
+    def __init__(self, load: Callable[[], HookPolicies], paths: list[str] | None = None) -> None:
+        self.load, self.paths = load, paths or []
+        self.current = load()
+        self.reload_error: str | None = None
+        self._seen = fingerprint(self.paths)
+
+    async def watch(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            seen = await asyncio.to_thread(fingerprint, self.paths)
+            if seen != self._seen:
+                await asyncio.sleep(0.2)  # let an editor or a ConfigMap update finish writing
+                self._seen = await asyncio.to_thread(fingerprint, self.paths)
+                await self.reload()
+
+    async def reload(self) -> None:
+        candidate = await asyncio.to_thread(self._build)
+        if isinstance(candidate, str):
+            self.reload_error = candidate
+            log.error("policy reload failed; still serving the last good set", extra={"error": candidate})
+            return
+        self.current, self.reload_error = candidate, None
+        log.info("policies reloaded", extra={"packages": sorted(candidate.packages)})
+
+    def _build(self) -> HookPolicies | str:
+        """Load on a worker thread; a failure comes back as its message (see admission's Reloader)."""
+        try:
+            candidate = self.load()
+        except RegokiteError as exc:
+            return str(exc)
+        candidate.engine.release_thread()  # prepared again on the serving thread
+        return candidate
+
+
+def contract_of(body: Any) -> tuple[tuple[str, ...], str]:
+    """The response fields of the hook a Metacontroller request is for, told by its shape."""
+    if isinstance(body, dict) and "object" in body:
+        return decorator.RESPONSE_FIELDS, "decorator hook response rules"
+    if isinstance(body, dict) and "parent" in body and "children" not in body:
+        return customize.RESPONSE_FIELDS, "customize hook response rules"
+    return RESPONSE_FIELDS, "hook response rules"
+
+
+def create_app(served: Served, reload_interval: float = 0.0) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(served.watch(reload_interval)) if reload_interval > 0 else None
+        yield
+        if task is not None:
+            task.cancel()
+
+    app = FastAPI(title="regokite hooks", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+
+    @app.middleware("http")
+    async def access_log(request: Request, call_next: Callable[..., Any]) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        if request.method == "POST":
+            log.info(
+                "hook call",
+                extra={
+                    "path": request.url.path,
+                    "status": response.status_code,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                },
+            )
+        return response
 
     async def body_of(request: Request) -> Any:
         raw = await request.body()
@@ -41,6 +132,11 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
     def healthz() -> Response:
         return Response("ok\n", media_type="text/plain")
 
+    @app.get("/readyz")
+    def readyz() -> Response:
+        detail = {"packages": len(served.current.packages), "reload": {"error": served.reload_error}}
+        return JSONResponse(detail)
+
     @app.post("/v0/data/{path:path}")
     async def v0(path: str, request: Request) -> Response:
         try:
@@ -48,7 +144,7 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
         except ValueError as exc:
             return _error(400, "invalid_parameter", f"request body refused: {exc}")
         try:
-            value = engine.evaluate(_ref(path), body)
+            value = served.current.engine.evaluate(_ref(path), body)
         except RegokiteError as exc:
             return _error(500, "internal_error", str(exc))
         if value is UNDEFINED:
@@ -64,7 +160,7 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
         if not isinstance(body, dict):
             return _error(400, "invalid_parameter", "request body must be an object with an input field")
         try:
-            value = engine.evaluate(_ref(path), body.get("input", UNDEFINED))
+            value = served.current.engine.evaluate(_ref(path), body.get("input", UNDEFINED))
         except RegokiteError as exc:
             return _error(500, "internal_error", str(exc))
         return JSONResponse({} if value is UNDEFINED else {"result": value})
@@ -72,10 +168,12 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
     @app.post("/{path:path}")
     async def hook(path: str, request: Request) -> Response:
         package = ".".join(p for p in path.split("/") if p)
+        policies = served.current
         try:
             body = await body_of(request)
-            resolved = resolve_hook(HookTarget(package), packages)
-            return JSONResponse(evaluate_hook(engine, resolved, body))
+            fields, noun = contract_of(body)
+            resolved = resolve_hook(HookTarget(package), policies.packages, fields, noun)
+            return JSONResponse(evaluate_hook(policies.engine, resolved, body))
         except ValueError as exc:
             return _error(400, "invalid_parameter", f"request body refused: {exc}")
         except HookError as exc:
@@ -93,6 +191,22 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"code": code, "message": message}, status_code=status)
 
 
+def loader(
+    policies: list[str],
+    *,
+    engine: str = "embedded",
+    opa_url: str | None = None,
+    v0_compatible: bool = False,
+    options: ExtensionOptions | None = None,
+) -> Callable[[], HookPolicies]:
+    def load() -> HookPolicies:
+        bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
+        packages = outline.packages(outline.outline(bundle.modules))
+        return HookPolicies(open_engine(bundle, engine, opa_url=opa_url, options=options), packages)
+
+    return load
+
+
 def serve_hooks(
     policies: list[str],
     *,
@@ -102,12 +216,12 @@ def serve_hooks(
     opa_url: str | None = None,
     v0_compatible: bool = False,
     options: ExtensionOptions | None = None,
+    reload_interval: float = 1.0,
 ) -> int:
     import uvicorn
 
-    bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
-    packages = outline.packages(outline.outline(bundle.modules))
-    app = create_app(open_engine(bundle, engine, opa_url=opa_url, options=options), packages)
-    log.info("serving hooks", extra={"host": host, "port": port, "packages": sorted(packages)})
-    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
+    load = loader(policies, engine=engine, opa_url=opa_url, v0_compatible=v0_compatible, options=options)
+    served = Served(load, policies)
+    log.info("serving hooks", extra={"host": host, "port": port, "packages": sorted(served.current.packages)})
+    uvicorn.run(create_app(served, reload_interval), host=host, port=port, log_config=None, access_log=False)
     return 0

@@ -8,12 +8,9 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from regokite import outline
-from regokite.bundle import load_bundle
 from regokite.cli import main
-from regokite.controllers.hookserver import create_app
+from regokite.controllers.hookserver import Served, create_app, loader
 from regokite.controllers.plan import plan_from_files
-from regokite.engine import open_engine
 from regokite.errors import RegokiteError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,8 +54,7 @@ def test_plan_recreates_a_changed_pod_and_deletes_strays(tmp_path: Path, capsys)
 
 
 def client_for(path: Path, v0: bool = False) -> TestClient:
-    bundle = load_bundle([path], v0_compatible=v0).without_tests()
-    return TestClient(create_app(open_engine(bundle), outline.packages(outline.outline(bundle.modules))))
+    return TestClient(create_app(Served(loader([str(path)], v0_compatible=v0))))
 
 
 REQUEST = {"controller": {}, "parent": PARENT, "children": {"Pod.v1": {}}, "related": {}, "finalizing": False}
@@ -165,3 +161,52 @@ def test_hooks_refuse_a_request_no_engine_may_take_with_a_400_and_keep_serving(p
     assert reply.status_code == 400
     assert "body.parent.metadata.name: string holds a lone surrogate" in reply.json()["message"]
     assert c.post(path, json=REQUEST).status_code == 200
+
+
+DECORATED = """\
+package deco
+
+labels := {"decorated": input.object.metadata.name}
+
+annotations := {"old": null}
+
+relatedResources := [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {}}]
+
+children := ["never served to a decorator or a customize call"]
+"""
+
+
+def test_hooks_answer_decorator_and_customize_calls_with_their_own_contracts(tmp_path: Path, caplog) -> None:
+    (tmp_path / "deco.rego").write_text(DECORATED)
+    c = client_for(tmp_path)
+    target = {"metadata": {"name": "web", "namespace": "n"}}
+    with caplog.at_level("INFO", logger="regokite.hooks"):
+        sync = c.post("/deco", json={"controller": {}, "object": target, "attachments": {}, "finalizing": False})
+        custom = c.post("/deco", json={"controller": {}, "parent": target})
+        composite = c.post("/deco", json={"controller": {}, "parent": target, "children": {}})
+        missing = c.post("/nothing", json={"controller": {}, "parent": target, "children": {}})
+    assert sync.json() == {"labels": {"decorated": "web"}, "annotations": {"old": None}}
+    assert custom.json() == {"relatedResources": [{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {}}]}
+    assert composite.json() == {"children": ["never served to a decorator or a customize call"]}
+    calls = [r for r in caplog.records if r.getMessage() == "hook call"]
+    assert [(r.path, r.status) for r in calls] == [("/deco", 200)] * 3 + [("/nothing", 404)]
+    assert missing.status_code == 404
+
+
+def test_hooks_reload_changed_policies_and_keep_the_last_good_set(tmp_path: Path) -> None:
+    import asyncio
+
+    policy = tmp_path / "greet.rego"
+    policy.write_text('package greet\n\nstatus := {"word": "hello"}\n')
+    served = Served(loader([str(tmp_path)]), [str(tmp_path)])
+    c = TestClient(create_app(served))
+    request = {"parent": {}, "children": {}}
+    assert c.post("/greet", json=request).json() == {"status": {"word": "hello"}}
+    policy.write_text('package greet\n\nstatus := {"word": "howdy"}\n')
+    asyncio.run(served.reload())
+    assert c.post("/greet", json=request).json() == {"status": {"word": "howdy"}}
+    policy.write_text("package greet\n\nstatus := {\n")
+    asyncio.run(served.reload())
+    assert "greet.rego" in (served.reload_error or "")
+    assert c.post("/greet", json=request).json() == {"status": {"word": "howdy"}}
+    assert c.get("/readyz").json()["reload"]["error"] == served.reload_error
