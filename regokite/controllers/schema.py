@@ -28,6 +28,7 @@ _DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 _OPA_DATA_PATH = re.compile(r"^/v(?P<version>[01])/data(?P<path>(/[^/]+)*)/?$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+ROLLING_HOOKS = ("preUpdateChild", "postUpdateChild")
 DEFAULT_HOOK_TIMEOUT = 10.0  # seconds, Metacontroller's default for a webhook
 
 
@@ -277,7 +278,14 @@ def parse_child(c: Checker, raw: Any, path: str) -> ChildResource | None:
 
 
 def parse_hooks(c: Checker, raw: Any, path: str) -> Hooks | None:
-    obj = c.obj(raw, path, ("sync", "finalize", "customize"), required=("sync",))
+    obj = c.obj(raw, path, ("sync", "finalize", "customize", *ROLLING_HOOKS), required=("sync",))
+    for name in ROLLING_HOOKS:
+        if name in obj:
+            c.error(
+                join(path, name),
+                f"{name} (Metacontroller's rolling-update hook) is not supported: regokite gates rolling updates "
+                "with childResources[].updateStrategy.statusChecks instead; remove the hook",
+            )
     sync = parse_hook(c, obj.get("sync"), join(path, "sync"))
     finalize = parse_hook(c, obj.get("finalize"), join(path, "finalize"))
     customize = parse_hook(c, obj.get("customize"), join(path, "customize"))

@@ -148,3 +148,13 @@ def test_a_hook_timeout_is_read_from_rego_and_webhook_hooks_and_defaults_to_ten_
         f"{path}: CompositeController hello-controller: spec.hooks.sync.rego.timeout: "
         "must be a Go duration like 10s or 500ms, got 'soon'"
     ]
+
+
+def test_the_rolling_update_hooks_are_refused_by_name(tmp_path: Path) -> None:
+    text = HELLO.format(method="RollingRecreate", hook="rego: {package: a.b}")
+    text += "    preUpdateChild: {webhook: {url: 'http://x/v1/data/a'}}\n"
+    [problem] = problems(write(tmp_path, text))
+    assert problem.endswith(
+        "spec.hooks.preUpdateChild: preUpdateChild (Metacontroller's rolling-update hook) is not supported: "
+        "regokite gates rolling updates with childResources[].updateStrategy.statusChecks instead; remove the hook"
+    )
