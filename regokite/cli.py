@@ -316,6 +316,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         controller=args.controller,
         v0_compatible=args.v0_compatible,
         options=_extension_options(args),
+        event=args.event,
     )
     print(json.dumps(report.as_dict(), indent=2) if args.format == "json" else report.render())
     return 0
@@ -362,12 +363,17 @@ def _add_controller_commands(sub: Any) -> None:
     _add_bundle_args(hooks)
     hooks.set_defaults(func=_cmd_hooks)
 
-    plan = sub.add_parser("plan", help="offline: the children and status a controller would produce for a parent")
+    plan = sub.add_parser(
+        "plan", help="offline: what a Composite/DecoratorController or Watch would write for one object"
+    )
     plan.add_argument("--controllers", action="append", required=True, metavar="PATH")
     plan.add_argument("--policies", action="append", required=True, metavar="DIR")
     plan.add_argument("--parent", required=True, metavar="FILE", help="the parent object (YAML or JSON)")
     plan.add_argument("--observed", metavar="DIR", help="observed children (YAML/JSON files)")
     plan.add_argument("--controller", metavar="NAME", help="which definition, when several match the parent")
+    plan.add_argument(
+        "--event", choices=["ADDED", "MODIFIED", "DELETED", "RESYNC"], default="ADDED", help="for a Watch: the event"
+    )
     plan.add_argument("--format", choices=["pretty", "json"], default="pretty")
     _add_bundle_args(plan)
     plan.set_defaults(func=_cmd_plan)

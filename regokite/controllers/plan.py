@@ -1,6 +1,9 @@
 """`regokite plan`: offline, what a controller would do for one parent.
 
-Runs the sync (or, for a parent with a deletionTimestamp, the finalize) hook
+The object file may be a CompositeController's parent, a DecoratorController's
+target (its attachments, then its labels and annotations) or the object of a
+Watch (one event, `--event`, default ADDED: its patch, applies, deletes,
+Events and log lines). For controllers it runs the sync (or, for a parent with a deletionTimestamp, the finalize) hook
 on a parent file and the observed children found in a directory, and reports
 the writes in the order the controller makes them: the same `sync.begin` and
 `sync.plan` as the controller, one evaluation of the hook. No cluster: kinds
@@ -13,15 +16,17 @@ controller's finalizer, as it would in the cluster.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from regokite import outline, yamldoc
 from regokite.bundle import load_bundle
-from regokite.controllers import composite, definitions, sync
+from regokite.controllers import composite, decorator, definitions, sync
+from regokite.controllers import watch as watches
+from regokite.controllers.decorator import DecoratorController
 from regokite.controllers.definitions import CompositeController
-from regokite.controllers.hooks import LocalHooks, group_children, resolve_hook, run_hook, sync_request
+from regokite.controllers.hooks import RESPONSE_FIELDS, LocalHooks, group_children, resolve_hook, run_hook, sync_request
 from regokite.controllers.schema import ResourceRule
 from regokite.engine import open_engine
 from regokite.engine.extensions import ExtensionOptions
@@ -76,17 +81,22 @@ class PlanReport:
     finalizing: bool
     finalizers: list[str] | None = None  # written first: our finalizer added or removed
     release: bool = False  # our finalizer removed at the end
+    kind: str = "CompositeController"
+    beside: list[str] = field(default_factory=list)  # writes after the children's: a decorator's labels, a watch's
+    events: list[str] = field(default_factory=list)
 
     def steps(self) -> list[str]:
         """Every write, in the order the controller makes them."""
         out = [f"set finalizers {self.finalizers}"] if self.finalizers is not None else []
         out += [a.describe() for a in self.actions]
+        out += self.beside
         if self.release:
             out.append("remove finalizer (finalized)")
         return out
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
             "controller": self.controller,
             "parent": self.parent,
             "finalizing": self.finalizing,
@@ -98,11 +108,14 @@ class PlanReport:
                 {"verb": a.verb, "kind": a.type.kind, "namespace": a.namespace, "name": a.name, "reason": a.reason}
                 for a in self.actions
             ],
+            "steps": self.steps(),
+            "events": self.events,
         }
 
     def render(self) -> str:
-        lines = [f"controller {self.controller}, parent {self.parent}" + (" (finalizing)" if self.finalizing else "")]
-        lines.append(f"desired children ({len(self.children)}):")
+        noun = {"CompositeController": "children", "DecoratorController": "attachments"}.get(self.kind, "applies")
+        lines = [f"{self.kind} {self.controller}, {self.parent}" + (" (finalizing)" if self.finalizing else "")]
+        lines.append(f"desired {noun} ({len(self.children)}):")
         for c in self.children:
             meta = c["metadata"]
             where = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
@@ -115,6 +128,7 @@ class PlanReport:
         steps = self.steps()
         lines.append("actions:" if steps else "actions: none (in sync)")
         lines.extend(f"  {step}" for step in steps)
+        lines.extend(f"event {e}" for e in self.events)
         return "\n".join(lines)
 
 
@@ -176,9 +190,11 @@ def plan_from_files(
     controller: str | None = None,
     v0_compatible: bool = False,
     options: ExtensionOptions | None = None,
+    event: str = "ADDED",
 ) -> PlanReport:
-    """What one sync of the parent in `parent_file` would do, given the observed objects in `observed_dir`:
-    the same `sync.begin` and `sync.plan` the controller runs, with one evaluation of the hook."""
+    """What one sync of the object in `parent_file` would do, given the observed objects in `observed_dir`:
+    the same `sync.begin` and `sync.plan` the controller runs (for a Watch, the same output checks), with
+    one evaluation of the hook."""
     parents = _read_objects(Path(parent_file))
     if len(parents) != 1:
         raise RegokiteError(f"{parent_file}: expected exactly one parent object, found {len(parents)}")
@@ -188,42 +204,89 @@ def plan_from_files(
     observed_objs = _read_objects(Path(observed_dir)) if observed_dir else []
     crds = [*loaded.crds, *(o for o in observed_objs if o.get("kind") == "CustomResourceDefinition")]
     known = _offline_types(crds)
-    definition = _pick(loaded.composites, parent, controller, known)
+    definition = _pick([*loaded.controllers, *loaded.watches], parent, controller, known)
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
     packages = outline.packages(outline.outline(bundle.modules))
+    engine = open_engine(bundle, options=options)
+    try:
+        hooks = LocalHooks(engine)
+        if isinstance(definition, watches.Watch):
+            return _plan_watch(definition, parent, packages, hooks, event)
+        return _plan_sync(definition, parent, observed_objs, packages, hooks, known)
+    finally:
+        engine.close()
+
+
+def _plan_sync(
+    definition: CompositeController | DecoratorController,
+    parent: dict[str, Any],
+    observed_objs: list[dict[str, Any]],
+    packages: dict[str, set[str]],
+    hooks: LocalHooks,
+    known: dict[tuple[str, str], ChildType],
+) -> PlanReport:
+    is_decorator = isinstance(definition, DecoratorController)
     meta, finalizer = parent["metadata"], definition.finalizer
     held = list(meta.get("finalizers") or ())
     if meta.get("deletionTimestamp") and definition.hooks.finalize and finalizer not in held:
         meta["finalizers"] = [*held, finalizer]  # the controller added it on its first sync
-    start = sync.begin(parent, definition.finalizer, finalize_hook=definition.hooks.finalize is not None)
+    selected = True
+    if isinstance(definition, DecoratorController):
+        selected = any(
+            r.selects(parent) for r in definition.resources if _acts_on(r.api_version, r.resource, None, parent, known)
+        )
+    start = sync.begin(parent, finalizer, finalize_hook=definition.hooks.finalize is not None, selected=selected)
+    name = f"{parent.get('kind')} {meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name')}"
+    kind = "DecoratorController" if is_decorator else "CompositeController"
+    if start.hook is None:
+        return PlanReport(definition.name, name, [], None, [], None, False, False, start.finalizers, kind=kind)
     target = definition.hooks.finalize if start.finalizing else definition.hooks.sync
     assert target is not None
-    hook = resolve_hook(target, packages)
-    parent_namespaced = bool(parent["metadata"].get("namespace"))
-    types = [_offline_type(c, known) for c in definition.children]
-    selector = composite.parent_selector(definition, parent)
+    hook = resolve_hook(target, packages, decorator.RESPONSE_FIELDS if is_decorator else RESPONSE_FIELDS)
+    parent_namespaced = bool(meta.get("namespace"))
+    rules = definition.attachments if isinstance(definition, DecoratorController) else definition.children
+    types = [_offline_type(c, known) for c in rules]
     observed: dict[str, list[dict[str, Any]]] = {}
     for t in types:
         candidates = [o for o in observed_objs if o.get("kind") == t.kind and o.get("apiVersion") == t.api_version]
         for o in candidates:
             if parent_namespaced and t.namespaced:
-                o.setdefault("metadata", {}).setdefault("namespace", parent["metadata"].get("namespace"))
-        claims = composite.claim(parent, selector, candidates)
-        observed[t.key] = claims.owned + claims.adopt
-    request = sync_request(
-        definition.raw, parent, group_children(types, observed, parent_namespaced), finalizing=start.finalizing
+                o.setdefault("metadata", {}).setdefault("namespace", meta.get("namespace"))
+        if isinstance(definition, DecoratorController):
+            observed[t.key] = [dict(o) for o in decorator.owned_attachments(definition, parent, candidates)]
+        else:
+            claims = composite.claim(parent, composite.parent_selector(definition, parent), candidates)
+            observed[t.key] = claims.owned + claims.adopt
+    names = ("object", "attachments") if is_decorator else ("parent", "children")
+    grouped = group_children(types, observed, parent_namespaced)
+    request = sync_request(definition.raw, parent, grouped, finalizing=start.finalizing, names=names)
+    response = run_hook(
+        hooks,
+        hook,
+        request,
+        types=types,
+        parent=parent,
+        parent_namespaced=parent_namespaced,
+        translate=decorator.translate_response if is_decorator else None,
     )
-    engine = open_engine(bundle, options=options)
-    try:
-        response = run_hook(
-            LocalHooks(engine), hook, request, types=types, parent=parent, parent_namespaced=parent_namespaced
+    planned = sync.plan(
+        definition,
+        parent,
+        types,
+        observed,
+        response,
+        finalizing=start.finalizing,
+        observed_generation=not is_decorator,
+    )
+    beside = []
+    if is_decorator and not decorator.metadata_settled(parent, response.labels, response.annotations):
+        labels = {"labels": response.labels, "annotations": response.annotations}
+        beside.append(
+            f"apply labels and annotations {json.dumps(labels, sort_keys=True)} as {definition.field_manager}"
         )
-    finally:
-        engine.close()
-    planned = sync.plan(definition, parent, types, observed, response, finalizing=start.finalizing)
     return PlanReport(
         controller=definition.name,
-        parent=f"{parent.get('kind')} {meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name')}",
+        parent=name,
         children=list(response.children),
         status=response.status,
         actions=list(planned.actions),
@@ -232,37 +295,100 @@ def plan_from_files(
         finalizing=start.finalizing,
         finalizers=start.finalizers,
         release=planned.release,
+        kind=kind,
+        beside=beside,
+        events=[f"{e.type} {e.reason}: {e.message}" for e in response.events],
     )
 
 
+def _plan_watch(
+    w: watches.Watch, obj: dict[str, Any], packages: dict[str, set[str]], hooks: LocalHooks, event: str
+) -> PlanReport:
+    hook = watches.resolve_outputs(w.package, packages)
+    decision = watches.translate(
+        w.package, hooks.evaluate(hook, watches.watch_input(event, obj, None, w.params)), event=event
+    )
+    meta = obj["metadata"]
+    where = f"{meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name')}"
+    steps = []
+    if decision.patch:
+        steps.append(f"patch {obj.get('kind')} {where} {json.dumps(decision.patch, sort_keys=True)}")
+    for body in decision.apply:
+        m = body["metadata"]
+        ns = m.get("namespace") or meta.get("namespace")
+        steps.append(f"apply {body['kind']} {ns + '/' if ns else ''}{m['name']}")
+    steps += [f"delete {ref.describe()}" for ref in decision.delete]
+    steps += [f"log {line.level}: {line.msg}" for line in decision.log]
+    return PlanReport(
+        controller=w.name,
+        parent=f"{obj.get('kind')} {where}, event {event}",
+        children=list(decision.apply),
+        status=None,
+        actions=[],
+        resync_after_seconds=None,
+        finalized=False,
+        finalizing=False,
+        kind="Watch",
+        beside=steps,
+        events=[f"{e.type} {e.reason}: {e.message}" for e in decision.events],
+    )
+
+
+Definition = CompositeController | DecoratorController | watches.Watch
+
+
+def _acts_on(
+    api_version: str,
+    resource: str | None,
+    kind: str | None,
+    obj: dict[str, Any],
+    known: dict[tuple[str, str], ChildType],
+) -> bool:
+    """Whether a rule (apiVersion with a plural resource or a kind) covers `obj`; a resource whose
+    kind is not known offline is taken at its apiVersion."""
+    if api_version != obj.get("apiVersion"):
+        return False
+    if kind:
+        return kind == obj.get("kind")
+    t = known.get((api_version, resource or ""))
+    return t is None or t.kind == obj.get("kind")
+
+
+def _rules(d: Definition) -> list[tuple[str, str | None, str | None]]:
+    if isinstance(d, watches.Watch):
+        return [(d.resource.api_version, d.resource.resource, d.resource.kind)]
+    if isinstance(d, DecoratorController):
+        return [(r.api_version, r.resource, None) for r in d.resources]
+    return [(d.parent.api_version, d.parent.resource, None)]
+
+
 def _pick(
-    composites: list[CompositeController],
+    candidates: list[Definition],
     parent: dict[str, Any],
     name: str | None,
     known: dict[tuple[str, str], ChildType],
-) -> CompositeController:
-    if not composites:
-        raise RegokiteError("plan works on CompositeControllers, and --controllers has none")
+) -> Definition:
+    if not candidates:
+        raise RegokiteError(
+            "plan works on CompositeControllers, DecoratorControllers and Watches; --controllers has none"
+        )
     if name:
-        for d in composites:
+        for d in candidates:
             if d.name == name:
                 return d
-        raise RegokiteError(f"no controller named {name!r} (have: {', '.join(d.name for d in composites)})")
+        raise RegokiteError(f"no controller named {name!r} (have: {', '.join(d.name for d in candidates)})")
     api_version, kind = parent.get("apiVersion"), parent.get("kind", "")
-
-    def parents_of_kind(d: CompositeController) -> bool:
-        t = known.get((d.parent.api_version, d.parent.resource))
-        return d.parent.api_version == api_version and (t is None or t.kind == kind)
-
-    matching = [d for d in composites if parents_of_kind(d)]
-    if len(matching) > 1:  # a parent type known offline decides; one that is not cannot
-        matching = [d for d in matching if (d.parent.api_version, d.parent.resource) in known] or matching
+    matching = [d for d in candidates if any(_acts_on(*r, parent, known) for r in _rules(d))]
+    if len(matching) > 1:  # a type known offline decides; one that is not cannot
+        matching = [d for d in matching if any(r[2] or (r[0], r[1]) in known for r in _rules(d))] or matching
     if not matching:
-        parents = ", ".join(f"{d.name} ({d.parent.api_version} {d.parent.resource})" for d in composites)
-        raise RegokiteError(f"no CompositeController has {kind}.{api_version} parents; have: {parents}")
+        have = ", ".join(f"{d.name} ({'; '.join(f'{r[0]} {r[1] or r[2]}' for r in _rules(d))})" for d in candidates)
+        raise RegokiteError(
+            f"no CompositeController, DecoratorController or Watch acts on {kind}.{api_version}; have: {have}"
+        )
     if len(matching) > 1:
         names = ", ".join(d.name for d in matching)
         raise RegokiteError(
-            f"{len(matching)} controllers match a {kind}.{api_version} parent ({names}): choose one with --controller"
+            f"{len(matching)} definitions act on a {kind}.{api_version} object ({names}): choose one with --controller"
         )
     return matching[0]

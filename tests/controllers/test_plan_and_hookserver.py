@@ -97,7 +97,8 @@ def test_plan_takes_a_directory_of_mixed_definitions_and_names_what_matches(tmp_
     other = tmp_path / "cm.yaml"
     other.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     with pytest.raises(
-        RegokiteError, match=r"no CompositeController has ConfigMap\.v1 parents; have: .*hello-controller"
+        RegokiteError,
+        match=r"no CompositeController, DecoratorController or Watch acts on ConfigMap\.v1; have: .*hello-controller",
     ):
         plan_from_files([str(root / "policies" / "controllers")], [str(root / "policies")], str(other))
 
@@ -210,3 +211,54 @@ def test_hooks_reload_changed_policies_and_keep_the_last_good_set(tmp_path: Path
     assert "greet.rego" in (served.reload_error or "")
     assert c.post("/greet", json=request).json() == {"status": {"word": "howdy"}}
     assert c.get("/readyz").json()["reload"]["error"] == served.reload_error
+
+
+def test_plan_covers_a_decorator_target_attachments_then_labels(tmp_path: Path) -> None:
+    spp = ROOT / "policies" / "controllers" / "service_per_pod"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web-0", "namespace": "shop", "annotations": {"pod-name-label": "pod-name"}},
+    }
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod))
+    report = plan_from_files([str(spp / "controller.yaml")], [str(spp)], str(tmp_path / "pod.yaml"))
+    assert report.kind == "DecoratorController" and report.controller == "pod-name-label"
+    [step] = report.steps()
+    assert step.startswith('apply labels and annotations {"annotations": {}, "labels": {"pod-name": "web-0"}}')
+    assert "DecoratorController pod-name-label, Pod shop/web-0" in report.render()
+
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "annotations": {"service-per-pod-label": "pod-name", "service-per-pod-ports": "80:8080"},
+        },
+        "spec": {"replicas": 2},
+    }
+    (tmp_path / "sts.yaml").write_text(yaml.safe_dump(sts))
+    report = plan_from_files([str(spp / "controller.yaml")], [str(spp)], str(tmp_path / "sts.yaml"))
+    assert report.steps() == [
+        "set finalizers ['regokite.dev/decorator-service-per-pod']",
+        "create Service shop/web-0",
+        "create Service shop/web-1",
+        'apply labels and annotations {"annotations": {"service-per-pod/services": "0"}, "labels": {}}'
+        " as regokite-decorator-service-per-pod",
+    ]
+
+
+def test_plan_covers_a_watch_for_one_event(tmp_path: Path, capsys) -> None:
+    scaler = ROOT / "policies" / "watches" / "deployment_scaler"
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "big", "namespace": "shop", "labels": {"enforce-max-replicas": "true"}},
+        "spec": {"replicas": 10},
+    }
+    (tmp_path / "deploy.yaml").write_text(yaml.safe_dump(deploy))
+    argv = ["plan", "--controllers", str(scaler / "watch.yaml"), "--policies", str(scaler)]
+    assert main([*argv, "--parent", str(tmp_path / "deploy.yaml"), "--event", "MODIFIED"]) == 0
+    out = capsys.readouterr().out
+    assert "Watch deployment-scaler, Deployment shop/big, event MODIFIED" in out
+    assert "patch Deployment shop/big" in out
