@@ -216,6 +216,10 @@ class HookWorkers:
         return worker
 
     def _retire(self, worker: Worker) -> None:
+        with self._slots:
+            if self._workers.get(worker.slot) is not worker:
+                return  # already retired (close() and the thread waiting on it both got here)
+            del self._workers[worker.slot]
         worker.conn.close()  # an idle worker reads EOF and exits
         if worker.process.is_alive() and worker.process.pid in self._killed:
             worker.process.kill()
@@ -223,7 +227,6 @@ class HookWorkers:
         if worker.process.exitcode is None:
             threading.Thread(target=worker.process.join, daemon=True).start()  # reaped when it finishes
         self._killed.pop(worker.process.pid, None)
-        self._workers.pop(worker.slot, None)
         self._watchdog.clear(worker.slot)
         with self._slots:
             self._free.append(worker.slot)
