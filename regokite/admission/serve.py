@@ -246,25 +246,9 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
 
 
 def _kill_overdue(watchdog: Watchdog, children: dict[int, int], killed: set[int]) -> set[int]:
-    slots = {slot: pid for pid, slot in children.items() if pid not in killed}
-    now_killed = set()
-    for stuck in watchdog.overdue():
-        pid = slots.get(stuck.slot)
-        if pid is None:
-            continue
-        log.error(
-            "admission worker stuck in one review past the watchdog limit; killing and replacing it",
-            extra={
-                "pid": pid,
-                "policy": stuck.policy,
-                "seconds": round(stuck.seconds, 3),
-                "limit": watchdog.limit,
-            },
-        )
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        now_killed.add(pid)
-    return now_killed
+    slots = {slot: pid for pid, slot in children.items()}
+    message = "admission worker stuck in one review past the watchdog limit; killing and replacing it"
+    return {pid for pid, _ in watchdog.kill_overdue(slots, killed, message, log)}
 
 
 def print_ca_bundle(ca_pem: bytes) -> None:

@@ -24,7 +24,6 @@ import contextlib
 import json
 import logging
 import multiprocessing
-import os
 import queue
 import signal
 import threading
@@ -235,24 +234,10 @@ class HookWorkers:
     def _supervise(self) -> None:
         """Kill every worker past its call's timeout; the thread waiting on it sees the pipe close."""
         while not self._closed.wait(0.02):
-            for stuck in self._watchdog.overdue():
-                worker = self._workers.get(stuck.slot)
-                pid = worker.process.pid if worker else None
-                if pid is None or pid in self._killed:
-                    continue
-                self._killed[pid] = stuck
+            pids = {slot: w.process.pid for slot, w in list(self._workers.items())}
+            message = "hook evaluation past its timeout; killing and replacing its process"
+            for _ in self._watchdog.kill_overdue(pids, self._killed, message, log, self._killed.__setitem__):
                 metrics.hook_worker_restarts.labels("stuck").inc()
-                log.error(
-                    "hook evaluation past its timeout; killing and replacing its process",
-                    extra={
-                        "pid": pid,
-                        "package": stuck.policy,
-                        "seconds": round(stuck.seconds, 3),
-                        "limit": stuck.limit,
-                    },
-                )
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
 
 
 def serve_calls(conn: Connection, bundle: Bundle, options: ExtensionOptions, log_level: str) -> None:

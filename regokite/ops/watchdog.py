@@ -16,10 +16,14 @@ hook workers are noted by the thread that hands them a call.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import mmap
+import os
+import signal
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 
 # busy since (CLOCK_MONOTONIC, shared by all processes; 0 = idle), this call's limit (0: the default), name
@@ -72,3 +76,30 @@ class Watchdog:
             if since and now - since > limit:
                 found.append(Overdue(slot, name.rstrip(b"\0").decode(errors="replace"), now - since, limit))
         return found
+
+    def kill_overdue(
+        self,
+        pids: Mapping[int, int],
+        spared: Container[int],
+        message: str,
+        log: logging.Logger,
+        before: Callable[[int, Overdue], None] | None = None,
+    ) -> list[tuple[int, Overdue]]:
+        """SIGKILL the worker (`pids`: slot -> pid) of every overdue slot, but those in `spared` (killed
+        already), each with an error line (`message`, with what it was evaluating); the supervisor starts another.
+        `before(pid, overdue)` runs before the signal, so whoever sees the worker die knows why."""
+        killed = []
+        for stuck in self.overdue():
+            pid = pids.get(stuck.slot)
+            if pid is None or pid in spared:
+                continue
+            log.error(
+                message,
+                extra={"pid": pid, "policy": stuck.policy, "seconds": round(stuck.seconds, 3), "limit": stuck.limit},
+            )
+            if before is not None:
+                before(pid, stuck)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            killed.append((pid, stuck))
+        return killed
