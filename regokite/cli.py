@@ -263,7 +263,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             kubeconfig=args.kubeconfig,
             namespace=args.namespace,
             workers=args.workers,
-            hook_processes=args.hook_processes,
+            **({"hook_processes": args.hook_processes} if args.hook_processes else {}),
             engine=args.engine,
             opa_url=args.opa_url,
             v0_compatible=args.v0_compatible,
@@ -334,9 +334,9 @@ def _add_controller_commands(sub: Any) -> None:
     ctl.add_argument(
         "--hook-processes",
         type=int,
-        default=os.cpu_count() or 1,
         metavar="N",
-        help="processes evaluating hooks, each call bounded by its hook's timeout (default: one per core)",
+        help="processes evaluating hooks, each call bounded by its hook's timeout "
+        "(default: one per usable core, a container's CPU limit counted)",
     )
     ctl.add_argument("--metrics-port", type=int, help="serve /metrics, /healthz and /readyz on this port")
     ctl.add_argument(

@@ -23,13 +23,16 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import multiprocessing
+import os
 import queue
 import signal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from regokite.bundle import Bundle
@@ -238,6 +241,17 @@ class HookWorkers:
             message = "hook evaluation past its timeout; killing and replacing its process"
             for _ in self._watchdog.kill_overdue(pids, self._killed, message, log, self._killed.__setitem__):
                 metrics.hook_worker_restarts.labels("stuck").inc()
+
+
+def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The cores this process may run on: its CPU affinity, capped by a cgroup v2 CPU limit (a
+    container's `resources.limits.cpu`), which `os.cpu_count()` ignores; at least 1."""
+    cores = len(os.sched_getaffinity(0))
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = cgroup.read_text().split()
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    return max(1, cores)
 
 
 def serve_calls(conn: Connection, bundle: Bundle, options: ExtensionOptions, log_level: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +10,7 @@ from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.controllers import customize, decorator, definitions
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
-from regokite.controllers.hookworkers import HookWorkers
+from regokite.controllers.hookworkers import HookWorkers, usable_cpus
 from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.kube.actuator import Actuator
@@ -33,7 +32,7 @@ class ControllerSettings:
     kubeconfig: str | None = None
     namespace: str | None = None
     workers: int = 2
-    hook_processes: int = field(default_factory=lambda: os.cpu_count() or 1)  # --hook-processes
+    hook_processes: int = field(default_factory=usable_cpus)  # --hook-processes
     engine: str = "embedded"
     opa_url: str | None = None
     v0_compatible: bool = False

@@ -14,7 +14,7 @@ import pytest
 from regokite import outline
 from regokite.bundle import Bundle, load_bundle
 from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook, resolve_hook
-from regokite.controllers.hookworkers import HookWorkers
+from regokite.controllers.hookworkers import HookWorkers, usable_cpus
 from regokite.controllers.schema import HookTarget
 from regokite.engine import open_engine
 from regokite.errors import RegokiteError
@@ -125,3 +125,13 @@ def test_reload_swaps_the_policy_set_whole_and_a_bad_one_keeps_the_last_good(
         workers.reload(broken)
     assert workers.evaluate(greet, request("Fay")) == {"status": {"greeting": "Howdy, Fay"}}
     assert workers.bundle is not broken
+
+
+def test_the_default_number_of_processes_counts_a_container_cpu_limit(tmp_path: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    limit = tmp_path / "cpu.max"
+    limit.write_text("max 100000\n")
+    assert usable_cpus(limit) == cores
+    limit.write_text("50000 100000\n")  # half a core
+    assert usable_cpus(limit) == 1
+    assert usable_cpus(tmp_path / "absent") == cores
