@@ -112,6 +112,21 @@ def _cmd_admission(args: argparse.Namespace) -> int:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from regokite import check
+    from regokite.admission.policies import load_policy_set
+
+    manifests = check.read_manifests(args.filename, args.namespace)
+    existing = check.read_manifests(args.data, args.namespace)
+    policy_set = load_policy_set(args.policies, v0_compatible=args.v0_compatible)
+    try:
+        check.check(policy_set, manifests, existing)
+    finally:
+        policy_set.close()
+    print(check.render_json(manifests) if args.format == "json" else check.render_pretty(manifests))
+    return 1 if any(m.failures for m in manifests) else 0
+
+
 def _wait_for_opa(url: str, seconds: float) -> None:
     """A sidecar starts beside regokite, not before it: wait for its /health before pushing policies."""
     import time
@@ -194,6 +209,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_args(adm)
     _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)
+    chk = sub.add_parser("check", help="offline: the admission policies on manifests, as CREATE reviews")
+    chk.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    chk.add_argument(
+        "-f", "--filename", action="append", required=True, metavar="FILE|DIR|-", help="manifests (repeatable)"
+    )
+    chk.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="FILE|DIR",
+        help="manifests of objects already in the cluster: replicated data for policies, not checked",
+    )
+    chk.add_argument("--namespace", default="default", help="for namespaced objects that name none")
+    chk.add_argument("--format", choices=["pretty", "json"], default="pretty")
+    _add_bundle_args(chk)
+    chk.set_defaults(func=_cmd_check)
     _add_controller_commands(sub)
     from regokite.manifests.command import add_manifests_commands
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Final, Protocol
 
 from regokite.bundle import Bundle
+from regokite.clusterdata.store import ReplicaStore
 
 
 class _Undefined:
@@ -57,6 +58,10 @@ class Engine(Protocol):
 
     def release_thread(self) -> None:
         """Drop what the calling thread holds; the engine stays usable elsewhere."""
+        ...
+
+    def follow(self, store: ReplicaStore) -> None:
+        """Evaluate with `store`'s replicated objects in `data`, kept current incrementally."""
         ...
 
     def close(self) -> None: ...

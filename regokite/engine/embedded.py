@@ -23,6 +23,7 @@ from typing import Any
 import regorus
 
 from regokite.bundle import Bundle, Module
+from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
 from regokite.engine import UNDEFINED, rule_ref
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
 
@@ -34,10 +35,19 @@ _UNDEFINED_JSON = '"<undefined>"'
 os.environ.setdefault("RUST_LIB_BACKTRACE", "0")
 
 
-_prepared = threading.local()  # .engines: {id(EmbeddedEngine): (weakref to it, regorus.Engine)}
+_prepared = threading.local()  # .engines: {id(EmbeddedEngine): _Prepared}
 
 
-def _thread_table() -> dict[int, tuple[weakref.ref, regorus.Engine]]:
+class _Prepared:
+    """A thread's prepared engine, and the replica generation its data holds."""
+
+    __slots__ = ("engine", "generation", "owner")
+
+    def __init__(self, owner: weakref.ref, engine: regorus.Engine) -> None:
+        self.owner, self.engine, self.generation = owner, engine, 0
+
+
+def _thread_table() -> dict[int, _Prepared]:
     table = getattr(_prepared, "engines", None)
     if table is None:
         table = _prepared.engines = {}
@@ -49,7 +59,19 @@ class EmbeddedEngine:
 
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
+        self._replica: ReplicaStore | None = None
         self._base()  # prepare now, so a bad bundle fails here and not on first use
+
+    def follow(self, store: ReplicaStore) -> None:
+        """Evaluate with `store`'s objects in `data`.
+
+        Each thread's engine catches up before its next evaluation, all
+        pending changes in one step: only new objects merge in (`add_data`,
+        no re-preparing); a change or a removal reloads the data (regorus can
+        add to its data but not edit it), still without recompiling.
+        """
+        check_replica_root(self.bundle.data, store)
+        self._replica = store
 
     def _prepare(self) -> regorus.Engine:
         engine = regorus.Engine()
@@ -69,13 +91,26 @@ class EmbeddedEngine:
     def _base(self) -> regorus.Engine:
         table = _thread_table()
         entry = table.get(id(self))
-        if entry is not None and entry[0]() is self:
-            return entry[1]
-        for key in [k for k, (owner, _) in table.items() if owner() is None]:
-            del table[key]  # engines of collected EmbeddedEngines, dropped on their own thread
-        engine = self._prepare()
-        table[id(self)] = (weakref.ref(self), engine)
-        return engine
+        if entry is None or entry.owner() is not self:
+            for key in [k for k, e in table.items() if e.owner() is None]:
+                del table[key]  # engines of collected EmbeddedEngines, dropped on their own thread
+            entry = table[id(self)] = _Prepared(weakref.ref(self), self._prepare())
+        if self._replica is not None and entry.generation != self._replica.generation:
+            self._catch_up(entry, self._replica)
+        return entry.engine
+
+    def _catch_up(self, entry: _Prepared, store: ReplicaStore) -> None:
+        changes = store.changes_since(entry.generation)
+        if changes and all(c.created for c in changes):
+            _, failure = attempt(entry.engine.add_data, store.rooted(creations(changes)))
+            if failure is None:
+                entry.generation += len(changes)
+                return
+        engine = entry.engine
+        engine.clear_data()
+        if self.bundle.data:
+            engine.add_data(self.bundle.data)
+        entry.generation = store.full(lambda document: engine.add_data(store.rooted(document)))
 
     def _fresh(self, input: Any) -> regorus.Engine:
         engine = self._base().clone()

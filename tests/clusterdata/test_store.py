@@ -1,0 +1,112 @@
+"""The replica store's layout and change log, and engines following it (both engines)."""
+
+from __future__ import annotations
+
+import pytest
+
+from regokite.bundle import Bundle, Module
+from regokite.clusterdata.store import (
+    ReplicaStore,
+    ReplicationError,
+    check_replica_root,
+    guess_resource,
+    parse_resource,
+    store_of,
+)
+
+POLICY = """\
+package p
+
+import rego.v1
+
+hosts contains host if {
+	some ns, name
+	some rule in data.kubernetes.ingresses[ns][name].spec.rules
+	host := rule.host
+}
+
+namespaces := object.keys(data.kubernetes.namespaces)
+"""
+
+
+def ingress(ns: str, name: str, host: str) -> dict:
+    return {"kind": "Ingress", "metadata": {"namespace": ns, "name": name}, "spec": {"rules": [{"host": host}]}}
+
+
+def test_layout_is_kube_mgmts() -> None:
+    store = ReplicaStore()
+    store.put("ingresses", ingress("a", "web", "x.io"), namespaced=True)
+    store.put("namespaces", {"metadata": {"name": "a"}}, namespaced=False)
+    assert store.document == {
+        "ingresses": {"a": {"web": ingress("a", "web", "x.io")}},
+        "namespaces": {"a": {"metadata": {"name": "a"}}},
+    }
+    assert len(store) == 2
+    store.remove("ingresses", "a", "web", namespaced=True)
+    assert store.document["ingresses"] == {}  # an emptied namespace goes
+    assert len(store) == 1
+
+
+def test_changes_since_and_a_log_that_no_longer_reaches_back() -> None:
+    store = ReplicaStore(log_size=3)
+    store.put("ingresses", ingress("a", "one", "x"), namespaced=True)  # resource, namespace
+    generation = store.generation
+    store.put("ingresses", ingress("a", "two", "y"), namespaced=True)
+    changes = store.changes_since(generation)
+    assert changes is not None and [(c.path, c.created) for c in changes] == [(("ingresses", "a", "two"), True)]
+    assert store.changes_since(store.generation) == []
+    store.put("ingresses", ingress("a", "two", "z"), namespaced=True)
+    store.remove("ingresses", "a", "one", namespaced=True)
+    assert store.changes_since(0) is None
+
+
+def test_resource_syntax_and_kind_guesses() -> None:
+    ref = parse_resource("networking.k8s.io/v1/ingresses", namespaced=True)
+    assert (ref.group, ref.version, ref.resource, ref.api_version) == (
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "networking.k8s.io/v1",
+    )
+    assert parse_resource("v1/namespaces", namespaced=False).api_version == "v1"
+    with pytest.raises(ReplicationError, match="VERSION/RESOURCE"):
+        parse_resource("ingresses", namespaced=True)
+    assert [guess_resource(k) for k in ("Ingress", "Policy", "ConfigMap", "Gateway", "Endpoints")] == [
+        "ingresses", "policies", "configmaps", "gateways", "endpointses",
+    ]  # fmt: skip
+
+
+def test_bundle_data_where_replicas_go_is_refused() -> None:
+    with pytest.raises(ReplicationError, match=r"data\.kubernetes"):
+        check_replica_root({"kubernetes": {"x": 1}}, ReplicaStore())
+    check_replica_root({"other": 1}, ReplicaStore())
+    with pytest.raises(ReplicationError, match=r"data\.a"):
+        check_replica_root({"a": 1}, ReplicaStore("a/b"))
+
+
+def test_store_of_objects_guesses_resources() -> None:
+    store = store_of([ingress("a", "web", "x"), {"kind": "Namespace", "metadata": {"name": "a"}}])
+    assert set(store.document) == {"ingresses", "namespaces"}
+    assert "web" in store.document["ingresses"]["a"]
+
+
+def test_engines_follow_adds_changes_and_removals(make_engine) -> None:
+    store = ReplicaStore()
+    store.declare("ingresses")
+    store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
+    engine = make_engine(Bundle((Module("p.rego", POLICY),), {"other": {"x": 1}}))
+    engine.follow(store)
+    assert engine.evaluate("data.p.hosts") == ["one.io"]
+    store.put("ingresses", ingress("a", "two", "two.io"), namespaced=True)  # an addition: merged
+    store.put("ingresses", ingress("b", "three", "three.io"), namespaced=True)
+    store.put("namespaces", {"metadata": {"name": "a"}}, namespaced=False)
+    assert engine.evaluate("data.p.hosts") == ["one.io", "three.io", "two.io"]
+    assert engine.evaluate("data.p.namespaces") == ["a"]
+    store.put("ingresses", ingress("a", "two", "changed.io"), namespaced=True)  # a change
+    store.remove("ingresses", "b", "three", namespaced=True)  # a removal
+    assert engine.evaluate("data.p.hosts") == ["changed.io", "one.io"]
+    assert engine.evaluate("data.other.x") == 1  # the bundle's own data survives a reload
+    store.remove("ingresses", "a", "one", namespaced=True)
+    store.remove("ingresses", "a", "two", namespaced=True)
+    assert engine.evaluate("data.p.hosts") == []
+    assert engine.evaluate("data.kubernetes.ingresses") == {}
