@@ -102,6 +102,9 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         watchdog_seconds=args.watchdog,
         max_body_bytes=args.max_body_bytes,
         reload_interval=args.reload_interval,
+        replicate=_replicate_args(args),
+        replicate_path=args.replicate_path,
+        kubeconfig=args.kubeconfig,
     )
     if args.engine == "opa" and args.opa_wait > 0:
         _wait_for_opa(args.opa_url, args.opa_wait)
@@ -125,6 +128,35 @@ def _cmd_check(args: argparse.Namespace) -> int:
         policy_set.close()
     print(check.render_json(manifests) if args.format == "json" else check.render_pretty(manifests))
     return 1 if any(m.failures for m in manifests) else 0
+
+
+def _replicate_args(args: argparse.Namespace) -> tuple[Any, ...]:
+    from regokite.clusterdata.store import parse_resource
+
+    return (
+        *(parse_resource(r, namespaced=True) for r in args.replicate),
+        *(parse_resource(r, namespaced=False) for r in args.replicate_cluster),
+    )
+
+
+def _add_replicate_args(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("cluster data (kube-mgmt's layout: data.<path>.<resource>[.<namespace>].<name>)")
+    group.add_argument(
+        "--replicate",
+        action="append",
+        default=[],
+        metavar="[GROUP/]VERSION/RESOURCE",
+        help="replicate a namespaced resource (repeatable); policies' `replicate` declarations add theirs",
+    )
+    group.add_argument(
+        "--replicate-cluster",
+        action="append",
+        default=[],
+        metavar="[GROUP/]VERSION/RESOURCE",
+        help="replicate a cluster-scoped resource (repeatable)",
+    )
+    group.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
+    group.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
 
 
 def _wait_for_opa(url: str, seconds: float) -> None:
@@ -206,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
     adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
     adm.add_argument("--opa-wait", type=float, default=0.0, metavar="SECONDS", help="wait for OPA's /health")
+    _add_replicate_args(adm)
     _add_engine_args(adm)
     _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)

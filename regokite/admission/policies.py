@@ -12,8 +12,8 @@ bad declaration fails the load (and a reload keeps the last good set).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from regokite.admission.match import Match, MatchError, parse_match
@@ -77,6 +77,9 @@ class PolicySet:
     engine: Engine
     policies: tuple[AdmissionPolicy, ...]
     source: tuple[str, ...] = ()
+    # policies that cannot decide here, and why (they read cluster data the
+    # server cannot replicate): each fails as its failure_policy says
+    unavailable: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> AdmissionPolicy | None:
         return next((p for p in self.policies if p.name == name), None)

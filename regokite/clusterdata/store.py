@@ -127,7 +127,10 @@ class ReplicaStore:
                 path: Path = (resource, namespace, name)
             else:
                 bucket, path = tree, (resource, name)
-            created = name not in bucket
+            previous = bucket.get(name)
+            if previous is not None and _version(previous) == _version(obj) is not None:
+                return  # the same state again (an informer's relist, a seed): no change
+            created = previous is None
             self._count += created
             bucket[name] = obj
             self._record(Change(path, obj, created))
@@ -170,6 +173,10 @@ class ReplicaStore:
         with self.lock:
             apply(self.document)
             return self.generation
+
+
+def _version(obj: Obj) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")
 
 
 def creations(changes: Iterable[Change]) -> dict[str, Any]:

@@ -35,6 +35,16 @@ def add_manifests_commands(sub: Any) -> None:
     tls.add_argument("--ca-bundle-file", metavar="PEM", help="the CA that signed the serving certificate")
     adm.add_argument("--timeout-seconds", type=int, default=5, help="webhook timeoutSeconds (default 5)")
     adm.add_argument("--opa-wait", type=float, default=30.0, metavar="SECONDS", help="wait this long for the sidecar")
+    adm.add_argument(
+        "--replicate", action="append", default=[], metavar="[GROUP/]VERSION/RESOURCE", help="namespaced, repeatable"
+    )
+    adm.add_argument(
+        "--replicate-cluster",
+        action="append",
+        default=[],
+        metavar="[GROUP/]VERSION/RESOURCE",
+        help="cluster-scoped, repeatable (policies' `replicate` declarations need no flag)",
+    )
     adm.set_defaults(func=_cmd_admission)
 
     ctl = kinds.add_parser("controller", help="controllers, with RBAC computed from their definitions")
@@ -90,6 +100,8 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         ca_bundle=generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
         timeout_seconds=args.timeout_seconds,
         opa_wait=args.opa_wait,
+        replicate=args.replicate,
+        replicate_cluster=args.replicate_cluster,
     )
     header = "regokite admission manifests (`regokite manifests admission`)."
     if not (opts.cert_manager or opts.ca_bundle):

@@ -1,7 +1,9 @@
 """`regokite manifests admission|controller`: everything a cluster needs to run regokite.
 
-The admission server talks to no API server, so it gets a ServiceAccount
-without a token and no role at all; the API server calls it through a
+The admission server talks to no API server unless its policies read
+cluster data: then its ServiceAccount gets a token and a ClusterRole with
+get/list/watch on exactly the replicated resources; otherwise no token and no
+role at all. The API server calls it through a
 Service, with one webhook per policy generated from the policies' `match`
 declarations. Controllers get exactly the RBAC their definitions need
 (`regokite.manifests.rbac`).
@@ -18,6 +20,7 @@ from typing import Any
 import yaml
 
 from regokite import __version__
+from regokite.clusterdata.store import parse_resource
 from regokite.manifests import rbac, webhooks
 from regokite.manifests import workloads as w
 
@@ -49,6 +52,8 @@ class AdmissionOptions(Common):
     ca_bundle: str | None = None  # base64 PEM; a placeholder when neither this nor cert_manager
     timeout_seconds: int = 5
     opa_wait: float = 30.0
+    replicate: list[str] = field(default_factory=list)  # --replicate flags, beside what policies declare
+    replicate_cluster: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -106,10 +111,24 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         policies = list(policy_set.policies)
     finally:
         policy_set.close()
-    objects = _prelude(opts, opts.name, component, automount=False)
+    flagged = [
+        *(parse_resource(r, namespaced=True) for r in opts.replicate),
+        *(parse_resource(r, namespaced=False) for r in opts.replicate_cluster),
+    ]
+    replicated = sorted({*flagged, *policy_set.replicate})
+    objects = _prelude(opts, opts.name, component, automount=bool(replicated))
+    if replicated:
+        perms = rbac.Permissions()
+        for ref in replicated:
+            perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+        objects += rbac.rbac_objects(
+            perms, name=opts.name, namespace=opts.namespace, service_account=opts.name, labels=w.labels(component)
+        )
     cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
     objects += cm_objects
     args = ["admission", *policy_args, *_engine_args(opts)]
+    args += [a for r in opts.replicate for a in ("--replicate", r)]
+    args += [a for r in opts.replicate_cluster for a in ("--replicate-cluster", r)]
     if opts.engine == "opa":
         args += ["--opa-wait", f"{opts.opa_wait:g}"]
     args += [
@@ -154,7 +173,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
             service_account=opts.name,
             containers=containers,
             volumes=volumes,
-            automount_token=False,
+            automount_token=bool(replicated),
         )
     )
     objects.append(w.service(opts.name, opts.namespace, component, port=443, target="https", port_name="https"))
