@@ -39,6 +39,10 @@ from regokite.ops.metrics import forget_process
 
 log = logging.getLogger("regokite.admission")
 
+# How late a changed or removed replicated object may show in decisions (a new
+# one shows at once): the embedded engine reloads its data at most this often.
+REPLICA_MAX_LAG = 0.5
+
 
 @dataclass
 class AdmissionSettings:
@@ -83,7 +87,7 @@ def follow_cluster(
             if settings.replicate:
                 raise
             return None, replace(policy_set, unavailable=_unreplicated(policy_set, exc))
-        replica = Replicator(client, ReplicaStore(settings.replicate_path))
+        replica = Replicator(client, ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG))
     if replica is not None:
         replica.ensure(sorted(refs))
         policy_set.engine.follow(replica.store)

@@ -82,12 +82,16 @@ class ReplicaStore:
     """Replicated objects under `root`, with a bounded log of changes by generation.
 
     Thread-safe: informer threads write, evaluation threads read under `lock`.
+    `max_lag` is how long (seconds) a follower may keep answering on the
+    replica as it was, rather than pay for a whole reload on every change:
+    the bound on how late a change or removal may show, beside the watch's own delay.
     """
 
-    def __init__(self, root: str = "kubernetes", *, log_size: int = 10_000) -> None:
+    def __init__(self, root: str = "kubernetes", *, log_size: int = 10_000, max_lag: float = 0.0) -> None:
         self.root: Path = tuple(p for p in root.replace(".", "/").split("/") if p)
         if not self.root:
             raise ReplicationError("the replication path must not be empty")
+        self.max_lag = max_lag
         self.lock = threading.Lock()
         self.document: dict[str, Any] = {}
         self.generation = 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -41,10 +42,11 @@ _prepared = threading.local()  # .engines: {id(EmbeddedEngine): _Prepared}
 class _Prepared:
     """A thread's prepared engine, and the replica generation its data holds."""
 
-    __slots__ = ("engine", "generation", "owner")
+    __slots__ = ("engine", "generation", "owner", "reloaded_at")
 
     def __init__(self, owner: weakref.ref, engine: regorus.Engine) -> None:
         self.owner, self.engine, self.generation = owner, engine, 0
+        self.reloaded_at = time.monotonic()
 
 
 def _thread_table() -> dict[int, _Prepared]:
@@ -68,7 +70,9 @@ class EmbeddedEngine:
         Each thread's engine catches up before its next evaluation, all
         pending changes in one step: only new objects merge in (`add_data`,
         no re-preparing); a change or a removal reloads the data (regorus can
-        add to its data but not edit it), still without recompiling.
+        add to its data but not edit it), still without recompiling, at most
+        once per `store.max_lag` seconds (about 0.1 s of work per 10,000
+        objects): meanwhile evaluations see the replica as it was.
         """
         check_replica_root(self.bundle.data, store)
         self._replica = store
@@ -106,6 +110,10 @@ class EmbeddedEngine:
             if failure is None:
                 entry.generation += len(changes)
                 return
+        now = time.monotonic()
+        if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
+            return  # held back: evaluate on the replica as it was a moment ago
+        entry.reloaded_at = now
         engine = entry.engine
         engine.clear_data()
         if self.bundle.data:
