@@ -20,7 +20,7 @@ import yaml
 
 from regokite.admission.decide import decide
 from regokite.admission.policies import PolicySet
-from regokite.admission.review import Review
+from regokite.admission.review import creation_review
 from regokite.clusterdata.store import ReplicaStore, guess_resource
 from regokite.errors import RegokiteError
 
@@ -154,33 +154,6 @@ def _namespaced(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     return {**obj, "metadata": {**meta, "namespace": namespace}}
 
 
-def review_of(manifest: Manifest, uid: str) -> Review:
-    """The CREATE AdmissionReview the API server would send for this object."""
-    obj = manifest.object
-    group, _, version = obj["apiVersion"].rpartition("/")
-    kind = {"group": group, "version": version, "kind": obj["kind"]}
-    return Review(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": uid,
-                "kind": kind,
-                "resource": {"group": group, "version": version, "resource": guess_resource(obj["kind"])},
-                "requestKind": kind,
-                "name": obj["metadata"].get("name", ""),
-                "namespace": manifest.namespace,
-                "operation": "CREATE",
-                "userInfo": {"username": "regokite-check"},
-                "object": obj,
-                "oldObject": None,
-                "dryRun": True,
-                "options": None,
-            },
-        }
-    )
-
-
 def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterable[Manifest] = ()) -> None:
     """Decide every manifest; each sees the others and `existing` as replicated data, not itself."""
     store = ReplicaStore()
@@ -190,7 +163,9 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
     for i, manifest in enumerate(manifests):
         _remove(store, manifest)  # not created yet: a CREATE never finds itself in the cluster
         try:
-            verdict = decide(policy_set, review_of(manifest, f"check-{i}"), mode="validate").verdict
+            group, _, version = manifest.object["apiVersion"].rpartition("/")
+            review = creation_review(manifest.object, (group, version, guess_resource(manifest.kind)), f"check-{i}")
+            verdict = decide(policy_set, review, mode="validate").verdict
         finally:
             _put(store, manifest)
         manifest.failures = [] if verdict.allowed else verdict.messages

@@ -159,6 +159,31 @@ def _add_replicate_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from regokite.audit.run import Audit, AuditSettings, Continuous, render, run_once
+    from regokite.kube.client import KubeClient
+
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)
+    settings = AuditSettings(
+        policies=args.policies,
+        kubeconfig=args.kubeconfig,
+        engine=args.engine,
+        opa_url=args.opa_url,
+        v0_compatible=args.v0_compatible,
+        write_reports=not args.no_reports,
+        replicate_path=args.replicate_path,
+    )
+    audit = Audit(settings, KubeClient(args.kubeconfig))
+    if not args.once:
+        return Continuous(audit).run()
+    run_once(audit)
+    print(render(audit, args.format))
+    return 1 if any(r.result == "fail" for _, results in audit.findings.values() for r in results) else 0
+
+
 def _wait_for_opa(url: str, seconds: float) -> None:
     """A sidecar starts beside regokite, not before it: wait for its /health before pushing policies."""
     import time
@@ -258,6 +283,17 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--format", choices=["pretty", "json"], default="pretty")
     _add_bundle_args(chk)
     chk.set_defaults(func=_cmd_check)
+    aud = sub.add_parser("audit", help="the admission policies on existing objects: PolicyReports, or once for CI")
+    aud.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
+    aud.add_argument("--format", choices=["pretty", "json"], default="pretty", help="with --once")
+    aud.add_argument("--no-reports", action="store_true", help="do not write PolicyReports")
+    aud.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+    aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
+    aud.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
+    _add_engine_args(aud)
+    _add_bundle_args(aud)
+    aud.set_defaults(func=_cmd_audit)
     _add_controller_commands(sub)
     from regokite.manifests.command import add_manifests_commands
 
