@@ -78,7 +78,8 @@ class Audit:
             opa_url=self.settings.opa_url,
             v0_compatible=self.settings.v0_compatible,
         )
-        resources, skipped = audited_resources(policy_set, self._preferred_version)
+        candidates, skipped = audited_resources(policy_set, self._preferred_version)
+        resources = [r for r in candidates if self._served(r)]
         check_access(self.client, resources)
         if policy_set.replicate:
             if self.replica is None:
@@ -99,6 +100,16 @@ class Audit:
         if not group:
             return "v1"
         return self.client.get(f"/apis/{group}")["preferredVersion"]["version"]
+
+    def _served(self, ref: ResourceRef) -> bool:
+        """Whether the API server serves `ref` (a rule's groups and resources combine freely)."""
+        try:
+            listing = self.client.get(resource_path(ref.api_version, "").rstrip("/"))
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == ref.resource for r in listing.get("resources", []))
 
     def audit(self, key: Key, obj: Obj | None) -> str | None:
         """Record `obj`'s findings (None: it is gone); the namespace whose report changed, if any."""

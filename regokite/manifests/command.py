@@ -1,4 +1,4 @@
-"""`regokite manifests admission|controller`: parse, generate, print multi-document YAML."""
+"""`regokite manifests admission|audit|controller`: parse, generate, print multi-document YAML."""
 
 from __future__ import annotations
 
@@ -47,6 +47,15 @@ def add_manifests_commands(sub: Any) -> None:
     )
     adm.set_defaults(func=_cmd_admission)
 
+    aud = kinds.add_parser(
+        "audit",
+        help="the audit (always one replica: one writer per report), RBAC from the policies, the report CRDs",
+    )
+    _common(aud, "regokite-audit")
+    aud.add_argument("--metrics-port", type=int, default=9090)
+    aud.add_argument("--no-crds", dest="include_crds", action="store_false", help="leave out the PolicyReport CRDs")
+    aud.set_defaults(func=_cmd_audit)
+
     ctl = kinds.add_parser("controller", help="controllers, with RBAC computed from their definitions")
     _common(ctl, "regokite-controller")
     ctl.add_argument("--controllers", action="append", required=True, metavar="PATH", help="definitions file or dir")
@@ -71,6 +80,25 @@ def add_manifests_commands(sub: Any) -> None:
         help="a resource watch policies `apply` or `delete`, e.g. v1/resourcequotas (repeatable)",
     )
     ctl.set_defaults(func=_cmd_controller)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    opts = generate.AuditOptions(
+        policies=_check_policies(args),
+        baked_policies=args.baked_policies,
+        namespace=args.namespace,
+        include_namespace=not args.no_namespace,
+        name=args.name,
+        image=args.image,
+        engine=args.engine,
+        opa_image=args.opa_image,
+        v0_compatible=args.v0_compatible,
+        metrics_port=args.metrics_port,
+        include_crds=args.include_crds,
+    )
+    header = "regokite audit manifests (`regokite manifests audit`): PolicyReports of what already violates."
+    print(generate.to_yaml(generate.audit_manifests(opts), header), end="")
+    return 0
 
 
 def _check_policies(args: argparse.Namespace) -> list[str]:

@@ -371,6 +371,77 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     return objects
 
 
+# -------------------------------------------------------------------------------- audit
+
+
+@dataclass
+class AuditOptions(Common):
+    policies: list[str] = field(default_factory=list)
+    name: str = "regokite-audit"
+    replicas: int = 1  # two auditors would both write every report
+    metrics_port: int = 9090
+    include_crds: bool = True
+
+
+def audit_manifests(opts: AuditOptions) -> list[Obj]:
+    """The audit Deployment, least-privilege RBAC computed from the policies, and the report CRDs."""
+    from regokite.admission.policies import load_policy_set
+    from regokite.audit.crds import GROUP, report_crds
+    from regokite.audit.scan import audited_resources
+
+    component = "audit"
+    policy_set = load_policy_set(opts.policies, v0_compatible=opts.v0_compatible)
+    try:
+        # RBAC names groups and resources only: versions need no discovery here
+        audited, _ = audited_resources(policy_set, lambda _group: "*")
+        replicated = policy_set.replicate
+    finally:
+        policy_set.close()
+    perms = rbac.Permissions()
+    for ref in (*audited, *replicated):
+        perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+    for plural in ("policyreports", "clusterpolicyreports"):
+        perms.grant(perms.cluster, GROUP, plural, ("get", "list", "create", "patch"))
+    objects = _prelude(opts, opts.name, component, automount=True)
+    objects += rbac.rbac_objects(
+        perms, name=opts.name, namespace=opts.namespace, service_account=opts.name, labels=w.labels(component)
+    )
+    if opts.include_crds:
+        objects += report_crds()
+    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    objects += cm_objects
+    container = {
+        "name": "regokite",
+        "image": opts.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port)],
+        "ports": [{"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"}],
+        "livenessProbe": w.probe("/metrics", "metrics"),
+        "resources": w.resources("100m", "128Mi", "1", "512Mi"),
+        "securityContext": w.container_security_context(),
+        "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
+    }
+    containers = [container]
+    if opts.engine == "opa":
+        containers.append(w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible))
+    objects.append(
+        w.deployment(
+            opts.name,
+            opts.namespace,
+            component,
+            replicas=1,
+            service_account=opts.name,
+            containers=containers,
+            volumes=[*volumes, w.tmp_volume()],
+            automount_token=True,
+        )
+    )
+    objects.append(
+        w.service(opts.name, opts.namespace, component, port=opts.metrics_port, target="metrics", port_name="metrics")
+    )
+    return objects
+
+
 # ------------------------------------------------------------------------------- output
 
 
