@@ -145,7 +145,16 @@ class Audit:
         found = set()
         for namespaced, t in REPORT_TYPES.items():
             path = resource_path(t.api_version, t.resource)
-            for item in self.client.get(path, labelSelector="app.kubernetes.io/component=audit").get("items", []):
+            try:
+                listing = self.client.get(path, labelSelector="app.kubernetes.io/component=audit")
+            except ApiError as exc:
+                if exc.status == 404:
+                    raise RegokiteError(
+                        f"{t.resource}.{reports.API_VERSION} is not served: install the PolicyReport CRDs"
+                        " (`regokite manifests audit` prints them), or pass --no-reports"
+                    ) from None
+                raise
+            for item in listing.get("items", []):
                 if item["metadata"]["name"] == reports.REPORT_NAME:
                     found.add(item["metadata"].get("namespace", "") if namespaced else "")
         return found
@@ -276,7 +285,10 @@ class Continuous:
             self.wake.clear()
             with self.lock:
                 batch, self.pending = self.pending, set()
+            audited = set(audit.resources)
             for key in batch:
+                if key[0] not in audited:  # a resource no policy names any more
+                    continue
                 changed = audit.audit(key, self.informers[key[0]].get(key[1] or None, key[2]))
                 if changed is not None:
                     dirty.add(changed)

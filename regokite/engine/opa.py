@@ -175,9 +175,15 @@ class OpaEngine:
             changes = None if seen is None else store.changes_since(seen)
             try:
                 if changes:
-                    self._client.patch_json(store.root, json_patch(changes))
-                    self._replica_generation = seen + len(changes)  # type: ignore[operator]
-                elif changes is None:
+                    try:
+                        self._client.patch_json(store.root, json_patch(changes))
+                        self._replica_generation = seen + len(changes)  # type: ignore[operator]
+                        return
+                    except PolicyLoadError as exc:
+                        # another writer (a second admission worker) got there first: a path
+                        # to remove is gone, or one to add exists; the whole document settles it
+                        log.info("replica patch refused; writing the whole replica", extra={"error": str(exc)})
+                if changes is None or changes:
                     self._replica_generation = store.full(lambda doc: self._client.put_json(store.root, doc))
             except requests.RequestException as exc:
                 raise self._unavailable(exc) from None

@@ -123,3 +123,22 @@ def test_a_follower_may_lag_on_changes_up_to_max_lag_but_never_on_new_objects(ma
     store.remove("ingresses", "a", "one", namespaced=True)
     expected = ["two.io"] if engine.name == "opa" else ["one.io", "two.io"]  # a sidecar is patched in place
     assert engine.evaluate("data.p.hosts") == expected
+
+
+def test_a_sidecar_another_writer_changed_gets_the_whole_replica(opa_standin) -> None:
+    """Two admission workers patch one sidecar: a removal the other already made is not an error."""
+    from regokite.engine import open_engine
+
+    opa_standin.clear()
+    store = ReplicaStore()
+    store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
+    store.put("ingresses", ingress("a", "two", "two.io"), namespaced=True)
+    engine = open_engine(Bundle((Module("p.rego", POLICY),), {}), "opa", opa_url=opa_standin.url)
+    try:
+        engine.follow(store)
+        opa_standin.delete_data(["kubernetes", "ingresses", "a", "one"])  # the other worker was faster
+        store.remove("ingresses", "a", "one", namespaced=True)
+        store.put("ingresses", ingress("b", "three", "three.io"), namespaced=True)
+        assert engine.evaluate("data.p.hosts") == ["three.io", "two.io"]
+    finally:
+        engine.close()
