@@ -109,6 +109,7 @@ class EmbeddedEngine:
             _, failure = attempt(entry.engine.add_data, store.rooted(creations(changes)))
             if failure is None:
                 entry.generation += len(changes)
+                _settle(entry.engine)
                 return
         now = time.monotonic()
         if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
@@ -119,6 +120,7 @@ class EmbeddedEngine:
         if self.bundle.data:
             engine.add_data(self.bundle.data)
         entry.generation = store.full(lambda document: engine.add_data(store.rooted(document)))
+        _settle(engine)
 
     def _fresh(self, input: Any) -> regorus.Engine:
         engine = self._base().clone()
@@ -230,3 +232,14 @@ def _parses_as_v0(module: Module) -> bool:
     probe = regorus.Engine()
     probe.set_rego_v0(True)
     return attempt(probe.add_policy, module.path, module.text)[1] is None
+
+
+def _settle(engine: regorus.Engine) -> None:
+    """Evaluate once on the engine whose data changed, before it is cloned again.
+
+    regorus redoes work proportional to the data on the first evaluation after
+    the data changed; done on the base engine, its clones inherit the result,
+    while every clone of an unsettled base would redo it (measured: +7 ms per
+    review with 10,000 replicated ConfigMaps).
+    """
+    attempt(engine.eval_query, "true")
