@@ -32,6 +32,7 @@ from regokite.admission.watchdog import Watchdog
 from regokite.clusterdata.replicate import Replicator, check_access
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.kube.client import KubeClient
 from regokite.ops import admission_metrics as metrics
@@ -63,10 +64,15 @@ class AdmissionSettings:
     replicate: tuple[ResourceRef, ...] = ()  # beside what the policies declare
     replicate_path: str = "kubernetes"
     kubeconfig: str | None = None
+    extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
 
     def load(self) -> PolicySet:
         return load_policy_set(
-            self.policies, engine=self.engine, opa_url=self.opa_url, v0_compatible=self.v0_compatible
+            self.policies,
+            engine=self.engine,
+            opa_url=self.opa_url,
+            v0_compatible=self.v0_compatible,
+            options=self.extensions,
         )
 
 
