@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from regokite import input_guard
 from regokite.admission.decide import decide
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import creation_review
@@ -99,6 +100,10 @@ def read_manifests(sources: Sequence[str], namespace: str) -> list[Manifest]:
             if doc is None:  # an empty or comment-only document
                 continue
             for obj in _items(doc, f"{name}: document {index}"):
+                try:
+                    input_guard.check(obj, root="object")
+                except input_guard.InputRejected as exc:
+                    raise RegokiteError(f"{name}: document {index}: {exc}") from None
                 found.append(Manifest(name, index, _namespaced(obj, namespace)))
     return found
 

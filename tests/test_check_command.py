@@ -111,6 +111,10 @@ def test_data_files_are_cluster_state_read_by_policies(tmp_path: Path, capsys, m
         ("kind: Pod\nmetadata: {name: x}\n", "document 0: not a Kubernetes object (needs apiVersion and kind)"),
         ("---\napiVersion: v1\nkind: Pod\nmetadata: {}\n", "document 0: Pod has no metadata.name"),
         ("a: [\n", "bad.yaml:2:1: not YAML or JSON"),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {n: 18446744073709551621}\n",
+            "document 0: object.data.n: ",
+        ),
     ],
 )
 def test_bad_input_is_an_error_naming_file_and_document(tmp_path: Path, capsys, text: str, message: str) -> None:

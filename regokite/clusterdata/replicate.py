@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable
 
 from regokite.clusterdata.store import Obj, ReplicaStore, ResourceRef
+from regokite.input_guard import InputRejected
 from regokite.kube.client import ApiError, KubeClient, resource_path
 from regokite.kube.informer import Informer
 
@@ -77,7 +78,7 @@ class Replicator:
                 return
         with self._lock:
             for obj in informer.list():
-                self.store.put(ref.resource, obj, namespaced=ref.namespaced)
+                self._put(ref, obj)
             self._seeded.add(ref)
             if self._seeded >= self._informers.keys():
                 self._ready.set()
@@ -91,7 +92,18 @@ class Replicator:
                     ref.resource, meta.get("namespace") or "", meta.get("name", ""), namespaced=ref.namespaced
                 )
             elif new is not None:
-                self.store.put(ref.resource, new, namespaced=ref.namespaced)
+                self._put(ref, new)
+
+    def _put(self, ref: ResourceRef, obj: Obj) -> None:
+        try:
+            self.store.put(ref.resource, obj, namespaced=ref.namespaced)
+        except InputRejected as exc:
+            # regorus cannot hold it (it would crash or change it): left out, loudly
+            log.error("replicated object refused; policies do not see it", extra={"error": str(exc)})
+            meta = obj.get("metadata") or {}
+            self.store.remove(
+                ref.resource, meta.get("namespace") or "", meta.get("name", ""), namespaced=ref.namespaced
+            )
 
 
 def check_access(client: KubeClient, refs: Iterable[ResourceRef]) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from regokite import input_guard
 from regokite.errors import RegokiteError
 
 Obj = dict[str, Any]
@@ -109,11 +110,15 @@ class ReplicaStore:
                 self.document[resource] = {}
 
     def put(self, resource: str, obj: Obj, *, namespaced: bool) -> None:
+        """Add or replace `obj`; input_guard.InputRejected (and the store unchanged)
+        for a value no engine may hold, naming where it would have gone."""
         meta = obj.get("metadata") or {}
         name = meta.get("name")
         if not name:
             return
         namespace = meta.get("namespace") or ""
+        where = ".".join(("data", *self.root, resource, *((namespace,) if namespaced else ()), name))
+        input_guard.check(obj, root=where)
         with self.lock:
             tree = self.document.get(resource)
             if tree is None:

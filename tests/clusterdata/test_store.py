@@ -142,3 +142,14 @@ def test_a_sidecar_another_writer_changed_gets_the_whole_replica(opa_standin) ->
         assert engine.evaluate("data.p.hosts") == ["three.io", "two.io"]
     finally:
         engine.close()
+
+
+def test_a_value_no_engine_may_hold_is_refused_naming_where_it_would_go() -> None:
+    from regokite.input_guard import InputRejected
+
+    store = ReplicaStore()
+    with pytest.raises(InputRejected, match=r"data\.kubernetes\.configmaps\.a\.big\.data\.n"):
+        store.put(
+            "configmaps", {"metadata": {"name": "big", "namespace": "a"}, "data": {"n": 2**64 + 5}}, namespaced=True
+        )
+    assert store.document == {} and store.generation == 0
