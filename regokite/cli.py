@@ -199,6 +199,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         v0_compatible=args.v0_compatible,
         write_reports=not args.no_reports,
         replicate_path=args.replicate_path,
+        jobs=args.jobs,
     )
     audit = Audit(settings, KubeClient(args.kubeconfig))
     if not args.once:
@@ -336,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
     aud.add_argument("--format", choices=["pretty", "json"], default="pretty", help="with --once")
     aud.add_argument("--no-reports", action="store_true", help="do not write PolicyReports")
+    aud.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="with --once: processes deciding (embedded engine)"
+    )
     aud.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
     aud.add_argument("--metrics-port", type=int, help="serve /metrics on this port")

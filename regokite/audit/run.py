@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import multiprocessing
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_res
 from regokite.clusterdata.replicate import Replicator, check_access
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.controllers.hooks import ChildType
+from regokite.engine import UNDEFINED
 from regokite.errors import RegokiteError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient, resource_path
@@ -53,6 +55,7 @@ class AuditSettings:
     reload_interval: float = 1.0
     flush_interval: float = 0.5  # how often changed namespaces' reports are written
     page_size: int = 500
+    jobs: int = 1  # --once: processes deciding pages (embedded engine)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -166,37 +169,87 @@ class Audit:
         metrics.audit_objects.set(self.covered)
 
 
-def paged(client: KubeClient, ref: ResourceRef, limit: int) -> Iterator[Obj]:
-    """Every object of `ref`, one page in memory at a time."""
+def paged(client: KubeClient, ref: ResourceRef, limit: int) -> Iterator[list[Obj]]:
+    """Every object of `ref`, a page at a time: one page in memory."""
     cont: str | None = None
     while True:
         page = client.get(resource_path(ref.api_version, ref.resource), limit=limit, **{"continue": cont})
         kind = (page.get("kind") or "").removesuffix("List")
-        for obj in page.get("items") or ():
+        items = page.get("items") or []
+        for obj in items:
             obj.setdefault("apiVersion", ref.api_version)
             obj.setdefault("kind", kind)
             (obj.get("metadata") or {}).pop("managedFields", None)
-            yield obj
+        yield items
         cont = page["metadata"].get("continue")
         if not cont:
             return
 
 
 def run_once(audit: Audit) -> None:
-    """One pass over every audited object, then every report written (stale ones emptied)."""
+    """One pass over every audited object, then every report written (stale ones emptied).
+
+    With `settings.jobs` > 1 (embedded engine) pages are decided in forked
+    processes: regorus holds the GIL, so using more cores takes processes.
+    """
     audit.load()
     metrics.audit_passes.inc()
+    pages = ((ref, page) for ref in audit.resources for page in paged(audit.client, ref, audit.settings.page_size))
     covered = 0
-    for ref in audit.resources:
-        for obj in paged(audit.client, ref, audit.settings.page_size):
-            meta = obj["metadata"]
-            audit.audit((ref, meta.get("namespace") or "", meta["name"]), obj)
-            covered += 1
+    if audit.settings.jobs > 1 and audit.settings.engine == "embedded":
+        for found, count in _in_processes(audit, pages):
+            audit.findings.update((key, (subject, results)) for key, subject, results in found)
+            covered += count
+    else:
+        for ref, page in pages:
+            for obj in page:
+                audit.audit(_key(ref, obj), obj)
+            covered += len(page)
     audit.covered = covered
     audit.update_metrics()
     if audit.settings.write_reports:
         audit.write(audit.report_namespaces() | audit.existing_reports())
     _stop_replica(audit)
+
+
+def _key(ref: ResourceRef, obj: Obj) -> Key:
+    meta = obj["metadata"]
+    return ref, meta.get("namespace") or "", meta["name"]
+
+
+Found = list[tuple[Key, Subject, Results]]
+_FORKED: Audit | None = None  # what a forked job process inherited
+
+
+def _in_processes(audit: Audit, pages: Iterator[tuple[ResourceRef, list[Obj]]]) -> Iterator[tuple[Found, int]]:
+    """Each page's findings and size, decided by `jobs` forked processes."""
+    global _FORKED
+    assert audit.policy_set is not None
+    audit.policy_set.engine.bind(UNDEFINED)  # this thread's engine caught up with the replica before the fork
+    _FORKED = audit
+    try:
+        with multiprocessing.get_context("fork").Pool(audit.settings.jobs, initializer=_after_fork) as pool:
+            yield from pool.imap(_decide_page, pages)
+    finally:
+        _FORKED = None
+
+
+def _after_fork() -> None:
+    """A forked process has no other threads: locks they held are fresh ones here."""
+    assert _FORKED is not None
+    if _FORKED.replica is not None:
+        _FORKED.replica.store.lock = threading.Lock()
+
+
+def _decide_page(job: tuple[ResourceRef, list[Obj]]) -> tuple[Found, int]:
+    assert _FORKED is not None and _FORKED.policy_set is not None
+    ref, page = job
+    found = []
+    for obj in page:
+        results = audit_object(_FORKED.policy_set, obj, ref)
+        if results:
+            found.append((_key(ref, obj), Subject.of(obj), results))
+    return found, len(page)
 
 
 def render(audit: Audit, fmt: str) -> str:

@@ -159,12 +159,13 @@ def test_existing_violations_appear_and_follow_fixes_and_policy_deletion(
     assert report["metadata"]["uid"] == uid  # updated in place, never recreated
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
 def test_once_prints_the_findings_as_json_and_fails_on_a_denial(
-    cluster: Cluster, api: client.ApiClient, namespace: str, crds: None, policies: Path
+    cluster: Cluster, api: client.ApiClient, namespace: str, crds: None, policies: Path, jobs: str
 ) -> None:
     create(api, f"/api/v1/namespaces/{namespace}/configmaps", configmap("unowned"))
     done = subprocess.run(
-        audit_command(cluster, policies, "--once", "--format", "json", "--no-reports"),
+        audit_command(cluster, policies, "--once", "--format", "json", "--no-reports", "--jobs", jobs),
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
