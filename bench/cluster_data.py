@@ -195,7 +195,18 @@ def main() -> int:
             took = create_many(cluster, "/api/v1/namespaces/audited/pods", [pod(i) for i in range(n)])
             print(f"setup          : {n} Pods created in {took:5.1f} s")
             shipped = [POLICIES / "admission", POLICIES / "lib"]
-            cmd = [sys.executable, "-m", "regokite.cli", "audit", "--once", "--no-reports", "--format", "json", "--jobs", "2"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "regokite.cli",
+                "audit",
+                "--once",
+                "--no-reports",
+                "--format",
+                "json",
+                "--jobs",
+                "2",
+            ]
             cmd += [a for p in shipped for a in ("--policies", str(p))]
             started = time.perf_counter()
             done = subprocess.run(
