@@ -95,7 +95,11 @@ def follow_cluster(
             return None, replace(policy_set, unavailable=_unreplicated(policy_set, exc))
         replica = Replicator(client, ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG))
     if replica is not None:
-        replica.ensure(sorted(refs))
+        new = sorted(refs - set(replica.resources))
+        if new:
+            # refused before a reload takes them on: a resource that cannot be listed would never be ready
+            check_access(replica.client, new)
+        replica.ensure(new)
         policy_set.engine.follow(replica.store)
     return replica, policy_set
 

@@ -196,3 +196,27 @@ def test_the_servers_token_reads_only_what_the_policies_declare(cluster: Cluster
             assert exc.status == 403
         else:
             pytest.fail("the admission server's token could create an Ingress")
+
+
+def test_a_reload_declaring_a_resource_the_token_cannot_list_keeps_the_last_good_set(
+    policies: Path, regokite: RunningServer
+) -> None:
+    extra = policies / "admission" / "reads_configmaps"
+    extra.mkdir()
+    (extra / "reads_configmaps.rego").write_text(
+        'package admission.reads_configmaps\n\nreplicate := {"namespaced": ["v1/configmaps"]}\n\n'
+        'deny contains "x" if data.kubernetes.configmaps.nope\n'
+    )
+    try:
+        with regokite.client() as c:
+            ready = kube.wait_for(
+                lambda: c.get("/readyz"),
+                lambda r: r.json()["reload"]["error"] is not None,
+                what="the reload to fail",
+                timeout=10,
+            )
+        assert ready.status_code == 200  # still serving the last good set, its replica ready
+        assert "cannot replicate v1/configmaps" in ready.json()["reload"]["error"]
+        assert "admission.reads_configmaps" not in ready.json()["policies"]
+    finally:
+        shutil.rmtree(extra)
