@@ -163,14 +163,16 @@ def _replicate_args(args: argparse.Namespace) -> tuple[Any, ...]:
     )
 
 
-def _add_replicate_args(p: argparse.ArgumentParser) -> None:
+def _add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False) -> None:
+    """`declared`: admission policies' `replicate` declarations add to the flags."""
     group = p.add_argument_group("cluster data (kube-mgmt's layout: data.<path>.<resource>[.<namespace>].<name>)")
     group.add_argument(
         "--replicate",
         action="append",
         default=[],
         metavar="[GROUP/]VERSION/RESOURCE",
-        help="replicate a namespaced resource (repeatable); policies' `replicate` declarations add theirs",
+        help="replicate a namespaced resource (repeatable)"
+        + ("; admission policies' `replicate` declarations add theirs" if declared else ""),
     )
     group.add_argument(
         "--replicate-cluster",
@@ -312,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
     adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
     adm.add_argument("--opa-wait", type=float, default=0.0, metavar="SECONDS", help="wait for OPA's /health")
-    _add_replicate_args(adm)
+    _add_replicate_args(adm, declared=True)
     _add_engine_args(adm)
     _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)
@@ -405,6 +407,9 @@ def _cmd_hooks(args: argparse.Namespace) -> int:
         opa_url=args.opa_url,
         v0_compatible=args.v0_compatible,
         options=_extension_options(args),
+        replicate=_replicate_args(args),
+        replicate_path=args.replicate_path,
+        kubeconfig=args.kubeconfig,
     )
 
 
@@ -456,6 +461,7 @@ def _add_controller_commands(sub: Any) -> None:
     hooks.add_argument("--port", type=int, default=8181)
     _add_engine_args(hooks)
     _add_bundle_args(hooks)
+    _add_replicate_args(hooks)
     hooks.set_defaults(func=_cmd_hooks)
 
     plan = sub.add_parser("plan", help="offline: the children and status a controller would produce for a parent")

@@ -153,3 +153,36 @@ def test_a_value_no_engine_may_hold_is_refused_naming_where_it_would_go() -> Non
             "configmaps", {"metadata": {"name": "big", "namespace": "a"}, "data": {"n": 2**64 + 5}}, namespaced=True
         )
     assert store.document == {} and store.generation == 0
+
+
+def test_hooks_wait_for_their_cluster_data_then_read_it() -> None:
+    from fastapi.testclient import TestClient
+
+    from regokite import outline
+    from regokite.controllers.hookserver import create_app
+    from regokite.engine import open_engine
+
+    class Loading:
+        def __init__(self) -> None:
+            self.store, self.loaded = ReplicaStore(), False
+
+        def ready(self) -> bool:
+            return self.loaded
+
+        def pending(self) -> list[str]:
+            return [] if self.loaded else ["networking.k8s.io/v1/ingresses"]
+
+    bundle = Bundle((Module("p.rego", POLICY),), {})
+    engine = open_engine(bundle)
+    replica = Loading()
+    engine.follow(replica.store)
+    app = create_app(engine, outline.packages(outline.outline(bundle.modules)), replica)  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        waiting = client.post("/v1/data/p/hosts", json={"input": {}})
+        assert waiting.status_code == 503 and "networking.k8s.io/v1/ingresses" in waiting.json()["message"]
+        assert client.get("/readyz").status_code == 503
+        replica.store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
+        replica.loaded = True
+        assert client.post("/v1/data/p/hosts", json={"input": {}}).json() == {"result": ["one.io"]}
+        assert client.get("/readyz").status_code == 200
+    engine.close()
