@@ -26,13 +26,13 @@ from regokite.audit import reports
 from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_resources, violations
 from regokite.clusterdata.replicate import Replicator, check_access
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
-from regokite.controllers.hooks import ChildType
 from regokite.engine import UNDEFINED
 from regokite.errors import RegokiteError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient, resource_path
 from regokite.kube.informer import Informer
 from regokite.ops import audit_metrics as metrics
+from regokite.resources import ChildType
 
 log = logging.getLogger("regokite.audit")
 FIELD_MANAGER = "regokite-audit"
@@ -139,7 +139,7 @@ class Audit:
         for ns in sorted(namespaces):
             report = reports.report(ns, grouped.get(ns, []), now)
             try:
-                self.actuator.apply(REPORT_TYPES[bool(ns)], report)
+                self.actuator.apply(REPORT_TYPES[bool(ns)], report, controller="audit")
             except ApiError as exc:
                 log.error("could not write the audit report", extra={"namespace": ns, "error": str(exc)})
 

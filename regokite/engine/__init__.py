@@ -37,6 +37,13 @@ class _Undefined:
 UNDEFINED: Final = _Undefined()
 
 
+def first_value(results: list[dict[str, Any]]) -> Any:
+    """The value of a query's first expression in its first result (OPA's result shape), or UNDEFINED."""
+    if not results:
+        return UNDEFINED
+    return results[0]["expressions"][0]["value"]
+
+
 class Bound(Protocol):
     def evaluate(self, ref: str) -> Any: ...
 

@@ -28,7 +28,7 @@ import regorus
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
-from regokite.engine import UNDEFINED, rule_ref
+from regokite.engine import UNDEFINED, first_value, rule_ref
 from regokite.engine.capabilities import check_builtins
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
@@ -208,7 +208,7 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog) -> Any:
     if failure is not None:
         if "not a valid rule path" not in failure[0]:
             raise EvaluationError(ref, *failure)
-        return _first_value(_query(engine, ref, prints))  # a package or a base document
+        return first_value(_query(engine, ref, prints))  # a package or a base document
     # regorus's marker for undefined; a rule whose value is that very string
     # is not worth a second query on every undefined decision.
     return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
@@ -245,12 +245,6 @@ def attempt(method: Any, *args: Any) -> tuple[Any, str | None]:
         return None, str(exc)
     except BaseException as exc:
         return None, f"engine panic: {exc}"
-
-
-def _first_value(results: list[dict[str, Any]]) -> Any:
-    if not results:
-        return UNDEFINED
-    return results[0]["expressions"][0]["value"]
 
 
 def add_modules(engine: regorus.Engine, modules: Iterable[Module]) -> None:

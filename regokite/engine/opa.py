@@ -54,7 +54,7 @@ from opa_client.errors import DeletePolicyError, RegoParseError, TypeException
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, json_patch
-from regokite.engine import UNDEFINED, rule_ref
+from regokite.engine import UNDEFINED, first_value, rule_ref
 from regokite.errors import (
     EngineUnavailable,
     EvaluationError,
@@ -217,7 +217,7 @@ class OpaEngine:
             # Not a plain reference, or a null input: OPA reads `"input": null`
             # as "no input", and only `with input as null` gives the embedded
             # engine's null input. Both go through the query API.
-            return _first_value(self.query(ref, input))
+            return first_value(self.query(ref, input))
         value = self._eval_path(ref, path, body)
         if value is UNDEFINED and (bound is None or not bound.verified):
             repaired = self._repair()
@@ -756,12 +756,6 @@ def bundle_digest(bundle: Bundle) -> str:
 
 def _codes(exc: RegoParseError) -> set[str]:
     return {str(e.get("code")) for e in exc.errors if isinstance(e, dict)}
-
-
-def _first_value(results: list[dict[str, Any]]) -> Any:
-    if not results:
-        return UNDEFINED
-    return results[0]["expressions"][0]["value"]
 
 
 def _jsonable(value: Any) -> Any:

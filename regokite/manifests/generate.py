@@ -12,7 +12,6 @@ declarations. Controllers get exactly the RBAC their definitions need
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,42 +221,6 @@ def cert_manager_objects(name: str, ns: str) -> list[Obj]:
 # --------------------------------------------------------------------------- controller
 
 
-def _crd_documents(paths: list[str]) -> list[Obj]:
-    """CustomResourceDefinitions kept beside the definitions (files or directories of YAML/JSON)."""
-    return _documents(paths, lambda d: d.get("kind") == "CustomResourceDefinition")
-
-
-def _watch_documents(paths: list[str]) -> list[Obj]:
-    """Watch definitions as written, for the definitions ConfigMap."""
-    from regokite.controllers.watch import is_watch
-
-    return _documents(paths, is_watch)
-
-
-def _documents(paths: list[str], wanted: Callable[[Obj], bool]) -> list[Obj]:
-    """The YAML/JSON documents in `paths` (files or directories) that `wanted` picks."""
-    files: list[Path] = []
-    for root in map(Path, paths):
-        if root.is_file():
-            files.append(root)
-        elif root.is_dir():
-            files += [
-                p
-                for p in sorted(root.rglob("*"))
-                if p.is_file()
-                and p.suffix in (".yaml", ".yml", ".json")
-                and not any(part.startswith(".") for part in p.relative_to(root).parts)
-            ]
-    found: list[Obj] = []
-    for file in files:
-        try:
-            docs = list(yamldoc.load_all(file.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yamldoc.YAMLError):
-            continue  # load_definitions has already reported what matters
-        found += [d for d in docs if isinstance(d, dict) and wanted(d)]
-    return found
-
-
 def _resource_rule(text: str, flag: str = "--related") -> Any:
     from regokite.controllers.definitions import ResourceRule
     from regokite.errors import RegokiteError
@@ -274,13 +237,13 @@ def customize_hooks(definitions: list[Any]) -> list[str]:
 
 
 def controller_manifests(opts: ControllerOptions) -> list[Obj]:
-    from regokite.controllers.watch import load_definitions_beside_watches, load_watches
+    from regokite.controllers.definitions import load
 
     component = "controller"
-    definitions = load_definitions_beside_watches(opts.controllers)  # validates; refuses what it cannot run
-    watches = load_watches(opts.controllers)
-    raw_definitions = [d.raw for d in definitions] + _watch_documents(opts.controllers)
-    crd_docs = _crd_documents(opts.controllers)
+    loaded = load(opts.controllers)  # validates; refuses what it cannot run
+    definitions, watches = list(loaded.controllers), loaded.watches
+    raw_definitions = [d.raw for d in definitions] + [w.raw for w in watches]
+    crd_docs = list(loaded.crds)
     crds = rbac.crds_from_documents(crd_docs)
     perms = rbac.controller_permissions(
         definitions,
