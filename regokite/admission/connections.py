@@ -14,7 +14,8 @@ certificate applies to the next handshake), and serves it with
 of a request:
 
 * headers: from the connection's start (or the first byte of a later
-  request) until the end of the headers, and at most `max_header_bytes`;
+  request) until the end of the headers, and at most `max_header_bytes`
+  (dropped while incomplete, answered 431 when complete);
 * body: from the end of the headers until the whole body is in;
 * keep-alive: idle between requests (uvicorn's own timer);
 * `max_requests` per connection, after which the response says
@@ -110,7 +111,14 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._header_bytes = 0
         self._arm("body", self.limits.body_timeout)
-        super().on_headers_complete()
+        size = len(self.url) + sum(len(name) + len(value) for name, value in self.headers)
+        if size > self.limits.max_header_bytes:  # all in at once: answered, not dropped
+            metrics.connections_dropped.labels("headers_too_large").inc()
+            self.app, app = _headers_too_large, self.app
+            super().on_headers_complete()
+            self.app = app
+        else:
+            super().on_headers_complete()
         self._requests += 1
         if self._requests >= self.limits.max_requests and self.cycle is not None:
             self.cycle.keep_alive = False
@@ -123,6 +131,13 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         self._phase = "idle"
         super().on_response_complete()  # arms uvicorn's keep-alive timer
+
+
+async def _headers_too_large(scope: Any, receive: Any, send: Any) -> None:
+    """The ASGI answer to a request whose headers are over the limit (uvicorn answers 503 the same way)."""
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 431, "headers": headers})
+    await send({"type": "http.response.body", "body": b"request headers too large"})
 
 
 async def accept(

@@ -27,7 +27,8 @@ KINDS = ("handshake", "idle", "headers", "body")
 class Held:
     kind: str
     opened: bool  # the connection (and, past `handshake`, the TLS handshake) succeeded
-    seconds: float | None = None  # how long until the server closed it; None if still open at the end
+    seconds: float | None = None  # from connecting until the server closed it; None if still open at the end
+    answer: bytes = b""  # what the server sent before closing, if anything
 
     @property
     def dropped(self) -> bool:
@@ -51,7 +52,6 @@ async def slow_client(kind: str, host: str, port: int, ctx: ssl.SSLContext, pace
             reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
     except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
         return Held(kind, opened=False)
-    started = time.monotonic()
     request_line = b"POST /validate HTTP/1.1\r\nhost: x\r\n"
     sender: asyncio.Task | None = None
     if kind == "headers":
@@ -59,10 +59,11 @@ async def slow_client(kind: str, host: str, port: int, ctx: ssl.SSLContext, pace
     elif kind == "body":
         writer.write(request_line + b"content-type: application/json\r\ncontent-length: 100000\r\n\r\n")
         sender = asyncio.create_task(_trickle(writer, b"{" + b" " * 99_999, pace))
+    answer = b""
     try:
         async with asyncio.timeout(limit):
-            while await reader.read(65536):  # a 408 or an error answer may come before the close
-                pass
+            while chunk := await reader.read(65536):
+                answer += chunk
         seconds: float | None = time.monotonic() - started
     except TimeoutError:
         seconds = None
@@ -77,7 +78,7 @@ async def slow_client(kind: str, host: str, port: int, ctx: ssl.SSLContext, pace
         with contextlib.suppress(OSError, ssl.SSLError, TimeoutError):
             async with asyncio.timeout(1):
                 await writer.wait_closed()
-    return Held(kind, opened=True, seconds=seconds)
+    return Held(kind, opened=True, seconds=seconds, answer=answer[:200])
 
 
 async def hold(
