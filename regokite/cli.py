@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     adm.add_argument(
         "--worker-memory-limit",
         type=_bytes,
-        default="512Mi",
+        default="256Mi",
         metavar="BYTES",
         help="replace a worker resident past this (Mi/Gi suffixes); 0 = never",
     )
