@@ -12,16 +12,17 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from regokite import input_guard, yamldoc
 from regokite.errors import Location, PolicyLoadError
 
 DATA_FILES = ("data.json", "data.yaml", "data.yml")
+_PACKAGE = re.compile(r"^[ \t]*package[ \t]+([^\s#]+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,12 @@ class Module:
     def line(self, number: int) -> str | None:
         lines = self.text.splitlines()
         return lines[number - 1] if 0 < number <= len(lines) else None
+
+    @property
+    def package(self) -> str:
+        """The package this module declares, as written (`a.b`, `a["b-c"]`); "" if none is found."""
+        found = _PACKAGE.search(self.text)
+        return found.group(1) if found else ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,7 @@ class _RegoVersions:
         manifest = root / ".manifest"
         if not (root.is_dir() and manifest.is_file()):
             return cls(root, v0_compatible)
+        _inside(manifest, root, root.resolve())
         shown = _display(manifest)
         try:
             doc = json.loads(_read(manifest))
@@ -134,19 +142,42 @@ def _version(value: Any, where: str) -> int:
 
 
 def _walk(root: Path) -> Iterable[tuple[Path, tuple[str, ...]]]:
-    """Yield (file, data path) for every module and data file below `root`."""
+    """Yield (file, data path) for every module and data file below `root`.
+
+    Links are followed only where they stay inside the root: a Kubernetes
+    ConfigMap volume is `file -> ..data/file` and `dir -> ..data/dir` with
+    `..data -> ..<timestamp>/`, all inside the mount, while a `.rego` or a
+    `data.yaml` linked to a file elsewhere (/etc/hostname) must not become
+    policy or data. Such a link is a load error, as is a directory reached twice.
+    """
     if root.is_file():
         yield root, ()
         return
-    for dirpath, dirnames, filenames in os.walk(root):
+    real_root = root.resolve()
+    seen = {real_root}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        here = Path(dirpath)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel = Path(dirpath).relative_to(root)
-        data_path = tuple(p for p in rel.parts if p != ".")
+        for name in dirnames:
+            real = _inside(here / name, root, real_root)
+            if real in seen:
+                raise PolicyLoadError(f"{here / name}: a link to a directory already loaded ({real})")
+            seen.add(real)
+        data_path = here.relative_to(root).parts
         for name in sorted(filenames):
             if name.startswith("."):
                 continue
             if name.endswith(".rego") or name in DATA_FILES:
-                yield Path(dirpath) / name, data_path
+                _inside(here / name, root, real_root)
+                yield here / name, data_path
+
+
+def _inside(path: Path, root: Path, real_root: Path) -> Path:
+    """`path` resolved; a load error when it leads outside the root."""
+    real = path.resolve()
+    if not real.is_relative_to(real_root):
+        raise PolicyLoadError(f"{path}: links to {real}, outside the policy root {root}: refused")
+    return real
 
 
 def _display(file: Path) -> str:
@@ -164,6 +195,15 @@ def _read(file: Path) -> str:
 
 
 def _parse_data(file: Path, shown: str) -> Any:
+    doc = _decode_data(file, shown)
+    try:
+        input_guard.check(doc, root="data")  # what no engine may be given
+    except input_guard.InputRejected as exc:
+        raise PolicyLoadError(f"{shown}: {exc}") from None
+    return doc
+
+
+def _decode_data(file: Path, shown: str) -> Any:
     text = _read(file)
     if file.suffix == ".json":
         try:
@@ -172,8 +212,8 @@ def _parse_data(file: Path, shown: str) -> Any:
             loc = Location(shown, exc.lineno, exc.colno)
             raise PolicyLoadError(f"invalid JSON: {exc.msg}", loc, _line_of(text, exc.lineno)) from exc
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        return yamldoc.load(text)
+    except yamldoc.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         if mark is None:

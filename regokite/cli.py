@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from regokite import __version__
+from regokite import __version__, yamldoc
 from regokite.errors import RegokiteError
 
 
@@ -22,12 +22,31 @@ def _add_bundle_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="parse modules as Rego v0 (e.g. `deny[msg] { ... }`), as OPA 1.x does",
     )
+    p.add_argument(
+        "--allow-http-send",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="let http.send reach this host (repeatable); without it a policy calling http.send does not load",
+    )
+
+
+def _extension_options(args: argparse.Namespace, deadline: float | None = None) -> Any:
+    """The embedded engine's extension builtins for this command; an admission
+    request's http.send never outlasts its --deadline."""
+    from regokite.engine.extensions import ExtensionOptions
+    from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT
+
+    hosts = tuple(getattr(args, "allow_http_send", ()))
+    return ExtensionOptions(hosts, min(DEFAULT_TIMEOUT, deadline) if deadline else DEFAULT_TIMEOUT)
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
     from regokite import testing
 
-    results = testing.run_tests(args.paths, run=args.run, v0_compatible=args.v0_compatible)
+    results = testing.run_tests(
+        args.paths, run=args.run, v0_compatible=args.v0_compatible, options=_extension_options(args)
+    )
     if args.format == "json":
         print(testing.format_json(results))
     else:
@@ -42,12 +61,16 @@ def _read_input(source: str | None) -> Any:
         return UNDEFINED
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        if source.endswith((".yaml", ".yml")):  # as opa eval -i reads them
+            return yamldoc.load(text)
         return json.loads(text)
     except OSError as exc:
         raise RegokiteError(f"{source}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         where = f"{source}:{exc.lineno}:{exc.colno}"
         raise RegokiteError(f"{where}: invalid JSON input: {exc.msg}") from None
+    except yamldoc.YAMLError as exc:
+        raise RegokiteError(f"{source}: invalid YAML input: {exc}") from None
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -55,7 +78,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from regokite.engine import open_engine
 
     bundle = load_bundle(args.data, v0_compatible=args.v0_compatible)
-    engine = open_engine(bundle.without_tests(), args.engine, opa_url=args.opa_url)
+    engine = open_engine(bundle.without_tests(), args.engine, opa_url=args.opa_url, options=_extension_options(args))
     try:
         results = engine.query(args.query, _read_input(args.input))
     finally:
@@ -104,6 +127,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         worker_memory_bytes=args.worker_memory_limit,
         max_body_bytes=args.max_body_bytes,
         reload_interval=args.reload_interval,
+        extensions=_extension_options(args, args.deadline),
         limits=ConnectionLimits(
             handshake_timeout=args.handshake_timeout,
             header_timeout=args.header_timeout,
@@ -121,6 +145,30 @@ def _cmd_admission(args: argparse.Namespace) -> int:
     finally:
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _cmd_capabilities(args: argparse.Namespace) -> int:
+    from regokite.engine import catalog
+    from regokite.engine.extensions import provided
+
+    options = _extension_options(args)
+    lists = {
+        "regorus": sorted(catalog.regorus_builtins()),
+        "added": sorted(provided(options)),
+        "refused": sorted(catalog.refused(options)),
+    }
+    if args.format == "json":
+        print(json.dumps(lists, indent=2))
+        return 0
+    titles = {
+        "regorus": "Evaluated by regorus",
+        "added": "Added by regokite (Python extensions)",
+        "refused": "Refused at load time (use --engine opa; http.send: --allow-http-send)",
+    }
+    for key, names in lists.items():
+        print(f"{titles[key]} ({len(names)}):")
+        print("\n".join(f"  {n}" for n in names) or "  (none)")
+    return 0
 
 
 def _wait_for_opa(url: str, seconds: float) -> None:
@@ -182,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="evaluate a query like `opa eval`")
     ev.add_argument("query", metavar="QUERY")
     ev.add_argument("-d", "--data", action="append", default=[], metavar="PATH", required=True)
-    ev.add_argument("-i", "--input", metavar="FILE", help="input JSON file, or - for stdin")
+    ev.add_argument("-i", "--input", metavar="FILE", help="input JSON (or .yaml) file, or - for stdin (JSON)")
     ev.add_argument("--format", choices=["json", "pretty"], default="json")
     ev.add_argument("--fail", action="store_true", help="exit 1 when the result is undefined")
     _add_engine_args(ev)
@@ -231,6 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)
     _add_controller_commands(sub)
+    caps = sub.add_parser("capabilities", help="list the builtins the embedded engine evaluates, adds and refuses")
+    caps.add_argument("--format", choices=["pretty", "json"], default="pretty")
+    caps.add_argument("--allow-http-send", action="append", default=[], metavar="HOST[:PORT]")
+    caps.set_defaults(func=_cmd_capabilities)
     from regokite.manifests.command import add_manifests_commands
 
     add_manifests_commands(sub)
@@ -254,6 +306,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             vars=args.var,
             field_manager=args.field_manager,
             leader=_leader_settings(args),
+            extensions=_extension_options(args),
         )
     )
 
@@ -283,6 +336,7 @@ def _cmd_hooks(args: argparse.Namespace) -> int:
         engine=args.engine,
         opa_url=args.opa_url,
         v0_compatible=args.v0_compatible,
+        options=_extension_options(args),
     )
 
 
@@ -296,6 +350,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         args.observed,
         controller=args.controller,
         v0_compatible=args.v0_compatible,
+        options=_extension_options(args),
     )
     print(json.dumps(report.as_dict(), indent=2) if args.format == "json" else report.render())
     return 0

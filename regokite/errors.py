@@ -31,18 +31,26 @@ class Location:
 class PolicyLoadError(RegokiteError):
     """A bundle could not be loaded: syntax error, bad data file, conflicting data."""
 
-    def __init__(self, message: str, location: Location | None = None, source_line: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        location: Location | None = None,
+        source_line: str | None = None,
+        *,
+        also: tuple[str, ...] = (),
+    ) -> None:
         self.message = message
         self.location = location
         self.source_line = source_line
+        self.also = also  # further problems of the same load, each "file:line:col: message"
         super().__init__(self.render())
 
     def render(self) -> str:
         head = f"{self.location}: {self.message}" if self.location else self.message
-        if self.source_line is None or self.location is None:
-            return head
-        caret = " " * max(self.location.col - 1, 0) + "^"
-        return f"{head}\n    {self.source_line}\n    {caret}"
+        if self.source_line is not None and self.location is not None:
+            caret = " " * max(self.location.col - 1, 0) + "^"
+            head = f"{head}\n    {self.source_line}\n    {caret}"
+        return "".join([head, *(f"\n{line}" for line in self.also)])
 
 
 class EvaluationError(RegokiteError):

@@ -15,6 +15,7 @@ import regorus
 
 from regokite.bundle import Module
 from regokite.engine.embedded import add_modules
+from regokite.rego_ast import ref_parts, rule_heads
 
 
 @dataclass(frozen=True)
@@ -52,27 +53,6 @@ def packages(outlines: Iterable[ModuleOutline]) -> dict[str, set[str]]:
 
 def _module_outline(entry: dict[str, Any]) -> ModuleOutline:
     ast = entry["ast"]
-    rules = []
-    for rule in ast.get("rules", []):
-        kind, body = next(iter(rule.items()))
-        if kind == "Default":
-            head_kind, head = "Default", body
-        else:
-            head_kind, head = next(iter(body["head"].items()))
-        name = _ref_parts(head["refr"])[0]
-        rules.append(Rule(name, head["span"]["line"], head_kind == "Func"))
-    package = ".".join(_ref_parts(ast["package"]["refr"]))
+    rules = [Rule(ref_parts(head["refr"])[0], head["span"]["line"], kind == "Func") for kind, head in rule_heads(ast)]
+    package = ".".join(ref_parts(ast["package"]["refr"]))
     return ModuleOutline(entry["source"]["file"], package, tuple(rules))
-
-
-def _ref_parts(ref: dict[str, Any]) -> list[str]:
-    kind, node = next(iter(ref.items()))
-    if kind == "Var":
-        return [node["value"]]
-    if kind == "RefDot":
-        return [*_ref_parts(node["refr"]), node["field"][1]]
-    if kind == "RefBrack":
-        index_kind, index = next(iter(node["index"].items()))
-        key = index["value"] if index_kind in ("String", "Var") else str(index.get("value"))
-        return [*_ref_parts(node["refr"]), key]
-    raise ValueError(f"unexpected reference node {kind}")

@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from regokite.bundle import load_bundle
+from regokite.bundle import Bundle, load_bundle
+from regokite.engine import Engine
 from regokite.engine.embedded import EmbeddedEngine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import EvaluationError
 from regokite.outline import outline
 
@@ -43,13 +45,22 @@ class TestResult:
         return f"data.{self.package}.{self.name}"
 
 
-def run_tests(paths: Sequence[str], *, run: str | None = None, v0_compatible: bool = False) -> list[TestResult]:
+def run_tests(
+    paths: Sequence[str],
+    *,
+    run: str | None = None,
+    v0_compatible: bool = False,
+    options: ExtensionOptions | None = None,
+    engine_for: Callable[[Bundle], Engine] | None = None,
+) -> list[TestResult]:
     """Load `paths` as one bundle (tests included) and run the selected tests.
 
-    Raises PolicyLoadError when the bundle does not load.
+    `engine_for` builds another engine than the embedded one, to run the same
+    tests the same way (the differential tests compare regorus with OPA so). Raises
+    PolicyLoadError when the bundle does not load.
     """
     bundle = load_bundle(paths, v0_compatible=v0_compatible)
-    engine = EmbeddedEngine(bundle)
+    engine = EmbeddedEngine(bundle, options) if engine_for is None else engine_for(bundle)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
     for module in outline(bundle.tests):
@@ -70,7 +81,7 @@ def run_tests(paths: Sequence[str], *, run: str | None = None, v0_compatible: bo
     return results
 
 
-def _run_one(engine: EmbeddedEngine, package: str, name: str, file: str, line: int) -> TestResult:
+def _run_one(engine: Engine, package: str, name: str, file: str, line: int) -> TestResult:
     started = time.perf_counter_ns()
     try:
         value = engine.evaluate(f"data.{package}.{name}")

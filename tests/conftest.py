@@ -12,6 +12,7 @@ import gc
 from collections.abc import Callable, Iterator
 
 import pytest
+from agreement import AGREEMENT
 from opa_standin import OpaStandin
 
 from regokite.bundle import Bundle
@@ -73,3 +74,8 @@ def make_engine(engine_kind: str, request: pytest.FixtureRequest) -> Iterator[Ca
     for engine in engines:
         engine.close()
     engines.clear()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in AGREEMENT:
+        terminalreporter.write_line(line)

@@ -7,17 +7,18 @@ What it proves: regokite's *REST wiring* against a real HTTP server on
 bodies, keep-alive connection reuse, and repairing an OPA that restarted and
 lost every policy and document it had been given.
 
-What it does NOT prove: OPA's semantics. Every evaluation here is done by
-regorus (through `regokite.engine.embedded.EmbeddedEngine`), so a test that
-passes against this stand-in says nothing about how OPA itself evaluates a
-policy. Known places where it is cruder than OPA:
+Which engine evaluates: for Rego v1 (the default) OPA's own Go engine
+(tests/opa_oracle.py), so evaluation and the compile errors of `PUT
+/v1/policies` are OPA's; with `v0_compatible` regorus (OPA's library parses
+v1 only), and then it proves the wiring but not OPA's semantics. Known places
+where it is cruder than OPA, for both:
 
 * builtin errors are always fatal, as if every request asked for
   `?strict-builtin-errors` (OPA's `/v1/query` has no such switch and treats a
   failing builtin as undefined);
-* a module is checked by regorus's parser only; errors OPA's compiler reports
-  at `PUT` time (unsafe variables, type errors, recursion, data/rule path
-  conflicts) surface here at evaluation time, as a 500;
+* v0 only: a module is checked by regorus's parser; errors OPA's compiler
+  reports at `PUT` time (unsafe variables, type errors, recursion, data/rule
+  path conflicts) surface here at evaluation time, as a 500;
 * the `ast` of a listed policy holds only its package path;
 * error `code`s inside `errors[]` are a best guess from regorus's message.
 
@@ -55,9 +56,10 @@ if __package__ in (None, ""):  # run as a script: make `regokite` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import regorus
+from opa_oracle import OracleEngine, compile_errors
 
 from regokite.bundle import Bundle, Module
-from regokite.engine import UNDEFINED
+from regokite.engine import UNDEFINED, Engine
 from regokite.engine.embedded import EmbeddedEngine, attempt
 from regokite.errors import EvaluationError, engine_diagnostic
 
@@ -199,6 +201,7 @@ class OpaStandin:
             return {}
 
     def _check_modules(self, modules: dict[str, str], code: str) -> None:
+        """regorus's parser first (OPA's library gives no columns), then OPA's compiler for v1."""
         engine = regorus.Engine()
         engine.set_rego_v0(self.v0_compatible)
         for policy_id, raw in modules.items():
@@ -208,6 +211,9 @@ class OpaStandin:
         _, failure = attempt(engine.eval_query, "true")  # regorus compiles on first evaluation, OPA on PUT
         if failure is not None:
             raise OpaError(400, code, MSG_COMPILE_MODULE, [_compile_error("rego_compile_error", failure, None)])
+        errors = [] if self.v0_compatible else compile_errors(modules)
+        if errors:
+            raise OpaError(400, code, MSG_COMPILE_MODULE, errors)
 
     def _policy_doc(self, policy_id: str, raw: str) -> dict[str, Any]:
         match = _PACKAGE.search(raw)
@@ -279,22 +285,27 @@ class OpaStandin:
 
     # ------------------------------------------------------------------ evaluation
 
-    def engine(self) -> EmbeddedEngine:
-        """This handler thread's engine for the current state.
+    def engine(self, *, for_query: bool = False) -> Engine:
+        """This handler thread's engine for the current state: OPA's for v1 documents, else regorus.
+
+        Ad-hoc queries stay with regorus: OPA's library answers them with
+        bindings only, and `opa eval`-shaped results need expression values.
 
         A regorus engine is pinned to the thread that made it and must also be
         dropped there, so each handler thread keeps its own, in a thread-local
         that dies with the thread.
         """
-        cached = getattr(self._local, "engine", None)
+        kind = "regorus" if for_query or self.v0_compatible else "opa"
+        cached = getattr(self._local, kind, None)
         with self._lock:
             generation = self._generation
             if cached is not None and cached[0] == generation:
                 return cached[1]
             modules = tuple(Module(i, raw, v0=self.v0_compatible) for i, raw in self._policies.items())
             data = json.loads(json.dumps(self._data))
-        engine = EmbeddedEngine(Bundle(modules, data))
-        self._local.engine = (generation, engine)
+        bundle = Bundle(modules, data)
+        engine = EmbeddedEngine(bundle) if kind == "regorus" else OracleEngine(bundle)
+        setattr(self._local, kind, (generation, engine))
         return engine
 
     def evaluate(self, path: list[str], input: Any) -> Any:
@@ -311,7 +322,7 @@ class OpaStandin:
         if self.delay:
             time.sleep(self.delay)
         try:
-            results = self.engine().query(query, input)
+            results = self.engine(for_query=True).query(query, input)
         except EvaluationError as exc:
             error = _query_error(_detached(exc))
         else:
@@ -578,6 +589,9 @@ def _line(text: str, number: int) -> str | None:
 
 
 def _eval_error_code(message: str) -> str:
+    given = re.match(r"(eval_\w+|rego_\w+): ", message)  # OPA's own, from the oracle
+    if given:
+        return given.group(1)
     lowered = message.lower()
     if "conflict" in lowered:
         return "eval_conflict_error"
@@ -587,7 +601,8 @@ def _eval_error_code(message: str) -> str:
 
 
 def _eval_error(exc: EvaluationError) -> OpaError:
-    error: dict[str, Any] = {"code": _eval_error_code(exc.message), "message": exc.message}
+    code = _eval_error_code(exc.message)
+    error: dict[str, Any] = {"code": code, "message": exc.message.removeprefix(f"{code}: ")}
     if exc.location is not None:
         file = "" if exc.location.file == _QUERY_FILE else exc.location.file
         error["location"] = {"file": file, "row": exc.location.line, "col": exc.location.col}

@@ -125,3 +125,69 @@ def test_a_bad_manifest_version_is_a_load_error(tmp_path: Path) -> None:
     write(tmp_path, {".manifest": '{"rego_version": 2}', "p.rego": "package p\n"})
     with pytest.raises(PolicyLoadError, match="rego_version must be 0 or 1"):
         load_bundle([tmp_path])
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "complaint"),
+    [
+        ("data.json", '{"a": {"b": "\\ud800"}}', r"x/data\.json: data\.a\.b: string holds a lone surrogate U\+D800"),
+        ("data.json", '{"a": [18446744073709551621]}', r"x/data\.json: data\.a\[0\]: integer .* is outside"),
+        ("data.json", '{"a": NaN}', r"x/data\.json: data\.a: nan is not a JSON number"),
+        ("data.yaml", "a: .inf\n", r"x/data\.yaml: data\.a: inf is not a JSON number"),
+        ("data.yaml", "a: {b: [-9223372036854775809]}\n", r"x/data\.yaml: data\.a\.b\[0\]: integer .* is outside"),
+    ],
+)
+def test_data_no_engine_may_take_is_a_load_error_naming_file_and_path(
+    tmp_path: Path, name: str, text: str, complaint: str
+) -> None:
+    # regorus segfaults on a lone surrogate in data as in input; both engines get the same refusal
+    write(tmp_path, {f"x/{name}": text})
+    with pytest.raises(PolicyLoadError, match=complaint):
+        load_bundle([tmp_path])
+
+
+def configmap_volume(mount: Path, files: dict[str, str]) -> Path:
+    """The layout the kubelet writes for a ConfigMap volume with items[].path:
+    `..<timestamp>/<files>`, `..data -> ..<timestamp>`, and each top-level entry
+    `x -> ..data/x` (a file or a directory)."""
+    stamp = mount / "..2024_01_01_00_00_00.123456789"
+    write(stamp, files)
+    (mount / "..data").symlink_to(stamp.name)
+    for top in sorted({name.split("/")[0] for name in files}):
+        (mount / top).symlink_to(f"..data/{top}")
+    return mount
+
+
+def test_a_configmap_volume_loads_through_its_data_links(tmp_path: Path) -> None:
+    mount = configmap_volume(
+        tmp_path / "policies",
+        {
+            "0/admission/replicas.rego": "package admission.replicas\n\nmax := data.limits.max\n",
+            "0/limits/data.yaml": "max: 3\n",
+            "1/kubernetes.rego": "package lib.kubernetes\n",
+            "top.rego": "package top\n",
+        },
+    )
+    whole = load_bundle([mount])  # the mount itself: `0` and `1` are links to directories
+    assert sorted(m.package for m in whole.modules) == ["admission.replicas", "lib.kubernetes", "top"]
+    assert whole.data == {"0": {"limits": {"max": 3}}}
+    roots = load_bundle([mount / "0", mount / "1"])  # as the generated Deployment passes them
+    assert sorted(m.package for m in roots.modules) == ["admission.replicas", "lib.kubernetes"]
+    assert roots.data == {"limits": {"max": 3}}
+
+
+@pytest.mark.parametrize("name", ["evil.rego", "sub/data.yaml", "sub/data.json", "linked", ".manifest"])
+def test_a_link_leading_outside_the_policy_root_is_refused(tmp_path: Path, name: str) -> None:
+    outside = write(tmp_path / "elsewhere", {"secret.rego": "package stolen\n", "data.yaml": "host: x\n"})
+    root = write(tmp_path / "policies", {"ok.rego": "package ok\n", "sub/keep.rego": "package sub\n"})
+    target = outside if name == "linked" else outside / ("secret.rego" if name.endswith(".rego") else "data.yaml")
+    (root / name).symlink_to(target)
+    with pytest.raises(PolicyLoadError, match=rf"{name}: links to .*elsewhere.*, outside the policy root .*: refused"):
+        load_bundle([root])
+
+
+def test_a_directory_reached_twice_through_links_is_refused(tmp_path: Path) -> None:
+    root = write(tmp_path / "policies", {"a/x.rego": "package x\n"})
+    (root / "a" / "loop").symlink_to("..")
+    with pytest.raises(PolicyLoadError, match="a link to a directory already loaded"):
+        load_bundle([root])

@@ -16,6 +16,7 @@ from regokite.bundle import Bundle, Module, load_bundle
 from regokite.engine import UNDEFINED
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.errors import EvaluationError, Location, PolicyLoadError
+from regokite.input_guard import MAX_DEPTH, InputRejected
 
 DECISIONS = """\
 package test.decisions
@@ -166,11 +167,45 @@ def test_integers_and_booleans_round_trip_exactly(decisions, value):
     assert back == value and type(back) is type(value)
 
 
-def test_integers_beyond_64_bits_come_back_at_least_approximately(decisions):
-    # regorus (and so the stand-in) turns them into floats; a real OPA keeps
-    # them exact. Either way a policy must not rely on more than 64 bits.
-    big = 2**70 + 1
-    assert decisions.evaluate("data.test.decisions.inp", {"v": big})["v"] == pytest.approx(big)
+@pytest.mark.parametrize(
+    ("value", "path", "problem"),
+    [
+        ({"v": 2**63}, r"input\.v", "integer 9223372036854775808 is outside"),
+        ({"v": -(2**63) - 1}, r"input\.v", "is outside"),
+        ({"v": [2**70 + 1]}, r"input\.v\[0\]", "is outside"),
+        ({"a": {"b": "\ud800"}}, r"input\.a\.b", r"lone surrogate U\+D800"),
+        ({"\udfff": 1}, r'input\["\\udfff"\]', "object key holds a lone surrogate"),
+        ({"v": float("nan")}, r"input\.v", "nan is not a JSON number"),
+        ({"v": float("-inf")}, r"input\.v", "-inf is not a JSON number"),
+        ({"v": b"bytes"}, r"input\.v", "a bytes is not a JSON value"),
+        ({1: "x"}, "input", "object key 1 is not a string"),
+    ],
+    ids=["2^63", "-2^63-1", "2^70", "surrogate", "surrogate-key", "nan", "-inf", "bytes", "int-key"],
+)
+def test_inputs_no_engine_may_take_are_refused_alike_naming_the_path(decisions, value, path, problem):
+    # regorus segfaults on a lone surrogate and rounds integers beyond 64 bits
+    # to floats while OPA keeps them exact: both engines refuse, never differ.
+    with pytest.raises(InputRejected, match=f"^{path}: .*{problem}"):
+        decisions.evaluate("data.test.decisions.inp", value)
+    with pytest.raises(InputRejected):
+        decisions.bind(value)
+    with pytest.raises(InputRejected):
+        decisions.query("input.v", value)
+
+
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_nesting_is_refused_beyond_the_documented_depth_and_taken_up_to_it(decisions):
+    assert decisions.evaluate("data.test.decisions.inp", nested(MAX_DEPTH)) == nested(MAX_DEPTH)
+    with pytest.raises(InputRejected, match=f"nested deeper than {MAX_DEPTH} levels"):
+        decisions.evaluate("data.test.decisions.inp", nested(MAX_DEPTH + 1))
+    with pytest.raises(InputRejected, match="nested deeper"):
+        decisions.evaluate("data.test.decisions.inp", nested(100_000))  # beyond Python's recursion limit too
 
 
 @pytest.mark.parametrize("value", [0.1, 1.5, -2.25, 1e-9, 1e300], ids=repr)

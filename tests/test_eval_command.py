@@ -53,6 +53,22 @@ def test_invalid_input_json_is_a_clear_error(bundle: Path, tmp_path: Path, capsy
     assert "in.json:1:7: invalid JSON input" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ('{"containers": [{"name": "\\ud800"}]}', "input.containers[0].name: string holds a lone surrogate U+D800"),
+        ('{"n": 18446744073709551621}', "input.n: integer 18446744073709551621 is outside [-2^63, 2^63-1]"),
+        ('{"n": NaN}', "input.n: nan is not a JSON number"),
+    ],
+)
+def test_input_no_engine_may_take_is_a_clear_error(
+    bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, complaint: str
+) -> None:
+    (tmp_path / "in.json").write_text(text)
+    assert main(["eval", "-d", str(bundle), "-i", str(tmp_path / "in.json"), "data.p.names"]) == 2
+    assert complaint in capsys.readouterr().err
+
+
 def test_version_and_help_list_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--version"])

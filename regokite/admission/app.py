@@ -16,12 +16,14 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from regokite.admission.decide import Decision, Mode, decide, select
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Verdict, parse_review, response
 from regokite.ops import admission_metrics as metrics
+from regokite.ops.logging import log_context
 from regokite.ops.metrics import exposition
 
 log = logging.getLogger("regokite.admission")
@@ -90,6 +92,9 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
             body = await _read_body(request, state.max_body_bytes)
         except BodyTooLarge as exc:
             return _error(400, "too_large", str(exc))
+        except ClientDisconnect:  # gone mid-body: nobody to answer; counted, not a traceback
+            log.debug("client disconnected before sending the whole body", extra={"endpoint": endpoint})
+            return _error(400, "disconnected", "client disconnected before sending the whole body")
         try:
             review = parse_review(body)
         except BadReview as exc:
@@ -99,7 +104,8 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
             return _error(404, "unknown_policy", f"no {mode} policy named {policy!r}")
         try:
             deadline = started + state.deadline_seconds
-            decision = decide(current, review, mode=mode, only=policy, deadline=deadline, on_policy=state.watch)
+            with log_context(uid=review.uid):  # for what policies print()
+                decision = decide(current, review, mode=mode, only=policy, deadline=deadline, on_policy=state.watch)
         except Exception as exc:  # a bug of ours must still fail closed with an AdmissionReview
             log.exception("admission decision failed", extra={"uid": review.uid})
             decision = Decision(Verdict(allowed=False, messages=[f"regokite internal error: {exc}"], code=500), [])

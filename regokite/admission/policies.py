@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from regokite.admission.match import Match, MatchError, parse_match
 from regokite.bundle import Bundle, Module, load_bundle
 from regokite.engine import UNDEFINED, Engine, open_engine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.outline import outline, packages
 
@@ -88,21 +89,29 @@ def load_policy_set(
     engine: str = "embedded",
     opa_url: str | None = None,
     v0_compatible: bool = False,
+    options: ExtensionOptions | None = None,
 ) -> PolicySet:
     """Load, compile and inspect `paths`; raises RegokiteError naming what is wrong."""
     bundle = load_bundle(paths, v0_compatible=v0_compatible)
-    return build_policy_set(bundle, engine=engine, opa_url=opa_url, source=paths)
+    return build_policy_set(bundle, engine=engine, opa_url=opa_url, options=options, source=paths)
 
 
 def build_policy_set(
-    bundle: Bundle, *, engine: str = "embedded", opa_url: str | None = None, source: Sequence[str] = ()
+    bundle: Bundle,
+    *,
+    engine: str = "embedded",
+    opa_url: str | None = None,
+    options: ExtensionOptions | None = None,
+    source: Sequence[str] = (),
 ) -> PolicySet:
     """Compile and inspect a loaded bundle (the admission server rebuilds its last good one this way)."""
     bundle = bundle.without_tests()
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", decisions_module([(name, rules) for name, rules in wanted]))
-    built = open_engine(Bundle((*bundle.modules, decisions), bundle.data, bundle.roots), engine, opa_url=opa_url)
+    built = open_engine(
+        Bundle((*bundle.modules, decisions), bundle.data, bundle.roots), engine, opa_url=opa_url, options=options
+    )
     try:
         found = [_inspect(built, name, rules, slot) for slot, (name, rules) in enumerate(wanted)]
     except RegokiteError:

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from regokite import input_guard
+
 VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
@@ -47,30 +49,41 @@ class Review:
         return self.request.get("object")
 
     def summary(self) -> dict[str, Any]:
-        """Fields for the access log line."""
+        """Fields for the access log line: strings where the review has them, "" elsewhere.
+
+        Beyond what parse_review checks, a review may hold anything (a numeric
+        group, a userInfo that is a list): the decision is made by then, so
+        the summary takes what it can and never fails.
+        """
         req = self.request
-        kind = req.get("kind") or {}
-        obj = req.get("object") or req.get("oldObject") or {}
-        meta = obj.get("metadata") or {} if isinstance(obj, dict) else {}
+        kind = _object(req.get("kind"))
+        meta = _object(_object(req.get("object") or req.get("oldObject")).get("metadata"))
+        group, version = _text(kind.get("group")), _text(kind.get("version"))
         return {
             "uid": req["uid"],
             "operation": req["operation"],
-            "kind": "/".join(p for p in (kind.get("group"), kind.get("version")) if p) + f" {kind.get('kind', '')}",
-            "namespace": req.get("namespace") or "",
-            "object": req.get("name") or meta.get("name") or meta.get("generateName") or "",
-            "user": (req.get("userInfo") or {}).get("username", ""),
-            "dry_run": bool(req.get("dryRun")),
+            "kind": "/".join(p for p in (group, version) if p) + f" {_text(kind.get('kind'))}",
+            "namespace": _text(req.get("namespace")),
+            "object": _text(req.get("name")) or _text(meta.get("name")) or _text(meta.get("generateName")),
+            "user": _text(_object(req.get("userInfo")).get("username")),
+            "dry_run": req.get("dryRun") is True,
         }
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def parse_review(body: bytes) -> Review:
     """Decode and check an AdmissionReview; raises BadReview naming the problem."""
     try:
-        doc = json.loads(body)
-    except UnicodeDecodeError as exc:
-        raise BadReview(f"body is not UTF-8 JSON: {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        raise BadReview(f"body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        doc = input_guard.parse_json(body)
+    except input_guard.InputRejected as exc:
+        raise BadReview(str(exc)) from None
     if not isinstance(doc, dict):
         raise BadReview(f"body must be a JSON object, got {type(doc).__name__}")
     if doc.get("kind") != "AdmissionReview":

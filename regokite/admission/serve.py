@@ -40,6 +40,7 @@ from regokite.admission.policies import PolicySet, build_policy_set
 from regokite.admission.watchdog import Watchdog, resident_bytes
 from regokite.bundle import Bundle, load_bundle
 from regokite.engine import UNDEFINED
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
@@ -64,6 +65,8 @@ class AdmissionSettings:
     worker_memory_bytes: int = 256 * 2**20  # a worker resident past this is replaced; 0 = never
     max_body_bytes: int = 8 * 1024 * 1024
     reload_interval: float = 1.0
+    extra: dict[str, str] = field(default_factory=dict)
+    extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
     def read(self) -> Snapshot:
@@ -75,7 +78,9 @@ class AdmissionSettings:
         return load_bundle(self.policies, v0_compatible=self.v0_compatible)
 
     def build(self, bundle: Bundle) -> PolicySet:
-        return build_policy_set(bundle, engine=self.engine, opa_url=self.opa_url, source=self.policies)
+        return build_policy_set(
+            bundle, engine=self.engine, opa_url=self.opa_url, options=self.extensions, source=self.policies
+        )
 
     def tls_files(self) -> list[str | None]:
         return [self.tls_cert, self.tls_key]

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
+from regokite import yamldoc
 from regokite.errors import RegokiteError
 
 API_GROUP = "metacontroller.k8s.io"
@@ -128,11 +127,11 @@ def load_definitions(paths: Iterable[str | os.PathLike[str]]) -> list[Any]:
     for file in _files(paths, problems):
         shown = _display(file)
         try:
-            docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
+            docs = list(yamldoc.load_all(file.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{shown}: {exc}")
             continue
-        except yaml.YAMLError as exc:
+        except yamldoc.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark else shown
             problems.append(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}")

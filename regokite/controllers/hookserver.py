@@ -13,18 +13,18 @@ So an existing Metacontroller can use regokite as its hook backend:
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from regokite import outline
+from regokite import input_guard, outline
 from regokite.bundle import load_bundle
 from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import HookError, evaluate_hook, resolve_hook
 from regokite.engine import UNDEFINED, Engine, open_engine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 
 log = logging.getLogger("regokite.hooks")
@@ -35,7 +35,7 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
 
     async def body_of(request: Request) -> Any:
         raw = await request.body()
-        return json.loads(raw) if raw.strip() else {}
+        return input_guard.parse_json(raw) if raw.strip() else {}  # InputRejected is a ValueError
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -46,7 +46,7 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
         try:
             body = await body_of(request)
         except ValueError as exc:
-            return _error(400, "invalid_parameter", f"request body is not JSON: {exc}")
+            return _error(400, "invalid_parameter", f"request body refused: {exc}")
         try:
             value = engine.evaluate(_ref(path), body)
         except RegokiteError as exc:
@@ -60,7 +60,7 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
         try:
             body = await body_of(request)
         except ValueError as exc:
-            return _error(400, "invalid_parameter", f"request body is not JSON: {exc}")
+            return _error(400, "invalid_parameter", f"request body refused: {exc}")
         if not isinstance(body, dict):
             return _error(400, "invalid_parameter", "request body must be an object with an input field")
         try:
@@ -77,7 +77,7 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
             resolved = resolve_hook(HookTarget(package), packages)
             return JSONResponse(evaluate_hook(engine, resolved, body))
         except ValueError as exc:
-            return _error(400, "invalid_parameter", f"request body is not JSON: {exc}")
+            return _error(400, "invalid_parameter", f"request body refused: {exc}")
         except HookError as exc:
             return _error(404 if exc.reason == "HookNotFound" else 500, exc.reason, str(exc))
 
@@ -101,12 +101,13 @@ def serve_hooks(
     engine: str = "embedded",
     opa_url: str | None = None,
     v0_compatible: bool = False,
+    options: ExtensionOptions | None = None,
 ) -> int:
     import uvicorn
 
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
     packages = outline.packages(outline.outline(bundle.modules))
-    app = create_app(open_engine(bundle, engine, opa_url=opa_url), packages)
+    app = create_app(open_engine(bundle, engine, opa_url=opa_url, options=options), packages)
     log.info("serving hooks", extra={"host": host, "port": port, "packages": sorted(packages)})
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
     return 0

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from regokite import outline
+from regokite import outline, yamldoc
 from regokite.bundle import load_bundle
 from regokite.controllers import composite
 from regokite.controllers.definitions import CompositeController, ResourceRule, load_definitions
 from regokite.controllers.hooks import ChildType, group_children, resolve_hook, run_hook, sync_request
 from regokite.engine import open_engine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 
 CLUSTER_SCOPED = {"namespaces", "nodes", "clusterroles", "clusterrolebindings", "persistentvolumes", "storageclasses"}
@@ -98,8 +97,8 @@ def _read_objects(path: Path) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = []
     for f in files:
         try:
-            docs = [json.loads(f.read_text())] if f.suffix == ".json" else list(yaml.safe_load_all(f.read_text()))
-        except (OSError, ValueError, yaml.YAMLError) as exc:
+            docs = [json.loads(f.read_text())] if f.suffix == ".json" else list(yamldoc.load_all(f.read_text()))
+        except (OSError, ValueError, yamldoc.YAMLError) as exc:
             raise RegokiteError(f"{f}: {exc}") from None
         for doc in docs:
             if isinstance(doc, dict) and doc.get("kind", "").endswith("List") and "items" in doc:
@@ -134,6 +133,7 @@ def plan_from_files(
     *,
     controller: str | None = None,
     v0_compatible: bool = False,
+    options: ExtensionOptions | None = None,
 ) -> PlanReport:
     parents = _read_objects(Path(parent_file))
     if len(parents) != 1:
@@ -148,7 +148,7 @@ def plan_from_files(
     target = definition.hooks.finalize if finalizing and definition.hooks.finalize else definition.hooks.sync
     hook = resolve_hook(target, packages)
     parent_type = _offline_type(definition.parent, [parent])
-    engine = open_engine(bundle)
+    engine = open_engine(bundle, options=options)
     try:
         types = [_offline_type(c, observed_objs + _children_hint(engine, hook, parent)) for c in definition.children]
         selector = composite.parent_selector(definition, parent)

@@ -36,8 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import yaml
-
+from regokite import yamldoc
 from regokite.controllers.composite import SelectorError, parse_selector
 from regokite.controllers.definitions import (
     DefinitionError,
@@ -109,8 +108,8 @@ def load_watches(paths: Iterable[str | os.PathLike[str]]) -> list[Watch]:
     for file in _files(paths, problems):
         shown = _display(file)
         try:
-            docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            docs = list(yamldoc.load_all(file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yamldoc.YAMLError):
             continue  # definitions.load_definitions reports unreadable files with their position
         for index, doc in enumerate(docs):
             if not is_watch(doc):
@@ -248,8 +247,8 @@ def override_params(watches: Iterable[Watch], assignments: Iterable[str]) -> lis
             problems.append(f"--var {a}: no watch named {watch!r} (watches: {', '.join(sorted(names)) or 'none'})")
             continue
         try:
-            parsed = yaml.safe_load(value) if value else ""
-        except yaml.YAMLError:
+            parsed = yamldoc.load(value) if value else ""
+        except yamldoc.YAMLError:
             parsed = value
         updates.setdefault(watch or None, {})[key] = parsed
     if problems:

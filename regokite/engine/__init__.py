@@ -8,9 +8,12 @@ which is not the same as an empty set or `null`.
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from regokite.bundle import Bundle
+
+if TYPE_CHECKING:
+    from regokite.engine.extensions import ExtensionOptions
 
 
 class _Undefined:
@@ -72,12 +75,15 @@ def rule_ref(path: str) -> str:
     return f"data.{path}" if path else "data"
 
 
-def open_engine(bundle: Bundle, kind: str = "embedded", *, opa_url: str | None = None) -> Engine:
-    """Build the engine named by `kind` for `bundle`."""
+def open_engine(
+    bundle: Bundle, kind: str = "embedded", *, opa_url: str | None = None, options: ExtensionOptions | None = None
+) -> Engine:
+    """Build the engine named by `kind` for `bundle`; `options` configure the
+    embedded engine's extension builtins (a sidecar OPA has its own)."""
     if kind == "embedded":
         from regokite.engine.embedded import EmbeddedEngine
 
-        return EmbeddedEngine(bundle)
+        return EmbeddedEngine(bundle, options)
     if kind == "opa":
         from regokite.engine.opa import OpaEngine
 

@@ -14,7 +14,9 @@ threading.local would drop every thread's engine on the collecting thread.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import threading
 import weakref
 from collections.abc import Iterable
@@ -22,9 +24,13 @@ from typing import Any
 
 import regorus
 
+from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, rule_ref
+from regokite.engine.capabilities import check_builtins
+from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
+from regokite.ops import logging as ops_logging
 
 _UNDEFINED_JSON = '"<undefined>"'
 
@@ -47,12 +53,17 @@ def _thread_table() -> dict[int, tuple[weakref.ref, regorus.Engine]]:
 class EmbeddedEngine:
     name = "embedded"
 
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, options: ExtensionOptions | None = None) -> None:
         self.bundle = bundle
-        self._base()  # prepare now, so a bad bundle fails here and not on first use
+        self.options = options or ExtensionOptions()
+        self._prints = PrintLog(bundle)
+        base = self._base()  # prepare now, so a bad bundle fails here and not on first use
+        check_builtins(bundle, json.loads(base.get_ast_as_json()), provided(self.options))
 
     def _prepare(self) -> regorus.Engine:
         engine = regorus.Engine()
+        engine.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
+        install(engine, self.options)  # clones share the extension callables
         add_modules(engine, self.bundle.modules)
         if self.bundle.data:
             engine.add_data(self.bundle.data)
@@ -78,19 +89,21 @@ class EmbeddedEngine:
         return engine
 
     def _fresh(self, input: Any) -> regorus.Engine:
+        if input is not UNDEFINED:
+            input_guard.check(input)  # regorus segfaults or silently rounds on what it refuses
         engine = self._base().clone()
         if input is not UNDEFINED:
             engine.set_input(input)
         return engine
 
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
-        return _evaluate(self._fresh(input), rule_ref(ref))
+        return _evaluate(self._fresh(input), rule_ref(ref), self._prints)
 
     def bind(self, input: Any) -> _Bound:
-        return _Bound(self._fresh(input))
+        return _Bound(self._fresh(input), self._prints)
 
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
-        return _query(self._fresh(input), query)
+        return _query(self._fresh(input), query, self._prints)
 
     def release_thread(self) -> None:
         """Drop the calling thread's prepared engine (it can never be used elsewhere)."""
@@ -105,26 +118,60 @@ class _Bound:
     """A clone with the input already converted: converting a large
     AdmissionReview costs more than evaluating a small policy."""
 
-    def __init__(self, engine: regorus.Engine) -> None:
+    def __init__(self, engine: regorus.Engine, prints: PrintLog) -> None:
         self._engine = engine
+        self._prints = prints
 
     def evaluate(self, ref: str) -> Any:
-        return _evaluate(self._engine, rule_ref(ref))
+        return _evaluate(self._engine, rule_ref(ref), self._prints)
 
 
-def _evaluate(engine: regorus.Engine, ref: str) -> Any:
+class PrintLog:
+    """Turns what policies print() into log lines: one JSON line per print, never raw stderr.
+
+    regorus gathers prints as `file:line: text`; each becomes a `policy print`
+    line on the `regokite.policy.print` logger with the package of that file,
+    the location, the text (newlines escaped by the formatter, so a printed
+    object name cannot forge a line) and the log context (the review's uid).
+    """
+
+    def __init__(self, bundle: Bundle) -> None:
+        self._packages = {m.path: m.package for m in bundle.modules}
+
+    def drain(self, engine: regorus.Engine) -> None:
+        for printed in engine.take_prints():
+            found = _PRINTED.match(printed)
+            file, line, text = found.groups() if found else ("", "", printed)
+            print_log.info(
+                "policy print",
+                extra={
+                    **ops_logging.context(),
+                    "policy": self._packages.get(file, ""),
+                    "location": f"{file}:{line}" if found else "",
+                    "output": text,
+                },
+            )
+
+
+_PRINTED = re.compile(r"(.+?):(\d+): (.*)", re.DOTALL)
+print_log = logging.getLogger("regokite.policy.print")
+
+
+def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog) -> Any:
     raw, failure = _call(engine.eval_rule_as_json, ref)
+    prints.drain(engine)
     if failure is not None:
         if "not a valid rule path" not in failure[0]:
             raise EvaluationError(ref, *failure)
-        return _first_value(_query(engine, ref))  # a package or a base document
+        return _first_value(_query(engine, ref, prints))  # a package or a base document
     # regorus's marker for undefined; a rule whose value is that very string
     # is not worth a second query on every undefined decision.
     return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
 
 
-def _query(engine: regorus.Engine, query: str) -> list[dict[str, Any]]:
+def _query(engine: regorus.Engine, query: str, prints: PrintLog) -> list[dict[str, Any]]:
     raw, failure = _call(engine.eval_query_as_json, query)
+    prints.drain(engine)
     if failure is not None:
         raise EvaluationError(query, *failure)
     return json.loads(raw).get("result", [])

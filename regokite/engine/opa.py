@@ -51,6 +51,7 @@ import urllib3
 from opa_client import OpaClient
 from opa_client.errors import DeletePolicyError, RegoParseError, TypeException
 
+from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, rule_ref
 from regokite.errors import (
@@ -138,14 +139,21 @@ class OpaEngine:
 
     # ------------------------------------------------------------------ Engine API
 
+    # Every input is checked as the embedded engine checks it: OPA would take
+    # more (big integers, U+FFFD for a lone surrogate), and both engines must
+    # refuse or answer alike.
+
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
+        _check(input)
         return self._evaluate(rule_ref(ref), input, _input_body(input))
 
     def bind(self, input: Any) -> _Bound:
         """An evaluator with `input` serialised once, for several refs in a row."""
+        _check(input)
         return _Bound(self, input)
 
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
+        _check(input)
         results = self._query(query, input)
         if not results and self._repair():
             results = self._query(query, input)
@@ -712,6 +720,11 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, set | frozenset):
         return list(value)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _check(input: Any) -> None:
+    if input is not UNDEFINED:
+        input_guard.check(input)
 
 
 def _input_body(input: Any) -> bytes | None:

@@ -13,6 +13,7 @@ from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import RESPONSE_FIELDS, ResolvedHook, resolve_hook
 from regokite.controllers.watch import load_definitions_beside_watches
 from regokite.engine import Engine, open_engine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.composite import CompositeRunner
@@ -42,10 +43,17 @@ class ControllerSettings:
     vars: list[str] = field(default_factory=list)  # --var KEY=VALUE / WATCH/KEY=VALUE: Watch params
     field_manager: str = "regokite"
     leader: LeaderSettings | None = None  # --leader-elect
+    extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
 
 
 def load_hooks(
-    policies: list[str], controllers: list[str], *, v0_compatible: bool, engine: str = "embedded", opa_url=None
+    policies: list[str],
+    controllers: list[str],
+    *,
+    v0_compatible: bool,
+    engine: str = "embedded",
+    opa_url=None,
+    options: ExtensionOptions | None = None,
 ) -> tuple[list[CompositeController], Engine, dict[str, tuple[ResolvedHook, ResolvedHook | None]]]:
     """Definitions, an engine over the policies, and every hook checked against them."""
     definitions = load_definitions_beside_watches(controllers)  # no Metacontroller definition is fine beside Watches
@@ -58,7 +66,7 @@ def load_hooks(
         finalize = resolve_hook(d.hooks.finalize, packages, fields) if d.hooks.finalize else None
         custom = d.hooks.customize
         hooks[d.name] = (sync, finalize, resolve_hook(custom, packages, customize.RESPONSE_FIELDS) if custom else None)
-    return definitions, open_engine(bundle, engine, opa_url=opa_url), hooks
+    return definitions, open_engine(bundle, engine, opa_url=opa_url, options=options), hooks
 
 
 def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]:
@@ -68,6 +76,7 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
         v0_compatible=settings.v0_compatible,
         engine=settings.engine,
         opa_url=settings.opa_url,
+        options=settings.extensions,
     )
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
     manager = Manager(client, namespace=settings.namespace, workers=settings.workers)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from regokite import __version__
+from regokite import __version__, yamldoc
 from regokite.manifests import rbac, webhooks
 from regokite.manifests import workloads as w
 
@@ -232,8 +232,8 @@ def _documents(paths: list[str], wanted: Callable[[Obj], bool]) -> list[Obj]:
     found: list[Obj] = []
     for file in files:
         try:
-            docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            docs = list(yamldoc.load_all(file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yamldoc.YAMLError):
             continue  # load_definitions has already reported what matters
         found += [d for d in docs if isinstance(d, dict) and wanted(d)]
     return found
@@ -386,7 +386,7 @@ _Dumper.add_representer(str, _represent_str)
 def to_yaml(objects: list[Obj], header: str = "") -> str:
     """Multi-document YAML; checked to load back to exactly `objects`."""
     body = yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
-    if list(yaml.safe_load_all(body)) != objects:
+    if list(yamldoc.load_all(body)) != objects:
         body = yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False, width=120)
     comment = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
     return comment + body

@@ -35,7 +35,7 @@ evaluation_errors = Counter(
 )
 bad_requests = Counter(
     "regokite_admission_bad_requests_total",
-    "Requests refused before evaluation (malformed, oversized).",
+    "Requests refused before evaluation (malformed, oversized, client gone mid-body).",
     ["reason"],
 )
 policy_reloads = Counter(

@@ -7,13 +7,31 @@ separate event API.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
+_context: contextvars.ContextVar[tuple[tuple[str, Any], ...]] = contextvars.ContextVar("regokite_log", default=())
+
+
+@contextlib.contextmanager
+def log_context(**fields: Any) -> Iterator[None]:
+    """Fields (e.g. the review's uid) for lines logged deep below, where they are not known."""
+    token = _context.set((*_context.get(), *fields.items()))
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def context() -> dict[str, Any]:
+    return dict(_context.get())
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
@@ -35,15 +53,26 @@ class JsonFormatter(logging.Formatter):
 
 
 class ConsoleFormatter(logging.Formatter):
+    """One line a record for a terminal. Field values are quoted when they hold
+    a line break or other control character, and a multi-line message (a load
+    error with its source line) continues indented: text from a request or a
+    policy cannot start what looks like a line of its own."""
+
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
-        extra = " ".join(f"{k}={v}" for k, v in _fields(record).items())
-        line = f"{stamp} {record.levelname.lower():7} {record.name}: {record.getMessage()}"
+        extra = " ".join(f"{k}={_console_value(v)}" for k, v in _fields(record).items())
+        message = record.getMessage().replace("\r", "\\r").replace("\n", "\n    ")
+        line = f"{stamp} {record.levelname.lower():7} {record.name}: {message}"
         if extra:
             line += f"  {extra}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+
+def _console_value(value: Any) -> str:
+    text = str(value)
+    return text if text.isprintable() else json.dumps(text)
 
 
 def configure(level: str = "info", json_lines: bool | None = None) -> None:

@@ -157,3 +157,27 @@ def test_a_runtime_error_in_the_policy_is_a_policy_error(tmp_path: Path) -> None
     with pytest.raises(HookError) as info:
         run_hook(engine, hook, sync_request({}, PARENT, {}), types=[], parent=PARENT, parent_namespaced=True)
     assert info.value.reason == "PolicyError" and "policy boom" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ({"who": "\ud800"}, r"input\.parent\.spec\.who: string holds a lone surrogate"),
+        ({"n": 2**64 + 5}, r"input\.parent\.spec\.n: integer 18446744073709551621 is outside"),
+        ({"x": float("nan")}, r"input\.parent\.spec\.x: nan is not a JSON number"),
+    ],
+    ids=["surrogate", "2^64+5", "nan"],
+)
+@pytest.mark.parametrize("target", ["whole.sync", "whole"])
+def test_a_parent_no_engine_may_take_fails_its_own_sync_as_a_policy_error(
+    tmp_path: Path, spec: dict, problem: str, target: str
+) -> None:
+    # Before the input guard, the surrogate segfaulted the controller process.
+    # A HookError is what the composite and decorator runners turn into a
+    # Warning Event on the parent (reason PolicyError), then requeue.
+    engine, packages = engine_and_packages(tmp_path, RULE_POLICY + "\nstatus := {}\n", v0=False)
+    hook = resolve_hook(HookTarget(target), packages)
+    parent = {**PARENT, "spec": spec}
+    with pytest.raises(HookError, match=problem) as info:
+        run_hook(engine, hook, sync_request({}, parent, {}), types=[], parent=parent, parent_namespaced=True)
+    assert info.value.reason == "PolicyError"

@@ -104,3 +104,13 @@ def test_plan_takes_a_directory_of_mixed_definitions_and_names_what_matches(tmp_
         RegokiteError, match=r"no CompositeController has ConfigMap\.v1 parents; have: .*hello-controller"
     ):
         plan_from_files([str(root / "policies" / "controllers")], [str(root / "policies")], str(other))
+
+
+@pytest.mark.parametrize("path", ["/controllers/hello_world", "/v0/data/controllers/hello_world"])
+def test_hooks_refuse_a_request_no_engine_may_take_with_a_400_and_keep_serving(path: str) -> None:
+    c = client_for(HELLO)
+    hostile = b'{"parent": {"metadata": {"name": "\\ud800"}}, "children": {}}'
+    reply = c.post(path, content=hostile)
+    assert reply.status_code == 400
+    assert "body.parent.metadata.name: string holds a lone surrogate" in reply.json()["message"]
+    assert c.post(path, json=REQUEST).status_code == 200

@@ -1,0 +1,74 @@
+"""Builtins regorus lacks, added in Python through `Engine.add_extension`.
+
+Each gives OPA's result on the same operands, or an evaluation error where
+OPA raises a builtin error. `provided` is the list the load-time capability
+check accepts beside regorus's own builtins; `http.send` is in it only when
+hosts are allowed (regorus lists an `http.send` of its own that evaluates to
+undefined, so without the flag it must be refused, never called).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import regorus
+
+from regokite import input_guard
+from regokite.engine.extensions import arrays, certificates, cidr, hashing, jwt
+from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
+
+U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
+
+_BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    **arrays.BUILTINS,
+    **hashing.BUILTINS,
+    **cidr.BUILTINS,
+    **certificates.BUILTINS,
+    **jwt.BUILTINS,
+}
+
+
+@dataclass(frozen=True)
+class ExtensionOptions:
+    """http_send_hosts: HOST or HOST:PORT that http.send may reach (none: http.send refused).
+    http_send_timeout: the longest any http.send may take, whatever its `timeout` asks."""
+
+    http_send_hosts: tuple[str, ...] = ()
+    http_send_timeout: float = DEFAULT_TIMEOUT
+
+
+def provided(options: ExtensionOptions) -> frozenset[str]:
+    """The builtin names `install` adds."""
+    names = set(_BUILTINS)
+    if options.http_send_hosts:
+        names.add("http.send")
+    return frozenset(names)
+
+
+def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
+    """Add every extension builtin to `engine` (before it is cloned: clones keep them)."""
+    for name, (arity, function) in _BUILTINS.items():
+        engine.add_extension(name, arity, _guarded(name, function))
+    if options.http_send_hosts:
+        send = HttpSend(options.http_send_hosts, options.http_send_timeout)
+        engine.add_extension("http.send", 1, _guarded("http.send", send))
+
+
+def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object]:
+    """`function` whose result passes the input guard before regorus gets it.
+
+    What a builtin returns comes from its operands or the network (a JWT
+    payload, an http.send body): a lone surrogate there would segfault
+    regorus as surely as in the input. A refusal is the builtin's error.
+    """
+
+    def call(*args: object) -> object:
+        result = function(*args)
+        input_guard.check(result, root=f"{name} result", int_max=U64_MAX)
+        return result
+
+    return call
+
+
+__all__ = ["ExtensionOptions", "install", "provided"]

@@ -1,0 +1,82 @@
+"""What every extension builtin shares: OPA's operand checks and error style.
+
+A builtin that fails raises BuiltinError; regorus turns any exception raised by
+an extension into an evaluation error at the call's file:line:col, which is
+what OPA does with a builtin error under strict evaluation (and what `opa
+test` reports). Python cannot make an extension undefined, so the builtins
+added here are the ones whose OPA result is always a value or an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from typing import Any
+
+
+class BuiltinError(Exception):
+    """A builtin's own error, worded as OPA words it (`name: message`)."""
+
+
+_TYPE_NAMES = {bool: "boolean", str: "string", list: "array", dict: "object", set: "set", frozenset: "set"}
+
+
+def type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def string_operand(name: str, value: Any, position: int) -> str:
+    if not isinstance(value, str):
+        raise BuiltinError(f"{name}: operand {position} must be string but got {type_name(value)}")
+    return value
+
+
+def object_operand(name: str, value: Any, position: int) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise BuiltinError(f"{name}: operand {position} must be object but got {type_name(value)}")
+    return value
+
+
+def base64url_decode(text: str) -> bytes:
+    """OPA's base64url.decode: padding optional."""
+    padded = text + "=" * (-len(text) % 4)
+    try:
+        return base64.b64decode(padded, altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BuiltinError(f"illegal base64 data: {exc}") from None
+
+
+def base64_std_decode(text: str) -> bytes:
+    """Go's base64.StdEncoding.DecodeString (which skips line breaks)."""
+    try:
+        return base64.b64decode(text.replace("\r", "").replace("\n", ""), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BuiltinError(f"illegal base64 data: {exc}") from None
+
+
+def b64(data: bytes | None) -> str | None:
+    """A Go []byte as encoding/json writes it: standard base64, nil as null."""
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def big_number(value: int) -> int | float | str:
+    """A Go big.Int as a regorus number.
+
+    regorus numbers are 64-bit integers or doubles (a Rego literal beyond 2**64
+    is a double there too), so larger values come back as the nearest double,
+    and those beyond a double's range (an RSA modulus) as a decimal string.
+    """
+    if -(2**63) <= value < 2**64:
+        return value
+    try:
+        converted = float(value)
+    except OverflowError:
+        return str(value)
+    return converted if math.isfinite(converted) else str(value)
