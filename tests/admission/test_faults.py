@@ -13,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from regokite.ops.tls import self_signed
+from regokite.admission.serve import LastGood, Snapshot
+from regokite.bundle import Bundle, Module
+from regokite.ops.tls import self_signed, server_context
 from tests.admission.reviews import deployment, review
 from tests.admission.server import RunningServer, admission_server
 from tests.admission.test_server import RUNAWAY, wait_for
@@ -88,8 +90,9 @@ def test_replacements_start_from_the_last_good_set_while_a_file_is_broken(tmp_pa
         wait_for(lambda: 'regokite_admission_worker_restarts_total{reason="stuck"} 2.0' in metrics(running))
 
         assert every_worker(running, three, "denied")  # the last good set, not the start-up one
-        status = ready(running)
-        assert status["reload"]["ok"] is False and "replicas.rego:4" in status["reload"]["error"]
+        # a replacement reports the broken files too, once it has looked at them
+        wait_for(lambda: all(not ready(running)["reload"]["ok"] for _ in range(8)))
+        assert "replicas.rego:4" in ready(running)["reload"]["error"]
         assert "admission worker exited" not in running.logs()
 
         (root / "replicas.rego").write_text(REPLICAS)
@@ -122,7 +125,7 @@ def test_a_worker_over_its_memory_limit_is_replaced_and_its_policy_named(tmp_pat
     with admission_server(root, tmp_path, *args) as running:
         assert ask(running, deployment(labels={"grow": "yes"})) == "dropped"
         assert ask(running, deployment(replicas=9)) == "denied"
-        assert 'regokite_admission_worker_restarts_total{reason="memory"} 1.0' in metrics(running)
+        wait_for(lambda: 'regokite_admission_worker_restarts_total{reason="memory"} 1.0' in metrics(running))
     [line] = [json.loads(x) for x in running.logs().splitlines() if "memory limit" in x]
     assert line["policy"] == "admission.greedy"
     assert line["resident_bytes"] > 300 * 2**20
@@ -140,6 +143,28 @@ def test_policies_loaded_counts_the_set_served_now_and_readiness_outlives_a_fail
         wait_for(lambda: ready(running)["reload"]["ok"] is False)
         text = metrics(running)
         assert "regokite_policy_reload_healthy 0.0" in text and "regokite_policies_loaded 1.0" in text
+
+
+def test_a_server_context_needs_a_certificate_and_its_own_key(tmp_path: Path) -> None:
+    one = self_signed(tmp_path / "one", ["localhost"])
+    other = self_signed(tmp_path / "other", ["localhost"])
+    assert server_context(one.cert, one.key)
+    with pytest.raises(ssl.SSLError):
+        server_context(one.cert, other.key)
+    (tmp_path / "half.key").write_bytes(one.key.read_bytes()[:50])
+    with pytest.raises(ssl.SSLError):
+        server_context(one.cert, tmp_path / "half.key")
+
+
+def test_last_good_is_the_newest_read_any_worker_loaded(tmp_path: Path) -> None:
+    def snapshot(read_at: float, text: str) -> Snapshot:
+        return Snapshot(read_at, (("p.rego", len(text), 0),), Bundle((Module("p.rego", text),)))
+
+    last_good = LastGood(tmp_path, snapshot(1.0, "start-up"))
+    assert last_good.newest().bundle.modules[0].text == "start-up"
+    last_good.save(0, snapshot(3.0, "newest"))
+    last_good.save(1, snapshot(2.0, "read earlier, saved later"))
+    assert last_good.newest().bundle.modules[0].text == "newest"
 
 
 @pytest.fixture(autouse=True)
