@@ -131,6 +131,31 @@ def test_a_worker_over_its_memory_limit_is_replaced_and_its_policy_named(tmp_pat
     assert line["resident_bytes"] > 300 * 2**20
 
 
+def test_a_deployment_of_100k_containers_is_refused_by_the_watchdog_while_the_other_worker_answers(
+    tmp_path: Path,
+) -> None:
+    """The decided outcome for a review within the body limit that no policy can decide in time (README)."""
+    huge = deployment("huge")
+    huge["spec"]["template"]["spec"]["containers"] = [{"name": f"c{i}", "image": "nginx:1.25"} for i in range(100_000)]
+    bundled = Path(__file__).parents[2] / "policies"
+    with admission_server(bundled, tmp_path, "--workers", "2", "--deadline", "0.5", "--watchdog", "1.5") as running:
+        outcome: list[str] = []
+        refused = threading.Thread(target=lambda: outcome.append(ask(running, huge)))
+        refused.start()
+        probes = []
+        while refused.is_alive():
+            with running.client(headers={"connection": "close"}) as c:
+                probes.append(c.get("/healthz").status_code)
+            time.sleep(0.05)
+        refused.join()
+        assert outcome == ["dropped"]
+        assert probes and set(probes) == {200}
+        wait_for(lambda: 'regokite_admission_worker_restarts_total{reason="stuck"} 1.0' in metrics(running))
+    assert "memory limit" not in running.logs() and "worker exited" not in running.logs()
+    [line] = [json.loads(x) for x in running.logs().splitlines() if "watchdog limit" in x]
+    assert line["policy"].startswith("admission.")
+
+
 def test_policies_loaded_counts_the_set_served_now_and_readiness_outlives_a_failed_reload(tmp_path: Path) -> None:
     root = policies(tmp_path, replicas=REPLICAS, other=REPLICAS.replace("replicas", "other"))
     with admission_server(root, tmp_path) as running:
