@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import regorus
 from agreement import AGREEMENT
 from opa_oracle import OracleEngine
 
@@ -395,3 +396,27 @@ def test_known_difference_sprintf_with_a_verb_that_does_not_fit_its_argument() -
     bundle = Bundle((Module("s.rego", 'package s\n\nx := sprintf("p-%d", ["k"])\n'),))
     assert EmbeddedEngine(bundle).evaluate("data.s.x") == "p-"
     assert OracleEngine(bundle).evaluate("data.s.x") == "p-%!d(string=k)"
+
+
+def test_known_difference_the_rvm_cannot_tell_an_error_from_no_match() -> None:
+    """Why the admission path does not use regorus's faster RVM (`regorus.Program` + `Rvm`).
+
+    On a `deny` body that fails (divide by zero) the interpreter raises, as
+    OPA does with strict builtin errors, and regokite refuses the request;
+    the RVM answers exactly what it answers when the body simply does not
+    match, so no fallback rule can recover the error: using it would fail
+    open. This test notices when a regorus release changes that.
+    """
+    text = 'package p\n\nimport rego.v1\n\ndeny contains msg if {\n\tx := 1 / input.n\n\tmsg := sprintf("%v", [x])\n}\n'
+
+    def rvm(input: dict[str, Any]) -> str:
+        program = regorus.Program.compile_from_modules("{}", [("p.rego", text)], ["data.p.deny"])
+        vm = regorus.Rvm()
+        vm.load_program(program)
+        vm.set_input_json(json.dumps(input))
+        return vm.execute_entry_point("data.p.deny")
+
+    assert rvm({"n": 0}) == rvm({})  # an error and no match look the same
+    bundle = Bundle((Module("p.rego", text),))
+    assert answer(EmbeddedEngine(bundle), "data.p.deny", {"n": 0}) == "<error>"
+    assert answer(OracleEngine(bundle), "data.p.deny", {"n": 0}) == "<error>"

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import uvicorn
@@ -39,14 +39,21 @@ from regokite.admission.connections import ConnectionLimits, GuardedServer
 from regokite.admission.policies import PolicySet, build_policy_set
 from regokite.admission.watchdog import Watchdog, resident_bytes
 from regokite.bundle import Bundle, load_bundle
+from regokite.clusterdata.replicate import Replicator, check_access
+from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
+from regokite.kube.client import KubeClient
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
 from regokite.ops.tls import server_context
 
 log = logging.getLogger("regokite.admission")
+
+# How late a changed or removed replicated object may show in decisions (a new
+# one shows at once): the embedded engine reloads its data at most this often.
+REPLICA_MAX_LAG = 0.5
 
 
 @dataclass
@@ -66,6 +73,9 @@ class AdmissionSettings:
     max_body_bytes: int = 8 * 1024 * 1024
     reload_interval: float = 1.0
     extra: dict[str, str] = field(default_factory=dict)
+    replicate: tuple[ResourceRef, ...] = ()  # beside what the policies declare
+    replicate_path: str = "kubernetes"
+    kubeconfig: str | None = None
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
@@ -84,6 +94,34 @@ class AdmissionSettings:
 
     def tls_files(self) -> list[str | None]:
         return [self.tls_cert, self.tls_key]
+
+
+def follow_cluster(
+    settings: AdmissionSettings, replica: Replicator | None, policy_set: PolicySet
+) -> tuple[Replicator | None, PolicySet]:
+    """Replicate what the flags and `policy_set` name, starting replication on first need; the set reads it.
+
+    Without Kubernetes credentials, replication the flags ask for is an
+    error; policies that declare cluster data come back marked unavailable
+    (they fail as their failure_policy says) rather than decide on none.
+    """
+    refs = {*settings.replicate, *policy_set.replicate}
+    if refs and replica is None:
+        try:
+            client = KubeClient(settings.kubeconfig)
+        except RegokiteError as exc:
+            if settings.replicate:
+                raise
+            return None, replace(policy_set, unavailable=_unreplicated(policy_set, exc))
+        replica = Replicator(client, ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG))
+    if replica is not None:
+        new = sorted(refs - set(replica.resources))
+        if new:
+            # refused before a reload takes them on: a resource that cannot be listed would never be ready
+            check_access(replica.client, new)
+        replica.ensure(new)
+        policy_set.engine.follow(replica.store)
+    return replica, policy_set
 
 
 def fingerprint(paths: Iterable[str | None]) -> tuple:
@@ -168,6 +206,7 @@ class Reloader:
         candidate, snapshot = await asyncio.to_thread(self._build)
         if isinstance(candidate, PolicySet):
             try:
+                self.state.replica, candidate = follow_cluster(self.settings, self.state.replica, candidate)
                 # engines are pinned to the thread that prepares them: prepare this one now
                 candidate.engine.bind(UNDEFINED)
             except RegokiteError as exc:
@@ -227,12 +266,14 @@ def _worker(
     watch: Callable[[str | None], None],
     saved: Callable[[Snapshot], None],
 ) -> None:
-    """One worker process: its own engine, its own event loop, the shared socket."""
+    """One worker process: its own engine, its own event loop, the shared socket, its own replication."""
+    replica, policy_set = follow_cluster(settings, None, settings.build(start.bundle))
     state = ServingState(
-        settings.build(start.bundle),
+        policy_set,
         deadline_seconds=settings.deadline_seconds,
         max_body_bytes=settings.max_body_bytes,
         watch=watch,
+        replica=replica,
     )
     reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved)
 
@@ -261,6 +302,7 @@ def serve(settings: AdmissionSettings) -> int:
         "policies loaded",
         extra={"engine": settings.engine, "policies": [p.name for p in policy_set.policies]},
     )
+    _check_replication(settings, policy_set)
     policy_set.close()
     assert settings.tls_cert and settings.tls_key
     tls_files = fingerprint(settings.tls_files())
@@ -281,6 +323,38 @@ def serve(settings: AdmissionSettings) -> int:
         return _supervise(settings, sock, tls, LastGood(snapshots, first))
     finally:
         shutil.rmtree(snapshots, ignore_errors=True)
+
+
+def _unreplicated(policy_set: PolicySet, why: Exception) -> dict[str, str]:
+    """Each policy that declares cluster data, and why it cannot have it."""
+    return {
+        p.name: f"reads cluster data ({', '.join(map(str, p.replicate))}) but regokite cannot replicate it: {why}"
+        for p in policy_set.policies
+        if p.replicate
+    }
+
+
+def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> None:
+    """Fail fast on refused lists; say loudly which policies cannot decide without credentials.
+
+    Only checks: the informers run in the workers, after the fork.
+    """
+    refs = sorted({*settings.replicate, *policy_set.replicate})
+    if not refs:
+        return
+    try:
+        client = KubeClient(settings.kubeconfig)
+    except RegokiteError as exc:
+        if settings.replicate:
+            raise
+        for name, reason in _unreplicated(policy_set, exc).items():
+            log.error("policy refuses every request it matches", extra={"policy": name, "error": reason})
+        return
+    try:
+        check_access(client, refs)
+    finally:
+        client.close()
+    log.info("replicating cluster data", extra={"resources": [str(r) for r in refs]})
 
 
 def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_good: LastGood) -> int:
