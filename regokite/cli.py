@@ -103,6 +103,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # must be set before prometheus_client is imported, for workers (always forked) to share metrics
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
+    from regokite.admission.connections import ConnectionLimits
     from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
     from regokite.ops.tls import self_signed
 
@@ -123,12 +124,22 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         workers=args.workers,
         deadline_seconds=args.deadline,
         watchdog_seconds=args.watchdog,
+        worker_memory_bytes=args.worker_memory_limit,
         max_body_bytes=args.max_body_bytes,
         reload_interval=args.reload_interval,
         replicate=_replicate_args(args),
         replicate_path=args.replicate_path,
         kubeconfig=args.kubeconfig,
         extensions=_extension_options(args, args.deadline),
+        limits=ConnectionLimits(
+            handshake_timeout=args.handshake_timeout,
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            keep_alive_timeout=args.keep_alive_timeout,
+            max_connections=args.max_connections,
+            max_requests=args.max_requests_per_connection,
+            max_header_bytes=args.max_header_bytes,
+        ),
     )
     if args.engine == "opa" and args.opa_wait > 0:
         _wait_for_opa(args.opa_url, args.opa_wait)
@@ -253,6 +264,14 @@ def _wait_for_opa(url: str, seconds: float) -> None:
         time.sleep(0.25)
 
 
+def _bytes(text: str) -> int:
+    """A size in bytes, with an optional Ki/Mi/Gi suffix as in Kubernetes quantities."""
+    for suffix, factor in (("Ki", 2**10), ("Mi", 2**20), ("Gi", 2**30)):
+        if text.endswith(suffix):
+            return int(text.removesuffix(suffix)) * factor
+    return int(text)
+
+
 class _Parser(argparse.ArgumentParser):
     """Every (sub)command's --help shows the defaults."""
 
@@ -311,7 +330,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="replace a worker stuck this long in one review (a runaway policy); 0 = never",
     )
+    adm.add_argument(
+        "--worker-memory-limit",
+        type=_bytes,
+        default="256Mi",
+        metavar="BYTES",
+        help="replace a worker resident past this (Mi/Gi suffixes); 0 = never",
+    )
     adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
+    limits = adm.add_argument_group("connection limits (per worker)")
+    limits.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS", help="to finish TLS")
+    limits.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the headers")
+    limits.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the body")
+    limits.add_argument(
+        "--keep-alive-timeout", type=float, default=5.0, metavar="SECONDS", help="idle between requests"
+    )
+    limits.add_argument("--max-connections", type=int, default=1000, metavar="N", help="open at once, per worker")
+    limits.add_argument("--max-requests-per-connection", type=int, default=1000, metavar="N", help="then close")
+    limits.add_argument("--max-header-bytes", type=int, default=64 * 1024, metavar="N", help="request line + headers")
     adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
     adm.add_argument("--opa-wait", type=float, default=0.0, metavar="SECONDS", help="wait for OPA's /health")
     _add_replicate_args(adm, declared=True)

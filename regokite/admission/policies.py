@@ -103,7 +103,20 @@ def load_policy_set(
     options: ExtensionOptions | None = None,
 ) -> PolicySet:
     """Load, compile and inspect `paths`; raises RegokiteError naming what is wrong."""
-    bundle = load_bundle(paths, v0_compatible=v0_compatible).without_tests()
+    bundle = load_bundle(paths, v0_compatible=v0_compatible)
+    return build_policy_set(bundle, engine=engine, opa_url=opa_url, options=options, source=paths)
+
+
+def build_policy_set(
+    bundle: Bundle,
+    *,
+    engine: str = "embedded",
+    opa_url: str | None = None,
+    options: ExtensionOptions | None = None,
+    source: Sequence[str] = (),
+) -> PolicySet:
+    """Compile and inspect a loaded bundle (the admission server rebuilds its last good one this way)."""
+    bundle = bundle.without_tests()
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", decisions_module([(name, rules) for name, rules in wanted]))
@@ -115,7 +128,7 @@ def load_policy_set(
     except RegokiteError:
         built.close()
         raise
-    return PolicySet(built, tuple(found), tuple(paths))
+    return PolicySet(built, tuple(found), tuple(source))
 
 
 def is_admission(rules: set[str]) -> bool:

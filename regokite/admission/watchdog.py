@@ -1,4 +1,4 @@
-"""Find admission workers stuck in one evaluation, so the supervisor can replace them.
+"""Find admission workers stuck in one evaluation or over their memory limit, so the supervisor can replace them.
 
 regorus holds the GIL while it evaluates and has no cancellation, so a policy
 that never finishes (a cross product over a large input, say) would wedge its
@@ -7,11 +7,19 @@ memory shared with the supervisor since when it has been deciding a review
 and which policy it is evaluating; the supervisor kills a worker that stays
 on one review past the limit and starts a fresh one. The API server sees that
 call fail and applies the webhook's failurePolicy, as on its own timeout.
+
+Memory the same way: the supervisor reads each worker's resident size and
+kills one past the limit, naming the policy it was evaluating. Not an
+rlimit: regorus's allocator (mimalloc) reserves 1 GiB of address space at
+import, which RLIMIT_AS and RLIMIT_DATA count though it is never touched,
+and an allocation failing under an rlimit aborts the process with no word
+of why.
 """
 
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 import time
 from collections.abc import Callable
@@ -54,6 +62,11 @@ class Watchdog:
     def clear(self, slot: int) -> None:
         _SLOT.pack_into(self._memory, _SLOT.size * slot, 0.0, b"")
 
+    def policy(self, slot: int) -> str | None:
+        """The policy a worker is evaluating now, or None when it is between reviews."""
+        since, name = _SLOT.unpack_from(self._memory, _SLOT.size * slot)
+        return name.rstrip(b"\0").decode(errors="replace") if since else None
+
     def overdue(self) -> list[Overdue]:
         now = time.monotonic()
         found = []
@@ -62,3 +75,15 @@ class Watchdog:
             if since and now - since > self.limit:
                 found.append(Overdue(slot, name.rstrip(b"\0").decode(errors="replace"), now - since))
         return found
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_bytes(pid: int) -> int | None:
+    """A process's resident memory, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return None
