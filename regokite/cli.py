@@ -433,7 +433,7 @@ def _leader_settings(args: argparse.Namespace) -> Any:
 
 
 def _cmd_hooks(args: argparse.Namespace) -> int:
-    from regokite.controllers.hookserver import serve_hooks
+    from regokite.kube.hookserve import serve_hooks
 
     return serve_hooks(
         args.policies,
