@@ -5,18 +5,20 @@ A package is an admission policy when it defines any admission document
 `main` / `response` in the style of OPA's Kubernetes tutorial), unless it also
 answers with documents of another contract (`events`, `log`, `children`, ...)
 and has none that only admission uses: then it is a controller or watch hook. Its `match`,
-`enforcement` and `failure_policy` constants are evaluated at load time, so a
+`enforcement`, `failure_policy` and `replicate` constants are evaluated at load time, so a
 bad declaration fails the load (and a reload keeps the last good set).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from regokite.admission.match import Match, MatchError, parse_match
 from regokite.bundle import Bundle, Module, load_bundle
+from regokite.clusterdata.store import ReplicationError, ResourceRef, parse_resource
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
@@ -46,6 +48,7 @@ class AdmissionPolicy:
     enforcement: str = "deny"
     failure_policy: str = "Fail"
     slot: int = 0  # its rules in the generated decisions module
+    replicate: tuple[ResourceRef, ...] = ()  # the cluster data it reads
 
     def decision_ref(self, mode: str) -> str:
         """The generated rule holding every document this mode needs, in one evaluation."""
@@ -75,9 +78,17 @@ class PolicySet:
     engine: Engine
     policies: tuple[AdmissionPolicy, ...]
     source: tuple[str, ...] = ()
+    # policies that cannot decide here, and why (they read cluster data the
+    # server cannot replicate): each fails as its failure_policy says
+    unavailable: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> AdmissionPolicy | None:
         return next((p for p in self.policies if p.name == name), None)
+
+    @property
+    def replicate(self) -> tuple[ResourceRef, ...]:
+        """Every resource some policy declares it reads, once each."""
+        return tuple(sorted({r for p in self.policies for r in p.replicate}))
 
     def close(self) -> None:
         self.engine.close()
@@ -92,7 +103,20 @@ def load_policy_set(
     options: ExtensionOptions | None = None,
 ) -> PolicySet:
     """Load, compile and inspect `paths`; raises RegokiteError naming what is wrong."""
-    bundle = load_bundle(paths, v0_compatible=v0_compatible).without_tests()
+    bundle = load_bundle(paths, v0_compatible=v0_compatible)
+    return build_policy_set(bundle, engine=engine, opa_url=opa_url, options=options, source=paths)
+
+
+def build_policy_set(
+    bundle: Bundle,
+    *,
+    engine: str = "embedded",
+    opa_url: str | None = None,
+    options: ExtensionOptions | None = None,
+    source: Sequence[str] = (),
+) -> PolicySet:
+    """Compile and inspect a loaded bundle (the admission server rebuilds its last good one this way)."""
+    bundle = bundle.without_tests()
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", decisions_module([(name, rules) for name, rules in wanted]))
@@ -104,7 +128,7 @@ def load_policy_set(
     except RegokiteError:
         built.close()
         raise
-    return PolicySet(built, tuple(found), tuple(paths))
+    return PolicySet(built, tuple(found), tuple(source))
 
 
 def is_admission(rules: set[str]) -> bool:
@@ -134,7 +158,7 @@ def decisions_module(policies: Sequence[tuple[str, set[str]]]) -> str:
 
 def _inspect(engine: Engine, name: str, rules: set[str], slot: int) -> AdmissionPolicy:
     documents = tuple(d for d in (*VALIDATING, *MUTATING, *WHOLE_RESPONSE) if d in rules)
-    declared = [d for d in ("match", "enforcement", "failure_policy") if d in rules]
+    declared = [d for d in ("match", "enforcement", "failure_policy", "replicate") if d in rules]
     values = {d: engine.evaluate(f"data.{name}.{d}") for d in declared}
     for key, value in values.items():
         if value is UNDEFINED:
@@ -151,4 +175,22 @@ def _inspect(engine: Engine, name: str, rules: set[str], slot: int) -> Admission
         raise PolicyLoadError(
             f"data.{name}.failure_policy must be one of {', '.join(FAILURE_POLICIES)}, got {failure_policy!r}"
         )
-    return AdmissionPolicy(name, documents, match, enforcement, failure_policy, slot)
+    replicate = parse_replicate(values.get("replicate"), f"data.{name}.replicate")
+    return AdmissionPolicy(name, documents, match, enforcement, failure_policy, slot, replicate)
+
+
+def parse_replicate(doc: Any, where: str) -> tuple[ResourceRef, ...]:
+    """`replicate := {"namespaced": ["networking.k8s.io/v1/ingresses"], "cluster": ["v1/namespaces"]}`."""
+    if doc is None:
+        return ()
+    if not isinstance(doc, dict) or not set(doc) <= {"namespaced", "cluster"}:
+        raise PolicyLoadError(f"{where} must be an object with arrays namespaced and/or cluster, got {doc!r}")
+    found = []
+    for key, items in doc.items():
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise PolicyLoadError(f"{where}.{key} must be an array of [GROUP/]VERSION/RESOURCE strings")
+        try:
+            found += [parse_resource(i, namespaced=key == "namespaced") for i in items]
+        except ReplicationError as exc:
+            raise PolicyLoadError(f"{where}.{key}: {exc}") from None
+    return tuple(found)

@@ -2,10 +2,15 @@
 
 regorus holds the GIL while it evaluates, so parallelism is by processes:
 the supervisor binds the socket once and forks workers that share it, each
-with its own engine, and replaces a worker stuck in one evaluation. Each
-worker polls the policy files and the TLS files; a changed policy set is
-built off to the side and swapped in whole, and a set that fails to build
-leaves the last good one serving.
+with its own engine, and replaces a worker stuck in one evaluation or over
+its memory limit. Each worker polls the policy files and the TLS files; a
+changed policy set is built off to the side and swapped in whole, and a set
+that fails to build leaves the last good one serving. A worker that loads a
+set records the files it read (`LastGood`); a replacement starts from the
+newest record, never from the policy dir, which may be broken at that
+moment; likewise it starts with the certificate the supervisor loaded, then
+reloads a newer pair only once it loads. Connections are accepted under the
+limits of `connections`.
 """
 
 from __future__ import annotations
@@ -14,28 +19,41 @@ import asyncio
 import contextlib
 import logging
 import os
+import pickle
+import shutil
 import signal
 import socket
 import ssl
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
 
 from regokite.admission.app import ServingState, create_app
-from regokite.admission.policies import PolicySet, load_policy_set
-from regokite.bundle import fingerprint
+from regokite.admission.connections import ConnectionLimits, GuardedServer
+from regokite.admission.policies import PolicySet, build_policy_set
+from regokite.bundle import Bundle, fingerprint, load_bundle
+from regokite.clusterdata.replicate import Replicator, check_access
+from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
+from regokite.kube.client import KubeClient
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
-from regokite.ops.watchdog import Watchdog
+from regokite.ops.tls import server_context
+from regokite.ops.watchdog import Watchdog, resident_bytes
 
 log = logging.getLogger("regokite.admission")
+
+# How late a changed or removed replicated object may show in decisions (a new
+# one shows at once): the embedded engine reloads its data at most this often.
+REPLICA_MAX_LAG = 0.5
 
 
 @dataclass
@@ -51,49 +69,129 @@ class AdmissionSettings:
     workers: int = 1
     deadline_seconds: float = 3.0
     watchdog_seconds: float = 5.0  # a worker on one review this long is replaced; 0 = never
+    worker_memory_bytes: int = 256 * 2**20  # a worker resident past this is replaced; 0 = never
     max_body_bytes: int = 8 * 1024 * 1024
     reload_interval: float = 1.0
     extra: dict[str, str] = field(default_factory=dict)
+    replicate: tuple[ResourceRef, ...] = ()  # beside what the policies declare
+    replicate_path: str = "kubernetes"
+    kubeconfig: str | None = None
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
-    def load(self) -> PolicySet:
-        return load_policy_set(
-            self.policies,
-            engine=self.engine,
-            opa_url=self.opa_url,
-            v0_compatible=self.v0_compatible,
-            options=self.extensions,
+    def read(self) -> Snapshot:
+        """The policy files as they are now (the fingerprint taken first, so a change while reading shows next time)."""
+        read_at, files = time.monotonic(), fingerprint(self.policies)
+        return Snapshot(read_at, files, self.bundle())
+
+    def bundle(self) -> Bundle:
+        return load_bundle(self.policies, v0_compatible=self.v0_compatible)
+
+    def build(self, bundle: Bundle) -> PolicySet:
+        return build_policy_set(
+            bundle, engine=self.engine, opa_url=self.opa_url, options=self.extensions, source=self.policies
         )
+
+    def tls_files(self) -> list[str | None]:
+        return [self.tls_cert, self.tls_key]
+
+
+def follow_cluster(
+    settings: AdmissionSettings, replica: Replicator | None, policy_set: PolicySet
+) -> tuple[Replicator | None, PolicySet]:
+    """Replicate what the flags and `policy_set` name, starting replication on first need; the set reads it.
+
+    Without Kubernetes credentials, replication the flags ask for is an
+    error; policies that declare cluster data come back marked unavailable
+    (they fail as their failure_policy says) rather than decide on none.
+    """
+    refs = {*settings.replicate, *policy_set.replicate}
+    if refs and replica is None:
+        try:
+            client = KubeClient(settings.kubeconfig)
+        except RegokiteError as exc:
+            if settings.replicate:
+                raise
+            return None, replace(policy_set, unavailable=_unreplicated(policy_set, exc))
+        replica = Replicator(client, ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG))
+    if replica is not None:
+        new = sorted(refs - set(replica.resources))
+        if new:
+            # refused before a reload takes them on: a resource that cannot be listed would never be ready
+            check_access(replica.client, new)
+        replica.ensure(new)
+        policy_set.engine.follow(replica.store)
+    return replica, policy_set
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Policy files read at `read_at` (CLOCK_MONOTONIC, the same in every process)."""
+
+    read_at: float
+    fingerprint: tuple
+    bundle: Bundle
+
+
+class LastGood:
+    """The newest policy files a worker loaded without error, for the supervisor to start workers from.
+
+    Each worker slot replaces its own file (atomically) after a good load;
+    the supervisor reads the newest of them and of its own start-up read.
+    """
+
+    def __init__(self, directory: Path, first: Snapshot) -> None:
+        self.directory, self.first = directory, first
+
+    def save(self, slot: int, snapshot: Snapshot) -> None:
+        partial = self.directory / f".{slot}.partial"
+        partial.write_bytes(pickle.dumps(snapshot))
+        os.replace(partial, self.directory / f"{slot}.snapshot")
+
+    def newest(self) -> Snapshot:
+        found = [self.first]
+        for file in self.directory.glob("*.snapshot"):
+            with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError):
+                found.append(pickle.loads(file.read_bytes()))
+        return max(found, key=lambda snapshot: snapshot.read_at)
 
 
 class Reloader:
     """Polls policy and TLS files and applies changes inside the worker's event loop."""
 
-    def __init__(self, settings: AdmissionSettings, state: ServingState, tls: ssl.SSLContext | None) -> None:
-        self.settings, self.state, self.tls = settings, state, tls
-        self._policies = fingerprint(settings.policies)
-        self._certs = fingerprint([settings.tls_cert, settings.tls_key])
+    def __init__(
+        self,
+        settings: AdmissionSettings,
+        state: ServingState,
+        served: Snapshot,
+        tls: ssl.SSLContext,
+        tls_fingerprint: tuple,
+        saved: Callable[[Snapshot], None],
+    ) -> None:
+        self.settings, self.state, self.tls, self.saved = settings, state, tls, saved
+        self._policies = served.fingerprint
+        self._certs = tls_fingerprint
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.reload_interval)
             await self.check()
+            await asyncio.sleep(self.settings.reload_interval)
 
     async def check(self) -> None:
         policies = await asyncio.to_thread(fingerprint, self.settings.policies)
         if policies != self._policies:
             await asyncio.sleep(0.2)  # let an editor or a ConfigMap update finish writing
-            self._policies = await asyncio.to_thread(fingerprint, self.settings.policies)
             await self.reload_policies()
-        certs = fingerprint([self.settings.tls_cert, self.settings.tls_key])
-        if certs != self._certs and self.tls is not None:
+        certs = fingerprint(self.settings.tls_files())
+        if certs != self._certs:
             self._certs = certs
             self.reload_tls()
 
     async def reload_policies(self) -> None:
-        candidate = await asyncio.to_thread(self._build)
+        candidate, snapshot = await asyncio.to_thread(self._build)
         if isinstance(candidate, PolicySet):
             try:
+                self.state.replica, candidate = follow_cluster(self.settings, self.state.replica, candidate)
                 # engines are pinned to the thread that prepares them: prepare this one now
                 candidate.engine.bind(UNDEFINED)
             except RegokiteError as exc:
@@ -106,24 +204,29 @@ class Reloader:
         metrics.policy_reloads.labels("success").inc()
         self.state.swap(candidate)
         log.info("policies reloaded", extra={"policies": [p.name for p in candidate.policies]})
+        assert snapshot is not None
+        await asyncio.to_thread(self.saved, snapshot)
 
-    def _build(self) -> PolicySet | str:
-        """Load and check a policy set on a worker thread; a failure comes back as its message.
+    def _build(self) -> tuple[PolicySet | str, Snapshot | None]:
+        """Read, load and check a policy set on a worker thread; a failure comes back as its message.
 
         Not as the exception: its traceback's frames hold the regorus engines
         this thread prepared, and they must be dropped on this thread.
         """
+        read_at, self._policies = time.monotonic(), fingerprint(self.settings.policies)
         try:
-            candidate = self.settings.load()
+            bundle = self.settings.bundle()
+            candidate = self.settings.build(bundle)
         except RegokiteError as exc:
-            return str(exc)
+            return str(exc), None
         candidate.engine.release_thread()
-        return candidate
+        return candidate, Snapshot(read_at, self._policies, bundle)
 
     def reload_tls(self) -> None:
-        assert self.tls is not None and self.settings.tls_cert and self.settings.tls_key
+        """Serve a new pair only once both files load and match; until then the previous pair serves."""
+        assert self.settings.tls_cert and self.settings.tls_key
         try:
-            self.tls.load_cert_chain(self.settings.tls_cert, self.settings.tls_key)
+            self.tls = server_context(self.settings.tls_cert, self.settings.tls_key)
         except (OSError, ssl.SSLError) as exc:
             self.state.tls_error = f"reloading {self.settings.tls_cert}: {exc}"
             log.error("TLS reload failed; keeping the previous certificate", extra={"error": str(exc)})
@@ -132,59 +235,115 @@ class Reloader:
         log.info("TLS certificate reloaded", extra={"cert": self.settings.tls_cert})
 
 
-def _worker(settings: AdmissionSettings, sock: socket.socket, watch: Callable[[str | None], None]) -> None:
-    """One worker process: its own engine, its own event loop, the shared socket."""
+@dataclass(frozen=True)
+class Tls:
+    """The pair the supervisor loaded at start, which every worker starts with."""
+
+    context: ssl.SSLContext
+    fingerprint: tuple
+
+
+def _worker(
+    settings: AdmissionSettings,
+    sock: socket.socket,
+    tls: Tls,
+    start: Snapshot,
+    watch: Callable[[str | None], None],
+    saved: Callable[[Snapshot], None],
+) -> None:
+    """One worker process: its own engine, its own event loop, the shared socket, its own replication."""
+    replica, policy_set = follow_cluster(settings, None, settings.build(start.bundle))
     state = ServingState(
-        settings.load(),
+        policy_set,
         deadline_seconds=settings.deadline_seconds,
         max_body_bytes=settings.max_body_bytes,
         watch=watch,
+        replica=replica,
     )
-    config_box: dict[str, uvicorn.Config] = {}
+    reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        reloader = Reloader(settings, state, config_box["config"].ssl)
         task = asyncio.create_task(reloader.run())
         yield
         task.cancel()
 
-    app = create_app(state, lifespan)
     config = uvicorn.Config(
-        app,
-        ssl_certfile=settings.tls_cert,
-        ssl_keyfile=settings.tls_key,
+        create_app(state, lifespan),
         log_config=None,
         access_log=False,
         lifespan="on",
+        timeout_keep_alive=settings.limits.keep_alive_timeout,  # type: ignore[arg-type]
         timeout_graceful_shutdown=10,
     )
-    config_box["config"] = config
-    uvicorn.Server(config).run(sockets=[sock])
+    GuardedServer(config, sock, lambda: reloader.tls, settings.limits).run()
 
 
 def serve(settings: AdmissionSettings) -> int:
     """Load once to fail fast, bind, then fork the workers and watch over them."""
-    policy_set = settings.load()  # a broken policy dir stops startup with a clear error
-    # this process's gauges count too when workers share metrics: it serves a good set
-    metrics.policy_reload_healthy.set(1)
-    metrics.policies_loaded.set(len(policy_set.policies))
+    first = settings.read()
+    policy_set = settings.build(first.bundle)  # a broken policy dir stops startup with a clear error
     log.info(
         "policies loaded",
         extra={"engine": settings.engine, "policies": [p.name for p in policy_set.policies]},
     )
+    _check_replication(settings, policy_set)
     policy_set.close()
+    assert settings.tls_cert and settings.tls_key
+    tls_files = fingerprint(settings.tls_files())
+    try:
+        tls = Tls(server_context(settings.tls_cert, settings.tls_key), tls_files)
+    except (OSError, ssl.SSLError) as exc:
+        raise RegokiteError(f"TLS: {settings.tls_cert} with {settings.tls_key}: {exc}") from None
+    # Only the workers' live gauges (policies loaded, reload healthy) describe what is served.
+    forget_process(os.getpid())
     sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
     sock.listen(2048)
     sock.set_inheritable(True)
     log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
-    return _supervise(settings, sock)
+    snapshots = Path(tempfile.mkdtemp(prefix="regokite-policies-"))
+    try:
+        return _supervise(settings, sock, tls, LastGood(snapshots, first))
+    finally:
+        shutil.rmtree(snapshots, ignore_errors=True)
 
 
-def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
-    """Fork the workers; replace any that die or stay stuck on one review; pass SIGTERM/SIGINT on and wait.
+def _unreplicated(policy_set: PolicySet, why: Exception) -> dict[str, str]:
+    """Each policy that declares cluster data, and why it cannot have it."""
+    return {
+        p.name: f"reads cluster data ({', '.join(map(str, p.replicate))}) but regokite cannot replicate it: {why}"
+        for p in policy_set.policies
+        if p.replicate
+    }
+
+
+def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> None:
+    """Fail fast on refused lists; say loudly which policies cannot decide without credentials.
+
+    Only checks: the informers run in the workers, after the fork.
+    """
+    refs = sorted({*settings.replicate, *policy_set.replicate})
+    if not refs:
+        return
+    try:
+        client = KubeClient(settings.kubeconfig)
+    except RegokiteError as exc:
+        if settings.replicate:
+            raise
+        for name, reason in _unreplicated(policy_set, exc).items():
+            log.error("policy refuses every request it matches", extra={"policy": name, "error": reason})
+        return
+    try:
+        check_access(client, refs)
+    finally:
+        client.close()
+    log.info("replicating cluster data", extra={"resources": [str(r) for r in refs]})
+
+
+def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_good: LastGood) -> int:
+    """Fork the workers and replace any that die, stay stuck on one review or outgrow their memory; pass SIGTERM on.
 
     Always at least one forked worker, even with --workers 1: only a process
     outside the worker can stop an evaluation that never ends.
@@ -192,16 +351,18 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
     workers = max(1, settings.workers)
     watchdog = Watchdog(workers, settings.watchdog_seconds)
     children: dict[int, int] = {}
+    killed: dict[int, str] = {}  # pid -> why the supervisor killed it
     stopping = False
 
     def spawn(slot: int) -> None:
         watchdog.clear(slot)
+        start = last_good.newest()
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             try:
-                _worker(settings, sock, watchdog.tracker(slot))
+                _worker(settings, sock, tls, start, watchdog.tracker(slot), lambda s: last_good.save(slot, s))
             except BaseException:
                 log.exception("admission worker crashed")
                 os._exit(1)
@@ -219,36 +380,69 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:
     signal.signal(signal.SIGINT, stop)
     for slot in range(workers):
         spawn(slot)
-    killed: set[int] = set()
     while children:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             break
         if pid == 0:
-            if settings.watchdog_seconds > 0:  # stopping too: a stuck worker would never see SIGTERM
-                killed |= _kill_overdue(watchdog, children, killed)
+            # stopping too: a stuck worker would never see SIGTERM
+            _kill_overdue(settings, watchdog, children, killed)
             time.sleep(0.05)
             continue
         slot = children.pop(pid, None)
         forget_process(pid)
+        reason = killed.pop(pid, None)
         if slot is None or stopping:
             continue
-        if pid in killed:
-            killed.discard(pid)
-            metrics.worker_restarts.labels("stuck").inc()
-        else:
-            metrics.worker_restarts.labels("exited").inc()
-            log.error("admission worker exited; restarting it", extra={"pid": pid, "status": status})
+        if reason is None:
+            reason = "exited"
+            log.error(
+                "admission worker exited; restarting it",
+                extra={"pid": pid, "status": _describe(status), "policy": watchdog.policy(slot)},
+            )
             time.sleep(0.5)  # no tight loop if workers die at once
+        metrics.worker_restarts.labels(reason).inc()
         spawn(slot)
     return 0
 
 
-def _kill_overdue(watchdog: Watchdog, children: dict[int, int], killed: set[int]) -> set[int]:
-    slots = {slot: pid for pid, slot in children.items()}
-    message = "admission worker stuck in one review past the watchdog limit; killing and replacing it"
-    return {pid for pid, _ in watchdog.kill_overdue(slots, killed, message, log)}
+def _kill_overdue(
+    settings: AdmissionSettings, watchdog: Watchdog, children: dict[int, int], killed: dict[int, str]
+) -> None:
+    """Kill workers stuck in one review past the watchdog limit or resident past the memory limit."""
+    slots = {slot: pid for pid, slot in children.items() if pid not in killed}
+    if settings.watchdog_seconds > 0:
+        message = "admission worker stuck in one review past the watchdog limit; killing and replacing it"
+        watchdog.kill_overdue(slots, killed, message, log, lambda pid, _: killed.__setitem__(pid, "stuck"))
+    if settings.worker_memory_bytes > 0:
+        for slot, pid in slots.items():
+            if pid in killed:
+                continue
+            resident = resident_bytes(pid)
+            if resident is not None and resident > settings.worker_memory_bytes:
+                _kill(
+                    pid,
+                    "memory",
+                    killed,
+                    "admission worker over its memory limit; killing and replacing it",
+                    policy=watchdog.policy(slot),
+                    resident_bytes=resident,
+                    limit_bytes=settings.worker_memory_bytes,
+                )
+
+
+def _kill(pid: int, reason: str, killed: dict[int, str], message: str, **details: object) -> None:
+    log.error(message, extra={"pid": pid, **details})
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    killed[pid] = reason
+
+
+def _describe(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def print_ca_bundle(ca_pem: bytes) -> None:

@@ -17,7 +17,8 @@ So an existing Metacontroller can use regokite as its hook backend:
 
 The policy files are polled; a changed set is built off to the side and
 swapped in whole, and one that fails to load leaves the last good set
-serving. Every call is one log line.
+serving. Every call is one log line. With cluster data (`regokite hooks
+--replicate`), every hook answers 503 until its initial lists are in.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from fastapi.responses import JSONResponse, Response
 
 from regokite import input_guard, outline
 from regokite.bundle import fingerprint, load_bundle
+from regokite.clusterdata.replicate import Replicator
 from regokite.controllers import customize, decorator
 from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, evaluate_hook, resolve_hook
@@ -99,7 +101,9 @@ def contract_of(body: Any) -> tuple[tuple[str, ...], str]:
     return RESPONSE_FIELDS, "hook response rules"
 
 
-def create_app(served: Served, reload_interval: float = 0.0) -> FastAPI:
+def create_app(served: Served, reload_interval: float = 0.0, replica: Replicator | None = None) -> FastAPI:
+    """`replica`: the cluster data the hooks read; until its initial lists are in, every hook gets a 503."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         task = asyncio.create_task(served.watch(reload_interval)) if reload_interval > 0 else None
@@ -124,6 +128,12 @@ def create_app(served: Served, reload_interval: float = 0.0) -> FastAPI:
             )
         return response
 
+    def loading() -> JSONResponse | None:
+        if replica is None or replica.ready():
+            return None
+        pending = ", ".join(replica.pending())
+        return _error(503, "unavailable", f"cluster data not loaded yet ({pending}): no hook answers before it is")
+
     async def body_of(request: Request) -> Any:
         raw = await request.body()
         return input_guard.parse_json(raw) if raw.strip() else {}  # InputRejected is a ValueError
@@ -135,10 +145,12 @@ def create_app(served: Served, reload_interval: float = 0.0) -> FastAPI:
     @app.get("/readyz")
     def readyz() -> Response:
         detail = {"packages": len(served.current.packages), "reload": {"error": served.reload_error}}
-        return JSONResponse(detail)
+        return loading() or JSONResponse(detail)
 
     @app.post("/v0/data/{path:path}")
     async def v0(path: str, request: Request) -> Response:
+        if waiting := loading():
+            return waiting
         try:
             body = await body_of(request)
         except ValueError as exc:
@@ -153,6 +165,8 @@ def create_app(served: Served, reload_interval: float = 0.0) -> FastAPI:
 
     @app.post("/v1/data/{path:path}")
     async def v1(path: str, request: Request) -> Response:
+        if waiting := loading():
+            return waiting
         try:
             body = await body_of(request)
         except ValueError as exc:
@@ -167,6 +181,8 @@ def create_app(served: Served, reload_interval: float = 0.0) -> FastAPI:
 
     @app.post("/{path:path}")
     async def hook(path: str, request: Request) -> Response:
+        if waiting := loading():
+            return waiting
         package = ".".join(p for p in path.split("/") if p)
         policies = served.current
         try:
@@ -198,30 +214,16 @@ def loader(
     opa_url: str | None = None,
     v0_compatible: bool = False,
     options: ExtensionOptions | None = None,
+    prepare: Callable[[Engine], None] | None = None,
 ) -> Callable[[], HookPolicies]:
+    """How to load the policy set from files; `prepare` readies each new engine (follows the cluster data)."""
+
     def load() -> HookPolicies:
         bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
         packages = outline.packages(outline.outline(bundle.modules))
-        return HookPolicies(open_engine(bundle, engine, opa_url=opa_url, options=options), packages)
+        opened = open_engine(bundle, engine, opa_url=opa_url, options=options)
+        if prepare is not None:
+            prepare(opened)
+        return HookPolicies(opened, packages)
 
     return load
-
-
-def serve_hooks(
-    policies: list[str],
-    *,
-    host: str = "0.0.0.0",
-    port: int = 8181,
-    engine: str = "embedded",
-    opa_url: str | None = None,
-    v0_compatible: bool = False,
-    options: ExtensionOptions | None = None,
-    reload_interval: float = 1.0,
-) -> int:
-    import uvicorn
-
-    load = loader(policies, engine=engine, opa_url=opa_url, v0_compatible=v0_compatible, options=options)
-    served = Served(load, policies)
-    log.info("serving hooks", extra={"host": host, "port": port, "packages": sorted(served.current.packages)})
-    uvicorn.run(create_app(served, reload_interval), host=host, port=port, log_config=None, access_log=False)
-    return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from regokite.bundle import Bundle
+from regokite.clusterdata.store import ReplicaStore
 
 if TYPE_CHECKING:
     from regokite.engine.extensions import ExtensionOptions
@@ -67,6 +68,10 @@ class Engine(Protocol):
 
     def release_thread(self) -> None:
         """Drop what the calling thread holds; the engine stays usable elsewhere."""
+        ...
+
+    def follow(self, store: ReplicaStore) -> None:
+        """Evaluate with `store`'s replicated objects in `data`, kept current incrementally."""
         ...
 
     def close(self) -> None: ...

@@ -1,4 +1,4 @@
-"""The admission server's metrics: requests, per-policy decisions, latency, reloads."""
+"""The admission server's metrics: requests, per-policy decisions, latency, reloads, connections, workers."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ policies_loaded = Gauge(
 )
 worker_restarts = Counter(
     "regokite_admission_worker_restarts_total",
-    "Workers replaced by the supervisor: exited, or stuck in one review past the watchdog limit.",
+    "Workers replaced by the supervisor: exited, stuck in one review past the watchdog limit (stuck), "
+    "or over the memory limit (memory).",
+    ["reason"],
+)
+connections_dropped = Counter(
+    "regokite_admission_connections_dropped_total",
+    "Client connections cut off: a TLS handshake, headers or body past its deadline, or headers too large.",
     ["reason"],
 )

@@ -1,4 +1,8 @@
-"""TLS material: a self-signed CA and serving certificate for a fresh machine.
+"""TLS material: the server's context, and a self-signed CA and serving certificate for a fresh machine.
+
+`server_context` builds a context only from a certificate and key that parse
+and match, so a reload can build it off to the side and swap it in whole: a
+rotation that writes the certificate before its key never reaches a handshake.
 
 The API server must trust the webhook through a caBundle, so `--self-signed`
 makes a small CA, signs a serving certificate for the given hosts with it,
@@ -13,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +38,14 @@ class TlsFiles:
 
     def ca_pem(self) -> bytes:
         return self.ca.read_bytes()
+
+
+def server_context(cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> ssl.SSLContext:
+    """A TLS 1.2+ server context serving `cert` with `key`; OSError or ssl.SSLError when they do not load or match."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)  # checks that the key is the certificate's
+    return context
 
 
 def self_signed(directory: Path, hosts: list[str]) -> TlsFiles:

@@ -12,6 +12,13 @@ The table lives in an anonymous shared mapping, so it can be written on
 either side of a fork: the admission server's workers note each review
 themselves (the supervisor never sees the requests), while the controller's
 hook workers are noted by the thread that hands them a call.
+
+Memory the same way (admission): the supervisor reads each worker's
+resident size and kills one past the limit, naming the policy it was
+evaluating. Not an rlimit: regorus's allocator (mimalloc) reserves 1 GiB of
+address space at import, which RLIMIT_AS and RLIMIT_DATA count though it is
+never touched, and an allocation failing under an rlimit aborts the process
+with no word of why.
 """
 
 from __future__ import annotations
@@ -67,6 +74,11 @@ class Watchdog:
     def clear(self, slot: int) -> None:
         _SLOT.pack_into(self._memory, _SLOT.size * slot, 0.0, 0.0, b"")
 
+    def policy(self, slot: int) -> str | None:
+        """The policy a worker is evaluating now, or None when it is between calls."""
+        since, _, name = _SLOT.unpack_from(self._memory, _SLOT.size * slot)
+        return name.rstrip(b"\0").decode(errors="replace") if since else None
+
     def overdue(self) -> list[Overdue]:
         now = time.monotonic()
         found = []
@@ -103,3 +115,15 @@ class Watchdog:
                 os.kill(pid, signal.SIGKILL)
             killed.append((pid, stuck))
         return killed
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_bytes(pid: int) -> int | None:
+    """A process's resident memory, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return None

@@ -1,0 +1,215 @@
+"""What one client connection may hold of an admission worker, and for how long.
+
+uvicorn enforces only its keep-alive timeout. Measured against uvicorn 0.54
+on uvloop: a TCP connection that never starts its TLS handshake is held for
+asyncio's default 60 s, and one that finishes the handshake and then sends
+nothing, or its headers or its body a byte at a time, is held for as long as
+the client likes, each with its file descriptor and buffers. So a worker
+accepts connections itself (`accept`): it takes a new connection only while
+it holds fewer than `max_connections` (handshakes included; the rest wait in
+the shared listen backlog for any worker with room), gives each a TLS
+handshake deadline and the context current at that moment (a rotated
+certificate applies to the next handshake), and serves it with
+`GuardedProtocol`, uvicorn's HTTP/1.1 protocol with a deadline for each phase
+of a request:
+
+* headers: from the connection's start (or the first byte of a later
+  request) until the end of the headers, and at most `max_header_bytes`
+  (dropped while incomplete, answered 431 when complete);
+* body: from the end of the headers until the whole body is in;
+* keep-alive: idle between requests (uvicorn's own timer);
+* `max_requests` per connection, after which the response says
+  `connection: close`.
+
+A connection past a deadline is dropped (reset: a client that stalls will
+not read a goodbye either, and a graceful TLS close would hold it longer),
+counted in `regokite_admission_connections_dropped_total{reason}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from regokite.ops import admission_metrics as metrics
+
+log = logging.getLogger("regokite.admission")
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    handshake_timeout: float = 5.0
+    header_timeout: float = 10.0
+    body_timeout: float = 10.0
+    keep_alive_timeout: float = 5.0
+    max_connections: int = 1000
+    max_requests: int = 1000
+    max_header_bytes: int = 64 * 1024
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol with header and body deadlines, a header size and a request count."""
+
+    def __init__(self, *, limits: ConnectionLimits, on_close: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.limits = limits
+        self._on_close = on_close
+        self._phase = "headers"  # headers, body, busy (deciding, answering) or idle (between requests)
+        self._timer: asyncio.TimerHandle | None = None
+        self._header_bytes = 0
+        self._requests = 0
+
+    def _arm(self, phase: str, seconds: float) -> None:
+        self._disarm()
+        self._phase = phase
+        self._timer = self.loop.call_later(seconds, self._expire, phase)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self, phase: str) -> None:
+        self._timer = None
+        self._drop(f"{phase}_timeout")
+
+    def _drop(self, reason: str) -> None:
+        metrics.connections_dropped.labels(reason).inc()
+        log.debug("connection dropped", extra={"reason": reason, "client": self.client})
+        self.transport.abort()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm("headers", self.limits.header_timeout)  # the first request, from the end of the handshake
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+        self._on_close()
+
+    def data_received(self, data: bytes) -> None:
+        reading_headers = self._phase in ("headers", "idle")
+        if reading_headers:
+            self._header_bytes += len(data)
+        super().data_received(data)
+        if reading_headers and self._phase == "headers" and self._header_bytes > self.limits.max_header_bytes:
+            self._drop("headers_too_large")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._phase != "headers":  # a later request on a kept-alive connection
+            self._arm("headers", self.limits.header_timeout)
+
+    def on_headers_complete(self) -> None:
+        self._header_bytes = 0
+        self._arm("body", self.limits.body_timeout)
+        size = len(self.url) + sum(len(name) + len(value) for name, value in self.headers)
+        if size > self.limits.max_header_bytes:  # all in at once: answered, not dropped
+            metrics.connections_dropped.labels("headers_too_large").inc()
+            self.app, app = _headers_too_large, self.app
+            super().on_headers_complete()
+            self.app = app
+        else:
+            super().on_headers_complete()
+        self._requests += 1
+        if self._requests >= self.limits.max_requests and self.cycle is not None:
+            self.cycle.keep_alive = False
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        self._phase = "busy"
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        self._phase = "idle"
+        super().on_response_complete()  # arms uvicorn's keep-alive timer
+
+
+async def _headers_too_large(scope: Any, receive: Any, send: Any) -> None:
+    """The ASGI answer to a request whose headers are over the limit (uvicorn answers 503 the same way)."""
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": 431, "headers": headers})
+    await send({"type": "http.response.body", "body": b"request headers too large"})
+
+
+async def accept(
+    sock: socket.socket,
+    tls: Callable[[], ssl.SSLContext],
+    protocol: Callable[[Callable[[], None]], GuardedProtocol],
+    limits: ConnectionLimits,
+) -> None:
+    """Accept TLS connections on `sock` while fewer than `limits.max_connections` are open; runs until cancelled.
+
+    `protocol(on_close)` makes the protocol for one connection; it must call
+    `on_close` when the connection ends, which frees its place.
+    """
+    loop = asyncio.get_running_loop()
+    room = asyncio.Semaphore(limits.max_connections)
+    handshakes: set[asyncio.Task[None]] = set()
+
+    async def start(conn: socket.socket) -> None:
+        try:
+            await loop.connect_accepted_socket(
+                lambda: protocol(room.release),
+                conn,
+                ssl=tls(),
+                ssl_handshake_timeout=limits.handshake_timeout,
+                ssl_shutdown_timeout=limits.handshake_timeout,
+            )
+        except (OSError, TimeoutError) as exc:  # the handshake failed or timed out: the protocol never started
+            conn.close()
+            room.release()
+            reason = "handshake_timeout" if isinstance(exc, TimeoutError | ConnectionAbortedError) else "handshake"
+            metrics.connections_dropped.labels(reason).inc()
+            log.debug("TLS handshake failed", extra={"error": str(exc) or type(exc).__name__})
+
+    while True:
+        await room.acquire()
+        try:
+            conn, _ = await loop.sock_accept(sock)
+        except OSError as exc:  # out of file descriptors, say: wait for some to close
+            room.release()
+            log.warning("accepting a connection failed", extra={"error": str(exc)})
+            await asyncio.sleep(0.1)
+            continue
+        task = loop.create_task(start(conn))
+        handshakes.add(task)
+        task.add_done_callback(handshakes.discard)
+
+
+class GuardedServer(uvicorn.Server):
+    """uvicorn's server, its connections accepted by `accept` from a socket shared with other workers."""
+
+    def __init__(
+        self, config: uvicorn.Config, sock: socket.socket, tls: Callable[[], ssl.SSLContext], limits: ConnectionLimits
+    ) -> None:
+        super().__init__(config)
+        self.sock, self.tls, self.limits = sock, tls, limits
+        self.acceptor: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=[])  # the app and its lifespan, no listener of uvicorn's own
+
+        def protocol(on_close: Callable[[], None]) -> GuardedProtocol:
+            return GuardedProtocol(
+                limits=self.limits,
+                on_close=on_close,
+                config=self.config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+            )
+
+        self.acceptor = asyncio.create_task(accept(self.sock, self.tls, protocol, self.limits))
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.acceptor is not None:
+            self.acceptor.cancel()  # no new connections; uvicorn drains the open ones
+        await super().shutdown(sockets=[self.sock])
