@@ -7,6 +7,8 @@ answers with documents of another contract (`events`, `log`, `children`, ...)
 and has none that only admission uses: then it is a controller or watch hook. Its `match`,
 `enforcement` and `failure_policy` constants are evaluated at load time, so a
 bad declaration fails the load (and a reload keeps the last good set).
+Gatekeeper Constraints in YAML beside the Rego are admission policies too,
+one per constraint, named by the constraint (regokite.gatekeeper).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from regokite.bundle import Bundle, Module, load_bundle
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
+from regokite.gatekeeper.constraints import GatekeeperSet, constraint_rule, prepare, read_resources
+from regokite.gatekeeper.match import ConstraintMatch
 from regokite.outline import outline, packages
 
 VALIDATING = ("deny", "warn", "allow", "audit_annotations")
@@ -42,10 +46,21 @@ FAILURE_POLICIES = ("Fail", "Ignore")
 class AdmissionPolicy:
     name: str
     documents: tuple[str, ...]
-    match: Match
+    match: Match | ConstraintMatch
     enforcement: str = "deny"
     failure_policy: str = "Fail"
     slot: int = 0  # its rules in the generated decisions module
+    constraint_kind: str | None = None  # a Gatekeeper constraint's kind
+    broken: str | None = None  # why this constraint cannot be evaluated (it then fails closed)
+
+    def selected_by(self, only: str) -> bool:
+        """`/validate/<only>` names a policy, or a constraint kind (all its constraints;
+        lowercased, as webhook paths are)."""
+        kind = self.constraint_kind
+        if kind is None:
+            return only == self.name
+        # the server reads `-` in a path as `_`; constraint names have `-` and no `_`
+        return only.replace("_", "-") == self.name or only in (kind, kind.lower())
 
     def decision_ref(self, mode: str) -> str:
         """The generated rule holding every document this mode needs, in one evaluation."""
@@ -62,7 +77,7 @@ class AdmissionPolicy:
 
     @property
     def validating(self) -> bool:
-        return any(d in self.documents for d in VALIDATING) or self.whole_response is not None
+        return any(d in self.documents for d in (*VALIDATING, "violation")) or self.whole_response is not None
 
     def refs(self, documents: Sequence[str]) -> list[str]:
         return [f"data.{self.name}.{d}" for d in documents]
@@ -75,6 +90,7 @@ class PolicySet:
     engine: Engine
     policies: tuple[AdmissionPolicy, ...]
     source: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()  # Gatekeeper templates and constraints that did not load
 
     def get(self, name: str) -> AdmissionPolicy | None:
         return next((p for p in self.policies if p.name == name), None)
@@ -95,16 +111,43 @@ def load_policy_set(
     bundle = load_bundle(paths, v0_compatible=v0_compatible).without_tests()
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
-    decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", decisions_module([(name, rules) for name, rules in wanted]))
-    built = open_engine(
-        Bundle((*bundle.modules, decisions), bundle.data, bundle.roots), engine, opa_url=opa_url, options=options
-    )
+    templates, constraints, problems = read_resources(paths)
+    gatekeeper = prepare(templates, constraints, options=options)
+    text = decisions_module([(name, rules) for name, rules in wanted])
+    text += constraint_rules(gatekeeper, len(wanted))
+    decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
+    modules = (*bundle.modules, *gatekeeper.modules, decisions)
+    built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine, opa_url=opa_url, options=options)
     try:
         found = [_inspect(built, name, rules, slot) for slot, (name, rules) in enumerate(wanted)]
     except RegokiteError:
         built.close()
         raise
-    return PolicySet(built, tuple(found), tuple(paths))
+    found += constraint_policies(gatekeeper, len(wanted))
+    return PolicySet(built, tuple(found), tuple(paths), (*problems, *gatekeeper.problems))
+
+
+def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:
+    """Decision rules for the constraints, in slots after the Rego policies'."""
+    lines = [""]
+    for i, ready in enumerate(gatekeeper.constraints):
+        lines += constraint_rule(f"validate_{first_slot + i}", ready)
+    return "\n".join(lines)
+
+
+def constraint_policies(gatekeeper: GatekeeperSet, first_slot: int) -> list[AdmissionPolicy]:
+    return [
+        AdmissionPolicy(
+            ready.constraint.name,
+            ("violation",),
+            ready.match,
+            ready.enforcement,
+            slot=first_slot + i,
+            constraint_kind=ready.constraint.kind,
+            broken=ready.broken,
+        )
+        for i, ready in enumerate(gatekeeper.constraints)
+    ]
 
 
 def is_admission(rules: set[str]) -> bool:

@@ -57,13 +57,18 @@ class AdmissionSettings:
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
 
     def load(self) -> PolicySet:
-        return load_policy_set(
+        """Load the policies; Gatekeeper templates that did not load are logged (their
+        constraints then refuse what they match) and the rest serve."""
+        policy_set = load_policy_set(
             self.policies,
             engine=self.engine,
             opa_url=self.opa_url,
             v0_compatible=self.v0_compatible,
             options=self.extensions,
         )
+        for problem in policy_set.problems:
+            log.error("gatekeeper resource not loaded", extra={"error": problem})
+        return policy_set
 
 
 def fingerprint(paths: Iterable[str | None]) -> tuple:

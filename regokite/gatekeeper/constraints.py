@@ -1,0 +1,141 @@
+"""Constraints ready to evaluate: their template compiled, their match parsed.
+
+Read from YAML files beside the `.rego` of `--policies`. A template that does
+not compile is a problem reported with file:line and is left out; its
+constraints stay in the set, broken, so a request they would have judged is
+refused with the reason (fail closed) instead of silently admitted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from regokite.bundle import Module
+from regokite.engine.extensions import ExtensionOptions
+from regokite.errors import PolicyLoadError, RegokiteError
+from regokite.gatekeeper.compile import compile_all, violation_ref
+from regokite.gatekeeper.match import ConstraintMatch, NamespaceLookup, parse_constraint_match
+from regokite.gatekeeper.resources import (
+    Constraint,
+    Template,
+    gatekeeper_files,
+    is_constraint,
+    is_template,
+    parse_constraint,
+    parse_template,
+    read_documents,
+)
+
+ENFORCEMENT_ACTIONS = ("deny", "dryrun", "warn")
+WEBHOOK_POINT = "validation.gatekeeper.sh"
+
+
+@dataclass(frozen=True)
+class ReadyConstraint:
+    constraint: Constraint
+    match: ConstraintMatch
+    enforcement: str  # the action at the webhook enforcement point
+    broken: str | None = None  # why it cannot be evaluated
+
+
+@dataclass(frozen=True)
+class GatekeeperSet:
+    templates: tuple[Template, ...]
+    modules: tuple[Module, ...]
+    constraints: tuple[ReadyConstraint, ...]
+    problems: tuple[str, ...]  # templates that did not load, each with file:line
+
+
+def read_resources(roots: Iterable[str | Path]) -> tuple[list[Template], list[Constraint], list[str]]:
+    """Every template and constraint in YAML below `roots`; unreadable ones become problems."""
+    templates: list[Template] = []
+    constraints: list[Constraint] = []
+    problems: list[str] = []
+    for path in gatekeeper_files(roots):
+        if b"gatekeeper.sh" not in path.read_bytes():
+            continue  # other YAML (controller definitions, manifests) is not read here
+        try:
+            documents = read_documents(path, str(path))
+        except PolicyLoadError as exc:
+            problems.append(str(exc))
+            continue
+        for doc, node in documents:
+            try:
+                if is_template(doc):
+                    templates.append(parse_template(doc, node, str(path)))
+                elif is_constraint(doc):
+                    constraints.append(parse_constraint(doc, str(path)))
+            except PolicyLoadError as exc:
+                problems.append(str(exc))
+    return templates, constraints, problems
+
+
+def prepare(
+    templates: Sequence[Template],
+    constraints: Sequence[Constraint],
+    *,
+    lookup: NamespaceLookup | None = None,
+    options: ExtensionOptions | None = None,
+) -> GatekeeperSet:
+    good, bad = compile_all(templates, options=options)
+    problems = [str(exc) for exc in bad.values()]
+    ready = []
+    seen: set[tuple[str, str]] = set()
+    for c in constraints:
+        where = f"{c.file}: {c.kind} {c.name}"
+        if (c.kind, c.name) in seen:
+            raise PolicyLoadError(f"{where}: a second constraint of this kind and name")
+        seen.add((c.kind, c.name))
+        match = parse_constraint_match(c.match, f"{where}: spec.match", lookup)
+        broken = None
+        if c.kind in bad:
+            broken = f"its ConstraintTemplate did not load: {bad[c.kind]}"
+        elif c.kind not in good:
+            broken = f"no ConstraintTemplate defines kind {c.kind}"
+        try:
+            enforcement = webhook_action(c)
+        except RegokiteError as exc:
+            enforcement, broken = "deny", broken or str(exc)
+        ready.append(ReadyConstraint(c, match, enforcement, broken))
+        if broken and c.kind not in bad:  # a template's own error is listed once, above
+            problems.append(f"{where}: {broken}")
+    modules = tuple(m for compiled in good.values() for m in compiled.modules)
+    return GatekeeperSet(tuple(t for t in templates if t.kind in good), modules, tuple(ready), tuple(problems))
+
+
+def webhook_action(c: Constraint) -> str:
+    """The action at the webhook: enforcementAction, or for `scoped` the most severe
+    of the scopedEnforcementActions naming the webhook (or `*`); none is dryrun."""
+    action = c.enforcement
+    if action in ENFORCEMENT_ACTIONS:
+        return action
+    if action != "scoped":
+        raise RegokiteError(f"enforcementAction must be deny, dryrun, warn or scoped, got {action!r}")
+    actions = set()
+    for entry in c.scoped:
+        points = entry.get("enforcementPoints") or []
+        if any(isinstance(p, dict) and p.get("name") in (WEBHOOK_POINT, "*") for p in points):
+            actions.add(entry.get("action"))
+    unknown = actions - set(ENFORCEMENT_ACTIONS)
+    if unknown:
+        raise RegokiteError(f"scopedEnforcementActions: unknown action(s) {', '.join(map(str, unknown))}")
+    return next((a for a in ("deny", "warn") if a in actions), "dryrun")
+
+
+def constraint_rule(name: str, c: ReadyConstraint) -> list[str]:
+    """The generated rule evaluating one constraint: its template's violations under
+    Gatekeeper's input (`review` = the AdmissionRequest, `parameters`)."""
+    if c.broken:
+        return []
+    parameters = json.dumps(c.constraint.parameters if c.constraint.parameters is not None else {})
+    gatekeeper_input = f'{{"review": input.request, "parameters": {parameters}}}'
+    return [
+        f"# {c.constraint.kind} {c.constraint.name}",
+        f'{name} := {{"violation": [v]}} if {{',
+        f"\tv := {violation_ref(c.constraint.kind)} with input as {gatekeeper_input}",
+        "}",
+        "",
+    ]
