@@ -54,6 +54,17 @@ def _cmd_test(args: argparse.Namespace) -> int:
     return testing.exit_code(results)
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from regokite.gatekeeper import verify
+
+    suites = verify.find_suites(args.paths)
+    if not suites:
+        raise RegokiteError(f"no gator Suite ({verify.SUITE_API}) found in {', '.join(args.paths)}")
+    results = [verify.run_suite(path, run=args.run, options=_extension_options(args)) for path in suites]
+    print(verify.format_results(results, verbose=args.verbose))
+    return 1 if any(r.failed for r in results) else 0
+
+
 def _read_input(source: str | None) -> Any:
     from regokite.engine import UNDEFINED
 
@@ -207,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--format", choices=["pretty", "json"], default="pretty")
     _add_bundle_args(test)
     test.set_defaults(func=_cmd_test)
+
+    ver = sub.add_parser("verify", help="run gator Suite files (Gatekeeper ConstraintTemplates) like `gator verify`")
+    ver.add_argument("paths", nargs="+", help="suite files or directories holding them")
+    ver.add_argument("--run", help="only tests or cases whose name matches this regex")
+    ver.add_argument("-v", "--verbose", action="store_true", help="list every test and case")
+    ver.add_argument("--allow-http-send", action="append", default=[], metavar="HOST[:PORT]", help=argparse.SUPPRESS)
+    ver.set_defaults(func=_cmd_verify)
 
     ev = sub.add_parser("eval", help="evaluate a query like `opa eval`")
     ev.add_argument("query", metavar="QUERY")
