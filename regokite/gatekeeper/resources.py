@@ -154,8 +154,8 @@ def _libs(value: Any, node: yaml.Node | None, file: str, where: str) -> tuple[Re
 
 def _source(text: str, node: yaml.Node | None, file: str, role: str) -> RegoSource:
     """A block scalar's text begins on the line after its `|`; a flow scalar on its own line."""
-    if node is None:
-        return RegoSource(text, file, 0, role)
+    if node is None:  # read from the API: lines are the Rego's own
+        return RegoSource(text, file, 1, role)
     block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
     return RegoSource(text, file, node.start_mark.line + (2 if block else 1), role)
 
