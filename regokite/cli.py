@@ -70,6 +70,7 @@ def _cmd_gatekeeper(args: argparse.Namespace) -> int:
     from regokite.kube.gatekeeper import GatekeeperSync
 
     sync = GatekeeperSync(KubeClient(args.kubeconfig), Path(args.out))
+    sync.install()
     if args.once:
         for kind, error in sync.sync_once().items():
             print(f"{kind}: {error or 'served'}")

@@ -27,6 +27,7 @@ from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare
+from regokite.gatekeeper.inventory import inventory, namespaces
 from regokite.gatekeeper.resources import is_constraint, is_template, parse_constraint, parse_template, read_documents
 
 SUITE_API = "test.gatekeeper.sh/v1alpha1"
@@ -148,12 +149,7 @@ class _Judge:
     def _violations(self, base: Path, case: dict[str, Any]) -> list[str]:
         inventory_files = tuple(case.get("inventory") or ())
         objects = [_load_object(base / f) for f in inventory_files]
-        namespaces = {
-            (o.get("metadata") or {}).get("name"): o
-            for o in objects
-            if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
-        }
-        match = dataclasses.replace(self.constraint.match, lookup=namespaces.get)
+        match = dataclasses.replace(self.constraint.match, lookup=namespaces(objects).get)
         request = review_request(_load_object(base / str(case.get("object"))))
         if not match.matches(request):
             return []
@@ -202,17 +198,6 @@ def _gvk(obj: Any) -> dict[str, str]:
         return {}
     group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
     return {"group": group, "version": version, "kind": str(obj.get("kind", ""))}
-
-
-def inventory(objects: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Gatekeeper's `data.inventory` layout: cluster[gv][kind][name], namespace[ns][gv][kind][name]."""
-    tree: dict[str, Any] = {"cluster": {}, "namespace": {}}
-    for obj in objects:
-        meta = obj.get("metadata") or {}
-        gv, kind, name, ns = obj.get("apiVersion", ""), obj.get("kind", ""), meta.get("name", ""), meta.get("namespace")
-        node = tree["namespace"].setdefault(ns, {}) if ns else tree["cluster"]
-        node.setdefault(gv, {}).setdefault(kind, {})[name] = obj
-    return tree
 
 
 def _check(assertion: dict[str, Any], messages: list[str], index: int) -> None:

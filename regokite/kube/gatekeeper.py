@@ -26,6 +26,7 @@ from regokite.gatekeeper.crds import (
     constraint_crd,
     constraint_crd_name,
     constraint_plural,
+    template_crd,
     template_status,
 )
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP, TEMPLATE_GROUP, ResourceError, Template, parse_template
@@ -41,6 +42,11 @@ _SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "
 class GatekeeperSync:
     def __init__(self, client: KubeClient, out: Path) -> None:
         self.client, self.out = client, out
+
+    def install(self) -> None:
+        """The ConstraintTemplate CRD, so templates can be applied where Gatekeeper is not installed."""
+        crd = template_crd()
+        self.client.apply(f"{CRDS}/{crd['metadata']['name']}", crd, MANAGER)
 
     def sync_once(self) -> dict[str, str | None]:
         """One pass; returns each template's kind and its error (None when it serves)."""

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from regokite.gatekeeper.verify import counts, find_suites, format_results, inventory, run_suite
+from regokite.gatekeeper.inventory import inventory
+from regokite.gatekeeper.verify import counts, find_suites, format_results, run_suite
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).parents[2]

@@ -69,10 +69,11 @@ def namespace(name: str, label: str) -> str:
 
 @pytest.fixture
 def sync(cluster: kube.Cluster, api: client.ApiClient, tmp_path: Path) -> Iterator[GatekeeperSync]:
-    kube.install_crd(api, template_crd())
     out = tmp_path / "policies"
     out.mkdir()
     syncer = GatekeeperSync(KubeClient(cluster.kubeconfig), out)
+    syncer.install()  # the ConstraintTemplate CRD; install_crd below only waits for it to be served
+    kube.install_crd(api, template_crd())
     yield syncer
     kubectl(cluster, "delete", "constrainttemplates", "k8srequiredlabels", "k8sbroken", "--ignore-not-found")
     syncer.sync_once()
