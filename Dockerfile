@@ -5,6 +5,8 @@
 # mounted volumes. Policies are mounted from a ConfigMap (see deploy/) or baked
 # in at /policies (`docker build --build-arg POLICIES=policies .`).
 
+# The base: any Debian-like image with python3 (3.11+) and its venv module;
+# scripts/image builds on one made with mmdebstrap.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
@@ -14,7 +16,7 @@ COPY pyproject.toml README.md ./
 COPY regokite ./regokite
 # One virtualenv holding regokite and its dependencies (wheels only: regorus and
 # cryptography ship manylinux wheels, so no compiler is needed).
-RUN python -m venv /opt/regokite \
+RUN python3 -m venv /opt/regokite \
     && /opt/regokite/bin/pip install --only-binary=:all: --no-compile . \
     && /opt/regokite/bin/python -m compileall -q /opt/regokite/lib
 

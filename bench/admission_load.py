@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import fmt, percentiles, sample_body
+from bench.common import fmt, percentiles, sample_body, standalone_policies
 from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
@@ -34,7 +34,7 @@ PRODUCTION_RELOAD = ("--reload-interval", "1")
 
 
 def raw_evaluation(iterations: int, only: str | None) -> dict[str, float]:
-    policy_set = load_policy_set(["policies"])
+    policy_set = load_policy_set([str(p) for p in standalone_policies()])
     review = parse_review(sample_body())
     samples = []
     for _ in range(iterations):
@@ -150,7 +150,7 @@ def main() -> None:
     for workers in args.workers:
         with (
             tempfile.TemporaryDirectory() as tmp,
-            admission_server(Path("policies"), Path(tmp), "--workers", str(workers), *PRODUCTION_RELOAD) as server,
+            admission_server(standalone_policies(), Path(tmp), "--workers", str(workers), *PRODUCTION_RELOAD) as server,
         ):
             ctx = ssl.create_default_context(cafile=str(server.ca))
             url = f"{server.url}/{args.endpoint}"

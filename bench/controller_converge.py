@@ -10,12 +10,18 @@
 3. Reaction latency: patch one parent's spec, time until the child shows the
    new value (seen through a watch), p50/p99.
 4. The controller's resident memory (VmRSS / VmHWM).
+5. A peer: the same job done by a Kopf operator (bench/kopf_fanout.py), in
+   the same run, measured the same way (skipped, saying so, without kopf:
+   `pip install kopf`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -181,11 +187,44 @@ def rss(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
 
 
+def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str) -> dict:
+    """Converge n parents in `ns`, then reaction latency and RSS of process `pid`; print each beside the bare client."""
+    created, converged = converge(api, ns, n)
+    print(
+        f"{who:<15}: created {n} parents in {created:6.2f} s; converged "
+        f"({3 * n} children, {n} statuses) {converged:6.2f} s after the first create "
+        f"({converged / bare:4.2f}x the bare client)"
+    )
+    stats = percentiles(reaction_latency(api, ns, n, samples))
+    print(f"{'  reaction':<15}: parent patch -> child updated p50 {stats['p50']:6.1f} ms  p99 {stats['p99']:6.1f} ms")
+    now, peak = rss(pid)
+    print(f"{'  RSS':<15}: {now} MiB now, {peak} MiB peak ({n} parents, {3 * n} children)")
+    return {"converge_s": converged, "latency_ms": stats, "rss_mib": now}
+
+
+def kopf_peer(api, cp, n: int, samples: int, bare: float) -> dict | None:
+    if importlib.util.find_spec("kopf") is None:
+        print("kopf           : not installed (pip install kopf): no peer in this run")
+        return None
+    make_namespace(api, "kopf")
+    env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
+    argv = [sys.executable, "-m", "kopf", "run", "--standalone", "--namespace", "kopf", "--quiet"]
+    log = open(Path(cp.kubeconfig).parent / "kopf.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([*argv, str(ROOT / "bench" / "kopf_fanout.py")], env=env, stdout=log, stderr=log)
+    try:
+        return measure(api, "kopf", n, samples, proc.pid, bare, "kopf")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--parents", type=int, default=500)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--no-peer", action="store_true", help="skip the Kopf operator")
     args = ap.parse_args()
     n = args.parents
 
@@ -214,23 +253,13 @@ def main() -> int:
                     workers=args.workers,
                     extra=[],
                 ) as ctl:
-                    created, converged = converge(api, "ctl", n)
-                    print(
-                        f"regokite       : created {n} parents in {created:6.2f} s; converged "
-                        f"({3 * n} children, {n} statuses) {converged:6.2f} s after the first create "
-                        f"({converged / bare:4.2f}x the bare client)"
-                    )
-                    latencies = reaction_latency(api, "ctl", n, args.samples)
-                    stats = percentiles(latencies)
-                    print(
-                        f"reaction       : parent patch -> child updated p50 {stats['p50']:6.1f} ms  "
-                        f"p99 {stats['p99']:6.1f} ms  (n={stats['n']})"
-                    )
-                    now, peak = rss(ctl.proc.pid)
-                    print(f"controller RSS : {now} MiB now, {peak} MiB peak ({n} parents, {3 * n} children cached)")
+                    ours = measure(api, "ctl", n, args.samples, ctl.proc.pid, bare, "regokite")
                     errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
-                    print(f"sync errors    : {len(errors)}")
-                    print(json.dumps({"bare_s": bare, "converge_s": converged, "latency_ms": stats, "rss_mib": now}))
+                    print(f"{'  sync errors':<15}: {len(errors)}")
+                peer = None if args.no_peer else kopf_peer(api, cp, n, args.samples, bare)
+                if peer:
+                    print(f"regokite vs kopf: converged {peer['converge_s'] / ours['converge_s']:4.2f}x faster")
+                print(json.dumps({"bare_s": bare, "regokite": ours, "kopf": peer}))
         finally:
             cp.stop()
     return 0

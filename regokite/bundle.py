@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from regokite import input_guard, yamldoc
-from regokite.errors import Location, PolicyLoadError
+from regokite.errors import Location, PolicyLoadError, display_path
 
 DATA_FILES = ("data.json", "data.yaml", "data.yml")
 _PACKAGE = re.compile(r"^[ \t]*package[ \t]+([^\s#]+)", re.MULTILINE)
@@ -81,7 +81,7 @@ def load_bundle(paths: Sequence[str | os.PathLike[str]], *, v0_compatible: bool 
             raise PolicyLoadError(f"{root}: no such file or directory")
         versions = _RegoVersions.read(root_path, v0_compatible)
         for file, data_path in _walk(root_path):
-            shown = _display(file)
+            shown = display_path(file)
             if file.suffix == ".rego":
                 modules.append(Module(shown, _read(file), v0=versions.is_v0(file)))
             else:
@@ -109,7 +109,7 @@ class _RegoVersions:
         if not (root.is_dir() and manifest.is_file()):
             return cls(root, v0_compatible)
         _inside(manifest, root, root.resolve())
-        shown = _display(manifest)
+        shown = display_path(manifest)
         try:
             doc = json.loads(_read(manifest))
         except json.JSONDecodeError as exc:
@@ -180,18 +180,11 @@ def _inside(path: Path, root: Path, real_root: Path) -> Path:
     return real
 
 
-def _display(file: Path) -> str:
-    try:
-        return str(file.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(file)
-
-
 def _read(file: Path) -> str:
     try:
         return file.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise PolicyLoadError(f"{_display(file)}: not UTF-8 text ({exc.reason})") from exc
+        raise PolicyLoadError(f"{display_path(file)}: not UTF-8 text ({exc.reason})") from exc
 
 
 def _parse_data(file: Path, shown: str) -> Any:

@@ -150,6 +150,9 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         watchdog_seconds=args.watchdog,
         max_body_bytes=args.max_body_bytes,
         reload_interval=args.reload_interval,
+        replicate=_replicate_args(args),
+        replicate_path=args.replicate_path,
+        kubeconfig=args.kubeconfig,
         extensions=_extension_options(args, args.deadline),
     )
     if args.engine == "opa" and args.opa_wait > 0:
@@ -159,6 +162,78 @@ def _cmd_admission(args: argparse.Namespace) -> int:
     finally:
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from regokite import check
+    from regokite.admission.policies import load_policy_set
+
+    manifests = check.read_manifests(args.filename, args.namespace)
+    existing = check.read_manifests(args.data, args.namespace)
+    policy_set = load_policy_set(args.policies, v0_compatible=args.v0_compatible)
+    try:
+        check.check(policy_set, manifests, existing)
+    finally:
+        policy_set.close()
+    print(check.render_json(manifests) if args.format == "json" else check.render_pretty(manifests))
+    return 1 if any(m.failures for m in manifests) else 0
+
+
+def _replicate_args(args: argparse.Namespace) -> tuple[Any, ...]:
+    from regokite.clusterdata.store import parse_resource
+
+    return (
+        *(parse_resource(r, namespaced=True) for r in args.replicate),
+        *(parse_resource(r, namespaced=False) for r in args.replicate_cluster),
+    )
+
+
+def _add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False) -> None:
+    """`declared`: admission policies' `replicate` declarations add to the flags."""
+    group = p.add_argument_group("cluster data (kube-mgmt's layout: data.<path>.<resource>[.<namespace>].<name>)")
+    group.add_argument(
+        "--replicate",
+        action="append",
+        default=[],
+        metavar="[GROUP/]VERSION/RESOURCE",
+        help="replicate a namespaced resource (repeatable)"
+        + ("; admission policies' `replicate` declarations add theirs" if declared else ""),
+    )
+    group.add_argument(
+        "--replicate-cluster",
+        action="append",
+        default=[],
+        metavar="[GROUP/]VERSION/RESOURCE",
+        help="replicate a cluster-scoped resource (repeatable)",
+    )
+    group.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
+    group.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from regokite.audit.run import Audit, AuditSettings, Continuous, render, run_once
+    from regokite.kube.client import KubeClient
+
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)
+    settings = AuditSettings(
+        policies=args.policies,
+        kubeconfig=args.kubeconfig,
+        engine=args.engine,
+        opa_url=args.opa_url,
+        v0_compatible=args.v0_compatible,
+        write_reports=not args.no_reports,
+        replicate_path=args.replicate_path,
+        jobs=args.jobs,
+    )
+    audit = Audit(settings, KubeClient(args.kubeconfig))
+    if not args.once:
+        return Continuous(audit).run()
+    run_once(audit)
+    print(render(audit, args.format))
+    return 1 if any(r.result == "fail" for _, results in audit.findings.values() for r in results) else 0
 
 
 def _cmd_capabilities(args: argparse.Namespace) -> int:
@@ -282,9 +357,40 @@ def build_parser() -> argparse.ArgumentParser:
     adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
     adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
     adm.add_argument("--opa-wait", type=float, default=0.0, metavar="SECONDS", help="wait for OPA's /health")
+    _add_replicate_args(adm, declared=True)
     _add_engine_args(adm)
     _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)
+    chk = sub.add_parser("check", help="offline: the admission policies on manifests, as CREATE reviews")
+    chk.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    chk.add_argument(
+        "-f", "--filename", action="append", required=True, metavar="FILE|DIR|-", help="manifests (repeatable)"
+    )
+    chk.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="FILE|DIR",
+        help="manifests of objects already in the cluster: replicated data for policies, not checked",
+    )
+    chk.add_argument("--namespace", default="default", help="for namespaced objects that name none")
+    chk.add_argument("--format", choices=["pretty", "json"], default="pretty")
+    _add_bundle_args(chk)
+    chk.set_defaults(func=_cmd_check)
+    aud = sub.add_parser("audit", help="the admission policies on existing objects: PolicyReports, or once for CI")
+    aud.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
+    aud.add_argument("--format", choices=["pretty", "json"], default="pretty", help="with --once")
+    aud.add_argument("--no-reports", action="store_true", help="do not write PolicyReports")
+    aud.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="with --once: processes deciding (embedded engine)"
+    )
+    aud.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+    aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
+    aud.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
+    _add_engine_args(aud)
+    _add_bundle_args(aud)
+    aud.set_defaults(func=_cmd_audit)
     _add_controller_commands(sub)
     caps = sub.add_parser("capabilities", help="list the builtins the embedded engine evaluates, adds and refuses")
     caps.add_argument("--format", choices=["pretty", "json"], default="pretty")
@@ -344,6 +450,9 @@ def _cmd_hooks(args: argparse.Namespace) -> int:
         opa_url=args.opa_url,
         v0_compatible=args.v0_compatible,
         options=_extension_options(args),
+        replicate=_replicate_args(args),
+        replicate_path=args.replicate_path,
+        kubeconfig=args.kubeconfig,
     )
 
 
@@ -395,6 +504,7 @@ def _add_controller_commands(sub: Any) -> None:
     hooks.add_argument("--port", type=int, default=8181)
     _add_engine_args(hooks)
     _add_bundle_args(hooks)
+    _add_replicate_args(hooks)
     hooks.set_defaults(func=_cmd_hooks)
 
     plan = sub.add_parser("plan", help="offline: the children and status a controller would produce for a parent")

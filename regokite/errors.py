@@ -7,8 +7,11 @@ without reading a traceback.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 _LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+)")
 _MESSAGE = re.compile(r"^error:\s*(?P<msg>.*)$", re.MULTILINE)
@@ -16,6 +19,23 @@ _MESSAGE = re.compile(r"^error:\s*(?P<msg>.*)$", re.MULTILINE)
 
 class RegokiteError(Exception):
     """Base of every error regokite reports to a user instead of a traceback."""
+
+
+def display_path(file: Path) -> str:
+    """A file as messages name it: relative to the working directory when it is below it."""
+    try:
+        return str(file.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(file)
+
+
+def show(value: Any, limit: int = 300) -> str:
+    """A value as an error message quotes it: JSON (what a policy author wrote), cut at `limit` characters."""
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)

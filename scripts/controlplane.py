@@ -429,14 +429,14 @@ def _wait_http(
 
 def _write_pki(pki: Path) -> None:
     # Imported here so `cluster build` runs on a bare Python without `cryptography`.
-    from certs import cert_pem, issue_cert, make_ca, new_key, private_pem, public_pem
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from regokite.ops.tls import issue, new_ca, new_key, pem, private_pem, public_pem
 
     pki.mkdir(parents=True, exist_ok=True)
-    ca = make_ca("regokite-test-ca")
-    (pki / "ca.crt").write_bytes(cert_pem(ca[0]))
-    crt, key = issue_cert(
+    ca = new_ca("regokite-test-ca")
+    (pki / "ca.crt").write_bytes(pem(ca[0]))
+    crt, key = issue(
         ca,
-        "kube-apiserver",
         (
             "127.0.0.1",
             "::1",
@@ -447,6 +447,7 @@ def _write_pki(pki: Path) -> None:
             "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
         ),
+        "kube-apiserver",
     )
     (pki / "apiserver.crt").write_bytes(crt)
     (pki / "apiserver.key").write_bytes(key)

@@ -7,7 +7,6 @@ restart it. The stand-in proves the REST wiring, not OPA's semantics.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +19,7 @@ from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, open_engine
 from regokite.engine.opa import MARKER_PATH, OpaEngine, QueryPlan, data_api_path, policy_id
 from regokite.errors import EngineUnavailable, EvaluationError, Location, PolicyLoadError
+from tests.ports import free_port
 
 ADMISSION = """\
 package admission.images
@@ -81,12 +81,6 @@ def engine(standin: OpaStandin) -> Iterator[OpaEngine]:
     e = OpaEngine(ADMISSION_BUNDLE, standin.url)
     yield e
     e.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 DENIED = ["app: image evil.io/app:1 is not allowed"]

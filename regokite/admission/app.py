@@ -22,6 +22,7 @@ from starlette.routing import Route
 from regokite.admission.decide import Decision, Mode, decide, select
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Verdict, parse_review, response
+from regokite.clusterdata.replicate import Replicator
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.logging import log_context
 from regokite.ops.metrics import exposition
@@ -41,6 +42,7 @@ class ServingState:
     reloaded_at: float = field(default_factory=time.time)
     tls_error: str | None = None
     watch: Callable[[str | None], None] = lambda _policy: None  # the watchdog's tracker for this worker
+    replica: Replicator | None = None  # the cluster data policies read, when they read any
 
     def swap(self, new: PolicySet) -> None:
         old, self.policy_set = self.policy_set, new
@@ -99,6 +101,10 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
             review = parse_review(body)
         except BadReview as exc:
             return _error(400, "malformed", f"not an AdmissionReview: {exc}")
+        if state.replica is not None and not state.replica.ready():
+            # an error, not a denial: the API server applies the webhook's failurePolicy
+            pending = ", ".join(state.replica.pending())
+            return _error(503, "not_ready", f"cluster data not loaded yet ({pending}): no policy decides before it is")
         current = state.policy_set
         if policy is not None and not select(current, mode, policy):
             return _error(404, "unknown_policy", f"no {mode} policy named {policy!r}")
@@ -157,6 +163,17 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
         }
         if state.tls_error:
             detail["tls"] = {"ok": False, "error": state.tls_error}
+        if state.replica is not None:
+            ready = state.replica.ready()
+            detail["replication"] = {
+                "ready": ready,
+                "resources": [str(r) for r in state.replica.resources],
+                "pending": state.replica.pending(),
+                "objects": len(state.replica.store),
+            }
+            if not ready:
+                detail["status"] = "loading cluster data"
+                return JSONResponse(detail, status_code=503)
         return JSONResponse(detail)
 
     @app.get("/metrics")

@@ -83,8 +83,8 @@ def decide(
         if on_policy is not None:
             on_policy(policy.name)
         try:
-            if policy.broken:
-                raise RegokiteError(policy.broken)
+            if policy.name in policy_set.unavailable:
+                raise RegokiteError(policy_set.unavailable[policy.name])
             if deadline is not None and started > deadline:
                 raise DeadlineExceeded("evaluation deadline passed before this policy ran")
             if bound is None or bound_to is not working:

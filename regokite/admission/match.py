@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regokite.admission.review import OPERATIONS, Review
+from regokite.errors import show
 from regokite.selectors import parse_selector
 
 
@@ -110,7 +111,7 @@ def parse_match(doc: Any, where: str) -> Match:
     if doc is None:
         return Match()
     if not isinstance(doc, dict):
-        raise MatchError(f"{where} must be an object, got {_show(doc)}")
+        raise MatchError(f"{where} must be an object, got {show(doc)}")
     known = {"rules", "namespaces", "excludedNamespaces", "objectSelector", "namespaceSelector"}
     unknown = sorted(set(doc) - known)
     if unknown:
@@ -134,7 +135,7 @@ def parse_match(doc: Any, where: str) -> Match:
 
 def _parse_rule(doc: Any, where: str) -> Rule:
     if not isinstance(doc, dict):
-        raise MatchError(f"{where} must be an object, got {_show(doc)}")
+        raise MatchError(f"{where} must be an object, got {show(doc)}")
     fields = {"operations", "apiGroups", "apiVersions", "resources", "scope"}
     unknown = sorted(set(doc) - fields)
     if unknown:
@@ -145,7 +146,7 @@ def _parse_rule(doc: Any, where: str) -> Rule:
         raise MatchError(f"{where}.operations has unknown operation(s) {', '.join(bad)}")
     scope = doc.get("scope", "*")
     if scope not in ("*", "Namespaced", "Cluster"):
-        raise MatchError(f"{where}.scope must be *, Namespaced or Cluster, got {_show(scope)}")
+        raise MatchError(f"{where}.scope must be *, Namespaced or Cluster, got {show(scope)}")
     return Rule(
         operations=operations,
         api_groups=_strings(doc.get("apiGroups", ["*"]), f"{where}.apiGroups"),
@@ -157,13 +158,13 @@ def _parse_rule(doc: Any, where: str) -> Rule:
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MatchError(f"{where} must be an array of strings, got {_show(value)}")
+        raise MatchError(f"{where} must be an array of strings, got {show(value)}")
     return tuple(value)
 
 
 def _check_selector(value: Any, where: str) -> None:
     if not isinstance(value, dict):
-        raise MatchError(f"{where} must be a label selector object, got {_show(value)}")
+        raise MatchError(f"{where} must be a label selector object, got {show(value)}")
     labels = value.get("matchLabels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         raise MatchError(f"{where}.matchLabels must map strings to strings")
@@ -178,8 +179,3 @@ def _check_selector(value: Any, where: str) -> None:
             raise MatchError(
                 f"{where}.matchExpressions[{i}] needs a key and an operator In, NotIn, Exists or DoesNotExist"
             )
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -13,13 +13,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from regokite.errors import show
+
 PATCH_OPS = {"add", "remove", "replace", "move", "copy", "test"}
 
 
 class PolicyOutputError(ValueError):
     def __init__(self, policy: str, rule: str, problem: str, value: Any) -> None:
         self.policy, self.rule = policy, rule
-        super().__init__(f"data.{policy}.{rule}: {problem}, got {_show(value)}")
+        super().__init__(f"data.{policy}.{rule}: {problem}, got {show(value)}")
 
 
 @dataclass
@@ -136,8 +138,3 @@ def review_response(value: Any, policy: str, rule: str, uid: str) -> PolicyResul
             raise PolicyOutputError(policy, f"{rule}.patch", "must be base64 of a JSON patch", value["patch"]) from None
         result.patch = patch_ops(ops, policy, f"{rule}.patch")
     return result
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 200 else text[:197] + "..."

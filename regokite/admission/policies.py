@@ -5,7 +5,7 @@ A package is an admission policy when it defines any admission document
 `main` / `response` in the style of OPA's Kubernetes tutorial), unless it also
 answers with documents of another contract (`events`, `log`, `children`, ...)
 and has none that only admission uses: then it is a controller or watch hook. Its `match`,
-`enforcement` and `failure_policy` constants are evaluated at load time, so a
+`enforcement`, `failure_policy` and `replicate` constants are evaluated at load time, so a
 bad declaration fails the load (and a reload keeps the last good set).
 Gatekeeper Constraints in YAML beside the Rego are admission policies too,
 one per constraint, named by the constraint (regokite.gatekeeper).
@@ -14,11 +14,13 @@ one per constraint, named by the constraint (regokite.gatekeeper).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from regokite.admission.match import Match, MatchError, parse_match
 from regokite.bundle import Bundle, Module, load_bundle
+from regokite.clusterdata.store import ReplicationError, ResourceRef, parse_resource
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
@@ -50,8 +52,8 @@ class AdmissionPolicy:
     enforcement: str = "deny"
     failure_policy: str = "Fail"
     slot: int = 0  # its rules in the generated decisions module
+    replicate: tuple[ResourceRef, ...] = ()  # the cluster data it reads
     constraint_kind: str | None = None  # a Gatekeeper constraint's kind
-    broken: str | None = None  # why this constraint cannot be evaluated (it then fails closed)
 
     def selected_by(self, only: str) -> bool:
         """`/validate/<only>` names a policy, or a constraint kind (all its constraints;
@@ -90,10 +92,19 @@ class PolicySet:
     engine: Engine
     policies: tuple[AdmissionPolicy, ...]
     source: tuple[str, ...] = ()
+    # policies that cannot decide here, and why (they read cluster data the server
+    # cannot replicate; Gatekeeper constraints whose template did not load): each
+    # fails as its failure_policy says
+    unavailable: Mapping[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # Gatekeeper templates and constraints that did not load
 
     def get(self, name: str) -> AdmissionPolicy | None:
         return next((p for p in self.policies if p.name == name), None)
+
+    @property
+    def replicate(self) -> tuple[ResourceRef, ...]:
+        """Every resource some policy declares it reads, once each."""
+        return tuple(sorted({r for p in self.policies for r in p.replicate}))
 
     def close(self) -> None:
         self.engine.close()
@@ -124,7 +135,8 @@ def load_policy_set(
         built.close()
         raise
     found += constraint_policies(gatekeeper, len(wanted))
-    return PolicySet(built, tuple(found), tuple(paths), (*problems, *gatekeeper.problems))
+    broken = {c.constraint.name: c.broken for c in gatekeeper.constraints if c.broken}
+    return PolicySet(built, tuple(found), tuple(paths), broken, (*problems, *gatekeeper.problems))
 
 
 def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:
@@ -144,7 +156,6 @@ def constraint_policies(gatekeeper: GatekeeperSet, first_slot: int) -> list[Admi
             ready.enforcement,
             slot=first_slot + i,
             constraint_kind=ready.constraint.kind,
-            broken=ready.broken,
         )
         for i, ready in enumerate(gatekeeper.constraints)
     ]
@@ -177,7 +188,7 @@ def decisions_module(policies: Sequence[tuple[str, set[str]]]) -> str:
 
 def _inspect(engine: Engine, name: str, rules: set[str], slot: int) -> AdmissionPolicy:
     documents = tuple(d for d in (*VALIDATING, *MUTATING, *WHOLE_RESPONSE) if d in rules)
-    declared = [d for d in ("match", "enforcement", "failure_policy") if d in rules]
+    declared = [d for d in ("match", "enforcement", "failure_policy", "replicate") if d in rules]
     values = {d: engine.evaluate(f"data.{name}.{d}") for d in declared}
     for key, value in values.items():
         if value is UNDEFINED:
@@ -194,4 +205,22 @@ def _inspect(engine: Engine, name: str, rules: set[str], slot: int) -> Admission
         raise PolicyLoadError(
             f"data.{name}.failure_policy must be one of {', '.join(FAILURE_POLICIES)}, got {failure_policy!r}"
         )
-    return AdmissionPolicy(name, documents, match, enforcement, failure_policy, slot)
+    replicate = parse_replicate(values.get("replicate"), f"data.{name}.replicate")
+    return AdmissionPolicy(name, documents, match, enforcement, failure_policy, slot, replicate)
+
+
+def parse_replicate(doc: Any, where: str) -> tuple[ResourceRef, ...]:
+    """`replicate := {"namespaced": ["networking.k8s.io/v1/ingresses"], "cluster": ["v1/namespaces"]}`."""
+    if doc is None:
+        return ()
+    if not isinstance(doc, dict) or not set(doc) <= {"namespaced", "cluster"}:
+        raise PolicyLoadError(f"{where} must be an object with arrays namespaced and/or cluster, got {doc!r}")
+    found = []
+    for key, items in doc.items():
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise PolicyLoadError(f"{where}.{key} must be an array of [GROUP/]VERSION/RESOURCE strings")
+        try:
+            found += [parse_resource(i, namespaced=key == "namespaced") for i in items]
+        except ReplicationError as exc:
+            raise PolicyLoadError(f"{where}.{key}: {exc}") from None
+    return tuple(found)

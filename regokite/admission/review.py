@@ -110,6 +110,34 @@ def parse_review(body: bytes) -> Review:
     return Review(doc)
 
 
+def creation_review(obj: dict[str, Any], resource: tuple[str, str, str], uid: str) -> Review:
+    """The CREATE AdmissionReview the API server would send for `obj` as `resource`
+    ((group, version, plural)): how `check` and `audit` put existing objects to the policies."""
+    group, version, plural = resource
+    meta = obj.get("metadata") or {}
+    kind = {"group": group, "version": version, "kind": obj.get("kind", "")}
+    return Review(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": uid,
+                "kind": kind,
+                "resource": {"group": group, "version": version, "resource": plural},
+                "requestKind": kind,
+                "name": meta.get("name", ""),
+                "namespace": meta.get("namespace") or "",
+                "operation": "CREATE",
+                "userInfo": {"username": "regokite"},
+                "object": obj,
+                "oldObject": None,
+                "dryRun": True,
+                "options": None,
+            },
+        }
+    )
+
+
 @dataclass
 class Verdict:
     """What regokite answers, before it is put in the AdmissionReview envelope."""

@@ -20,7 +20,7 @@ import ssl
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import uvicorn
@@ -29,13 +29,20 @@ from fastapi import FastAPI
 from regokite.admission.app import ServingState, create_app
 from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.admission.watchdog import Watchdog
+from regokite.clusterdata.replicate import Replicator, check_access
+from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
+from regokite.kube.client import KubeClient
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
 
 log = logging.getLogger("regokite.admission")
+
+# How late a changed or removed replicated object may show in decisions (a new
+# one shows at once): the embedded engine reloads its data at most this often.
+REPLICA_MAX_LAG = 0.5
 
 
 @dataclass
@@ -54,6 +61,9 @@ class AdmissionSettings:
     max_body_bytes: int = 8 * 1024 * 1024
     reload_interval: float = 1.0
     extra: dict[str, str] = field(default_factory=dict)
+    replicate: tuple[ResourceRef, ...] = ()  # beside what the policies declare
+    replicate_path: str = "kubernetes"
+    kubeconfig: str | None = None
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
 
     def load(self) -> PolicySet:
@@ -69,6 +79,34 @@ class AdmissionSettings:
         for problem in policy_set.problems:
             log.error("gatekeeper resource not loaded", extra={"error": problem})
         return policy_set
+
+
+def follow_cluster(
+    settings: AdmissionSettings, replica: Replicator | None, policy_set: PolicySet
+) -> tuple[Replicator | None, PolicySet]:
+    """Replicate what the flags and `policy_set` name, starting replication on first need; the set reads it.
+
+    Without Kubernetes credentials, replication the flags ask for is an
+    error; policies that declare cluster data come back marked unavailable
+    (they fail as their failure_policy says) rather than decide on none.
+    """
+    refs = {*settings.replicate, *policy_set.replicate}
+    if refs and replica is None:
+        try:
+            client = KubeClient(settings.kubeconfig)
+        except RegokiteError as exc:
+            if settings.replicate:
+                raise
+            return None, replace(policy_set, unavailable={**policy_set.unavailable, **_unreplicated(policy_set, exc)})
+        replica = Replicator(client, ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG))
+    if replica is not None:
+        new = sorted(refs - set(replica.resources))
+        if new:
+            # refused before a reload takes them on: a resource that cannot be listed would never be ready
+            check_access(replica.client, new)
+        replica.ensure(new)
+        policy_set.engine.follow(replica.store)
+    return replica, policy_set
 
 
 def fingerprint(paths: Iterable[str | None]) -> tuple:
@@ -114,6 +152,7 @@ class Reloader:
         candidate = await asyncio.to_thread(self._build)
         if isinstance(candidate, PolicySet):
             try:
+                self.state.replica, candidate = follow_cluster(self.settings, self.state.replica, candidate)
                 # engines are pinned to the thread that prepares them: prepare this one now
                 candidate.engine.bind(UNDEFINED)
             except RegokiteError as exc:
@@ -153,12 +192,14 @@ class Reloader:
 
 
 def _worker(settings: AdmissionSettings, sock: socket.socket, watch: Callable[[str | None], None]) -> None:
-    """One worker process: its own engine, its own event loop, the shared socket."""
+    """One worker process: its own engine, its own event loop, the shared socket, its own replication."""
+    replica, policy_set = follow_cluster(settings, None, settings.load())
     state = ServingState(
-        settings.load(),
+        policy_set,
         deadline_seconds=settings.deadline_seconds,
         max_body_bytes=settings.max_body_bytes,
         watch=watch,
+        replica=replica,
     )
     config_box: dict[str, uvicorn.Config] = {}
 
@@ -193,6 +234,7 @@ def serve(settings: AdmissionSettings) -> int:
         "policies loaded",
         extra={"engine": settings.engine, "policies": [p.name for p in policy_set.policies]},
     )
+    _check_replication(settings, policy_set)
     policy_set.close()
     sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -201,6 +243,38 @@ def serve(settings: AdmissionSettings) -> int:
     sock.set_inheritable(True)
     log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
     return _supervise(settings, sock)
+
+
+def _unreplicated(policy_set: PolicySet, why: Exception) -> dict[str, str]:
+    """Each policy that declares cluster data, and why it cannot have it."""
+    return {
+        p.name: f"reads cluster data ({', '.join(map(str, p.replicate))}) but regokite cannot replicate it: {why}"
+        for p in policy_set.policies
+        if p.replicate
+    }
+
+
+def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> None:
+    """Fail fast on refused lists; say loudly which policies cannot decide without credentials.
+
+    Only checks: the informers run in the workers, after the fork.
+    """
+    refs = sorted({*settings.replicate, *policy_set.replicate})
+    if not refs:
+        return
+    try:
+        client = KubeClient(settings.kubeconfig)
+    except RegokiteError as exc:
+        if settings.replicate:
+            raise
+        for name, reason in _unreplicated(policy_set, exc).items():
+            log.error("policy refuses every request it matches", extra={"policy": name, "error": reason})
+        return
+    try:
+        check_access(client, refs)
+    finally:
+        client.close()
+    log.info("replicating cluster data", extra={"resources": [str(r) for r in refs]})
 
 
 def _supervise(settings: AdmissionSettings, sock: socket.socket) -> int:

@@ -1,8 +1,11 @@
-"""Metacontroller-compatible controllers whose hooks are Rego: pure decisions, no I/O.
+"""Metacontroller-compatible controllers and Watches whose hooks are Rego: the decisions.
 
-* `definitions` — CompositeController YAML -> typed, validated definitions.
-* `hooks` — the hook contract: request building, output translation, hook targets.
-* `composite` — claiming, desired children, the diff against observed children.
+No API-server I/O happens here (`regokite.kube` watches and writes); the
+definitions loader reads files, `plan` reads files and `hookserver` serves HTTP.
 
-The code that watches and writes lives in `regokite.kube`.
+* `schema` — the parsing vocabulary every definitions file shares.
+* `definitions` — one loader: CompositeControllers, DecoratorControllers, Watches (and CRDs beside them).
+* `hooks` — the hook contract: requests, evaluation, output checks.
+* `sync` — one sync, shared by composites and decorators: the finalizer step, then the plan of writes.
+* `composite`, `decorator`, `customize`, `rolling`, `watch` — what is particular to each.
 """

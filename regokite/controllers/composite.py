@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regokite.controllers.definitions import CompositeController
-from regokite.controllers.hooks import ChildType
+from regokite.resources import ChildType, controller_ref, owner_reference
 from regokite.selectors import Selector, SelectorError, parse_selector
 
 __all__ = ["Selector", "SelectorError", "parse_selector"]  # re-exported: the controllers' selector vocabulary
@@ -43,25 +43,6 @@ def parent_selector(definition: CompositeController, parent: Mapping[str, Any]) 
 
 
 # ------------------------------------------------------------------------ claiming
-
-
-def controller_ref(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return ref
-    return None
-
-
-def owner_reference(parent: Mapping[str, Any]) -> dict[str, Any]:
-    meta = parent["metadata"]
-    return {
-        "apiVersion": parent["apiVersion"],
-        "kind": parent["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 @dataclass
@@ -103,11 +84,15 @@ def content_hash(obj: Mapping[str, Any]) -> str:
 def decorate_child(
     definition: CompositeController, parent: Mapping[str, Any], child: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """What regokite applies: the policy's child plus owner reference, selector label and hash."""
+    """What regokite applies: the policy's child plus owner reference, selector label and hash
+    (a decorator's attachments are also annotated with the decorator that made them)."""
     meta = dict(child["metadata"])
+    if definition.child_annotations:
+        meta["annotations"] = {**(meta.get("annotations") or {}), **definition.child_annotations}
+        child = {**child, "metadata": meta}
     annotations = dict(meta.get("annotations") or {})
     annotations[HASH_ANNOTATION] = content_hash(child)
-    meta["annotations"] = annotations
+    meta = {**meta, "annotations": annotations}
     if definition.generate_selector:
         meta["labels"] = {**(meta.get("labels") or {}), CONTROLLER_UID_LABEL: parent["metadata"]["uid"]}
     ours = owner_reference(parent)

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from regokite.controllers import composite
-from regokite.controllers.hooks import ChildType, HookError, _show, child_name_key
+from regokite.controllers.hooks import HookError, child_name_key
+from regokite.errors import show
+from regokite.resources import ChildType
 
 RESPONSE_FIELDS = ("relatedResources",)
 
@@ -50,13 +52,13 @@ def translate_related(
         return ()
     rule = "relatedResources"
     if not isinstance(value, list):
-        raise HookError(package, rule, f"must be an array of resource rules, got {_show(value)}")
+        raise HookError(package, rule, f"must be an array of resource rules, got {show(value)}")
     parent_ns = (parent.get("metadata") or {}).get("namespace") if parent_namespaced else None
     out: list[RelatedRule] = []
     for i, r in enumerate(value):
 
         def bad(message: str, i: int = i, r: Any = r) -> HookError:
-            return HookError(package, rule, f"relatedResources[{i}] {message}: {_show(r)}")
+            return HookError(package, rule, f"relatedResources[{i}] {message}: {show(r)}")
 
         if not isinstance(r, dict):
             raise bad("is not an object")

@@ -16,28 +16,16 @@ only owner, and keys other managers set are never touched.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from regokite.controllers import composite
-from regokite.controllers.definitions import (
-    _METADATA_FIELDS,
-    ChildResource,
-    Hooks,
-    ResourceRule,
-    _api_version,
-    _Checker,
-    _child,
-    _dns_subdomain,
-    _hooks,
-    _join,
-    _label_selector,
-    _resource,
-    _show,
-    refuse_duplicates,
-)
-from regokite.controllers.hooks import ChildType, HookError, HookEvent, _children, _events
+from regokite.controllers import hooks, schema
+from regokite.controllers.hooks import HookError, HookResponse
+from regokite.controllers.schema import ChildResource, Hooks, ResourceRule
+from regokite.errors import show
+from regokite.resources import ChildType, controller_ref
+from regokite.selectors import Selector, parse_selector
 
 DECORATOR_ANNOTATION = "metacontroller.k8s.io/decorator-controller"
 ATTACHMENT_METHODS = ("OnDelete", "Recreate", "InPlace")
@@ -51,7 +39,7 @@ class TargetResource(ResourceRule):
 
     def selects(self, obj: Mapping[str, Any]) -> bool:
         meta = obj.get("metadata") or {}
-        if self.label_selector and not composite.parse_selector(self.label_selector).matches(meta.get("labels")):
+        if self.label_selector and not parse_selector(self.label_selector).matches(meta.get("labels")):
             return False
         if self.annotation_selector:
             sel = annotation_selector(self.annotation_selector)
@@ -76,6 +64,11 @@ class DecoratorController:
         return f"regokite.dev/decorator-{self.name}"
 
     @property
+    def child_annotations(self) -> dict[str, str]:
+        """Every attachment names the decorator that made it."""
+        return {DECORATOR_ANNOTATION: self.name}
+
+    @property
     def field_manager(self) -> str:
         return f"regokite-decorator-{self.name}"
 
@@ -83,9 +76,9 @@ class DecoratorController:
         return next((c for c in self.attachments if c.api_version == api_version and c.resource == resource), None)
 
 
-def annotation_selector(raw: Mapping[str, Any]) -> composite.Selector:
+def annotation_selector(raw: Mapping[str, Any]) -> Selector:
     """`{matchAnnotations, matchExpressions}` -> a Selector over annotations."""
-    return composite.parse_selector(
+    return parse_selector(
         {"matchLabels": raw.get("matchAnnotations") or {}, "matchExpressions": raw.get("matchExpressions") or []}
     )
 
@@ -93,15 +86,11 @@ def annotation_selector(raw: Mapping[str, Any]) -> composite.Selector:
 # ----------------------------------------------------------------------- parsing
 
 
-def parse_decorator(c: _Checker, doc: dict[str, Any], name: str | None, source: str) -> DecoratorController | None:
-    c.obj(doc, "", ("apiVersion", "kind", "metadata", "spec", "status"))
-    meta = c.obj(doc.get("metadata"), "metadata", _METADATA_FIELDS, required=("name",))
-    c.string(meta.get("name"), "metadata.name", _dns_subdomain)
-    spec = c.obj(
-        doc.get("spec"),
-        "spec",
-        ("resources", "attachments", "resyncPeriodSeconds", "hooks"),
-        required=("resources",),
+def parse_decorator(
+    c: schema.Checker, doc: dict[str, Any], name: str | None, source: str
+) -> DecoratorController | None:
+    spec = schema.metacontroller_spec(
+        c, doc, ("resources", "attachments", "resyncPeriodSeconds", "hooks"), required=("resources",)
     )
     resources = tuple(
         r
@@ -119,11 +108,11 @@ def parse_decorator(c: _Checker, doc: dict[str, Any], name: str | None, source: 
             if raw["updateStrategy"].get("statusChecks") is not None:
                 c.error(f"{path}.updateStrategy.statusChecks", "unknown field (attachments have no rolling updates)")
                 continue
-        child = _child(c, raw, path)
+        child = schema.parse_child(c, raw, path)
         if child is not None:
             attachments.append(child)
-    refuse_duplicates(c, attachments, "spec.attachments")
-    hooks = _hooks(c, spec.get("hooks"), "spec.hooks")
+    schema.refuse_duplicates(c, attachments, "spec.attachments")
+    hooks = schema.parse_hooks(c, spec.get("hooks"), "spec.hooks")
     resync = c.number(spec.get("resyncPeriodSeconds"), "spec.resyncPeriodSeconds")
     if not c.ok or hooks is None or not name:
         return None
@@ -138,23 +127,23 @@ def parse_decorator(c: _Checker, doc: dict[str, Any], name: str | None, source: 
     )
 
 
-def _target(c: _Checker, raw: Any, path: str) -> TargetResource | None:
+def _target(c: schema.Checker, raw: Any, path: str) -> TargetResource | None:
     obj = c.obj(
         raw, path, ("apiVersion", "resource", "labelSelector", "annotationSelector"), ("apiVersion", "resource")
     )
-    api_version = c.string(obj.get("apiVersion"), _join(path, "apiVersion"), _api_version)
-    resource = c.string(obj.get("resource"), _join(path, "resource"), _resource)
-    labels = _label_selector(c, obj.get("labelSelector"), _join(path, "labelSelector"))
+    api_version = c.string(obj.get("apiVersion"), schema.join(path, "apiVersion"), schema.api_version_name)
+    resource = c.string(obj.get("resource"), schema.join(path, "resource"), schema.resource_name)
+    labels = schema.parse_label_selector(c, obj.get("labelSelector"), schema.join(path, "labelSelector"))
     annotations = None
     if obj.get("annotationSelector") is not None:
-        where = _join(path, "annotationSelector")
+        where = schema.join(path, "annotationSelector")
         raw_sel = c.obj(obj["annotationSelector"], where, ("matchAnnotations", "matchExpressions"))
         as_labels = {
             "matchLabels": raw_sel.get("matchAnnotations"),
             "matchExpressions": raw_sel.get("matchExpressions"),
         }
         start = len(c.problems)
-        _label_selector(c, {k: v for k, v in as_labels.items() if v is not None}, where)
+        schema.parse_label_selector(c, {k: v for k, v in as_labels.items() if v is not None}, where)
         for i in range(start, len(c.problems)):
             c.problems[i] = c.problems[i].replace(f"{where}.matchLabels", f"{where}.matchAnnotations")
         annotations = raw_sel
@@ -166,77 +155,23 @@ def _target(c: _Checker, raw: Any, path: str) -> TargetResource | None:
 # ----------------------------------------------------------------------- the hook
 
 
-def sync_request(
-    controller: Mapping[str, Any],
-    obj: Mapping[str, Any],
-    attachments: Mapping[str, Mapping[str, Any]],
-    *,
-    related: Mapping[str, Any] | None = None,
-    finalizing: bool = False,
-) -> dict[str, Any]:
-    return {
-        "controller": controller,
-        "object": obj,
-        "attachments": attachments,
-        "related": related or {},
-        "finalizing": finalizing,
-    }
-
-
-@dataclass(frozen=True)
-class DecoratorResponse:
-    labels: dict[str, str | None] = field(default_factory=dict)
-    annotations: dict[str, str | None] = field(default_factory=dict)
-    status: dict[str, Any] | None = None
-    attachments: tuple[dict[str, Any], ...] = ()
-    resync_after_seconds: float | None = None
-    finalized: bool = False
-    events: tuple[HookEvent, ...] = ()
-    evaluation_seconds: float = 0.0
-
-
-def translate_response(
-    package: str,
-    raw: Mapping[str, Any],
-    *,
-    types: Iterable[ChildType],
-    obj: Mapping[str, Any],
-    namespaced: bool,
-) -> DecoratorResponse:
-    """Validate a raw decorator response; raise HookError naming package, rule and value."""
-    by_kind = {(t.api_version, t.kind): t for t in types}
-    ns = (obj.get("metadata") or {}).get("namespace") if namespaced else None
-    attachments = _children(package, raw.get("attachments"), by_kind, ns, namespaced, rule="attachments")
+def translate_response(package: str, raw: Mapping[str, Any], **target: Any) -> HookResponse:
+    """Validate a raw decorator response (attachments become the response's children); raise HookError
+    naming package, rule and value. `target`: `types`, `parent`, `parent_namespaced`, as for a composite."""
+    response = hooks.translate_response(package, raw, children_rule="attachments", **target)
     labels = _string_map(package, "labels", raw.get("labels"))
     annotations = _string_map(package, "annotations", raw.get("annotations"))
-    status = raw.get("status")
-    if status is not None and not isinstance(status, dict):
-        raise HookError(package, "status", f"must be an object, got {_show(status)}")
-    resync = raw.get("resyncAfterSeconds")
-    if resync is not None and (isinstance(resync, bool) or not isinstance(resync, int | float) or resync < 0):
-        raise HookError(package, "resyncAfterSeconds", f"must be a number of seconds >= 0, got {_show(resync)}")
-    finalized = raw.get("finalized") or False
-    if not isinstance(finalized, bool):
-        raise HookError(package, "finalized", f"must be true or false, got {_show(finalized)}")
-    return DecoratorResponse(
-        labels=labels,
-        annotations=annotations,
-        status=status,
-        attachments=attachments,
-        resync_after_seconds=float(resync) if resync else None,
-        finalized=finalized,
-        events=_events(package, raw.get("events")),
-    )
+    return replace(response, labels=labels, annotations=annotations)
 
 
 def _string_map(package: str, rule: str, value: Any) -> dict[str, str | None]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise HookError(package, rule, f"must be an object of strings (null deletes), got {_show(value)}")
+        raise HookError(package, rule, f"must be an object of strings (null deletes), got {show(value)}")
     for k, v in value.items():
         if v is not None and not isinstance(v, str):
-            raise HookError(package, rule, f"{rule}[{k!r}] must be a string or null, got {_show(v)}")
+            raise HookError(package, rule, f"{rule}[{k!r}] must be a string or null, got {show(v)}")
     return dict(value)
 
 
@@ -272,16 +207,6 @@ def metadata_settled(obj: Mapping[str, Any], labels: Mapping[str, str | None], a
     return True
 
 
-def mark_attachments(definition: DecoratorController, attachments: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """Each desired attachment annotated with the decorator that owns it."""
-    out = []
-    for a in attachments:
-        meta = dict(a["metadata"])
-        meta["annotations"] = {**(meta.get("annotations") or {}), DECORATOR_ANNOTATION: definition.name}
-        out.append({**a, "metadata": meta})
-    return out
-
-
 def owned_attachments(
     definition: DecoratorController, target: Mapping[str, Any], candidates: Iterable[Mapping[str, Any]]
 ) -> list[Mapping[str, Any]]:
@@ -289,7 +214,7 @@ def owned_attachments(
     uid = target["metadata"]["uid"]
     out = []
     for obj in candidates:
-        ref = composite.controller_ref(obj)
+        ref = controller_ref(obj)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         if ref is not None and ref.get("uid") == uid and annotations.get(DECORATOR_ANNOTATION) == definition.name:
             out.append(obj)

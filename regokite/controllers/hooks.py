@@ -15,38 +15,20 @@ response is reported with package, rule and value, and never half-applied.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from regokite.controllers.definitions import HookTarget
+from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED, Engine
-from regokite.errors import RegokiteError
+from regokite.errors import RegokiteError, show
+from regokite.resources import ChildType, type_key
+
+__all__ = ["ChildType", "type_key"]  # re-exported: the hook contract speaks of resource types
 
 RESPONSE_FIELDS = ("children", "status", "resyncAfterSeconds", "finalized", "events")
 EVENT_TYPES = ("Normal", "Warning")
-
-
-@dataclass(frozen=True)
-class ChildType:
-    """A child (or parent) resource as the API server describes it."""
-
-    api_version: str
-    resource: str
-    kind: str
-    namespaced: bool
-    status_subresource: bool = False
-
-    @property
-    def key(self) -> str:
-        """The `children` key Metacontroller uses: `Pod.v1`, `Deployment.apps/v1`."""
-        return type_key(self.kind, self.api_version)
-
-
-def type_key(kind: str, api_version: str) -> str:
-    return f"{kind}.{api_version}"
 
 
 class HookError(RegokiteError):
@@ -70,7 +52,8 @@ class HookEvent:
 
 @dataclass(frozen=True)
 class HookResponse:
-    """A validated sync/finalize response; children carry their namespace."""
+    """A validated sync/finalize response; children (a decorator's attachments) carry their namespace.
+    `labels` and `annotations` are a decorator's (null removes a key)."""
 
     children: tuple[dict[str, Any], ...] = ()
     status: dict[str, Any] | None = None
@@ -78,6 +61,8 @@ class HookResponse:
     finalized: bool = False
     events: tuple[HookEvent, ...] = ()
     evaluation_seconds: float = 0.0
+    labels: dict[str, str | None] = field(default_factory=dict)
+    annotations: dict[str, str | None] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------ request
@@ -108,11 +93,13 @@ def sync_request(
     *,
     related: Mapping[str, Any] | None = None,
     finalizing: bool = False,
+    names: tuple[str, str] = ("parent", "children"),
 ) -> dict[str, Any]:
+    """The sync/finalize input; a decorator names its fields `("object", "attachments")`."""
     return {
         "controller": controller,
-        "parent": parent,
-        "children": children,
+        names[0]: parent,
+        names[1]: children,
         "related": related or {},
         "finalizing": finalizing,
     }
@@ -135,18 +122,18 @@ class ResolvedHook:
 
 
 def resolve_hook(
-    target: HookTarget, packages: Mapping[str, set[str]], fields: tuple[str, ...] = RESPONSE_FIELDS
+    target: HookTarget,
+    packages: Mapping[str, set[str]],
+    fields: tuple[str, ...] = RESPONSE_FIELDS,
+    noun: str = "hook response rules",
 ) -> ResolvedHook:
     """Check the target exists in the loaded policies; raise HookError naming what is missing.
-    `fields` are the response rules of the hook kind (sync/finalize, decorator, customize)."""
+    `fields` are the response rules of the hook kind (sync/finalize, decorator, customize, a watch's outputs)."""
     if target.package in packages:
         rules = tuple(r for r in fields if r in packages[target.package])
         if not rules:
             raise HookError(
-                target.package,
-                None,
-                f"defines none of the hook response rules ({', '.join(fields[:4])})",
-                reason="HookNotFound",
+                target.package, None, f"defines none of the {noun} ({', '.join(fields)})", reason="HookNotFound"
             )
         return ResolvedHook(target, rules)
     package, _, rule = target.package.rpartition(".")
@@ -166,7 +153,7 @@ def evaluate_hook(engine: Engine, hook: ResolvedHook, request: Mapping[str, Any]
             if value is UNDEFINED:
                 return {}
             if not isinstance(value, dict):
-                raise HookError(hook.package, None, f"must be an object of response fields, got {_show(value)}")
+                raise HookError(hook.package, None, f"must be an object of response fields, got {show(value)}")
             return value
         bound = engine.bind(request)
         raw = {}
@@ -189,19 +176,16 @@ def run_hook(
     types: Iterable[ChildType],
     parent: Mapping[str, Any],
     parent_namespaced: bool,
+    translate: Callable[..., HookResponse] | None = None,
 ) -> HookResponse:
+    """Evaluate, time and validate one hook call (`translate`: a decorator's, or the composite's by default)."""
     started = time.perf_counter()
     raw = evaluate_hook(engine, hook, request)
     elapsed = time.perf_counter() - started
-    response = translate_response(hook.package, raw, types=types, parent=parent, parent_namespaced=parent_namespaced)
-    return HookResponse(
-        response.children,
-        response.status,
-        response.resync_after_seconds,
-        response.finalized,
-        response.events,
-        evaluation_seconds=elapsed,
+    response = (translate or translate_response)(
+        hook.package, raw, types=types, parent=parent, parent_namespaced=parent_namespaced
     )
+    return replace(response, evaluation_seconds=elapsed)
 
 
 # --------------------------------------------------------------------- translation
@@ -214,23 +198,26 @@ def translate_response(
     types: Iterable[ChildType],
     parent: Mapping[str, Any],
     parent_namespaced: bool,
+    children_rule: str = "children",
 ) -> HookResponse:
     """Validate a raw response document; raise HookError naming package, rule and value."""
     by_kind = {(t.api_version, t.kind): t for t in types}
     parent_ns = (parent.get("metadata") or {}).get("namespace") if parent_namespaced else None
-    children = _children(package, raw.get("children"), by_kind, parent_ns, parent_namespaced)
+    children = validate_children(
+        package, raw.get(children_rule), by_kind, parent_ns, parent_namespaced, rule=children_rule
+    )
     status = raw.get("status")
     if status is not None and not isinstance(status, dict):
-        raise HookError(package, "status", f"must be an object, got {_show(status)}")
+        raise HookError(package, "status", f"must be an object, got {show(status)}")
     resync = raw.get("resyncAfterSeconds")
     if resync is not None and (isinstance(resync, bool) or not isinstance(resync, int | float) or resync < 0):
-        raise HookError(package, "resyncAfterSeconds", f"must be a number of seconds >= 0, got {_show(resync)}")
+        raise HookError(package, "resyncAfterSeconds", f"must be a number of seconds >= 0, got {show(resync)}")
     finalized = raw.get("finalized", False)
     if finalized is None:
         finalized = False
     if not isinstance(finalized, bool):
-        raise HookError(package, "finalized", f"must be true or false, got {_show(finalized)}")
-    events = _events(package, raw.get("events"))
+        raise HookError(package, "finalized", f"must be true or false, got {show(finalized)}")
+    events = validate_events(package, raw.get("events"))
     return HookResponse(
         children=children,
         status=status,
@@ -240,7 +227,7 @@ def translate_response(
     )
 
 
-def _children(
+def validate_children(
     package: str,
     value: Any,
     by_kind: Mapping[tuple[str, str], ChildType],
@@ -251,13 +238,13 @@ def _children(
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise HookError(package, rule, f"must be an array or set of objects, got {_show(value)}")
+        raise HookError(package, rule, f"must be an array or set of objects, got {show(value)}")
     out: list[dict[str, Any]] = []
     seen: set[tuple[str, str | None, str]] = set()
     for i, child in enumerate(value):
 
         def bad(message: str, i: int = i, child: Any = child) -> HookError:
-            return HookError(package, rule, f"{rule}[{i}] {message}: {_show(child)}")
+            return HookError(package, rule, f"{rule}[{i}] {message}: {show(child)}")
 
         if not isinstance(child, dict):
             raise bad("is not an object")
@@ -300,33 +287,25 @@ def _children(
     return tuple(out)
 
 
-def _events(package: str, value: Any) -> tuple[HookEvent, ...]:
+def validate_events(package: str, value: Any) -> tuple[HookEvent, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise HookError(package, "events", f"must be an array or set of {{type, reason, message}}, got {_show(value)}")
+        raise HookError(package, "events", f"must be an array or set of {{type, reason, message}}, got {show(value)}")
     events = []
     for i, e in enumerate(value):
         if not isinstance(e, dict):
-            raise HookError(package, "events", f"events[{i}] is not an object: {_show(e)}")
+            raise HookError(package, "events", f"events[{i}] is not an object: {show(e)}")
         etype = e.get("type", "Normal")
         if etype not in EVENT_TYPES:
-            raise HookError(package, "events", f"events[{i}].type must be Normal or Warning: {_show(e)}")
+            raise HookError(package, "events", f"events[{i}].type must be Normal or Warning: {show(e)}")
         reason, message = e.get("reason"), e.get("message")
         if not isinstance(reason, str) or not reason:
-            raise HookError(package, "events", f"events[{i}].reason must be a non-empty string: {_show(e)}")
+            raise HookError(package, "events", f"events[{i}].reason must be a non-empty string: {show(e)}")
         if not isinstance(message, str):
-            raise HookError(package, "events", f"events[{i}].message must be a string: {_show(e)}")
+            raise HookError(package, "events", f"events[{i}].message must be a string: {show(e)}")
         extra = set(e) - {"type", "reason", "message"}
         if extra:
-            raise HookError(package, "events", f"events[{i}] has unknown fields {sorted(extra)}: {_show(e)}")
+            raise HookError(package, "events", f"events[{i}] has unknown fields {sorted(extra)}: {show(e)}")
         events.append(HookEvent(etype, reason, message))
     return tuple(events)
-
-
-def _show(value: Any, limit: int = 300) -> str:
-    try:
-        text = json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

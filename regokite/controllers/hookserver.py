@@ -14,6 +14,7 @@ So an existing Metacontroller can use regokite as its hook backend:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,17 +22,28 @@ from fastapi.responses import JSONResponse, Response
 
 from regokite import input_guard, outline
 from regokite.bundle import load_bundle
+from regokite.clusterdata.replicate import Replicator, check_access
+from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import HookError, evaluate_hook, resolve_hook
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
+from regokite.kube.client import KubeClient
 
 log = logging.getLogger("regokite.hooks")
+REPLICA_MAX_LAG = 0.5  # as the admission server: a changed object shows within this (a new one at once)
 
 
-def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
+def create_app(engine: Engine, packages: dict[str, set[str]], replica: Replicator | None = None) -> FastAPI:
+    """`replica`: the cluster data the hooks read; until its initial lists are in, every hook gets a 503."""
     app = FastAPI(title="regokite hooks", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def loading() -> JSONResponse | None:
+        if replica is None or replica.ready():
+            return None
+        pending = ", ".join(replica.pending())
+        return _error(503, "unavailable", f"cluster data not loaded yet ({pending}): no hook answers before it is")
 
     async def body_of(request: Request) -> Any:
         raw = await request.body()
@@ -41,8 +53,14 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
     def healthz() -> Response:
         return Response("ok\n", media_type="text/plain")
 
+    @app.get("/readyz")
+    def readyz() -> Response:
+        return loading() or Response("ok\n", media_type="text/plain")
+
     @app.post("/v0/data/{path:path}")
     async def v0(path: str, request: Request) -> Response:
+        if waiting := loading():
+            return waiting
         try:
             body = await body_of(request)
         except ValueError as exc:
@@ -57,6 +75,8 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
 
     @app.post("/v1/data/{path:path}")
     async def v1(path: str, request: Request) -> Response:
+        if waiting := loading():
+            return waiting
         try:
             body = await body_of(request)
         except ValueError as exc:
@@ -71,6 +91,8 @@ def create_app(engine: Engine, packages: dict[str, set[str]]) -> FastAPI:
 
     @app.post("/{path:path}")
     async def hook(path: str, request: Request) -> Response:
+        if waiting := loading():
+            return waiting
         package = ".".join(p for p in path.split("/") if p)
         try:
             body = await body_of(request)
@@ -102,12 +124,23 @@ def serve_hooks(
     opa_url: str | None = None,
     v0_compatible: bool = False,
     options: ExtensionOptions | None = None,
+    replicate: Sequence[ResourceRef] = (),
+    replicate_path: str = "kubernetes",
+    kubeconfig: str | None = None,
 ) -> int:
     import uvicorn
 
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
     packages = outline.packages(outline.outline(bundle.modules))
-    app = create_app(open_engine(bundle, engine, opa_url=opa_url, options=options), packages)
+    evaluator = open_engine(bundle, engine, opa_url=opa_url, options=options)
+    replica = None
+    if replicate:
+        client = KubeClient(kubeconfig)
+        check_access(client, replicate)
+        replica = Replicator(client, ReplicaStore(replicate_path, max_lag=REPLICA_MAX_LAG))
+        replica.ensure(replicate)
+        evaluator.follow(replica.store)
+    app = create_app(evaluator, packages, replica)
     log.info("serving hooks", extra={"host": host, "port": port, "packages": sorted(packages)})
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False)
     return 0

@@ -2,9 +2,12 @@
 
 Runs the sync (or, for a parent with a deletionTimestamp, the finalize) hook
 on a parent file and the observed children found in a directory, and reports
-the desired children, the status, and the creates, updates and deletes. No
-cluster: resource kinds and scopes come from a table of common resources and
-from the objects themselves.
+the writes in the order the controller makes them: the same `sync.begin` and
+`sync.plan` as the controller, one evaluation of the hook. No cluster: kinds
+and scopes come from a table of common resources and from the
+CustomResourceDefinitions kept beside the definitions (or in the observed
+directory). A parent file with a deletionTimestamp is taken to carry the
+controller's finalizer, as it would in the cluster.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from typing import Any
 
 from regokite import outline, yamldoc
 from regokite.bundle import load_bundle
-from regokite.controllers import composite
-from regokite.controllers.definitions import CompositeController, ResourceRule, load_definitions
-from regokite.controllers.hooks import ChildType, group_children, resolve_hook, run_hook, sync_request
+from regokite.controllers import composite, definitions, sync
+from regokite.controllers.definitions import CompositeController
+from regokite.controllers.hooks import group_children, resolve_hook, run_hook, sync_request
+from regokite.controllers.schema import ResourceRule
 from regokite.engine import open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
+from regokite.resources import ChildType
 
 CLUSTER_SCOPED = {"namespaces", "nodes", "clusterroles", "clusterrolebindings", "persistentvolumes", "storageclasses"}
 KINDS = {
@@ -47,6 +52,16 @@ KINDS = {
     "poddisruptionbudgets": "PodDisruptionBudget",
     "horizontalpodautoscalers": "HorizontalPodAutoscaler",
 }
+_APPS = ("deployments", "statefulsets", "daemonsets", "replicasets", "controllerrevisions")
+BUILTIN_VERSIONS: dict[str, tuple[str, ...]] = {
+    **{r: ("apps/v1",) for r in _APPS},
+    **{r: ("batch/v1",) for r in ("jobs", "cronjobs")},
+    **{r: ("networking.k8s.io/v1",) for r in ("ingresses", "networkpolicies")},
+    **{r: ("rbac.authorization.k8s.io/v1",) for r in ("roles", "rolebindings", "clusterroles", "clusterrolebindings")},
+    "poddisruptionbudgets": ("policy/v1",),
+    "horizontalpodautoscalers": ("autoscaling/v2", "autoscaling/v1"),
+    "storageclasses": ("storage.k8s.io/v1",),
+}
 
 
 @dataclass
@@ -59,6 +74,16 @@ class PlanReport:
     resync_after_seconds: float | None
     finalized: bool
     finalizing: bool
+    finalizers: list[str] | None = None  # written first: our finalizer added or removed
+    release: bool = False  # our finalizer removed at the end
+
+    def steps(self) -> list[str]:
+        """Every write, in the order the controller makes them."""
+        out = [f"set finalizers {self.finalizers}"] if self.finalizers is not None else []
+        out += [a.describe() for a in self.actions]
+        if self.release:
+            out.append("remove finalizer (finalized)")
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -87,8 +112,9 @@ class PlanReport:
             lines.append(f"resync after {self.resync_after_seconds:g} s")
         if self.finalizing:
             lines.append(f"finalized: {str(self.finalized).lower()}")
-        lines.append("actions:" if self.actions else "actions: none (in sync)")
-        lines.extend(f"  {a.describe()}" for a in self.actions)
+        steps = self.steps()
+        lines.append("actions:" if steps else "actions: none (in sync)")
+        lines.extend(f"  {step}" for step in steps)
         return "\n".join(lines)
 
 
@@ -108,21 +134,37 @@ def _read_objects(path: Path) -> list[dict[str, Any]]:
     return objs
 
 
-def _offline_type(rule: ResourceRule, examples: list[dict[str, Any]]) -> ChildType:
-    kind = KINDS.get(rule.resource)
-    if kind is None:
-        for obj in examples:
-            k = obj.get("kind", "")
-            if obj.get("apiVersion") == rule.api_version and rule.resource in (
-                k.lower() + "s",
-                k.lower() + "es",
-                k.lower()[:-1] + "ies",
-            ):
-                kind = k
-                break
-    if kind is None:
-        raise RegokiteError(f"cannot tell the kind of {rule} offline: add an observed object of that type")
-    return ChildType(rule.api_version, rule.resource, kind, rule.resource not in CLUSTER_SCOPED)
+def _offline_types(crds: list[dict[str, Any]]) -> dict[tuple[str, str], ChildType]:
+    """Kinds and scopes known without a cluster: common built-in resources, and the CRDs kept beside
+    the definitions (or among the observed objects), by (apiVersion, plural)."""
+    known = {
+        (api_version, plural): ChildType(api_version, plural, kind, plural not in CLUSTER_SCOPED)
+        for plural, kind in KINDS.items()
+        for api_version in BUILTIN_VERSIONS.get(plural, ("v1",))
+    }
+    for crd in crds:
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        for version in spec.get("versions") or ():
+            api_version = f"{spec.get('group')}/{version.get('name')}"
+            subresources = version.get("subresources") or {}
+            known[(api_version, names.get("plural", ""))] = ChildType(
+                api_version,
+                names.get("plural", ""),
+                names.get("kind", ""),
+                spec.get("scope") != "Cluster",
+                status_subresource="status" in subresources,
+            )
+    return known
+
+
+def _offline_type(rule: ResourceRule, known: dict[tuple[str, str], ChildType]) -> ChildType:
+    found = known.get((rule.api_version, rule.resource))
+    if found is None:
+        raise RegokiteError(
+            f"cannot tell the kind of {rule} offline: keep its CustomResourceDefinition beside the controller"
+        )
+    return found
 
 
 def plan_from_files(
@@ -135,84 +177,86 @@ def plan_from_files(
     v0_compatible: bool = False,
     options: ExtensionOptions | None = None,
 ) -> PlanReport:
+    """What one sync of the parent in `parent_file` would do, given the observed objects in `observed_dir`:
+    the same `sync.begin` and `sync.plan` the controller runs, with one evaluation of the hook."""
     parents = _read_objects(Path(parent_file))
     if len(parents) != 1:
         raise RegokiteError(f"{parent_file}: expected exactly one parent object, found {len(parents)}")
     parent = parents[0]
     parent.setdefault("metadata", {}).setdefault("uid", "00000000-0000-0000-0000-000000000000")
-    definition = _pick(load_definitions(controllers), parent, controller)
+    loaded = definitions.load(controllers)
     observed_objs = _read_objects(Path(observed_dir)) if observed_dir else []
+    crds = [*loaded.crds, *(o for o in observed_objs if o.get("kind") == "CustomResourceDefinition")]
+    known = _offline_types(crds)
+    definition = _pick(loaded.composites, parent, controller, known)
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
     packages = outline.packages(outline.outline(bundle.modules))
-    finalizing = bool(parent["metadata"].get("deletionTimestamp"))
-    target = definition.hooks.finalize if finalizing and definition.hooks.finalize else definition.hooks.sync
+    meta, finalizer = parent["metadata"], definition.finalizer
+    held = list(meta.get("finalizers") or ())
+    if meta.get("deletionTimestamp") and definition.hooks.finalize and finalizer not in held:
+        meta["finalizers"] = [*held, finalizer]  # the controller added it on its first sync
+    start = sync.begin(parent, definition.finalizer, finalize_hook=definition.hooks.finalize is not None)
+    target = definition.hooks.finalize if start.finalizing else definition.hooks.sync
+    assert target is not None
     hook = resolve_hook(target, packages)
-    parent_type = _offline_type(definition.parent, [parent])
+    parent_namespaced = bool(parent["metadata"].get("namespace"))
+    types = [_offline_type(c, known) for c in definition.children]
+    selector = composite.parent_selector(definition, parent)
+    observed: dict[str, list[dict[str, Any]]] = {}
+    for t in types:
+        candidates = [o for o in observed_objs if o.get("kind") == t.kind and o.get("apiVersion") == t.api_version]
+        for o in candidates:
+            if parent_namespaced and t.namespaced:
+                o.setdefault("metadata", {}).setdefault("namespace", parent["metadata"].get("namespace"))
+        claims = composite.claim(parent, selector, candidates)
+        observed[t.key] = claims.owned + claims.adopt
+    request = sync_request(
+        definition.raw, parent, group_children(types, observed, parent_namespaced), finalizing=start.finalizing
+    )
     engine = open_engine(bundle, options=options)
     try:
-        types = [_offline_type(c, observed_objs + _children_hint(engine, hook, parent)) for c in definition.children]
-        selector = composite.parent_selector(definition, parent)
-        observed: dict[str, list[dict[str, Any]]] = {}
-        for t in types:
-            candidates = [o for o in observed_objs if o.get("kind") == t.kind and o.get("apiVersion") == t.api_version]
-            for o in candidates:
-                if parent_type.namespaced and t.namespaced:
-                    o.setdefault("metadata", {}).setdefault("namespace", parent["metadata"].get("namespace"))
-            claims = composite.claim(parent, selector, candidates)
-            observed[t.key] = claims.owned + claims.adopt
-        request = sync_request(
-            definition.raw,
-            parent,
-            group_children(types, observed, parent_type.namespaced),
-            finalizing=finalizing,
-        )
-        response = run_hook(engine, hook, request, types=types, parent=parent, parent_namespaced=parent_type.namespaced)
+        response = run_hook(engine, hook, request, types=types, parent=parent, parent_namespaced=parent_namespaced)
     finally:
         engine.close()
-    actions = composite.plan_children(definition, parent, types, observed, response.children)
-    meta = parent["metadata"]
+    planned = sync.plan(definition, parent, types, observed, response, finalizing=start.finalizing)
     return PlanReport(
         controller=definition.name,
         parent=f"{parent.get('kind')} {meta.get('namespace') + '/' if meta.get('namespace') else ''}{meta.get('name')}",
         children=list(response.children),
         status=response.status,
-        actions=actions,
+        actions=list(planned.actions),
         resync_after_seconds=response.resync_after_seconds,
         finalized=response.finalized,
-        finalizing=finalizing,
+        finalizing=start.finalizing,
+        finalizers=start.finalizers,
+        release=planned.release,
     )
 
 
-def _children_hint(engine, hook, parent: dict[str, Any]) -> list[dict[str, Any]]:
-    """The policy's children for an empty observed state, only to learn kinds offline."""
-    from regokite.controllers.hooks import evaluate_hook
-
-    try:
-        raw = evaluate_hook(engine, hook, sync_request({}, parent, {}))
-    except RegokiteError:
-        return []
-    children = raw.get("children")
-    return [c for c in children if isinstance(c, dict)] if isinstance(children, list) else []
-
-
-def _pick(loaded: list[Any], parent: dict[str, Any], name: str | None) -> CompositeController:
-    definitions = [d for d in loaded if isinstance(d, CompositeController)]
-    if not definitions:
+def _pick(
+    composites: list[CompositeController],
+    parent: dict[str, Any],
+    name: str | None,
+    known: dict[tuple[str, str], ChildType],
+) -> CompositeController:
+    if not composites:
         raise RegokiteError("plan works on CompositeControllers, and --controllers has none")
     if name:
-        for d in definitions:
+        for d in composites:
             if d.name == name:
                 return d
-        raise RegokiteError(f"no controller named {name!r} (have: {', '.join(d.name for d in definitions)})")
+        raise RegokiteError(f"no controller named {name!r} (have: {', '.join(d.name for d in composites)})")
     api_version, kind = parent.get("apiVersion"), parent.get("kind", "")
-    matching = [
-        d
-        for d in definitions
-        if d.parent.api_version == api_version
-        and (KINDS.get(d.parent.resource) == kind or d.parent.resource in (kind.lower() + "s", kind.lower() + "es"))
-    ]
+
+    def parents_of_kind(d: CompositeController) -> bool:
+        t = known.get((d.parent.api_version, d.parent.resource))
+        return d.parent.api_version == api_version and (t is None or t.kind == kind)
+
+    matching = [d for d in composites if parents_of_kind(d)]
+    if len(matching) > 1:  # a parent type known offline decides; one that is not cannot
+        matching = [d for d in matching if (d.parent.api_version, d.parent.resource) in known] or matching
     if not matching:
-        parents = ", ".join(f"{d.name} ({d.parent.api_version} {d.parent.resource})" for d in definitions)
+        parents = ", ".join(f"{d.name} ({d.parent.api_version} {d.parent.resource})" for d in composites)
         raise RegokiteError(f"no CompositeController has {kind}.{api_version} parents; have: {parents}")
     if len(matching) > 1:
         names = ", ".join(d.name for d in matching)

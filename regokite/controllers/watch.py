@@ -30,27 +30,17 @@ keys. Every problem names package, rule and value.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regokite import yamldoc
-from regokite.controllers.composite import SelectorError, parse_selector
-from regokite.controllers.definitions import (
-    DefinitionError,
-    _api_version,
-    _Checker,
-    _display,
-    _files,
-    _join,
-    _label_selector,
-    _package,
-    _resource,
-    _show,
-)
-from regokite.controllers.hooks import HookError, HookEvent, _events
+from regokite.controllers import schema
+from regokite.controllers.hooks import HookError, HookEvent, ResolvedHook, resolve_hook, validate_events
+from regokite.controllers.schema import HookTarget
+from regokite.errors import show
+from regokite.selectors import SelectorError, parse_selector
 
 API_GROUP = "regokite.dev"
 API_VERSION = f"{API_GROUP}/v1alpha1"
@@ -88,6 +78,7 @@ class Watch:
     workers: int = 1
     params: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ref(self) -> str:
@@ -98,45 +89,16 @@ def is_watch(doc: Any) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("apiVersion"), str) and doc["apiVersion"].startswith(API_GROUP)
 
 
-def load_watches(paths: Iterable[str | os.PathLike[str]]) -> list[Watch]:
-    """Every `regokite.dev` Watch in `paths` (files or dirs); other documents are skipped.
-
-    No watches is not an error (the same paths hold Metacontroller definitions).
-    """
-    problems: list[str] = []
-    found: list[Watch] = []
-    for file in _files(paths, problems):
-        shown = _display(file)
-        try:
-            docs = list(yamldoc.load_all(file.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yamldoc.YAMLError):
-            continue  # definitions.load_definitions reports unreadable files with their position
-        for index, doc in enumerate(docs):
-            if not is_watch(doc):
-                continue
-            watch = parse_watch(doc, shown if len(docs) == 1 else f"{shown}[{index}]", problems)
-            if watch is not None:
-                found.append(watch)
-    seen: dict[str, str] = {}
-    for w in found:
-        if w.name in seen:
-            problems.append(f"{w.source}: Watch {w.name}: metadata.name: also defined in {seen[w.name]}")
-        seen.setdefault(w.name, w.source)
-    if problems:
-        raise DefinitionError(problems)
-    return found
-
-
 def parse_watch(doc: Mapping[str, Any], source: str, problems: list[str]) -> Watch | None:
     """One `regokite.dev` document -> a Watch, or None with problems appended."""
     meta_raw = doc.get("metadata")
     name = meta_raw.get("name") if isinstance(meta_raw, dict) else None
     kind = doc.get("kind")
-    c = _Checker(f"{source}: {kind} {name or '(unnamed)'}", problems)
+    c = schema.Checker(f"{source}: {kind} {name or '(unnamed)'}", problems)
     if doc.get("apiVersion") != API_VERSION:
-        c.error("apiVersion", f"must be {API_VERSION}, got {_show(doc.get('apiVersion'))}")
+        c.error("apiVersion", f"must be {API_VERSION}, got {show(doc.get('apiVersion'))}")
     if kind != KIND:
-        c.error("kind", f"must be {KIND}, got {_show(kind)}")
+        c.error("kind", f"must be {KIND}, got {show(kind)}")
         return None
     c.obj(doc, "", ("apiVersion", "kind", "metadata", "spec"))
     meta = c.obj(meta_raw, "metadata", ("name", "namespace", "labels", "annotations"), required=("name",))
@@ -163,9 +125,9 @@ def parse_watch(doc: Mapping[str, Any], source: str, problems: list[str]) -> Wat
     resync = c.number(spec.get("resyncPeriodSeconds"), "spec.resyncPeriodSeconds")
     workers = spec.get("workers", 1)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
-        c.error("spec.workers", f"must be an integer from 1 to 64, got {_show(workers)}")
+        c.error("spec.workers", f"must be an integer from 1 to 64, got {show(workers)}")
     policy = c.obj(spec.get("policy"), "spec.policy", ("package",), required=("package",))
-    package = c.string(policy.get("package"), "spec.policy.package", _package)
+    package = c.string(policy.get("package"), "spec.policy.package", schema.package_name)
     params = c.obj(spec.get("params"), "spec.params", spec.get("params") or ())
     for key in params:
         if not _PARAM.match(str(key)):
@@ -183,6 +145,7 @@ def parse_watch(doc: Mapping[str, Any], source: str, problems: list[str]) -> Wat
         workers=workers,
         params=dict(params),
         source=source,
+        raw=dict(doc),
     )
 
 
@@ -192,13 +155,13 @@ def _dns_label_ish(value: str) -> str | None:
     return None
 
 
-def _watch_resource(c: _Checker, raw: Any, path: str) -> WatchResource | None:
+def _watch_resource(c: schema.Checker, raw: Any, path: str) -> WatchResource | None:
     obj = c.obj(raw, path, ("apiVersion", "resource", "kind"), required=("apiVersion",))
-    api_version = c.string(obj.get("apiVersion"), _join(path, "apiVersion"), _api_version)
-    resource = c.string(obj.get("resource"), _join(path, "resource"), _resource)
+    api_version = c.string(obj.get("apiVersion"), schema.join(path, "apiVersion"), schema.api_version_name)
+    resource = c.string(obj.get("resource"), schema.join(path, "resource"), schema.resource_name)
     kind = c.string(
         obj.get("kind"),
-        _join(path, "kind"),
+        schema.join(path, "kind"),
         lambda v: None if _KIND.match(v) else f"must be a Kind like Deployment, got {v!r}",
     )
     if obj and not obj.get("resource") and not obj.get("kind"):
@@ -208,14 +171,14 @@ def _watch_resource(c: _Checker, raw: Any, path: str) -> WatchResource | None:
     return WatchResource(api_version, resource, kind)
 
 
-def _selector(c: _Checker, raw: Any, path: str) -> str | None:
+def _selector(c: schema.Checker, raw: Any, path: str) -> str | None:
     """A label selector, as a string (`a=b,c`) or a metav1.LabelSelector object -> query form."""
     if raw is None or raw == "":
         return None
     if isinstance(raw, str):
         return raw
     before = len(c.problems)
-    obj = _label_selector(c, raw, path)
+    obj = schema.parse_label_selector(c, raw, path)
     if obj is None or len(c.problems) > before:
         return None
     try:
@@ -252,16 +215,12 @@ def override_params(watches: Iterable[Watch], assignments: Iterable[str]) -> lis
             parsed = value
         updates.setdefault(watch or None, {})[key] = parsed
     if problems:
-        raise DefinitionError(problems)
+        raise schema.DefinitionError(problems)
     out = []
     for w in watches:
         params = {**w.params, **updates.get(None, {}), **updates.get(w.name, {})}
-        out.append(_replace(w, params=params))
+        out.append(replace(w, params=params))
     return out
-
-
-def _replace(w: Watch, **changes: Any) -> Watch:
-    return replace(w, **changes)
 
 
 # ----------------------------------------------------------------------- contract
@@ -317,12 +276,12 @@ def translate(package: str, raw: Mapping[str, Any], *, event: str) -> WatchDecis
         raise HookError(package, unknown[0], f"is not a watch output (outputs: {', '.join(OUTPUTS)})")
     patch = _patch(package, raw.get("patch"))
     if patch and event == "DELETED":
-        raise HookError(package, "patch", f"the object is gone (event DELETED); got {_show(patch)}")
+        raise HookError(package, "patch", f"the object is gone (event DELETED); got {show(patch)}")
     return WatchDecision(
         patch=patch,
         apply=_apply(package, raw.get("apply")),
         delete=_delete(package, raw.get("delete")),
-        events=_events(package, raw.get("events")),
+        events=validate_events(package, raw.get("events")),
         log=_log(package, raw.get("log")),
     )
 
@@ -332,27 +291,27 @@ def _patch(package: str, value: Any) -> list[dict[str, Any]] | dict[str, Any] | 
         return None
     if isinstance(value, dict):
         if "op" in value and "path" in value:
-            raise HookError(package, "patch", f"a single RFC 6902 operation must be in an array: {_show(value)}")
+            raise HookError(package, "patch", f"a single RFC 6902 operation must be in an array: {show(value)}")
         return value  # a JSON merge patch
     if not isinstance(value, list):
         raise HookError(
-            package, "patch", f"must be an array of RFC 6902 operations or a merge patch object: {_show(value)}"
+            package, "patch", f"must be an array of RFC 6902 operations or a merge patch object: {show(value)}"
         )
     for i, op in enumerate(value):
         if not isinstance(op, dict):
-            raise HookError(package, "patch", f"patch[{i}] is not an operation object: {_show(op)}")
+            raise HookError(package, "patch", f"patch[{i}] is not an operation object: {show(op)}")
         if op.get("op") not in PATCH_OPS:
-            raise HookError(package, "patch", f"patch[{i}].op must be one of {', '.join(PATCH_OPS)}: {_show(op)}")
+            raise HookError(package, "patch", f"patch[{i}].op must be one of {', '.join(PATCH_OPS)}: {show(op)}")
         path = op.get("path")
         if not isinstance(path, str) or not (path == "" or path.startswith("/")):
-            raise HookError(package, "patch", f"patch[{i}].path must be a JSON pointer (/spec/replicas): {_show(op)}")
+            raise HookError(package, "patch", f"patch[{i}].path must be a JSON pointer (/spec/replicas): {show(op)}")
         if op["op"] in ("add", "replace", "test") and "value" not in op:
-            raise HookError(package, "patch", f"patch[{i}] ({op['op']}) needs a value: {_show(op)}")
+            raise HookError(package, "patch", f"patch[{i}] ({op['op']}) needs a value: {show(op)}")
         if op["op"] in ("move", "copy") and not isinstance(op.get("from"), str):
-            raise HookError(package, "patch", f"patch[{i}] ({op['op']}) needs from: {_show(op)}")
+            raise HookError(package, "patch", f"patch[{i}] ({op['op']}) needs from: {show(op)}")
         extra = set(op) - {"op", "path", "value", "from"}
         if extra:
-            raise HookError(package, "patch", f"patch[{i}] has unknown fields {sorted(extra)}: {_show(op)}")
+            raise HookError(package, "patch", f"patch[{i}] has unknown fields {sorted(extra)}: {show(op)}")
     return list(value)
 
 
@@ -360,23 +319,23 @@ def _apply(package: str, value: Any) -> tuple[dict[str, Any], ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise HookError(package, "apply", f"must be an array or set of objects, got {_show(value)}")
+        raise HookError(package, "apply", f"must be an array or set of objects, got {show(value)}")
     seen: set[tuple[str, str, str | None, str]] = set()
     for i, obj in enumerate(value):
         if not isinstance(obj, dict):
-            raise HookError(package, "apply", f"apply[{i}] is not an object: {_show(obj)}")
+            raise HookError(package, "apply", f"apply[{i}] is not an object: {show(obj)}")
         for key in ("apiVersion", "kind"):
             if not isinstance(obj.get(key), str) or not obj[key]:
-                raise HookError(package, "apply", f"apply[{i}] has no {key}: {_show(obj)}")
+                raise HookError(package, "apply", f"apply[{i}] has no {key}: {show(obj)}")
         meta = obj.get("metadata")
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
-            raise HookError(package, "apply", f"apply[{i}] has no metadata.name: {_show(obj)}")
+            raise HookError(package, "apply", f"apply[{i}] has no metadata.name: {show(obj)}")
         ns = meta.get("namespace")
         if ns is not None and not isinstance(ns, str):
-            raise HookError(package, "apply", f"apply[{i}].metadata.namespace is not a string: {_show(obj)}")
+            raise HookError(package, "apply", f"apply[{i}].metadata.namespace is not a string: {show(obj)}")
         key = (obj["apiVersion"], obj["kind"], ns, meta["name"])
         if key in seen:
-            raise HookError(package, "apply", f"apply[{i}] appears twice: {_show(obj)}")
+            raise HookError(package, "apply", f"apply[{i}] appears twice: {show(obj)}")
         seen.add(key)
     return tuple(value)
 
@@ -385,11 +344,11 @@ def _delete(package: str, value: Any) -> tuple[Ref, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise HookError(package, "delete", f"must be an array or set of object references, got {_show(value)}")
+        raise HookError(package, "delete", f"must be an array or set of object references, got {show(value)}")
     refs = []
     for i, r in enumerate(value):
         if not isinstance(r, dict):
-            raise HookError(package, "delete", f"delete[{i}] is not an object: {_show(r)}")
+            raise HookError(package, "delete", f"delete[{i}] is not an object: {show(r)}")
         if isinstance(r.get("metadata"), dict):  # a whole object: take its reference
             meta = r["metadata"]
             r = {k: v for k, v in (("apiVersion", r.get("apiVersion")), ("kind", r.get("kind"))) if v is not None} | {
@@ -397,13 +356,13 @@ def _delete(package: str, value: Any) -> tuple[Ref, ...]:
             }
         extra = set(r) - {"apiVersion", "kind", "name", "namespace", "uid"}
         if extra:
-            raise HookError(package, "delete", f"delete[{i}] has unknown fields {sorted(extra)}: {_show(r)}")
+            raise HookError(package, "delete", f"delete[{i}] has unknown fields {sorted(extra)}: {show(r)}")
         for key in ("apiVersion", "kind", "name"):
             if not isinstance(r.get(key), str) or not r[key]:
-                raise HookError(package, "delete", f"delete[{i}] has no {key}: {_show(r)}")
+                raise HookError(package, "delete", f"delete[{i}] has no {key}: {show(r)}")
         for key in ("namespace", "uid"):
             if r.get(key) is not None and not isinstance(r[key], str):
-                raise HookError(package, "delete", f"delete[{i}].{key} is not a string: {_show(r)}")
+                raise HookError(package, "delete", f"delete[{i}].{key} is not a string: {show(r)}")
         refs.append(Ref(r["apiVersion"], r["kind"], r["name"], r.get("namespace") or None, r.get("uid") or None))
     return tuple(refs)
 
@@ -414,50 +373,25 @@ def _log(package: str, value: Any) -> tuple[LogLine, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list):
-        raise HookError(package, "log", f"must be a string, or an array or set of messages, got {_show(value)}")
+        raise HookError(package, "log", f"must be a string, or an array or set of messages, got {show(value)}")
     lines = []
     for i, m in enumerate(value):
         if isinstance(m, str):
             lines.append(LogLine("info", m))
             continue
         if not isinstance(m, dict) or not isinstance(m.get("msg"), str):
-            raise HookError(package, "log", f"log[{i}] must be a string or {{msg, level}}: {_show(m)}")
+            raise HookError(package, "log", f"log[{i}] must be a string or {{msg, level}}: {show(m)}")
         level = m.get("level", "info")
         if level not in LOG_LEVELS:
-            raise HookError(package, "log", f"log[{i}].level must be one of {', '.join(LOG_LEVELS)}: {_show(m)}")
+            raise HookError(package, "log", f"log[{i}].level must be one of {', '.join(LOG_LEVELS)}: {show(m)}")
         extra = set(m) - {"msg", "level"}
         if extra:
-            raise HookError(package, "log", f"log[{i}] has unknown fields {sorted(extra)}: {_show(m)}")
+            raise HookError(package, "log", f"log[{i}] has unknown fields {sorted(extra)}: {show(m)}")
         lines.append(LogLine(level, m["msg"]))
     return tuple(lines)
 
 
-def resolve_outputs(package: str, packages: Mapping[str, set[str]]) -> tuple[tuple[str, ...], bool]:
-    """The output rules `package` defines, or ((), True) when it names one rule whose value is the output object.
-
-    Raises HookError when neither exists.
-    """
-    if package in packages:
-        rules = tuple(r for r in OUTPUTS if r in packages[package])
-        if not rules:
-            raise HookError(package, None, f"defines none of the watch outputs ({', '.join(OUTPUTS)})", "HookNotFound")
-        return rules, False
-    parent, _, rule = package.rpartition(".")
-    if parent in packages and rule in packages[parent]:
-        return (), True
-    known = ", ".join(sorted(p for p in packages if not p.endswith("_test"))) or "none"
-    raise HookError(package, None, f"no such package or rule in the policies (packages: {known})", "HookNotFound")
-
-
-def load_definitions_beside_watches(paths: Iterable[str | os.PathLike[str]]) -> list[Any]:
-    """Metacontroller definitions in `paths`; none is fine when the paths hold Watches instead."""
-    from regokite.controllers.definitions import load_definitions
-
-    paths = list(paths)
-    try:
-        return load_definitions(paths)
-    except DefinitionError as exc:
-        nothing_found = len(exc.problems) == 1 and exc.problems[0].endswith(" found")
-        if nothing_found and load_watches(paths):
-            return []
-        raise
+def resolve_outputs(package: str, packages: Mapping[str, set[str]]) -> ResolvedHook:
+    """The watch's policy checked against the bundle (its output rules, or one rule whose value is the
+    output object); evaluated by the same `evaluate_hook` as every controller hook. Raises HookError."""
+    return resolve_hook(HookTarget(package), packages, OUTPUTS, noun="watch outputs")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from regokite.bundle import Bundle
+from regokite.clusterdata.store import ReplicaStore
 
 if TYPE_CHECKING:
     from regokite.engine.extensions import ExtensionOptions
@@ -34,6 +35,13 @@ class _Undefined:
 
 
 UNDEFINED: Final = _Undefined()
+
+
+def first_value(results: list[dict[str, Any]]) -> Any:
+    """The value of a query's first expression in its first result (OPA's result shape), or UNDEFINED."""
+    if not results:
+        return UNDEFINED
+    return results[0]["expressions"][0]["value"]
 
 
 class Bound(Protocol):
@@ -60,6 +68,10 @@ class Engine(Protocol):
 
     def release_thread(self) -> None:
         """Drop what the calling thread holds; the engine stays usable elsewhere."""
+        ...
+
+    def follow(self, store: ReplicaStore) -> None:
+        """Evaluate with `store`'s replicated objects in `data`, kept current incrementally."""
         ...
 
     def close(self) -> None: ...

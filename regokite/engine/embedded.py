@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -26,7 +27,8 @@ import regorus
 
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
-from regokite.engine import UNDEFINED, rule_ref
+from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
+from regokite.engine import UNDEFINED, first_value, rule_ref
 from regokite.engine.capabilities import check_builtins
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
@@ -40,10 +42,20 @@ _UNDEFINED_JSON = '"<undefined>"'
 os.environ.setdefault("RUST_LIB_BACKTRACE", "0")
 
 
-_prepared = threading.local()  # .engines: {id(EmbeddedEngine): (weakref to it, regorus.Engine)}
+_prepared = threading.local()  # .engines: {id(EmbeddedEngine): _Prepared}
 
 
-def _thread_table() -> dict[int, tuple[weakref.ref, regorus.Engine]]:
+class _Prepared:
+    """A thread's prepared engine, and the replica generation its data holds."""
+
+    __slots__ = ("engine", "generation", "owner", "reloaded_at")
+
+    def __init__(self, owner: weakref.ref, engine: regorus.Engine) -> None:
+        self.owner, self.engine, self.generation = owner, engine, 0
+        self.reloaded_at = time.monotonic()
+
+
+def _thread_table() -> dict[int, _Prepared]:
     table = getattr(_prepared, "engines", None)
     if table is None:
         table = _prepared.engines = {}
@@ -57,8 +69,22 @@ class EmbeddedEngine:
         self.bundle = bundle
         self.options = options or ExtensionOptions()
         self._prints = PrintLog(bundle)
+        self._replica: ReplicaStore | None = None
         base = self._base()  # prepare now, so a bad bundle fails here and not on first use
         check_builtins(bundle, json.loads(base.get_ast_as_json()), provided(self.options))
+
+    def follow(self, store: ReplicaStore) -> None:
+        """Evaluate with `store`'s objects in `data`.
+
+        Each thread's engine catches up before its next evaluation, all
+        pending changes in one step: only new objects merge in (`add_data`,
+        no re-preparing); a change or a removal reloads the data (regorus can
+        add to its data but not edit it), still without recompiling, at most
+        once per `store.max_lag` seconds (about 0.1 s of work per 10,000
+        objects): meanwhile evaluations see the replica as it was.
+        """
+        check_replica_root(self.bundle.data, store)
+        self._replica = store
 
     def _prepare(self) -> regorus.Engine:
         engine = regorus.Engine()
@@ -80,13 +106,32 @@ class EmbeddedEngine:
     def _base(self) -> regorus.Engine:
         table = _thread_table()
         entry = table.get(id(self))
-        if entry is not None and entry[0]() is self:
-            return entry[1]
-        for key in [k for k, (owner, _) in table.items() if owner() is None]:
-            del table[key]  # engines of collected EmbeddedEngines, dropped on their own thread
-        engine = self._prepare()
-        table[id(self)] = (weakref.ref(self), engine)
-        return engine
+        if entry is None or entry.owner() is not self:
+            for key in [k for k, e in table.items() if e.owner() is None]:
+                del table[key]  # engines of collected EmbeddedEngines, dropped on their own thread
+            entry = table[id(self)] = _Prepared(weakref.ref(self), self._prepare())
+        if self._replica is not None and entry.generation != self._replica.generation:
+            self._catch_up(entry, self._replica)
+        return entry.engine
+
+    def _catch_up(self, entry: _Prepared, store: ReplicaStore) -> None:
+        changes = store.changes_since(entry.generation)
+        if changes and all(c.created for c in changes):
+            _, failure = attempt(entry.engine.add_data, store.rooted(creations(changes)))
+            if failure is None:
+                entry.generation += len(changes)
+                _settle(entry.engine)
+                return
+        now = time.monotonic()
+        if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
+            return  # held back: evaluate on the replica as it was a moment ago
+        entry.reloaded_at = now
+        engine = entry.engine
+        engine.clear_data()
+        if self.bundle.data:
+            engine.add_data(self.bundle.data)
+        entry.generation = store.full(lambda document: engine.add_data(store.rooted(document)))
+        _settle(engine)
 
     def _fresh(self, input: Any) -> regorus.Engine:
         if input is not UNDEFINED:
@@ -163,7 +208,7 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog) -> Any:
     if failure is not None:
         if "not a valid rule path" not in failure[0]:
             raise EvaluationError(ref, *failure)
-        return _first_value(_query(engine, ref, prints))  # a package or a base document
+        return first_value(_query(engine, ref, prints))  # a package or a base document
     # regorus's marker for undefined; a rule whose value is that very string
     # is not worth a second query on every undefined decision.
     return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
@@ -202,12 +247,6 @@ def attempt(method: Any, *args: Any) -> tuple[Any, str | None]:
         return None, f"engine panic: {exc}"
 
 
-def _first_value(results: list[dict[str, Any]]) -> Any:
-    if not results:
-        return UNDEFINED
-    return results[0]["expressions"][0]["value"]
-
-
 def add_modules(engine: regorus.Engine, modules: Iterable[Module]) -> None:
     """Parse `modules` into `engine`, turning parser errors into PolicyLoadError."""
     for module in modules:
@@ -234,3 +273,14 @@ def _parses_as_v0(module: Module) -> bool:
     probe = regorus.Engine()
     probe.set_rego_v0(True)
     return attempt(probe.add_policy, module.path, module.text)[1] is None
+
+
+def _settle(engine: regorus.Engine) -> None:
+    """Evaluate once on the engine whose data changed, before it is cloned again.
+
+    regorus redoes work proportional to the data on the first evaluation after
+    the data changed; done on the base engine, its clones inherit the result,
+    while every clone of an unsettled base would redo it (measured: +7 ms per
+    review with 10,000 replicated ConfigMaps).
+    """
+    attempt(engine.eval_query, "true")

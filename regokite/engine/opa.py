@@ -53,7 +53,8 @@ from opa_client.errors import DeletePolicyError, RegoParseError, TypeException
 
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
-from regokite.engine import UNDEFINED, rule_ref
+from regokite.clusterdata.store import ReplicaStore, check_replica_root, json_patch
+from regokite.engine import UNDEFINED, first_value, rule_ref
 from regokite.errors import (
     EngineUnavailable,
     EvaluationError,
@@ -128,6 +129,9 @@ class OpaEngine:
         self._digest = bundle_digest(bundle)
         self._push_lock = threading.Lock()
         self._pushes = 0
+        self._replica: ReplicaStore | None = None
+        self._replica_lock = threading.Lock()
+        self._replica_generation: int | None = None  # None: OPA holds none of it yet
         try:
             self._push(expected=0)
         except BaseException:
@@ -145,19 +149,52 @@ class OpaEngine:
 
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
         _check(input)
+        self._catch_up()
         return self._evaluate(rule_ref(ref), input, _input_body(input))
 
     def bind(self, input: Any) -> _Bound:
         """An evaluator with `input` serialised once, for several refs in a row."""
         _check(input)
+        self._catch_up()
         return _Bound(self, input)
 
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
         _check(input)
+        self._catch_up()
         results = self._query(query, input)
         if not results and self._repair():
             results = self._query(query, input)
         return results
+
+    def follow(self, store: ReplicaStore) -> None:
+        """Keep `store`'s objects in OPA's data: the whole document once
+        (`PUT /v1/data/<root>`), then the changes since, batched into one
+        `PATCH` before the next evaluation; again whole after OPA restarts."""
+        check_replica_root(self.bundle.data, store)
+        self._replica = store
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        store = self._replica
+        if store is None or self._replica_generation == store.generation:
+            return
+        with self._replica_lock:
+            seen = self._replica_generation
+            changes = None if seen is None else store.changes_since(seen)
+            try:
+                if changes:
+                    try:
+                        self._client.patch_json(store.root, json_patch(changes))
+                        self._replica_generation = seen + len(changes)  # type: ignore[operator]
+                        return
+                    except PolicyLoadError as exc:
+                        # another writer (a second admission worker) got there first: a path
+                        # to remove is gone, or one to add exists; the whole document settles it
+                        log.info("replica patch refused; writing the whole replica", extra={"error": str(exc)})
+                if changes is None or changes:
+                    self._replica_generation = store.full(lambda doc: self._client.put_json(store.root, doc))
+            except requests.RequestException as exc:
+                raise self._unavailable(exc) from None
 
     def ensure_loaded(self) -> bool:
         """Push the bundle again if OPA lost it (a restart). True when it did."""
@@ -180,7 +217,7 @@ class OpaEngine:
             # Not a plain reference, or a null input: OPA reads `"input": null`
             # as "no input", and only `with input as null` gives the embedded
             # engine's null input. Both go through the query API.
-            return _first_value(self.query(ref, input))
+            return first_value(self.query(ref, input))
         value = self._eval_path(ref, path, body)
         if value is UNDEFINED and (bound is None or not bound.verified):
             repaired = self._repair()
@@ -265,6 +302,7 @@ class OpaEngine:
             raise PolicyLoadError(f"OPA would not delete stale policy {policy}: {exc.message}")
         for key in sorted(set(previous.get("data") or ()) - self.bundle.data.keys()):
             self._client.delete_json((key,))
+        self._replica_generation = None  # a fresh OPA holds no replicated objects
         self._client.put_json(
             MARKER_PATH,
             {
@@ -441,6 +479,16 @@ class _ControlClient(OpaClient):
         )
         if response.status_code != 204:
             _raise_data_error("write", path, response)
+
+    def patch_json(self, path: tuple[str, ...], ops: list[dict[str, Any]]) -> None:
+        response = self._session.patch(
+            self._data_url(path),
+            data=_dumps(ops),
+            headers={"Content-Type": "application/json-patch+json"},
+            timeout=self.timeout,
+        )
+        if response.status_code != 204:
+            _raise_data_error("patch", path, response)
 
     def delete_json(self, path: tuple[str, ...]) -> None:
         response = self._session.delete(self._data_url(path), timeout=self.timeout)
@@ -708,12 +756,6 @@ def bundle_digest(bundle: Bundle) -> str:
 
 def _codes(exc: RegoParseError) -> set[str]:
     return {str(e.get("code")) for e in exc.errors if isinstance(e, dict)}
-
-
-def _first_value(results: list[dict[str, Any]]) -> Any:
-    if not results:
-        return UNDEFINED
-    return results[0]["expressions"][0]["value"]
 
 
 def _jsonable(value: Any) -> Any:

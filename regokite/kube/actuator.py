@@ -1,17 +1,28 @@
-"""Writes to the cluster: server-side apply, deletes, claims, status, finalizers, Events."""
+"""The only writer to the cluster: server-side apply, patches and deletes with preconditions, status,
+finalizers, owner references, Events. Every write is counted here, once, in
+`regokite_controller_writes_total{controller, kind, verb}`.
+
+Preconditions: a patch is made "as of" the object it was decided on (its
+resourceVersion, as a JSON-patch `test` or in the merge patch), so a write
+decided on a stale read is refused with 409 (or 422 for a failed `test`)
+instead of undoing a newer change; a delete carries the uid it was decided on.
+"""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from regokite.controllers.hooks import ChildType, HookEvent
-from regokite.kube.client import JSON_PATCH, ApiError, KubeClient, resource_path
+from regokite.controllers.composite import Action
+from regokite.controllers.hooks import HookEvent
+from regokite.kube.client import JSON_PATCH, MERGE_PATCH, ApiError, KubeClient, resource_path
 from regokite.ops import controller_metrics as metrics
+from regokite.resources import ChildType
 
 log = logging.getLogger("regokite.controller")
 FIELD_MANAGER = "regokite"
@@ -32,14 +43,74 @@ class Actuator:
     def path(self, t: ChildType, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
         return resource_path(t.api_version, t.resource, namespace if t.namespaced else None, name, sub)
 
-    # -- children
-
-    def apply(self, t: ChildType, obj: dict[str, Any]) -> dict[str, Any]:
+    def _path_of(self, t: ChildType, obj: Mapping[str, Any], sub: str | None = None) -> str:
         meta = obj["metadata"]
-        return self.client.apply(self.path(t, meta.get("namespace"), meta["name"]), obj, self.manager, force=True)
+        return self.path(t, meta.get("namespace"), meta["name"], sub)
 
-    def delete(self, t: ChildType, namespace: str | None, name: str, uid: str | None) -> bool:
-        """Delete in the background (the GC takes grandchildren); False when already gone or replaced."""
+    @staticmethod
+    def _count(controller: str, t: ChildType, verb: str) -> None:
+        metrics.applies.labels(controller, t.kind, verb).inc()
+
+    # -- reads
+
+    def read(self, t: ChildType, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """A fresh read from the API server (not a cache); None when the object is gone."""
+        try:
+            return self.client.get(self.path(t, namespace, name))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    # -- writes
+
+    def apply(
+        self,
+        t: ChildType,
+        obj: dict[str, Any],
+        *,
+        controller: str,
+        verb: str = "apply",
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        """Server-side apply, forced, under `field_manager` (default: the controller's --field-manager)."""
+        result = self.client.apply(self._path_of(t, obj), obj, field_manager or self.manager, force=True)
+        self._count(controller, t, verb)
+        return result
+
+    def patch(
+        self,
+        t: ChildType,
+        obj: Mapping[str, Any],
+        patch: dict[str, Any] | list[dict[str, Any]],
+        *,
+        controller: str,
+        verb: str = "patch",
+        sub: str | None = None,
+        precondition: bool = True,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        """A merge patch (an object) or an RFC 6902 patch (a list) of `obj`; with `precondition`, only
+        of the version read (409, or 422 for the JSON patch's `test`, when it changed since)."""
+        rv = obj["metadata"].get("resourceVersion") if precondition else None
+        if isinstance(patch, list):
+            body: Any = [{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, *patch] if rv else patch
+            content_type = JSON_PATCH
+        else:
+            body = copy.deepcopy(patch)
+            if rv:
+                body.setdefault("metadata", {})["resourceVersion"] = rv
+            content_type = MERGE_PATCH
+        query = {"fieldManager": field_manager} if field_manager else {}
+        result = self.client.patch(self._path_of(t, obj, sub), body, content_type, **query)
+        self._count(controller, t, verb)
+        return result
+
+    def delete(
+        self, t: ChildType, namespace: str | None, name: str, uid: str | None, *, controller: str, verb: str = "delete"
+    ) -> bool:
+        """Delete in the background (the GC takes grandchildren), only the object with `uid` when given;
+        False when it is already gone or was replaced."""
         body: dict[str, Any] = {"propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
@@ -49,29 +120,38 @@ class Actuator:
             if exc.status in (404, 409):
                 return False
             raise
+        self._count(controller, t, verb)
         return True
 
-    def set_owner_references(self, t: ChildType, obj: dict[str, Any], refs: list[dict[str, Any]]) -> dict[str, Any]:
+    def execute(self, action: Action, *, controller: str) -> None:
+        """One child action of a sync plan."""
+        if action.verb in ("create", "update"):
+            assert action.body is not None
+            self.apply(action.type, action.body, controller=controller, verb=action.verb)
+        elif action.verb in ("delete", "recreate"):
+            self.delete(action.type, action.namespace, action.name, action.uid, controller=controller, verb=action.verb)
+        else:
+            raise ValueError(f"not a child action: {action.describe()}")
+
+    def set_owner_references(
+        self, t: ChildType, obj: dict[str, Any], refs: list[dict[str, Any]], *, controller: str, verb: str
+    ) -> dict[str, Any]:
         """Adopt or release: replace ownerReferences, guarded by uid and resourceVersion."""
-        meta = obj["metadata"]
-        patch = {"metadata": {"ownerReferences": refs, "uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}}
-        return self.client.patch(self.path(t, meta.get("namespace"), meta["name"]), patch)
+        patch = {"metadata": {"ownerReferences": refs, "uid": obj["metadata"]["uid"]}}
+        return self.patch(t, obj, patch, controller=controller, verb=verb)
 
-    # -- parents
-
-    def set_status(self, t: ChildType, parent: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    def set_status(self, t: ChildType, obj: dict[str, Any], status: dict[str, Any], *, controller: str) -> dict:
         """Replace the whole status, through the status subresource when there is one."""
-        meta = parent["metadata"]
         sub = "status" if t.status_subresource else None
         patch = [{"op": "add", "path": "/status", "value": status}]
-        return self.client.patch(self.path(t, meta.get("namespace"), meta["name"], sub), patch, JSON_PATCH)
+        return self.patch(t, obj, patch, controller=controller, verb="status", sub=sub, precondition=False)
 
-    def set_finalizers(self, t: ChildType, parent: dict[str, Any], finalizers: list[str]) -> dict[str, Any]:
-        meta = parent["metadata"]
-        patch = {"metadata": {"finalizers": finalizers or None, "resourceVersion": meta["resourceVersion"]}}
-        return self.client.patch(self.path(t, meta.get("namespace"), meta["name"]), patch)
+    def set_finalizers(self, t: ChildType, obj: dict[str, Any], finalizers: list[str], *, controller: str) -> dict:
+        had = len(obj["metadata"].get("finalizers") or ())
+        verb = "add-finalizer" if len(finalizers) > had else "remove-finalizer"
+        return self.patch(t, obj, {"metadata": {"finalizers": finalizers or None}}, controller=controller, verb=verb)
 
-    # -- events
+    # -- the end of a sync
 
     def finish(
         self,
@@ -83,15 +163,14 @@ class Actuator:
         release: bool,
         controller: str,
     ) -> None:
-        """The end of a sync: record the hook's events, and drop our finalizer once it says `finalized`."""
+        """Record the hook's events, and drop our finalizer once it says `finalized`."""
         for event in events:
             self.event(obj, event.type, event.reason, event.message)
         if release:
             remaining = [f for f in (obj["metadata"].get("finalizers") or ()) if f != finalizer]
-            self.set_finalizers(t, obj, remaining)
-            metrics.applies.labels(controller, t.kind, "remove-finalizer").inc()
+            self.set_finalizers(t, obj, remaining, controller=controller)
 
-    def event(self, obj: dict[str, Any], type_: str, reason: str, message: str, component: str = "regokite") -> None:
+    def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str = "regokite") -> None:
         """Record an Event on `obj`; the same reason and message repeat at most once a minute."""
         meta = obj.get("metadata") or {}
         key = (meta.get("uid", ""), reason, message)

@@ -7,9 +7,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from regokite.controllers.hooks import ChildType
 from regokite.errors import RegokiteError
 from regokite.kube.client import ApiError, KubeClient
+from regokite.resources import ChildType
 
 log = logging.getLogger("regokite.controller")
 

@@ -20,6 +20,9 @@ from typing import Any
 
 from regokite.kube.client import ApiError, KubeClient, WatchStream, resource_path
 from regokite.ops import controller_metrics as metrics
+from regokite.resources import controller_ref, key_of
+
+__all__ = ["Gone", "Informer", "InformerFactory", "Key", "key_of"]
 
 log = logging.getLogger("regokite.controller")
 
@@ -32,16 +35,9 @@ class Gone(Exception):
     """The resourceVersion we resume from is too old: relist."""
 
 
-def key_of(obj: Obj) -> Key:
-    meta = obj.get("metadata") or {}
-    return meta.get("namespace") or "", meta.get("name", "")
-
-
 def _controller_uid(obj: Obj) -> str | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return ref.get("uid")
-    return None
+    ref = controller_ref(obj)
+    return ref.get("uid") if ref else None
 
 
 class Informer:

@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from regokite.controllers import customize
-from regokite.controllers.hooks import ChildType, HookError, ResolvedHook, evaluate_hook
+from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
 from regokite.engine import Engine
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
+from regokite.resources import ChildType, same_version
 
 ParentKey = tuple[str, str]  # (namespace or "", name)
 SYNC_WAIT_SECONDS = 15.0
@@ -113,12 +114,7 @@ class RelatedResources:
                 self._rules.pop(key, None)
 
     def _on_related(self, k: tuple[str, str], new: dict | None, old: dict | None) -> None:
-        same = (
-            new is not None
-            and old is not None
-            and new["metadata"].get("resourceVersion") == old["metadata"].get("resourceVersion")
-        )
-        if same:
+        if same_version(new, old):
             return
         hit: list[ParentKey] = []
         with self._lock:

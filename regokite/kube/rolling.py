@@ -17,9 +17,9 @@ from typing import Any
 from regokite.controllers import composite, rolling
 from regokite.controllers.hooks import HookError
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import ApiError, resource_path
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
+from regokite.resources import owner_reference
 
 log = logging.getLogger("regokite.controller")
 
@@ -41,7 +41,7 @@ class RollingUpdates:
         }
         if not runner.parent_type.namespaced:
             raise HookError(d.name, None, "rolling updates need a namespaced parent (revisions live beside it)")
-        discovery.resolve("apps/v1", "controllerrevisions")
+        self.revision_type = discovery.resolve("apps/v1", "controllerrevisions")
         self.revisions = manager.informers.informer("apps/v1", "controllerrevisions", namespaced=True)
 
     def desired(
@@ -112,24 +112,20 @@ class RollingUpdates:
 
     def _record(self, parent: dict[str, Any], plan: rolling.RolloutPlan) -> None:
         ns = parent["metadata"].get("namespace")
-        owner = composite.owner_reference(parent)
+        owner = owner_reference(parent)
+        t, name = self.revision_type, self.controller
         for rev in plan.revisions:
             if rev.name not in plan.changed:
                 continue
-            path = resource_path("apps/v1", "controllerrevisions", ns, rev.name)
-            annotations = {rolling.CHILDREN_ANNOTATION: rev.children_annotation()}
             if not rev.exists:
                 # Created by server-side apply, so the API server encodes `data` itself: a later
                 # metadata patch then re-encodes it byte for byte (data is immutable).
                 body = rolling.revision_object(self.controller, parent, owner, rev)
-                self.actuator.client.apply(path, body, self.actuator.manager, force=True)
+                self.actuator.apply(t, body, controller=name, verb="create-revision")
                 continue
-            patch = {"metadata": {"annotations": annotations}, "revision": rev.number}
-            self.actuator.client.patch(path, patch)
+            patch = {"metadata": {"annotations": {rolling.CHILDREN_ANNOTATION: rev.children_annotation()}}}
+            ref = {"metadata": {"namespace": ns, "name": rev.name}}
+            self.actuator.patch(t, ref, {**patch, "revision": rev.number}, controller=name, verb="update-revision")
         for rev in plan.obsolete:
             if rev.exists:
-                try:
-                    self.actuator.client.delete(resource_path("apps/v1", "controllerrevisions", ns, rev.name))
-                except ApiError as exc:
-                    if exc.status not in (404, 409):
-                        raise
+                self.actuator.delete(t, ns, rev.name, None, controller=name, verb="delete-revision")

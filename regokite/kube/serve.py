@@ -8,10 +8,8 @@ from typing import Any
 
 from regokite import outline
 from regokite.bundle import load_bundle
-from regokite.controllers import customize, decorator
-from regokite.controllers.definitions import CompositeController
+from regokite.controllers import customize, decorator, definitions
 from regokite.controllers.hooks import RESPONSE_FIELDS, ResolvedHook, resolve_hook
-from regokite.controllers.watch import load_definitions_beside_watches
 from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.kube.actuator import Actuator
@@ -54,23 +52,23 @@ def load_hooks(
     engine: str = "embedded",
     opa_url=None,
     options: ExtensionOptions | None = None,
-) -> tuple[list[CompositeController], Engine, dict[str, tuple[ResolvedHook, ResolvedHook | None]]]:
-    """Definitions, an engine over the policies, and every hook checked against them."""
-    definitions = load_definitions_beside_watches(controllers)  # no Metacontroller definition is fine beside Watches
+) -> tuple[definitions.Definitions, Engine, dict[str, tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]]]:
+    """Definitions (each file read once), an engine over the policies, and every hook checked against them."""
+    loaded = definitions.load(controllers)
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
     packages = outline.packages(outline.outline(bundle.modules))
     hooks = {}
-    for d in definitions:
+    for d in loaded.controllers:
         fields = decorator.RESPONSE_FIELDS if isinstance(d, decorator.DecoratorController) else RESPONSE_FIELDS
         sync = resolve_hook(d.hooks.sync, packages, fields)
         finalize = resolve_hook(d.hooks.finalize, packages, fields) if d.hooks.finalize else None
         custom = d.hooks.customize
         hooks[d.name] = (sync, finalize, resolve_hook(custom, packages, customize.RESPONSE_FIELDS) if custom else None)
-    return definitions, open_engine(bundle, engine, opa_url=opa_url, options=options), hooks
+    return loaded, open_engine(bundle, engine, opa_url=opa_url, options=options), hooks
 
 
 def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]:
-    definitions, engine, hooks = load_hooks(
+    loaded, engine, hooks = load_hooks(
         settings.policies,
         settings.controllers,
         v0_compatible=settings.v0_compatible,
@@ -96,27 +94,25 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
             "discovery_wait": settings.discovery_wait,
         }
 
-    runners = [CompositeRunner(d, **common(d)) for d in definitions if isinstance(d, CompositeController)]
-    for d in definitions:
-        if isinstance(d, decorator.DecoratorController):
-            deco = DecoratorRunner(d, **common(d))
-            log.info(
-                "decorator loaded",
-                extra={
-                    "controller": d.name,
-                    "resources": [t.type.key for t in deco.targets],
-                    "attachments": [t.key for t in deco.attachment_types],
-                    "sync": deco.sync_hook.package,
-                },
-            )
+    runners = [CompositeRunner(d, **common(d)) for d in loaded.composites]
+    for d in loaded.decorators:
+        deco = DecoratorRunner(d, **common(d))
+        log.info(
+            "decorator loaded",
+            extra={
+                "controller": d.name,
+                "resources": [t.type.key for t in deco.targets],
+                "attachments": [t.key for t in deco.attachment_types],
+                "sync": deco.sync_hook.package,
+            },
+        )
     build_watches(
-        settings.controllers,
+        loaded.watches,
         settings.vars,
         manager=manager,
         engine=engine,
-        client=client,
+        actuator=actuator,
         discovery=discovery,
-        field_manager=settings.field_manager,
         discovery_wait=settings.discovery_wait,
     )
     for r in runners:

@@ -17,24 +17,25 @@ newer event, already on its way, is decided on the newer state.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from regokite import outline
 from regokite.controllers import watch as contract
-from regokite.controllers.hooks import ChildType, HookError
-from regokite.engine import UNDEFINED, Engine
+from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
+from regokite.engine import Engine
 from regokite.errors import RegokiteError
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import JSON_PATCH, MERGE_PATCH, ApiError, KubeClient, resource_path
+from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer, Key, key_of
 from regokite.kube.manager import Manager
 from regokite.ops import controller_metrics as metrics
+from regokite.resources import ChildType, same_version, where
 
 log = logging.getLogger("regokite.watch")
 MAX_PENDING = 64  # per object; beyond it consecutive MODIFIED events are merged (old of the first, new of the last)
@@ -49,24 +50,13 @@ class WatchRunner:
         *,
         manager: Manager,
         engine: Engine,
-        client: KubeClient,
+        actuator: Actuator,
         discovery: Discovery,
-        outputs: tuple[str, ...],
-        whole_rule: bool = False,
-        field_manager: str = "regokite",
+        hook: ResolvedHook,
         discovery_wait: float = 30.0,
     ) -> None:
-        self.watch = watch
-        self.name = f"watch/{watch.name}"
-        self.manager = manager
-        self.engine = engine
-        self.client = client
-        self.discovery = discovery
-        self.outputs = outputs
-        self.whole_rule = whole_rule
-        self.field_manager = field_manager
-        self.discovery_wait = discovery_wait
-        self.actuator = Actuator(client, field_manager)
+        self.watch, self.name, self.hook = watch, f"watch/{watch.name}", hook
+        self.manager, self.engine, self.actuator, self.discovery = manager, engine, actuator, discovery
         r = watch.resource
         if r.resource:
             self.type = discovery.resolve(r.api_version, r.resource, wait=discovery_wait)
@@ -100,9 +90,9 @@ class WatchRunner:
         if event == "DELETED":
             assert old is not None
             self._record(("DELETED", old, None))
+        elif same_version(new, old):
+            return
         elif event == "MODIFIED" and new is not None and old is not None:
-            if new["metadata"].get("resourceVersion") == old["metadata"].get("resourceVersion"):
-                return
             self._record(("MODIFIED", new, old))
         elif new is not None:
             self._record((event, new, old))
@@ -158,7 +148,7 @@ class WatchRunner:
                     extra={
                         "watch": self.watch.name,
                         "event": event,
-                        "object": _where(obj),
+                        "object": where(obj),
                         "policy": self.watch.package,
                     },
                 )
@@ -167,7 +157,7 @@ class WatchRunner:
         except HookError as exc:  # the same input would fail the same way: report, drop, go on
             log.warning(
                 "watch policy failed; event dropped",
-                extra={"watch": self.watch.name, "event": event, "object": _where(obj), "error": str(exc)[:1000]},
+                extra={"watch": self.watch.name, "event": event, "object": where(obj), "error": str(exc)[:1000]},
             )
             metrics.reconcile_errors.labels(self.name, exc.reason).inc()
             self.actuator.event(obj, "Warning", exc.reason, str(exc))
@@ -179,23 +169,7 @@ class WatchRunner:
         """Evaluate the policy for one event and validate its output (no writes)."""
         request = contract.watch_input(event, obj, old, self.watch.params)
         started = time.perf_counter()
-        try:
-            if self.whole_rule:
-                value = self.engine.evaluate(self.watch.ref, request)
-                raw = {} if value is UNDEFINED else value
-                if not isinstance(raw, dict):
-                    raise HookError(self.watch.package, None, f"must be an object of watch outputs, got {raw!r:.200}")
-            else:
-                bound = self.engine.bind(request)
-                raw = {}
-                for rule in self.outputs:
-                    value = bound.evaluate(f"{self.watch.ref}.{rule}")
-                    if value is not UNDEFINED:
-                        raw[rule] = value
-        except HookError:
-            raise
-        except RegokiteError as exc:
-            raise HookError(self.watch.package, None, str(exc), reason="PolicyError") from None
+        raw = evaluate_hook(self.engine, self.hook, request)
         elapsed = time.perf_counter() - started
         metrics.evaluation_latency.labels(self.name, self.watch.package).observe(elapsed)
         return contract.translate(self.watch.package, raw, event=event)
@@ -208,79 +182,48 @@ class WatchRunner:
         if d.patch:
             if not self._patch(obj, d):
                 return False
-            done.append(f"patch {_where(obj)}")
+            done.append(f"patch {where(obj)}")
         namespace = (obj.get("metadata") or {}).get("namespace") if self.type.namespaced else None
         for i, body in enumerate(d.apply):
             t = self._type_of(body["apiVersion"], body["kind"], "apply", i)
             body = self._place(t, body, namespace, "apply", i)
-            meta = body["metadata"]
-            self.client.apply(self._path(t, meta.get("namespace"), meta["name"]), body, self.field_manager, force=True)
-            metrics.applies.labels(self.name, t.kind, "apply").inc()
-            done.append(f"apply {t.kind} {_where(body)}")
+            self.actuator.apply(t, body, controller=self.name)
+            done.append(f"apply {t.kind} {where(body)}")
         for i, ref in enumerate(d.delete):
             t = self._type_of(ref.api_version, ref.kind, "delete", i)
             ns = ref.namespace or namespace if t.namespaced else None
             if t.namespaced and not ns:
                 raise HookError(self.watch.package, "delete", f"delete[{i}] needs a namespace: {ref.describe()}")
-            body: dict[str, Any] = {"propagationPolicy": "Background"}
-            if ref.uid:
-                body["preconditions"] = {"uid": ref.uid}
-            try:
-                self.client.delete(self._path(t, ns, ref.name), body)
-                metrics.applies.labels(self.name, t.kind, "delete").inc()
+            if self.actuator.delete(t, ns, ref.name, ref.uid, controller=self.name):
                 done.append(f"delete {ref.describe()}")
-            except ApiError as exc:
-                if exc.status not in (404, 409):
-                    raise
         if done:
             log.info(
                 "watch acted",
-                extra={"watch": self.watch.name, "event": event, "object": _where(obj), "actions": done},
+                extra={"watch": self.watch.name, "event": event, "object": where(obj), "actions": done},
             )
         return True
 
     def _patch(self, obj: Mapping[str, Any], d: contract.WatchDecision) -> bool:
-        meta = obj["metadata"]
-        rv = meta.get("resourceVersion")
-        path = self._path(self.type, meta.get("namespace") if self.type.namespaced else None, meta["name"])
-        if d.json_patch:
-            ops = list(d.patch)  # type: ignore[arg-type]
-            if rv:
-                ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": rv})
-            body, ctype = ops, JSON_PATCH
-        else:
-            body = copy.deepcopy(d.patch)
-            if rv:
-                body.setdefault("metadata", {})  # type: ignore[union-attr]
-                body["metadata"]["resourceVersion"] = rv  # type: ignore[index]
-            ctype = MERGE_PATCH
+        """Patch the watched object as of the version the policy saw; False when it changed since."""
+        assert d.patch is not None
         try:
-            self.client.patch(path, body, ctype, fieldManager=self.field_manager)
+            self.actuator.patch(self.type, obj, d.patch, controller=self.name, field_manager=self.actuator.manager)
         except ApiError as exc:
             if exc.status not in (404, 409, 422):
                 raise
-            if self._changed_since(path, rv):
+            meta = obj["metadata"]
+            current = self.actuator.read(self.type, meta.get("namespace"), meta["name"])
+            if current is None or current["metadata"].get("resourceVersion") != meta.get("resourceVersion"):
                 metrics.stale_writes.labels(self.watch.name).inc()
                 log.info(
                     "decision dropped: the object changed since the event",
-                    extra={"watch": self.watch.name, "object": _where(obj), "seen": rv},
+                    extra={"watch": self.watch.name, "object": where(obj), "seen": meta.get("resourceVersion")},
                 )
                 return False
             if exc.status == 422:  # not our precondition: the patch itself is invalid
                 raise HookError(self.watch.package, "patch", f"rejected by the API server: {exc}") from None
             raise
-        metrics.applies.labels(self.name, self.type.kind, "patch").inc()
         return True
-
-    def _changed_since(self, path: str, rv: str | None) -> bool:
-        """Is the object gone, or at another resourceVersion than the event's? (a fresh read, not the cache)"""
-        try:
-            current = self.client.get(path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return True
-            raise
-        return (current.get("metadata") or {}).get("resourceVersion") != rv
 
     def _type_of(self, api_version: str, kind: str, rule: str, i: int) -> ChildType:
         if (api_version, kind) == (self.type.api_version, self.type.kind):
@@ -294,52 +237,39 @@ class WatchRunner:
         meta = body["metadata"]
         if t.namespaced and not meta.get("namespace"):
             if not namespace:
-                raise HookError(self.watch.package, rule, f"{rule}[{i}] needs metadata.namespace: {_where(body)}")
+                raise HookError(self.watch.package, rule, f"{rule}[{i}] needs metadata.namespace: {where(body)}")
             body = {**body, "metadata": {**meta, "namespace": namespace}}
         elif not t.namespaced and meta.get("namespace"):
             raise HookError(self.watch.package, rule, f"{rule}[{i}]: {t.kind} is cluster-scoped; drop the namespace")
         return body
 
-    def _path(self, t: ChildType, namespace: str | None, name: str) -> str:
-        return resource_path(t.api_version, t.resource, namespace if t.namespaced else None, name)
-
-
-def _where(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
-
 
 def build_watches(
-    paths: list[str],
+    watches: Iterable[contract.Watch],
     assignments: list[str],
     *,
     manager: Manager,
     engine: Engine,
-    client: KubeClient,
+    actuator: Actuator,
     discovery: Discovery,
-    field_manager: str = "regokite",
     discovery_wait: float = 30.0,
 ) -> list[WatchRunner]:
-    """Every Watch in `paths`, its params overridden by `--var`, checked against the policies, registered."""
-    from regokite import outline
-
-    watches = contract.override_params(contract.load_watches(paths), assignments)
+    """Every Watch, its params overridden by `--var`, checked against the policies, registered."""
+    watches = contract.override_params(watches, assignments)
     packages = outline.packages(outline.outline(engine.bundle.modules))
     runners = []
     for w in watches:
         try:
-            outputs, whole_rule = contract.resolve_outputs(w.package, packages)
+            hook = contract.resolve_outputs(w.package, packages)
         except HookError as exc:
             raise RegokiteError(f"{w.source}: Watch {w.name}: spec.policy.package: {exc}") from None
         runner = WatchRunner(
             w,
             manager=manager,
             engine=engine,
-            client=client,
+            actuator=actuator,
             discovery=discovery,
-            outputs=outputs,
-            whole_rule=whole_rule,
-            field_manager=field_manager,
+            hook=hook,
             discovery_wait=discovery_wait,
         )
         runners.append(runner)
@@ -352,7 +282,7 @@ def build_watches(
                 "labelSelector": w.label_selector,
                 "fieldSelector": w.field_selector,
                 "policy": w.package,
-                "outputs": list(outputs) or "(whole rule)",
+                "outputs": list(hook.rules) or "(whole rule)",
                 "params": w.params,
                 "workers": w.workers,
                 "resync": w.resync_period_seconds,

@@ -1,4 +1,4 @@
-"""`regokite manifests admission|controller`: parse, generate, print multi-document YAML."""
+"""`regokite manifests admission|audit|controller`: parse, generate, print multi-document YAML."""
 
 from __future__ import annotations
 
@@ -35,7 +35,26 @@ def add_manifests_commands(sub: Any) -> None:
     tls.add_argument("--ca-bundle-file", metavar="PEM", help="the CA that signed the serving certificate")
     adm.add_argument("--timeout-seconds", type=int, default=5, help="webhook timeoutSeconds (default 5)")
     adm.add_argument("--opa-wait", type=float, default=30.0, metavar="SECONDS", help="wait this long for the sidecar")
+    adm.add_argument(
+        "--replicate", action="append", default=[], metavar="[GROUP/]VERSION/RESOURCE", help="namespaced, repeatable"
+    )
+    adm.add_argument(
+        "--replicate-cluster",
+        action="append",
+        default=[],
+        metavar="[GROUP/]VERSION/RESOURCE",
+        help="cluster-scoped, repeatable (policies' `replicate` declarations need no flag)",
+    )
     adm.set_defaults(func=_cmd_admission)
+
+    aud = kinds.add_parser(
+        "audit",
+        help="the audit (always one replica: one writer per report), RBAC from the policies, the report CRDs",
+    )
+    _common(aud, "regokite-audit")
+    aud.add_argument("--metrics-port", type=int, default=9090)
+    aud.add_argument("--no-crds", dest="include_crds", action="store_false", help="leave out the PolicyReport CRDs")
+    aud.set_defaults(func=_cmd_audit)
 
     ctl = kinds.add_parser("controller", help="controllers, with RBAC computed from their definitions")
     _common(ctl, "regokite-controller")
@@ -61,6 +80,25 @@ def add_manifests_commands(sub: Any) -> None:
         help="a resource watch policies `apply` or `delete`, e.g. v1/resourcequotas (repeatable)",
     )
     ctl.set_defaults(func=_cmd_controller)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    opts = generate.AuditOptions(
+        policies=_check_policies(args),
+        baked_policies=args.baked_policies,
+        namespace=args.namespace,
+        include_namespace=not args.no_namespace,
+        name=args.name,
+        image=args.image,
+        engine=args.engine,
+        opa_image=args.opa_image,
+        v0_compatible=args.v0_compatible,
+        metrics_port=args.metrics_port,
+        include_crds=args.include_crds,
+    )
+    header = "regokite audit manifests (`regokite manifests audit`): PolicyReports of what already violates."
+    print(generate.to_yaml(generate.audit_manifests(opts), header), end="")
+    return 0
 
 
 def _check_policies(args: argparse.Namespace) -> list[str]:
@@ -90,6 +128,8 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         ca_bundle=generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
         timeout_seconds=args.timeout_seconds,
         opa_wait=args.opa_wait,
+        replicate=args.replicate,
+        replicate_cluster=args.replicate_cluster,
     )
     header = "regokite admission manifests (`regokite manifests admission`)."
     if not (opts.cert_manager or opts.ca_bundle):

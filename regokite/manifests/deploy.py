@@ -61,6 +61,11 @@ def files() -> dict[str, str]:
     out["base/admission/admission.yaml"] = generate.to_yaml(embedded, HEADER)
     out["base/admission/kustomization.yaml"] = _kustomization(resources=["admission.yaml"])
 
+    audit = generate.audit_manifests(generate.AuditOptions(policies=ADMISSION_POLICIES))
+    out["base/audit/audit.yaml"] = generate.to_yaml(audit, HEADER)
+    out["base/audit/kustomization.yaml"] = _kustomization(resources=["audit.yaml"])
+    out["overlays/audit/kustomization.yaml"] = _kustomization(resources=["../../base/audit"])
+
     controller = generate.controller_manifests(controller_options())
     out["base/controller/controller.yaml"] = generate.to_yaml(controller, HEADER)
     out["base/controller/kustomization.yaml"] = _kustomization(resources=["controller.yaml"])

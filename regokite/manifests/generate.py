@@ -1,7 +1,9 @@
 """`regokite manifests admission|controller`: everything a cluster needs to run regokite.
 
-The admission server talks to no API server, so it gets a ServiceAccount
-without a token and no role at all; the API server calls it through a
+The admission server talks to no API server unless its policies read
+cluster data: then its ServiceAccount gets a token and a ClusterRole with
+get/list/watch on exactly the replicated resources; otherwise no token and no
+role at all. The API server calls it through a
 Service, with one webhook per policy generated from the policies' `match`
 declarations. Controllers get exactly the RBAC their definitions need
 (`regokite.manifests.rbac`).
@@ -10,7 +12,6 @@ declarations. Controllers get exactly the RBAC their definitions need
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from regokite import __version__, yamldoc
+from regokite.clusterdata.store import parse_resource
 from regokite.manifests import rbac, webhooks
 from regokite.manifests import workloads as w
 
@@ -49,6 +51,8 @@ class AdmissionOptions(Common):
     ca_bundle: str | None = None  # base64 PEM; a placeholder when neither this nor cert_manager
     timeout_seconds: int = 5
     opa_wait: float = 30.0
+    replicate: list[str] = field(default_factory=list)  # --replicate flags, beside what policies declare
+    replicate_cluster: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -106,10 +110,24 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         policies = list(policy_set.policies)
     finally:
         policy_set.close()
-    objects = _prelude(opts, opts.name, component, automount=False)
+    flagged = [
+        *(parse_resource(r, namespaced=True) for r in opts.replicate),
+        *(parse_resource(r, namespaced=False) for r in opts.replicate_cluster),
+    ]
+    replicated = sorted({*flagged, *policy_set.replicate})
+    objects = _prelude(opts, opts.name, component, automount=bool(replicated))
+    if replicated:
+        perms = rbac.Permissions()
+        for ref in replicated:
+            perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+        objects += rbac.rbac_objects(
+            perms, name=opts.name, namespace=opts.namespace, service_account=opts.name, labels=w.labels(component)
+        )
     cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
     objects += cm_objects
     args = ["admission", *policy_args, *_engine_args(opts)]
+    args += [a for r in opts.replicate for a in ("--replicate", r)]
+    args += [a for r in opts.replicate_cluster for a in ("--replicate-cluster", r)]
     if opts.engine == "opa":
         args += ["--opa-wait", f"{opts.opa_wait:g}"]
     args += [
@@ -154,7 +172,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
             service_account=opts.name,
             containers=containers,
             volumes=volumes,
-            automount_token=False,
+            automount_token=bool(replicated),
         )
     )
     objects.append(w.service(opts.name, opts.namespace, component, port=443, target="https", port_name="https"))
@@ -203,42 +221,6 @@ def cert_manager_objects(name: str, ns: str) -> list[Obj]:
 # --------------------------------------------------------------------------- controller
 
 
-def _crd_documents(paths: list[str]) -> list[Obj]:
-    """CustomResourceDefinitions kept beside the definitions (files or directories of YAML/JSON)."""
-    return _documents(paths, lambda d: d.get("kind") == "CustomResourceDefinition")
-
-
-def _watch_documents(paths: list[str]) -> list[Obj]:
-    """Watch definitions as written, for the definitions ConfigMap."""
-    from regokite.controllers.watch import is_watch
-
-    return _documents(paths, is_watch)
-
-
-def _documents(paths: list[str], wanted: Callable[[Obj], bool]) -> list[Obj]:
-    """The YAML/JSON documents in `paths` (files or directories) that `wanted` picks."""
-    files: list[Path] = []
-    for root in map(Path, paths):
-        if root.is_file():
-            files.append(root)
-        elif root.is_dir():
-            files += [
-                p
-                for p in sorted(root.rglob("*"))
-                if p.is_file()
-                and p.suffix in (".yaml", ".yml", ".json")
-                and not any(part.startswith(".") for part in p.relative_to(root).parts)
-            ]
-    found: list[Obj] = []
-    for file in files:
-        try:
-            docs = list(yamldoc.load_all(file.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yamldoc.YAMLError):
-            continue  # load_definitions has already reported what matters
-        found += [d for d in docs if isinstance(d, dict) and wanted(d)]
-    return found
-
-
 def _resource_rule(text: str, flag: str = "--related") -> Any:
     from regokite.controllers.definitions import ResourceRule
     from regokite.errors import RegokiteError
@@ -255,13 +237,13 @@ def customize_hooks(definitions: list[Any]) -> list[str]:
 
 
 def controller_manifests(opts: ControllerOptions) -> list[Obj]:
-    from regokite.controllers.watch import load_definitions_beside_watches, load_watches
+    from regokite.controllers.definitions import load
 
     component = "controller"
-    definitions = load_definitions_beside_watches(opts.controllers)  # validates; refuses what it cannot run
-    watches = load_watches(opts.controllers)
-    raw_definitions = [d.raw for d in definitions] + _watch_documents(opts.controllers)
-    crd_docs = _crd_documents(opts.controllers)
+    loaded = load(opts.controllers)  # validates; refuses what it cannot run
+    definitions, watches = list(loaded.controllers), loaded.watches
+    raw_definitions = [d.raw for d in definitions] + [w.raw for w in watches]
+    crd_docs = list(loaded.crds)
     crds = rbac.crds_from_documents(crd_docs)
     perms = rbac.controller_permissions(
         definitions,
@@ -349,6 +331,77 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     )
     if replicas >= 2:
         objects.append(w.pod_disruption_budget(opts.name, opts.namespace, component))
+    return objects
+
+
+# -------------------------------------------------------------------------------- audit
+
+
+@dataclass
+class AuditOptions(Common):
+    policies: list[str] = field(default_factory=list)
+    name: str = "regokite-audit"
+    replicas: int = 1  # two auditors would both write every report
+    metrics_port: int = 9090
+    include_crds: bool = True
+
+
+def audit_manifests(opts: AuditOptions) -> list[Obj]:
+    """The audit Deployment, least-privilege RBAC computed from the policies, and the report CRDs."""
+    from regokite.admission.policies import load_policy_set
+    from regokite.audit.crds import GROUP, report_crds
+    from regokite.audit.scan import audited_resources
+
+    component = "audit"
+    policy_set = load_policy_set(opts.policies, v0_compatible=opts.v0_compatible)
+    try:
+        # RBAC names groups and resources only: versions need no discovery here
+        audited, _ = audited_resources(policy_set, lambda _group: "*")
+        replicated = policy_set.replicate
+    finally:
+        policy_set.close()
+    perms = rbac.Permissions()
+    for ref in (*audited, *replicated):
+        perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+    for plural in ("policyreports", "clusterpolicyreports"):
+        perms.grant(perms.cluster, GROUP, plural, ("get", "list", "create", "patch"))
+    objects = _prelude(opts, opts.name, component, automount=True)
+    objects += rbac.rbac_objects(
+        perms, name=opts.name, namespace=opts.namespace, service_account=opts.name, labels=w.labels(component)
+    )
+    if opts.include_crds:
+        objects += report_crds()
+    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    objects += cm_objects
+    container = {
+        "name": "regokite",
+        "image": opts.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port)],
+        "ports": [{"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"}],
+        "livenessProbe": w.probe("/metrics", "metrics"),
+        "resources": w.resources("100m", "128Mi", "1", "512Mi"),
+        "securityContext": w.container_security_context(),
+        "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
+    }
+    containers = [container]
+    if opts.engine == "opa":
+        containers.append(w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible))
+    objects.append(
+        w.deployment(
+            opts.name,
+            opts.namespace,
+            component,
+            replicas=1,
+            service_account=opts.name,
+            containers=containers,
+            volumes=[*volumes, w.tmp_volume()],
+            automount_token=True,
+        )
+    )
+    objects.append(
+        w.service(opts.name, opts.namespace, component, port=opts.metrics_port, target="metrics", port_name="metrics")
+    )
     return objects
 
 

@@ -4,6 +4,8 @@ The API server must trust the webhook through a caBundle, so `--self-signed`
 makes a small CA, signs a serving certificate for the given hosts with it,
 and prints the CA for the webhook configuration. Files are reused across
 restarts while they still cover the hosts, so the caBundle stays stable.
+The same `new_ca` and `issue` make the test control plane's certificates
+(`scripts/controlplane.py`): one CA generator in the project.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,29 +40,65 @@ def self_signed(directory: Path, hosts: list[str]) -> TlsFiles:
     files = TlsFiles(directory / "tls.crt", directory / "tls.key", directory / "ca.crt")
     if _still_good(files, hosts):
         return files
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "regokite self-signed CA")])
-    ca_cert = (
-        _builder(ca_name, ca_name, ca_key.public_key(), now)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
+    ca = new_ca("regokite self-signed CA")
+    cert_pem, key_pem = issue(ca, hosts)
+    _write_atomically(files.key, key_pem, 0o600)
+    _write_atomically(files.cert, cert_pem)
+    _write_atomically(files.ca, pem(ca[0]))
+    return files
+
+
+# --------------------------------------------------------------------- the CA, for this and for test clusters
+
+Ca = tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
+
+
+def new_key() -> ec.EllipticCurvePrivateKey:
+    """EC P-256: fast to generate, accepted by the API server and every client."""
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def new_ca(common_name: str) -> Ca:
+    """A self-signed CA that signs serving certificates (not other CAs)."""
+    key = new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
-        _builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]), ca_name, key.public_key(), now)
+        _builder(name, name, key.public_key(), dt.datetime.now(dt.UTC))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def issue(ca: Ca, hosts: Sequence[str], common_name: str | None = None) -> tuple[bytes, bytes]:
+    """A serving certificate for `hosts` (IPs or DNS names, all in the SAN: Go ignores the CN), signed by
+    `ca`: (certificate PEM, key PEM)."""
+    ca_cert, ca_key = ca
+    key = new_key()
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name or hosts[0])])
+    cert = (
+        _builder(subject, ca_cert.subject, key.public_key(), dt.datetime.now(dt.UTC))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    key_pem = key.private_bytes(
+    return pem(cert), private_pem(key)
+
+
+def pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    _write_atomically(files.key, key_pem, 0o600)
-    _write_atomically(files.cert, cert.public_bytes(serialization.Encoding.PEM))
-    _write_atomically(files.ca, ca_cert.public_bytes(serialization.Encoding.PEM))
-    return files
+
+
+def public_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def _write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:

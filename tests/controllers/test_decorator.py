@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from regokite.controllers import decorator
+from regokite.controllers.composite import decorate_child
 from regokite.controllers.definitions import DefinitionError, load_definitions
 from regokite.controllers.hooks import ChildType, HookError
 
@@ -86,15 +87,15 @@ def test_response_translation_validates_labels_and_attachments() -> None:
         "status": {"x": 1},
         "resyncAfterSeconds": 2,
     }
-    r = decorator.translate_response("p", raw, types=[SERVICE], obj=target, namespaced=True)
+    r = decorator.translate_response("p", raw, types=[SERVICE], parent=target, parent_namespaced=True)
     assert r.labels == {"a": "1", "gone": None}
-    assert r.attachments[0]["metadata"]["namespace"] == "web"
+    assert r.children[0]["metadata"]["namespace"] == "web"
     assert (r.status, r.resync_after_seconds) == ({"x": 1}, 2.0)
     with pytest.raises(HookError, match=r"labels\['a'\] must be a string or null"):
-        decorator.translate_response("p", {"labels": {"a": 1}}, types=[SERVICE], obj=target, namespaced=True)
+        decorator.translate_response("p", {"labels": {"a": 1}}, types=[SERVICE], parent=target, parent_namespaced=True)
     with pytest.raises(HookError, match=r"attachments\[0\] is a Pod.v1, not a declared attachment type"):
         bad = {"attachments": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}]}
-        decorator.translate_response("p", bad, types=[SERVICE], obj=target, namespaced=True)
+        decorator.translate_response("p", bad, types=[SERVICE], parent=target, parent_namespaced=True)
 
 
 def test_the_metadata_apply_holds_exactly_the_non_null_entries() -> None:
@@ -136,5 +137,6 @@ def test_only_attachments_this_decorator_made_for_this_target_are_observed() -> 
     mine = svc("u1", "service-per-pod")
     found = decorator.owned_attachments(d, target, [mine, svc("u1", "other"), svc("u2", "service-per-pod")])
     assert found == [mine]
-    [marked] = decorator.mark_attachments(d, [{"metadata": {"name": "a"}}])
-    assert marked["metadata"]["annotations"] == {decorator.DECORATOR_ANNOTATION: "service-per-pod"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": "u1"}}
+    marked = decorate_child(d, pod, {"metadata": {"name": "a"}})
+    assert marked["metadata"]["annotations"][decorator.DECORATOR_ANNOTATION] == "service-per-pod"

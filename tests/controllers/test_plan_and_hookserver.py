@@ -106,6 +106,57 @@ def test_plan_takes_a_directory_of_mixed_definitions_and_names_what_matches(tmp_
         plan_from_files([str(root / "policies" / "controllers")], [str(root / "policies")], str(other))
 
 
+WIDGETS = """\
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: things}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: example.com/v1, resource: things}
+  childResources: [{apiVersion: example.com/v1, resource: widgets}]
+  hooks:
+    sync: {rego: {package: things}}
+    finalize: {rego: {package: things}}
+"""
+WIDGET_CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets}
+  scope: Namespaced
+  versions: [{name: v1, served: true, storage: true}]
+"""
+THINGS = """\
+package things
+
+children := [w] if not input.finalizing
+
+w := {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": input.parent.metadata.name}}
+
+finalized := input.finalizing
+"""
+
+
+def test_plan_reads_kinds_from_the_crds_beside_the_definitions_and_walks_the_finalizer(tmp_path: Path) -> None:
+    (tmp_path / "controller.yaml").write_text(WIDGETS)
+    (tmp_path / "things.rego").write_text(THINGS)
+    thing = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t", "namespace": "n"}}
+    (tmp_path / "parent.yaml").write_text(yaml.safe_dump(thing))
+    args = [str(tmp_path / "controller.yaml")], [str(tmp_path / "things.rego")], str(tmp_path / "parent.yaml")
+    with pytest.raises(RegokiteError, match=r"kind of widgets\.example\.com/v1 offline: keep its CustomResourceDef"):
+        plan_from_files(*args)
+    (tmp_path / "crd.yaml").write_text(WIDGET_CRD)
+    args = ([str(tmp_path / "controller.yaml"), str(tmp_path / "crd.yaml")], *args[1:])
+    report = plan_from_files(*args)
+    assert report.steps() == ["set finalizers ['regokite.dev/things']", "create Widget n/t"]
+    thing["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    (tmp_path / "parent.yaml").write_text(yaml.safe_dump(thing))
+    report = plan_from_files(*args)
+    assert report.finalizing and report.steps() == ["remove finalizer (finalized)"]
+
+
 @pytest.mark.parametrize("path", ["/controllers/hello_world", "/v0/data/controllers/hello_world"])
 def test_hooks_refuse_a_request_no_engine_may_take_with_a_400_and_keep_serving(path: str) -> None:
     c = client_for(HELLO)

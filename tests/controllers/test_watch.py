@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from regokite.controllers import watch as w
-from regokite.controllers.definitions import DefinitionError
+from regokite.controllers.definitions import DefinitionError, load
 from regokite.controllers.hooks import HookError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def doc(**spec: object) -> dict:
 
 
 def test_the_shipped_watches_load() -> None:
-    watches = {x.name: x for x in w.load_watches([ROOT / "policies" / "watches"])}
+    watches = {x.name: x for x in load([ROOT / "policies" / "watches"]).watches}
     scaler = watches["deployment-scaler"]
     assert scaler.resource == w.WatchResource("apps/v1", "deployments")
     assert scaler.label_selector == "enforce-max-replicas=true"
@@ -35,8 +35,23 @@ def test_the_shipped_watches_load() -> None:
     assert "namespace-defaults" in watches
 
 
-def test_metacontroller_definitions_beside_watches_are_not_watches() -> None:
-    assert w.load_watches([ROOT / "policies" / "controllers"]) == []
+def test_one_loader_reads_every_kind_beside_each_other(tmp_path: Path) -> None:
+    import yaml
+
+    assert load([ROOT / "policies" / "controllers"]).watches == ()
+    composite = (ROOT / "policies" / "controllers" / "hello_world" / "controller.yaml").read_text()
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "a.b"}}
+    (tmp_path / "all.yaml").write_text("---\n".join([composite, yaml.safe_dump(doc()), yaml.safe_dump(crd)]))
+    loaded = load([tmp_path])
+    assert [d.name for d in loaded.composites] == ["hello-controller"]
+    assert [x.name for x in loaded.watches] == ["x"] and loaded.watches[0].raw == doc()
+    assert loaded.crds == (crd,) and loaded.decorators == []
+
+
+def test_a_directory_with_nothing_to_run_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    with pytest.raises(DefinitionError, match="no CompositeController, DecoratorController or Watch found"):
+        load([tmp_path])
 
 
 def test_a_full_definition() -> None:
@@ -102,7 +117,7 @@ def test_duplicate_names_are_refused(tmp_path: Path) -> None:
 
     (tmp_path / "a.yaml").write_text(yaml.safe_dump_all([doc(), doc()]))
     with pytest.raises(DefinitionError, match=r"Watch x: metadata.name: also defined in"):
-        w.load_watches([tmp_path])
+        load([tmp_path])
 
 
 def test_vars_override_params_for_all_or_one_watch() -> None:
@@ -196,8 +211,11 @@ def test_a_deleted_object_cannot_be_patched() -> None:
 
 def test_resolve_outputs() -> None:
     packages = {"watches.x": {"patch", "helper"}, "watches.y": {"response"}, "watches.z": {"helper"}}
-    assert w.resolve_outputs("watches.x", packages) == (("patch",), False)
-    assert w.resolve_outputs("watches.y.response", packages) == ((), True)
+    assert (w.resolve_outputs("watches.x", packages).rules, w.resolve_outputs("watches.x", packages).whole_rule) == (
+        ("patch",),
+        False,
+    )
+    assert w.resolve_outputs("watches.y.response", packages).whole_rule
     with pytest.raises(HookError, match="defines none of the watch outputs"):
         w.resolve_outputs("watches.z", packages)
     with pytest.raises(HookError, match="no such package or rule"):

@@ -55,8 +55,8 @@ def test_a_template_that_does_not_compile_is_located_in_its_file_and_spares_the_
     assert "(in rego, line 4)" in broken
     assert any("k8scelonly has no Rego code (engines: K8sNativeValidation)" in p for p in ps.problems)
     assert any("data.k8srequiredlabels: a template may read only data.lib and data.inventory" in p for p in ps.problems)
-    assert ps.get("ns-must-have-owner") is not None and ps.get("ns-must-have-owner").broken is None
-    assert "did not load" in ps.get("broken-everywhere").broken
+    assert ps.get("ns-must-have-owner") is not None and "ns-must-have-owner" not in ps.unavailable
+    assert "did not load" in ps.unavailable["broken-everywhere"]
     ps.close()
 
 

@@ -30,7 +30,7 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
-import certs  # noqa: E402
+from regokite.ops import tls  # noqa: E402
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -390,9 +390,9 @@ class HttpsJsonServer:
         return base64.b64encode(self.ca_pem).decode()
 
     def __enter__(self) -> HttpsJsonServer:
-        ca = certs.make_ca("regokite-test-webhook-ca")
-        self.ca_pem = certs.cert_pem(ca[0])
-        crt, key = certs.issue_cert(ca, "webhook", ("127.0.0.1", "localhost"))
+        ca = tls.new_ca("regokite-test-webhook-ca")
+        self.ca_pem = tls.pem(ca[0])
+        crt, key = tls.issue(ca, ("127.0.0.1", "localhost"), "webhook")
         self._tmp = tempfile.TemporaryDirectory(prefix="regokite-webhook-")
         crt_file, key_file = Path(self._tmp.name, "tls.crt"), Path(self._tmp.name, "tls.key")
         crt_file.write_bytes(crt)

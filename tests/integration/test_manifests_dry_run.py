@@ -1,80 +1,72 @@
-"""Every object in deploy/ and `regokite manifests` output, accepted by the real API server (dry run).
+"""Every overlay in deploy/ and `regokite manifests` output, applied by kubectl to the real API server (dry run).
 
-Objects the local 1.20 server does not serve are checked another way, and
-the test prints which: policy/v1 PodDisruptionBudget (served there as
+Each overlay is rendered by `kubectl kustomize` (what `kubectl apply -k`
+sends), its Namespace created first, then everything goes through `kubectl
+apply --dry-run=server`. Two kinds the local 1.20 server cannot take as they
+are, and the test prints which: policy/v1 PodDisruptionBudget (served there as
 policy/v1beta1, which gets the dry run instead, plus a check of its fields
-against the policy/v1 model's OpenAPI attribute map), and cert-manager's
-Issuer and Certificate (no CRDs here: fields checked against the cert-manager
-v1 API's field lists). A field the server silently drops (an unknown field in
-1.20's lenient decoding) fails the test too.
+against the policy/v1 model's OpenAPI attribute map), and cert-manager's Issuer
+and Certificate (no cert-manager here: the test installs CRDs for the two kinds
+whose schemas hold only the cert-manager v1 fields regokite uses, so kubectl's
+validation or the server's pruning catches any other field). A field the
+server silently drops or changes fails the test too.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import kube
 import pytest
+import yaml
 from kubernetes import client
 
 from regokite.manifests import deploy, generate
-from tests.manifests import kustomize
+from tests.manifests import kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMESPACED_PATHS = {
-    "ServiceAccount": "serviceaccounts",
-    "ConfigMap": "configmaps",
-    "Service": "services",
-    "Deployment": "deployments",
-    "Role": "roles",
-    "RoleBinding": "rolebindings",
-    "PodDisruptionBudget": "poddisruptionbudgets",
-}
-CLUSTER_PATHS = {
-    "Namespace": "namespaces",
-    "ClusterRole": "clusterroles",
-    "ClusterRoleBinding": "clusterrolebindings",
-    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
-    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-    "CustomResourceDefinition": "customresourcedefinitions",
-}
+STRING = {"type": "string"}
+STRINGS = {"type": "array", "items": STRING}
+ANY_OBJECT = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 # cert-manager.io/v1 fields regokite uses, from its published API reference.
-CERT_MANAGER_FIELDS = {
-    "Issuer": {"spec": {"selfSigned", "ca", "acme", "vault", "venafi"}},
+CERT_MANAGER_SPECS = {
+    "Issuer": {kind: ANY_OBJECT for kind in ("selfSigned", "ca", "acme", "vault", "venafi")},
     "Certificate": {
-        "spec": {
-            "secretName",
-            "dnsNames",
-            "ipAddresses",
-            "uris",
-            "emailAddresses",
-            "commonName",
-            "duration",
-            "renewBefore",
-            "privateKey",
-            "issuerRef",
-            "usages",
-            "isCA",
-            "subject",
-            "secretTemplate",
-            "keystores",
-            "revisionHistoryLimit",
+        "secretName": STRING,
+        "dnsNames": STRINGS,
+        "ipAddresses": STRINGS,
+        "uris": STRINGS,
+        "emailAddresses": STRINGS,
+        "commonName": STRING,
+        "duration": STRING,
+        "renewBefore": STRING,
+        "privateKey": {
+            "type": "object",
+            "properties": {
+                "algorithm": STRING,
+                "size": {"type": "integer"},
+                "encoding": STRING,
+                "rotationPolicy": STRING,
+            },
         },
-        "spec.privateKey": {"algorithm", "size", "encoding", "rotationPolicy"},
-        "spec.issuerRef": {"name", "kind", "group"},
+        "issuerRef": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": STRING, "kind": STRING, "group": STRING},
+        },
+        "usages": STRINGS,
+        "isCA": {"type": "boolean"},
+        "subject": ANY_OBJECT,
+        "secretTemplate": ANY_OBJECT,
+        "keystores": ANY_OBJECT,
+        "revisionHistoryLimit": {"type": "integer"},
     },
 }
-
-
-def base_path(obj: dict[str, Any]) -> str:
-    group_version = obj["apiVersion"]
-    prefix = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
-    kind = obj["kind"]
-    if kind in CLUSTER_PATHS:
-        return f"{prefix}/{CLUSTER_PATHS[kind]}"
-    return f"{prefix}/namespaces/{obj['metadata']['namespace']}/{NAMESPACED_PATHS[kind]}"
+REQUIRED = {"Issuer": [], "Certificate": ["secretName", "issuerRef"]}
 
 
 def dropped(sent: Any, got: Any, path: str = "") -> list[str]:
@@ -93,6 +85,15 @@ def dropped(sent: Any, got: Any, path: str = "") -> list[str]:
 _MISSING = object()
 
 
+def key(obj: dict[str, Any]) -> tuple[str, str, str | None, str]:
+    return (
+        obj["apiVersion"].rpartition("/")[0],
+        obj["kind"],
+        obj["metadata"].get("namespace"),
+        obj["metadata"]["name"],
+    )
+
+
 def served(api: client.ApiClient, group_version: str) -> bool:
     path = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
     return kube.exists(api, path)
@@ -109,19 +110,10 @@ def check_pdb_v1_fields(obj: dict[str, Any]) -> None:
         assert set(section) <= known, f"{model.__name__}: unknown fields {set(section) - known}"
 
 
-def check_cert_manager(obj: dict[str, Any]) -> None:
-    assert obj["apiVersion"] == "cert-manager.io/v1"
-    for where, allowed in CERT_MANAGER_FIELDS[obj["kind"]].items():
-        section = obj
-        for part in where.split("."):
-            section = section[part]
-        assert set(section) <= allowed, f"{obj['kind']} {where}: unknown fields {set(section) - allowed}"
-    if obj["kind"] == "Certificate":
-        assert obj["spec"]["secretName"] and obj["spec"]["issuerRef"]["name"]
-
-
 def variants() -> dict[str, list[dict[str, Any]]]:
-    found = {f"deploy/overlays/{o.name}": kustomize.render(o) for o in sorted((ROOT / "deploy" / "overlays").iterdir())}
+    found = {
+        f"deploy/overlays/{o.name}": kubectl.kustomize(o) for o in sorted((ROOT / "deploy" / "overlays").iterdir())
+    }
     found["manifests controller --watch-namespace team-a --engine opa"] = generate.controller_manifests(
         deploy.controller_options(watch_namespace="team-a", engine="opa")
     )
@@ -130,48 +122,79 @@ def variants() -> dict[str, list[dict[str, Any]]]:
 
 
 @pytest.fixture
-def system_namespace(api: client.ApiClient):
-    """regokite-system must exist for namespaced objects to be dry-run in it."""
-    created = not kube.exists(api, "/api/v1/namespaces/regokite-system")
-    if created:
-        kube.create(api, "/api/v1/namespaces", {"metadata": {"name": "regokite-system"}})
+def cert_manager_crds(api: client.ApiClient) -> Iterator[None]:
+    """Issuer and Certificate served, with only the fields regokite may use."""
+    names = []
+    for kind, spec in CERT_MANAGER_SPECS.items():
+        schema = {
+            "type": "object",
+            "properties": {"spec": {"type": "object", "required": REQUIRED[kind], "properties": spec}},
+        }
+        crd = kube.crd_manifest("cert-manager.io", kind, schema=schema)
+        kube.install_crd(api, crd)
+        names.append(crd["metadata"]["name"])
     yield
-    if created:
-        kube.delete(api, "/api/v1/namespaces/regokite-system")
+    for name in names:
+        kube.uninstall_crd(api, name)
+
+
+def create_namespaces(api: client.ApiClient, names: set[str]) -> list[str]:
+    """Namespaced objects can be dry-run only into a namespace that exists: create the missing ones."""
+    created = []
+    for name in sorted(names):
+        if not kube.exists(api, f"/api/v1/namespaces/{name}"):
+            kube.create(api, "/api/v1/namespaces", {"metadata": {"name": name}})
+            created.append(name)
+    return created
 
 
 def test_every_object_is_accepted_by_the_api_server(
-    api: client.ApiClient, system_namespace: None, monkeypatch: pytest.MonkeyPatch
+    api: client.ApiClient, cluster: kube.Cluster, cert_manager_crds: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(ROOT)
-    if not kube.exists(api, "/api/v1/namespaces/team-a"):
-        kube.create(api, "/api/v1/namespaces", {"metadata": {"name": "team-a"}})
-    not_dry_run: list[str] = []
+    pdb_v1 = served(api, "policy/v1")
+    adapted: list[str] = []
     checked = 0
-    for name, objects in variants().items():
-        for obj in objects:
-            what = f"{name}: {obj['kind']} {obj['metadata']['name']}"
-            if obj["apiVersion"].startswith("cert-manager.io/"):
-                check_cert_manager(obj)
-                not_dry_run.append(f"{what} (cert-manager CRDs absent: field lists checked)")
-                continue
-            sent = copy.deepcopy(obj)
-            if obj["kind"] == "PodDisruptionBudget" and not served(api, obj["apiVersion"]):
-                check_pdb_v1_fields(obj)
-                sent["apiVersion"] = "policy/v1beta1"
-                not_dry_run.append(f"{what} ({obj['apiVersion']} not served: dry run as policy/v1beta1 + v1 model)")
-            if obj["kind"] == "Namespace":
-                sent["metadata"]["name"] = kube.unique_name("ns")  # regokite-system exists for the others
-            try:
-                stored = kube.request(api, "POST", base_path(sent), sent, query={"dryRun": "All"})
-            except client.ApiException as e:
-                if e.status == 409 and obj["kind"] == "CustomResourceDefinition":
-                    continue  # installed by another test: same name, validated there
-                pytest.fail(f"{what}: refused: {e.status} {e.body}")
-            checked += 1
-            lost = dropped(sent, stored)
-            assert not lost, f"{what}: the server dropped or changed {lost}"
-    print(f"\n{checked} objects accepted by a dry run; not dry-run on this 1.20 server:")
-    for line in not_dry_run:
+    created: list[str] = []
+    try:
+        for name, objects in variants().items():
+            sent = []
+            for obj in objects:
+                obj = copy.deepcopy(obj)
+                what = f"{name}: {obj['kind']} {obj['metadata']['name']}"
+                if obj["apiVersion"].startswith("cert-manager.io/"):
+                    adapted.append(f"{what} (cert-manager absent: CRD with its v1 fields installed by the test)")
+                if obj["kind"] == "PodDisruptionBudget" and not pdb_v1:
+                    check_pdb_v1_fields(obj)
+                    obj["apiVersion"] = "policy/v1beta1"
+                    adapted.append(f"{what} (policy/v1 not served: dry run as policy/v1beta1 + v1 model)")
+                sent.append(obj)
+            namespaces = {o["metadata"]["name"] for o in sent if o["kind"] == "Namespace"}
+            namespaces |= {o["metadata"]["namespace"] for o in sent if "namespace" in o["metadata"]}
+            created += create_namespaces(api, namespaces)
+            answer = json.loads(
+                kubectl.run(
+                    "apply",
+                    "--dry-run=server",
+                    "-o",
+                    "json",
+                    "-f",
+                    "-",
+                    stdin=yaml.safe_dump_all(sent),
+                    kubeconfig=cluster.kubeconfig,
+                )
+            )
+            stored = {key(o): o for o in (answer["items"] if answer["kind"] == "List" else [answer])}
+            for obj in sent:
+                what = f"{name}: {obj['kind']} {obj['metadata']['name']}"
+                assert key(obj) in stored, f"{what}: not in kubectl's answer"
+                lost = dropped(obj, stored[key(obj)])
+                assert not lost, f"{what}: the server dropped or changed {lost}"
+                checked += 1
+    finally:
+        for ns in created:
+            kube.delete(api, f"/api/v1/namespaces/{ns}")
+    print(f"\n{checked} objects accepted by kubectl apply --dry-run=server; adapted for this server:")
+    for line in adapted:
         print(f"  {line}")
     assert checked > 20

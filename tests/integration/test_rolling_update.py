@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from pathlib import Path
 
 import kube
@@ -47,7 +46,7 @@ def test_one_worker_at_a_time_gated_on_ready(cluster: Cluster, api: client.ApiCl
 
     with ControllerProcess(
         cluster.kubeconfig, policies=[EXAMPLE], controllers=[EXAMPLE / "controller.yaml"], namespace=namespace
-    ):
+    ) as ctl:
         create(
             api,
             parents,
@@ -65,13 +64,24 @@ def test_one_worker_at_a_time_gated_on_ready(cluster: Cluster, api: client.ApiCl
         merge_patch(api, f"{parents}/web", {"spec": {"template": {"version": "v2"}}})
         history: list[list[str]] = []
 
+        def held_back() -> int:
+            """Syncs in which the controller decided to hold the rollout (its own log of the decision)."""
+            return sum(1 for r in ctl.log_records() if r.get("msg") == "rolling update" and r.get("paused_by"))
+
+        def holds(expected_updated: int) -> None:
+            """A sync after now decides to hold: no further worker moves while one is not Ready."""
+            seen = held_back()
+            merge_patch(api, f"{parents}/web", {"metadata": {"annotations": {"poke": str(seen)}}})
+            kube.wait_for(held_back, lambda n: n > seen, what="a sync that holds the rollout", timeout=15)
+            assert versions().count("v2") == expected_updated, versions()
+
         def step(expected_updated: int) -> None:
             v = kube.wait_for(
                 versions, lambda v: v.count("v2") == expected_updated, what=f"{expected_updated} v2", timeout=15
             )
             history.append(v)
-            time.sleep(1.5)  # and no further: the updated worker has not reported Ready for its new generation
-            assert versions().count("v2") == expected_updated, versions()
+            if expected_updated < len(names):
+                holds(expected_updated)  # and no further: the updated worker has not reported Ready yet
 
         step(1)
         updated = next(n for n, v in zip(names, versions(), strict=True) if v == "v2")
@@ -81,8 +91,7 @@ def test_one_worker_at_a_time_gated_on_ready(cluster: Cluster, api: client.ApiCl
         # A failing status check on an updated worker stops the rollout.
         second = next(n for n, v in zip(names, versions(), strict=True) if v == "v2" and n != updated)
         set_ready(api, f"{workers}/{second}", "False")
-        time.sleep(2)
-        assert versions().count("v2") == 2
+        holds(2)
         set_ready(api, f"{workers}/{second}", "True")
         step(3)
         for n in names:

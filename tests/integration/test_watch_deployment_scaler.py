@@ -81,9 +81,11 @@ def test_labelled_deployments_are_capped_others_left_alone_resync_and_delete_del
         # Resync re-delivers every object periodically; the settled object is not written again.
         writes = counter(ctl.metrics(), "regokite_controller_writes_total", controller="watch/deployment-scaler")
         before = counter(ctl.metrics(), "regokite_watch_events_total", event="RESYNC")
-        time.sleep(2.5)
-        text = ctl.metrics()
-        assert counter(text, "regokite_watch_events_total", event="RESYNC") >= before + 2
+        text = kube.wait_for(
+            ctl.metrics,
+            lambda m: counter(m, "regokite_watch_events_total", event="RESYNC") >= before + 2,
+            what="two resyncs delivered",
+        )
         assert counter(text, "regokite_controller_writes_total", controller="watch/deployment-scaler") == writes
 
         # Losing the label takes the object out of the watch: delivered as DELETED, not patched.
@@ -93,7 +95,9 @@ def test_labelled_deployments_are_capped_others_left_alone_resync_and_delete_del
             ctl.metrics, lambda m: counter(m, "regokite_watch_events_total", event="DELETED") >= 1, what="DELETED"
         )
         merge_patch(api, f"{deployments}/capped", {"spec": {"replicas": 9}})
-        time.sleep(1.5)
+        # A labelled deployment created after that change is capped: the watch is alive and past it.
+        create(api, deployments, deployment(namespace, "later", 10, {"enforce-max-replicas": "true"}))
+        kube.wait_for(lambda: get(api, f"{deployments}/later"), lambda d: d["spec"]["replicas"] == 3, what="later")
         assert get(api, f"{deployments}/capped")["spec"]["replicas"] == 9
 
         records = ctl.log_records()

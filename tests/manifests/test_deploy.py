@@ -1,4 +1,4 @@
-"""deploy/: generated from `regokite manifests`, and each overlay renders to what the command prints."""
+"""deploy/: generated from `regokite manifests`; each overlay renders (`kubectl kustomize`) to what it prints."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from regokite.manifests import deploy, generate
-from tests.manifests import kustomize
+from tests.manifests import kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -46,19 +46,13 @@ def test_deploy_is_up_to_date_with_the_generator() -> None:
     ],
 )
 def test_admission_overlays_render_to_the_command_output(overlay: str, options) -> None:
-    rendered = kustomize.render(DEPLOY / "overlays" / overlay)
+    rendered = kubectl.kustomize(DEPLOY / "overlays" / overlay)
     assert as_map(rendered) == as_map(generate.admission_manifests(options()))
 
 
 def test_controller_overlay_renders_to_the_command_output() -> None:
-    rendered = kustomize.render(DEPLOY / "overlays" / "controller")
+    rendered = kubectl.kustomize(DEPLOY / "overlays" / "controller")
     assert as_map(rendered) == as_map(generate.controller_manifests(deploy.controller_options()))
-
-
-def test_the_renderer_refuses_what_it_does_not_implement(tmp_path: Path) -> None:
-    (tmp_path / "kustomization.yaml").write_text("resources: []\nnamePrefix: x-\n")
-    with pytest.raises(NotImplementedError):
-        kustomize.render(tmp_path)
 
 
 def test_dockerfile_is_slim_non_root_and_read_only_friendly() -> None:

@@ -25,8 +25,8 @@ from opa_standin import OpaStandin
 
 from regokite.ops.tls import self_signed
 from tests.admission.reviews import deployment, review
-from tests.admission.server import free_port
-from tests.manifests import kustomize
+from tests.manifests import kubectl
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,7 +71,7 @@ def localize(args: list[str], base: Path, port: int, opa_url: str) -> list[str]:
 
 
 def test_regokite_waits_for_the_sidecar_pushes_the_policies_and_answers(tmp_path: Path) -> None:
-    objects = kustomize.render(ROOT / "deploy" / "overlays" / "admission-opa")
+    objects = kubectl.kustomize(ROOT / "deploy" / "overlays" / "admission-opa")
     container, ca = pod_files(objects, tmp_path)
     opa = next(c for c in objects if c["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][1]
     assert opa["name"] == "opa" and "--addr=127.0.0.1:8181" in opa["args"]

@@ -64,12 +64,37 @@ def test_the_policies_configmap_rebuilds_the_directory_tree() -> None:
     assert not any(p.endswith("_test.rego") for p in paths)
 
 
-def test_admission_has_no_api_access_and_a_webhook_per_policy_with_a_placeholder_ca() -> None:
-    objects = admission()
+def test_admission_without_cluster_data_has_no_api_access() -> None:
+    roots = [str(ROOT / "policies" / "admission" / "max_replicas"), str(ROOT / "policies" / "lib")]
+    objects = generate.admission_manifests(generate.AdmissionOptions(policies=roots))
     kinds = [o["kind"] for o in objects]
     assert "ClusterRole" not in kinds and "Role" not in kinds
     assert by_kind(objects)["ServiceAccount"]["automountServiceAccountToken"] is False
     assert pod_spec(objects)["automountServiceAccountToken"] is False
+
+
+def test_admission_reads_exactly_what_policies_declare_and_flags_add() -> None:
+    objects = admission(replicate=["apps/v1/deployments"], replicate_cluster=["v1/nodes"])
+    found = by_kind(objects)
+    assert found["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["namespaces", "nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list", "watch"]},
+    ]
+    assert found["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "regokite-admission", "namespace": "regokite-system"}
+    ]
+    assert found["ServiceAccount"]["automountServiceAccountToken"] is True
+    assert pod_spec(objects)["automountServiceAccountToken"] is True
+    args = pod_spec(objects)["containers"][0]["args"]
+    assert "--replicate" in args and args[args.index("--replicate") + 1] == "apps/v1/deployments"
+    assert args[args.index("--replicate-cluster") + 1] == "v1/nodes"
+    assert "Role" not in found
+
+
+def test_admission_has_a_webhook_per_policy_with_a_placeholder_ca() -> None:
+    objects = admission()
+    kinds = [o["kind"] for o in objects]
     assert by_kind(objects)["PodDisruptionBudget"]["apiVersion"] == "policy/v1"
     validating = by_kind(objects)["ValidatingWebhookConfiguration"]
     for hook in validating["webhooks"]:

@@ -1,0 +1,1 @@
+"""Audit: the admission policies on objects that already exist, results as PolicyReports."""

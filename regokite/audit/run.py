@@ -1,0 +1,380 @@
+"""Run the audit against a cluster: once (paged lists), or continuously from informers.
+
+Continuous mode is event-driven: each informer event queues its object's key
+and one thread (engines are pinned to their thread) re-audits the latest
+state; every queued key is audited once however many events it had. A full
+pass runs on start and whenever the policy files change. Reports of changed
+namespaces are written in batches, through the actuator (server-side apply,
+so in place).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import multiprocessing
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from regokite.admission.policies import PolicySet, load_policy_set
+from regokite.admission.serve import fingerprint
+from regokite.audit import reports
+from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_resources, violations
+from regokite.clusterdata.replicate import Replicator, check_access
+from regokite.clusterdata.store import ReplicaStore, ResourceRef
+from regokite.engine import UNDEFINED
+from regokite.errors import RegokiteError
+from regokite.kube.actuator import Actuator
+from regokite.kube.client import ApiError, KubeClient, resource_path
+from regokite.kube.informer import Informer
+from regokite.ops import audit_metrics as metrics
+from regokite.resources import ChildType
+
+log = logging.getLogger("regokite.audit")
+FIELD_MANAGER = "regokite-audit"
+REPORT_TYPES = {
+    True: ChildType(reports.API_VERSION, "policyreports", "PolicyReport", True),
+    False: ChildType(reports.API_VERSION, "clusterpolicyreports", "ClusterPolicyReport", False),
+}
+Key = tuple[ResourceRef, str, str]  # (resource, namespace, name)
+
+
+@dataclass
+class AuditSettings:
+    policies: list[str]
+    kubeconfig: str | None = None
+    engine: str = "embedded"
+    opa_url: str | None = None
+    v0_compatible: bool = False
+    write_reports: bool = True
+    replicate_path: str = "kubernetes"
+    reload_interval: float = 1.0
+    flush_interval: float = 0.5  # how often changed namespaces' reports are written
+    page_size: int = 500
+    jobs: int = 1  # --once: processes deciding pages (embedded engine)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Audit:
+    """The policies, their replicated data, and the findings by object."""
+
+    def __init__(self, settings: AuditSettings, client: KubeClient) -> None:
+        self.settings = settings
+        self.client = client
+        self.actuator = Actuator(client, FIELD_MANAGER)
+        self.replica: Replicator | None = None
+        self.policy_set: PolicySet | None = None
+        self.resources: list[ResourceRef] = []
+        self.skipped: list[str] = []
+        self.findings: dict[Key, tuple[Subject, Results]] = {}  # objects with findings only
+        self.covered = 0
+
+    def load(self) -> None:
+        """(Re)load the policies: a failure keeps the last good set (and is raised on the first load)."""
+        policy_set = load_policy_set(
+            self.settings.policies,
+            engine=self.settings.engine,
+            opa_url=self.settings.opa_url,
+            v0_compatible=self.settings.v0_compatible,
+        )
+        candidates, skipped = audited_resources(policy_set, self._preferred_version)
+        resources = [r for r in candidates if self._served(r)]
+        check_access(self.client, resources)
+        if policy_set.replicate:
+            if self.replica is None:
+                self.replica = Replicator(self.client, ReplicaStore(self.settings.replicate_path))
+            self.replica.ensure(policy_set.replicate)
+        if self.replica is not None:
+            policy_set.engine.follow(self.replica.store)
+            while not self.replica.wait_ready(5.0):
+                log.info("waiting for replicated data", extra={"pending": self.replica.pending()})
+        old, self.policy_set = self.policy_set, policy_set
+        if old is not None:
+            old.close()
+        self.resources, self.skipped = resources, skipped
+        for reason in skipped:
+            log.warning("not audited", extra={"reason": reason})
+
+    def _preferred_version(self, group: str) -> str:
+        if not group:
+            return "v1"
+        return self.client.get(f"/apis/{group}")["preferredVersion"]["version"]
+
+    def _served(self, ref: ResourceRef) -> bool:
+        """Whether the API server serves `ref` (a rule's groups and resources combine freely)."""
+        try:
+            listing = self.client.get(resource_path(ref.api_version, "").rstrip("/"))
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == ref.resource for r in listing.get("resources", []))
+
+    def audit(self, key: Key, obj: Obj | None) -> str | None:
+        """Record `obj`'s findings (None: it is gone); the namespace whose report changed, if any."""
+        assert self.policy_set is not None
+        results = audit_object(self.policy_set, obj, key[0]) if obj is not None else ()
+        before = self.findings.get(key)
+        if results:
+            self.findings[key] = (Subject.of(obj), results)  # type: ignore[arg-type]
+        else:
+            self.findings.pop(key, None)
+        if (before[1] if before else ()) != results:
+            return key[1]
+        return None
+
+    def report_namespaces(self) -> set[str]:
+        return {key[1] for key in self.findings}
+
+    def write(self, namespaces: set[str]) -> None:
+        """Apply the report of each of `namespaces` (an empty one when its findings are gone)."""
+        if not self.settings.write_reports:
+            return
+        grouped = reports.by_namespace({s: r for s, r in self.findings.values()})
+        now = int(time.time())
+        for ns in sorted(namespaces):
+            report = reports.report(ns, grouped.get(ns, []), now)
+            try:
+                self.actuator.apply(REPORT_TYPES[bool(ns)], report, controller="audit")
+            except ApiError as exc:
+                log.error("could not write the audit report", extra={"namespace": ns, "error": str(exc)})
+
+    def existing_reports(self) -> set[str]:
+        """Namespaces that hold a regokite audit report now ("" for the cluster one)."""
+        found = set()
+        for namespaced, t in REPORT_TYPES.items():
+            path = resource_path(t.api_version, t.resource)
+            try:
+                listing = self.client.get(path, labelSelector="app.kubernetes.io/component=audit")
+            except ApiError as exc:
+                if exc.status == 404:
+                    raise RegokiteError(
+                        f"{t.resource}.{reports.API_VERSION} is not served: install the PolicyReport CRDs"
+                        " (`regokite manifests audit` prints them), or pass --no-reports"
+                    ) from None
+                raise
+            for item in listing.get("items", []):
+                if item["metadata"]["name"] == reports.REPORT_NAME:
+                    found.add(item["metadata"].get("namespace", "") if namespaced else "")
+        return found
+
+    def update_metrics(self) -> None:
+        metrics.audit_violations.clear()
+        for (policy, enforcement), count in violations(r for _, r in self.findings.values()).items():
+            metrics.audit_violations.labels(policy, enforcement).set(count)
+        metrics.audit_objects.set(self.covered)
+
+
+def paged(client: KubeClient, ref: ResourceRef, limit: int) -> Iterator[list[Obj]]:
+    """Every object of `ref`, a page at a time: one page in memory."""
+    cont: str | None = None
+    while True:
+        page = client.get(resource_path(ref.api_version, ref.resource), limit=limit, **{"continue": cont})
+        kind = (page.get("kind") or "").removesuffix("List")
+        items = page.get("items") or []
+        for obj in items:
+            obj.setdefault("apiVersion", ref.api_version)
+            obj.setdefault("kind", kind)
+            (obj.get("metadata") or {}).pop("managedFields", None)
+        yield items
+        cont = page["metadata"].get("continue")
+        if not cont:
+            return
+
+
+def run_once(audit: Audit) -> None:
+    """One pass over every audited object, then every report written (stale ones emptied).
+
+    With `settings.jobs` > 1 (embedded engine) pages are decided in forked
+    processes: regorus holds the GIL, so using more cores takes processes.
+    """
+    audit.load()
+    metrics.audit_passes.inc()
+    pages = ((ref, page) for ref in audit.resources for page in paged(audit.client, ref, audit.settings.page_size))
+    covered = 0
+    if audit.settings.jobs > 1 and audit.settings.engine == "embedded":
+        for found, count in _in_processes(audit, pages):
+            audit.findings.update((key, (subject, results)) for key, subject, results in found)
+            covered += count
+    else:
+        for ref, page in pages:
+            for obj in page:
+                audit.audit(_key(ref, obj), obj)
+            covered += len(page)
+    audit.covered = covered
+    audit.update_metrics()
+    if audit.settings.write_reports:
+        audit.write(audit.report_namespaces() | audit.existing_reports())
+    _stop_replica(audit)
+
+
+def _key(ref: ResourceRef, obj: Obj) -> Key:
+    meta = obj["metadata"]
+    return ref, meta.get("namespace") or "", meta["name"]
+
+
+Found = list[tuple[Key, Subject, Results]]
+_FORKED: Audit | None = None  # what a forked job process inherited
+
+
+def _in_processes(audit: Audit, pages: Iterator[tuple[ResourceRef, list[Obj]]]) -> Iterator[tuple[Found, int]]:
+    """Each page's findings and size, decided by `jobs` forked processes."""
+    global _FORKED
+    assert audit.policy_set is not None
+    audit.policy_set.engine.bind(UNDEFINED)  # this thread's engine caught up with the replica before the fork
+    _FORKED = audit
+    try:
+        with multiprocessing.get_context("fork").Pool(audit.settings.jobs, initializer=_after_fork) as pool:
+            yield from pool.imap(_decide_page, pages)
+    finally:
+        _FORKED = None
+
+
+def _after_fork() -> None:
+    """A forked process has no other threads: locks they held are fresh ones here."""
+    assert _FORKED is not None
+    if _FORKED.replica is not None:
+        _FORKED.replica.store.lock = threading.Lock()
+
+
+def _decide_page(job: tuple[ResourceRef, list[Obj]]) -> tuple[Found, int]:
+    assert _FORKED is not None and _FORKED.policy_set is not None
+    ref, page = job
+    found = []
+    for obj in page:
+        results = audit_object(_FORKED.policy_set, obj, ref)
+        if results:
+            found.append((_key(ref, obj), Subject.of(obj), results))
+    return found, len(page)
+
+
+def render(audit: Audit, fmt: str) -> str:
+    """The findings for CI: one line per finding (pretty) or the whole set (json)."""
+    rows = [(subject, r) for subject, results in audit.findings.values() for r in results]
+    rows.sort(key=lambda row: (row[0].namespace, row[0].kind, row[0].name, row[1].policy, row[1].message))
+    if fmt == "json":
+        counts = violations(r for _, r in audit.findings.values())
+        return json.dumps(
+            {
+                "objects": audit.covered,
+                "results": [{"resource": s.reference(), **dataclasses.asdict(r)} for s, r in rows],
+                "violations": [{"policy": p, "enforcement": e, "count": n} for (p, e), n in sorted(counts.items())],
+                "not_audited": audit.skipped,
+            },
+            indent=2,
+        )
+    lines = []
+    for subject, r in rows:
+        where = "/".join(x for x in (subject.kind, subject.namespace, subject.name) if x)
+        lines.append(f"{r.result.upper()} - {where} - [{r.policy}] {r.message}")
+    lines += [f"NOT AUDITED - {reason}" for reason in audit.skipped]
+    lines.append(f"{audit.covered} objects, {len(audit.findings)} with findings ({len(rows)} results)")
+    return "\n".join(lines)
+
+
+def _stop_replica(audit: Audit) -> None:
+    if audit.replica is not None:
+        audit.replica.stop()
+
+
+class Continuous:
+    """Informers on every audited resource; one thread audits what changed and writes reports."""
+
+    def __init__(self, audit: Audit) -> None:
+        self.audit = audit
+        self.informers: dict[ResourceRef, Informer] = {}
+        self.pending: set[Key] = set()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.stop = threading.Event()
+
+    def _watch(self, refs: list[ResourceRef]) -> None:
+        for ref in refs:
+            if ref in self.informers:
+                continue
+            informer = Informer(self.audit.client, ref.api_version, ref.resource)
+            informer.add_handler(lambda _e, new, old, ref=ref: self._queue(ref, new or old))
+            self.informers[ref] = informer
+            informer.start()
+        for ref in refs:
+            self.informers[ref].synced.wait()
+
+    def _queue(self, ref: ResourceRef, obj: Obj | None) -> None:
+        if obj is None:
+            return
+        meta = obj.get("metadata") or {}
+        with self.lock:
+            self.pending.add((ref, meta.get("namespace") or "", meta.get("name", "")))
+        self.wake.set()
+
+    def full_pass(self) -> set[str]:
+        """Queue every audited object; forget findings on resources no longer audited."""
+        metrics.audit_passes.inc()
+        audited = set(self.audit.resources)
+        dropped = {k for k in self.audit.findings if k[0] not in audited}
+        for k in dropped:
+            del self.audit.findings[k]
+        with self.lock:
+            for ref in self.audit.resources:
+                self.pending |= {(ref, *_name_of(o)) for o in self.informers[ref].list()}
+        return {k[1] for k in dropped}
+
+    def run(self) -> int:
+        audit = self.audit
+        audit.load()
+        self._watch(audit.resources)
+        dirty = self.full_pass()
+        if audit.settings.write_reports:
+            dirty |= audit.existing_reports()
+        files = fingerprint(audit.settings.policies)
+        checked = flushed = time.monotonic()
+        log.info("auditing", extra={"resources": [str(r) for r in audit.resources]})
+        while not self.stop.is_set():
+            self.wake.wait(min(audit.settings.flush_interval, audit.settings.reload_interval))
+            self.wake.clear()
+            with self.lock:
+                batch, self.pending = self.pending, set()
+            audited = set(audit.resources)
+            for key in batch:
+                if key[0] not in audited:  # a resource no policy names any more
+                    continue
+                changed = audit.audit(key, self.informers[key[0]].get(key[1] or None, key[2]))
+                if changed is not None:
+                    dirty.add(changed)
+            if batch:
+                audit.covered = sum(len(self.informers[r]) for r in audit.resources)
+                audit.update_metrics()
+            now = time.monotonic()
+            if dirty and now - flushed >= audit.settings.flush_interval:
+                audit.write(dirty)
+                dirty, flushed = set(), now
+            if now - checked >= audit.settings.reload_interval:
+                checked = now
+                current = fingerprint(audit.settings.policies)
+                if current != files:
+                    files = current
+                    dirty |= self._reload()
+        _stop_replica(audit)
+        for informer in self.informers.values():
+            informer.stop()
+        return 0
+
+    def _reload(self) -> set[str]:
+        try:
+            self.audit.load()
+        except RegokiteError as exc:
+            log.error("policy reload failed; auditing with the last good set", extra={"error": str(exc)})
+            return set()
+        log.info("policies reloaded: full pass", extra={"resources": [str(r) for r in self.audit.resources]})
+        self._watch(self.audit.resources)
+        before = self.audit.report_namespaces()
+        return before | self.full_pass()
+
+
+def _name_of(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name", "")

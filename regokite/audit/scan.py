@@ -1,0 +1,119 @@
+"""What audit looks at, and the results of one object: pure decisions, no I/O.
+
+An existing object is put to the policies as the CREATE review the API
+server would send for it now, through the admission server's own decision
+code, so `match`, `enforcement` and `failure_policy` mean what they mean at
+admission. Policies that match only other operations are not audited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from regokite.admission.decide import decide
+from regokite.admission.policies import PolicySet
+from regokite.admission.review import creation_review
+from regokite.clusterdata.store import ResourceRef
+
+Obj = dict[str, Any]
+Results = tuple["Result", ...]
+
+
+@dataclass(frozen=True)
+class Result:
+    """One finding of one policy on one object (a PolicyReport result)."""
+
+    policy: str
+    result: str  # fail | warn | error
+    message: str
+    enforcement: str
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The object a result is about (a PolicyReport result's `resources` entry)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, obj: Obj) -> Subject:
+        meta = obj.get("metadata") or {}
+        return cls(
+            obj.get("apiVersion", ""),
+            obj.get("kind", ""),
+            meta.get("namespace") or "",
+            meta.get("name", ""),
+            meta.get("uid", ""),
+        )
+
+    def reference(self) -> dict[str, str]:
+        ref = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid}
+        return {**ref, "namespace": self.namespace} if self.namespace else ref
+
+
+def audited_resources(
+    policy_set: PolicySet, preferred_version: Callable[[str], str]
+) -> tuple[list[ResourceRef], list[str]]:
+    """The resources the validating policies' `match` names for CREATE, and what cannot be audited.
+
+    Audit lists what it checks, so a rule must name its groups and resources:
+    a `*` group or resource, or a policy without `match`, is reported as not
+    audited rather than guessed. A `*` version means the group's preferred one.
+    """
+    found: set[ResourceRef] = set()
+    skipped: list[str] = []
+    for policy in policy_set.policies:
+        if not policy.validating:
+            continue
+        if not policy.match.raw:
+            skipped.append(f"{policy.name}: no match declaration (it would have to list every resource)")
+            continue
+        for rule in policy.match.rules:
+            if "*" not in rule.operations and "CREATE" not in rule.operations:
+                continue
+            if "*" in rule.api_groups or any(r.split("/")[0] == "*" for r in rule.resources):
+                skipped.append(f"{policy.name}: a rule with a * group or resource")
+                continue
+            for group in rule.api_groups:
+                versions = [preferred_version(group)] if "*" in rule.api_versions else list(rule.api_versions[:1])
+                for resource in rule.resources:
+                    if "/" not in resource:  # subresources are not objects of their own
+                        found.add(ResourceRef(group, versions[0], resource, rule.scope != "Cluster"))
+    return sorted(found), skipped
+
+
+def audit_object(policy_set: PolicySet, obj: Obj, ref: ResourceRef) -> Results:
+    """Every finding of the validating policies on `obj`, a `ref` object, as if it were created now."""
+    review = creation_review(obj, (ref.group, ref.version, ref.resource), "audit")
+    decision = decide(policy_set, review, mode="validate")
+    policies = {p.name: p for p in policy_set.policies}
+    found: list[Result] = []
+    for outcome in decision.outcomes:
+        enforcement = policies[outcome.policy].enforcement
+        if outcome.decision == "error":
+            found.append(Result(outcome.policy, "error", outcome.error or "policy error", enforcement))
+            continue
+        verdict = "fail" if outcome.decision == "denied" else "warn"
+        found += [Result(outcome.policy, verdict, m, enforcement) for m in outcome.messages]
+        tag = f"[{outcome.policy}] "
+        for warning in decision.verdict.warnings:  # the policy's `warn` documents
+            text = warning.removeprefix(tag)
+            if text != warning and text not in outcome.messages and not text.startswith("policy error ignored"):
+                found.append(Result(outcome.policy, "warn", text, enforcement))
+    return tuple(found)
+
+
+def violations(results: Iterable[Results]) -> dict[tuple[str, str], int]:
+    """Counts of fail and warn results by (policy, enforcement): `regokite_audit_violations`."""
+    counts: dict[tuple[str, str], int] = {}
+    for per_object in results:
+        for r in per_object:
+            if r.result in ("fail", "warn"):
+                counts[(r.policy, r.enforcement)] = counts.get((r.policy, r.enforcement), 0) + 1
+    return counts

@@ -1,0 +1,117 @@
+"""Replication: informers filling a ReplicaStore, and when it may be trusted.
+
+One informer per resource (list, then watch; `metadata.managedFields` is
+dropped by the informer), each event one change of the store. The store is
+ready once every informer has listed and its whole cache is in the store:
+until then a policy reading it would decide on a partial inventory.
+
+Runs in each admission worker process (after the fork: the supervisor stays
+free of threads), so every worker holds its own list+watch and copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+
+from regokite.clusterdata.store import Obj, ReplicaStore, ResourceRef
+from regokite.input_guard import InputRejected
+from regokite.kube.client import ApiError, KubeClient, resource_path
+from regokite.kube.informer import Informer
+
+log = logging.getLogger("regokite.clusterdata")
+
+
+class ReplicationUnavailable(ApiError):
+    """The API server refuses to list a resource to replicate (RBAC, or no such resource)."""
+
+
+class Replicator:
+    """Keeps `store` equal to the cluster's objects of the given resources."""
+
+    def __init__(self, client: KubeClient, store: ReplicaStore) -> None:
+        self.client = client
+        self.store = store
+        self._informers: dict[ResourceRef, Informer] = {}
+        self._seeded: set[ResourceRef] = set()
+        self._lock = threading.Lock()  # a seed and the handlers' changes never interleave
+        self._ready = threading.Event()
+        self._stopped = threading.Event()
+
+    @property
+    def resources(self) -> tuple[ResourceRef, ...]:
+        return tuple(sorted(self._informers))
+
+    def ensure(self, refs: Iterable[ResourceRef]) -> None:
+        """Start replicating each of `refs` not replicated yet; not ready until they are in."""
+        for ref in refs:
+            if ref in self._informers or self._stopped.is_set():
+                continue
+            self.store.declare(ref.resource)
+            informer = Informer(self.client, ref.api_version, ref.resource)
+            informer.add_handler(lambda event, new, old, ref=ref: self._on_event(ref, event, new, old))
+            with self._lock:
+                self._informers[ref] = informer
+                self._ready.clear()
+            informer.start()
+            threading.Thread(target=self._seed, args=(ref, informer), name=f"seed {ref}", daemon=True).start()
+
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self._ready.wait(timeout)
+
+    def pending(self) -> list[str]:
+        """Resources whose initial list is not in the store yet."""
+        return [str(r) for r in self._informers if r not in self._seeded]
+
+    def stop(self) -> None:
+        self._stopped.set()
+        for informer in self._informers.values():
+            informer.stop()
+
+    def _seed(self, ref: ResourceRef, informer: Informer) -> None:
+        while not informer.synced.wait(1.0):
+            if self._stopped.is_set():
+                return
+        with self._lock:
+            for obj in informer.list():
+                self._put(ref, obj)
+            self._seeded.add(ref)
+            if self._seeded >= self._informers.keys():
+                self._ready.set()
+        log.info("replicated", extra={"resource": str(ref), "objects": len(informer)})
+
+    def _on_event(self, ref: ResourceRef, event: str, new: Obj | None, old: Obj | None) -> None:
+        with self._lock:
+            if event == "DELETED" and old is not None:
+                meta = old.get("metadata") or {}
+                self.store.remove(
+                    ref.resource, meta.get("namespace") or "", meta.get("name", ""), namespaced=ref.namespaced
+                )
+            elif new is not None:
+                self._put(ref, new)
+
+    def _put(self, ref: ResourceRef, obj: Obj) -> None:
+        try:
+            self.store.put(ref.resource, obj, namespaced=ref.namespaced)
+        except InputRejected as exc:
+            # regorus cannot hold it (it would crash or change it): left out, loudly
+            log.error("replicated object refused; policies do not see it", extra={"error": str(exc)})
+            meta = obj.get("metadata") or {}
+            self.store.remove(
+                ref.resource, meta.get("namespace") or "", meta.get("name", ""), namespaced=ref.namespaced
+            )
+
+
+def check_access(client: KubeClient, refs: Iterable[ResourceRef]) -> None:
+    """List one object of each resource: fail at start-up, naming the resource, when that is refused."""
+    for ref in refs:
+        try:
+            client.get(resource_path(ref.api_version, ref.resource, None), limit=1)
+        except ApiError as exc:
+            raise ReplicationUnavailable(
+                exc.status, exc.reason, exc.body, f"cannot replicate {ref} (list {ref.resource} in all namespaces)"
+            ) from None

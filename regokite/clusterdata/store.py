@@ -1,0 +1,239 @@
+"""The replicated objects in kube-mgmt's layout, and the log engines follow.
+
+The document is updated in place, one object per change, never rebuilt.
+Engines keep their own copy (regorus values, or a sidecar OPA's store) and
+catch up on the changes since the generation they last applied, in one batch
+before their next evaluation; a follower too far behind the bounded log
+reloads the whole document.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from regokite import input_guard
+from regokite.errors import RegokiteError
+
+Obj = dict[str, Any]
+Path = tuple[str, ...]  # below the root: (resource, namespace, name) or (resource, name)
+
+
+class ReplicationError(RegokiteError):
+    """A resource to replicate that is not of the form [GROUP/]VERSION/RESOURCE."""
+
+
+@dataclass(frozen=True, order=True)
+class ResourceRef:
+    """A resource to replicate: `[GROUP/]VERSION/RESOURCE`, namespaced or cluster-scoped."""
+
+    group: str
+    version: str
+    resource: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def __str__(self) -> str:
+        return f"{self.api_version}/{self.resource}"
+
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def parse_resource(text: str, *, namespaced: bool) -> ResourceRef:
+    """`v1/configmaps`, `networking.k8s.io/v1/ingresses` (kube-mgmt's flag syntax)."""
+    parts = text.strip().split("/")
+    if len(parts) == 2:
+        parts.insert(0, "")
+    if len(parts) != 3 or not all(_NAME.match(p) for p in parts[1:]) or (parts[0] and not _NAME.match(parts[0])):
+        raise ReplicationError(f"{text!r} is not [GROUP/]VERSION/RESOURCE (e.g. v1/namespaces, apps/v1/deployments)")
+    return ResourceRef(parts[0], parts[1], parts[2], namespaced)
+
+
+def guess_resource(kind: str) -> str:
+    """The plural resource of a kind without asking discovery, as kubectl's
+    `UnsafeGuessKindToResource` does: for offline checks only."""
+    lower = kind.lower()
+    if not lower:
+        return lower
+    if lower.endswith(("s", "x", "z", "ch", "sh")):
+        return lower + "es"
+    if lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
+        return lower[:-1] + "ies"
+    return lower + "s"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One edit of the document: `value` None removes `path`; `created` says the path was absent."""
+
+    path: Path
+    value: Any
+    created: bool
+
+
+class ReplicaStore:
+    """Replicated objects under `root`, with a bounded log of changes by generation.
+
+    Thread-safe: informer threads write, evaluation threads read under `lock`.
+    `max_lag` is how long (seconds) a follower may keep answering on the
+    replica as it was, rather than pay for a whole reload on every change:
+    the bound on how late a change or removal may show, beside the watch's own delay.
+    """
+
+    def __init__(self, root: str = "kubernetes", *, log_size: int = 10_000, max_lag: float = 0.0) -> None:
+        self.root: Path = tuple(p for p in root.replace(".", "/").split("/") if p)
+        if not self.root:
+            raise ReplicationError("the replication path must not be empty")
+        self.max_lag = max_lag
+        self.lock = threading.Lock()
+        self.document: dict[str, Any] = {}
+        self.generation = 0
+        self._log: deque[tuple[int, Change]] = deque(maxlen=log_size)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def declare(self, resource: str) -> None:
+        """Make `data.<root>.<resource>` exist (empty) before the first object arrives."""
+        with self.lock:
+            if resource not in self.document:
+                self._record(Change((resource,), {}, True))
+                self.document[resource] = {}
+
+    def put(self, resource: str, obj: Obj, *, namespaced: bool) -> None:
+        """Add or replace `obj`; input_guard.InputRejected (and the store unchanged)
+        for a value no engine may hold, naming where it would have gone."""
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not name:
+            return
+        namespace = meta.get("namespace") or ""
+        where = ".".join(("data", *self.root, resource, *((namespace,) if namespaced else ()), name))
+        input_guard.check(obj, root=where)
+        with self.lock:
+            tree = self.document.get(resource)
+            if tree is None:
+                self._record(Change((resource,), {}, True))
+                tree = self.document[resource] = {}
+            if namespaced:
+                bucket = tree.get(namespace)
+                if bucket is None:
+                    # the namespace is new: one change adding it whole, so a
+                    # follower's store never needs a missing parent
+                    self._record(Change((resource, namespace), {name: obj}, True))
+                    tree[namespace] = {name: obj}
+                    self._count += 1
+                    return
+                path: Path = (resource, namespace, name)
+            else:
+                bucket, path = tree, (resource, name)
+            previous = bucket.get(name)
+            if previous is not None and _version(previous) == _version(obj) is not None:
+                return  # the same state again (an informer's relist, a seed): no change
+            created = previous is None
+            self._count += created
+            bucket[name] = obj
+            self._record(Change(path, obj, created))
+
+    def remove(self, resource: str, namespace: str, name: str, *, namespaced: bool) -> None:
+        with self.lock:
+            tree = self.document.get(resource) or {}
+            bucket = tree.get(namespace) if namespaced else tree
+            if not bucket or name not in bucket:
+                return
+            del bucket[name]
+            self._count -= 1
+            if namespaced and not bucket:
+                del tree[namespace]
+                self._record(Change((resource, namespace), None, False))
+            else:
+                self._record(Change((resource, namespace, name) if namespaced else (resource, name), None, False))
+
+    def _record(self, change: Change) -> None:
+        self.generation += 1
+        self._log.append((self.generation, change))
+
+    def changes_since(self, generation: int) -> list[Change] | None:
+        """The changes after `generation`, oldest first; None when the log no longer reaches back."""
+        with self.lock:
+            if generation == self.generation:
+                return []
+            if not self._log or self._log[0][0] > generation + 1:
+                return None
+            return [c for g, c in self._log if g > generation]
+
+    def rooted(self, value: Any, path: Path = ()) -> dict[str, Any]:
+        """`value` placed at `<root>/<path>` as a nested document."""
+        for key in reversed(self.root + path):
+            value = {key: value}
+        return value
+
+    def full(self, apply: Callable[[dict[str, Any]], None]) -> int:
+        """Call `apply` with the whole document (below the root), holding the lock; the generation it holds."""
+        with self.lock:
+            apply(self.document)
+            return self.generation
+
+
+def _version(obj: Obj) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+def creations(changes: Iterable[Change]) -> dict[str, Any]:
+    """Changes that only add paths, merged into one document to add (below the root)."""
+    merged: dict[str, Any] = {}
+    for change in changes:
+        node = merged
+        for key in change.path[:-1]:
+            node = node.setdefault(key, {})
+        last = change.path[-1]
+        if isinstance(change.value, dict) and isinstance(node.get(last), dict):
+            node[last].update(change.value)
+        else:
+            node[last] = dict(change.value) if len(change.path) < 3 and isinstance(change.value, dict) else change.value
+    return merged
+
+
+def json_patch(changes: Iterable[Change]) -> list[dict[str, Any]]:
+    """Changes as RFC 6902 operations relative to the root (OPA's `PATCH /v1/data/<root>`)."""
+    ops: list[dict[str, Any]] = []
+    for change in changes:
+        pointer = "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in change.path)
+        if change.value is None:
+            ops.append({"op": "remove", "path": pointer})
+        else:
+            ops.append({"op": "add", "path": pointer, "value": change.value})
+    return ops
+
+
+def store_of(objects: Iterable[Obj], root: str = "kubernetes") -> ReplicaStore:
+    """A store of the given objects, resources guessed from kinds, scope from `metadata.namespace`
+    (for offline checks: the other objects of the same input)."""
+    store = ReplicaStore(root)
+    for obj in objects:
+        kind = obj.get("kind")
+        if not isinstance(kind, str) or not isinstance(obj.get("metadata"), dict):
+            continue
+        store.put(guess_resource(kind), obj, namespaced=bool(obj["metadata"].get("namespace")))
+    return store
+
+
+def check_replica_root(bundle_data: dict[str, Any], store: ReplicaStore) -> None:
+    """Refuse a bundle whose own data sits where replicated objects go: one would hide the other."""
+    node: Any = bundle_data
+    for depth, key in enumerate(store.root, 1):
+        if not isinstance(node, dict) or key not in node:
+            return
+        node = node[key]
+        if not isinstance(node, dict) or depth == len(store.root):
+            where = "data." + ".".join(store.root[:depth])
+            raise ReplicationError(f"the policies' own data defines {where}, where replicated objects go")

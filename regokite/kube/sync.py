@@ -1,0 +1,191 @@
+"""One sync at run time, shared by CompositeControllers and DecoratorControllers.
+
+`SyncReconciler.reconcile` carries out `regokite.controllers.sync`: begin
+(finalizer), observe, call the hook, plan, write through the actuator. A
+runner says only what differs: how it reads its object and observes its
+children, the request and response shapes, and what it writes beside the
+children (a decorator's labels).
+
+One conflict policy: a 409 means the object changed since it was read (or a
+write raced another); the sync is retried with backoff and no Event is
+recorded. Any other API error and every hook error become a Warning Event on
+the object, and are retried too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from regokite.controllers import sync
+from regokite.controllers.hooks import (
+    HookError,
+    HookResponse,
+    ResolvedHook,
+    group_children,
+    run_hook,
+    sync_request,
+    translate_response,
+)
+from regokite.engine import Engine
+from regokite.kube.actuator import Actuator
+from regokite.kube.client import ApiError
+from regokite.kube.discovery import Discovery
+from regokite.kube.manager import Manager, NotLeader
+from regokite.kube.related import RelatedResources
+from regokite.kube.rolling import RollingUpdates
+from regokite.ops import controller_metrics as metrics
+from regokite.resources import ChildType, where
+
+log = logging.getLogger("regokite.controller")
+Observed = dict[str, list[dict[str, Any]]]
+
+
+class SyncReconciler:
+    """The steps every sync takes; subclasses set the attributes below and override the hooks."""
+
+    name: str  # the work queue's reconciler name
+    definition: Any  # CompositeController or DecoratorController
+    type: ChildType  # the parent's (target's) type
+    child_types: Sequence[ChildType]
+    actuator: Actuator
+    engine: Engine
+    sync_hook: ResolvedHook
+    finalize_hook: ResolvedHook | None
+    manager: Manager
+    related: RelatedResources | None = None
+    rolling: RollingUpdates | None = None
+    request_names = ("parent", "children")
+    observed_generation = True  # a composite's status says which generation it describes
+    translate = staticmethod(translate_response)
+
+    def __init__(
+        self,
+        definition: Any,
+        name: str,
+        t: ChildType,
+        child_types: Sequence[ChildType],
+        sync_hook: ResolvedHook,
+        finalize_hook: ResolvedHook | None,
+        manager: Manager,
+    ) -> None:
+        """Refuses a namespaced object with cluster-scoped children: its owner references could not hold."""
+        self.definition, self.name, self.type, self.child_types = definition, name, t, child_types
+        self.sync_hook, self.finalize_hook, self.manager = sync_hook, finalize_hook, manager
+        bad = [c.kind for c in child_types if t.namespaced and not c.namespaced]
+        if bad:
+            raise HookError(
+                definition.name,
+                None,
+                f"a namespaced {t.kind} cannot have cluster-scoped children ({bad[0]})",
+                "InvalidSpec",
+            )
+
+    def _related(
+        self, manager: Manager, engine: Engine, hook: ResolvedHook | None, discovery: Discovery
+    ) -> RelatedResources | None:
+        """The related resources of a customize hook, whose changes re-queue this reconciler's objects."""
+        if hook is None:
+            return None
+        return RelatedResources(
+            manager=manager,
+            engine=engine,
+            hook=hook,
+            discovery=discovery,
+            controller=self.definition.raw,
+            parent_namespaced=self.type.namespaced,
+            enqueue=lambda ns, name: manager.enqueue(self.name, ns, name),
+        )
+
+    # -- what differs between kinds
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def selects(self, obj: Mapping[str, Any]) -> bool:
+        return True
+
+    def observe(self, obj: dict[str, Any]) -> Observed:
+        raise NotImplementedError
+
+    def write_beside(self, obj: dict[str, Any], response: HookResponse) -> dict[str, Any]:
+        """Writes of the object itself other than status (a decorator's labels); returns the object after them."""
+        return obj
+
+    # -- one sync
+
+    def reconcile(self, namespace: str, name: str) -> float | None:
+        obj = self.get(namespace, name)
+        if obj is None:
+            if self.related is not None:
+                self.related.forget(namespace, name)
+            return None  # deleted: the garbage collector removes the children
+        d = self.definition
+        start = sync.begin(obj, d.finalizer, finalize_hook=self.finalize_hook is not None, selected=self.selects(obj))
+        try:
+            if start.finalizers is not None:
+                obj = self.actuator.set_finalizers(self.type, obj, start.finalizers, controller=d.name)
+            if start.hook is None:
+                return None
+            hook = self.finalize_hook if start.finalizing else self.sync_hook
+            assert hook is not None
+            observed = self.observe(obj)
+            request = sync_request(
+                d.raw,
+                obj,
+                group_children(self.child_types, observed, self.type.namespaced),
+                related=self.related.gather(obj) if self.related is not None else None,
+                finalizing=start.finalizing,
+                names=self.request_names,
+            )
+            response = self._run(hook, request, obj)
+            metrics.evaluation_latency.labels(d.name, hook.package).observe(response.evaluation_seconds)
+
+            desired = None
+            if self.rolling is not None and not start.finalizing:  # children at older revisions stay as they were
+
+                def children_at(then: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+                    return self._run(hook, {**request, self.request_names[0]: then}, then).children
+
+                desired = self.rolling.desired(obj, observed, response.children, children_at)
+            plan = sync.plan(
+                d,
+                obj,
+                self.child_types,
+                observed,
+                response,
+                finalizing=start.finalizing,
+                desired=desired,
+                observed_generation=self.observed_generation,
+            )
+            for action in plan.actions:
+                self.actuator.execute(action, controller=d.name)
+            obj = self.write_beside(obj, response)
+            if plan.status is not None:
+                obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name)
+            self.actuator.finish(
+                self.type, obj, plan.events, finalizer=d.finalizer, release=plan.release, controller=d.name
+            )
+        except HookError as exc:
+            self.actuator.event(obj, "Warning", exc.reason, str(exc))
+            raise
+        except ApiError as exc:
+            # a conflict is optimistic concurrency at work, a standby may not write: retried, not reported
+            if exc.status != 409 and not isinstance(exc, NotLeader):
+                self.actuator.event(obj, "Warning", "SyncError", str(exc))
+            raise
+        if plan.actions:
+            log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
+        return plan.resync_after_seconds
+
+    def _run(self, hook: ResolvedHook, request: dict[str, Any], obj: Mapping[str, Any]) -> HookResponse:
+        return run_hook(
+            self.engine,
+            hook,
+            request,
+            types=self.child_types,
+            parent=obj,
+            parent_namespaced=self.type.namespaced,
+            translate=self.translate,
+        )

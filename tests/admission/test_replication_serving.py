@@ -1,0 +1,96 @@
+"""The admission server with policies that read cluster data: nothing decides before it is in."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from regokite.admission.app import ServingState, create_app
+from regokite.admission.policies import load_policy_set
+from regokite.clusterdata.store import ReplicaStore, parse_resource
+from tests.admission.reviews import deployment, review
+from tests.admission.server import admission_server
+
+READS_CONFIGMAPS = """package admission.reads
+
+match := {"rules": [{"apiGroups": ["apps"], "resources": ["deployments"]}]}
+
+replicate := {"namespaced": ["v1/configmaps"]}
+
+deny contains "no settings ConfigMap" if not data.kubernetes.configmaps[input.request.namespace].settings
+"""
+
+PLAIN = """package admission.plain
+
+deny contains "replicas over 3" if input.request.object.spec.replicas > 3
+"""
+
+
+class Loading:
+    """A replicator as the app sees it, whose initial list is not in yet."""
+
+    def __init__(self) -> None:
+        self.store = ReplicaStore()
+        self.loaded = False
+        self.resources = (parse_resource("v1/configmaps", namespaced=True),)
+
+    def ready(self) -> bool:
+        return self.loaded
+
+    def pending(self) -> list[str]:
+        return [] if self.loaded else ["v1/configmaps"]
+
+
+@pytest.fixture
+def policies(tmp_path: Path) -> Path:
+    (tmp_path / "reads.rego").write_text(READS_CONFIGMAPS)
+    (tmp_path / "plain.rego").write_text(PLAIN)
+    return tmp_path
+
+
+def test_no_review_is_decided_until_the_initial_list_is_loaded(policies: Path) -> None:
+    policy_set = load_policy_set([str(policies)])
+    assert [str(r) for r in policy_set.replicate] == ["v1/configmaps"]
+    replica = Loading()
+    policy_set.engine.follow(replica.store)
+    app = create_app(ServingState(policy_set, replica=replica))  # type: ignore[arg-type]
+    body = json.dumps(review(deployment()))
+    with TestClient(app) as client:
+        waiting = client.post("/validate", content=body)
+        assert waiting.status_code == 503  # an error, so the webhook's failurePolicy applies
+        assert "cluster data not loaded yet (v1/configmaps)" in waiting.json()["error"]
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["replication"] == {
+            "ready": False,
+            "resources": ["v1/configmaps"],
+            "pending": ["v1/configmaps"],
+            "objects": 0,
+        }
+        replica.store.put("configmaps", {"metadata": {"name": "settings", "namespace": "default"}}, namespaced=True)
+        replica.loaded = True
+        answer = client.post("/validate", content=body).json()["response"]
+        assert answer["allowed"] is True
+        assert client.get("/readyz").status_code == 200
+
+
+def test_without_credentials_policies_that_read_cluster_data_refuse_and_the_others_decide(
+    policies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing.kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert "KUBECONFIG" in os.environ
+    with admission_server(policies, tmp_path) as server, server.client() as client:
+        answer = client.post("/validate", content=json.dumps(review(deployment(replicas=5)))).json()["response"]
+        assert answer["allowed"] is False
+        message = answer["status"]["message"]
+        assert "[admission.plain] replicas over 3" in message
+        assert (
+            "[admission.reads] policy error: reads cluster data (v1/configmaps) but regokite cannot replicate"
+            in message
+        )
+    assert "policy refuses every request it matches" in server.logs()

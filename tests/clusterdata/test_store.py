@@ -1,0 +1,188 @@
+"""The replica store's layout and change log, and engines following it (both engines)."""
+
+from __future__ import annotations
+
+import pytest
+
+from regokite.bundle import Bundle, Module
+from regokite.clusterdata.store import (
+    ReplicaStore,
+    ReplicationError,
+    check_replica_root,
+    guess_resource,
+    parse_resource,
+    store_of,
+)
+
+POLICY = """\
+package p
+
+import rego.v1
+
+hosts contains host if {
+	some ns, name
+	some rule in data.kubernetes.ingresses[ns][name].spec.rules
+	host := rule.host
+}
+
+namespaces := object.keys(data.kubernetes.namespaces)
+"""
+
+
+def ingress(ns: str, name: str, host: str) -> dict:
+    return {"kind": "Ingress", "metadata": {"namespace": ns, "name": name}, "spec": {"rules": [{"host": host}]}}
+
+
+def test_layout_is_kube_mgmts() -> None:
+    store = ReplicaStore()
+    store.put("ingresses", ingress("a", "web", "x.io"), namespaced=True)
+    store.put("namespaces", {"metadata": {"name": "a"}}, namespaced=False)
+    assert store.document == {
+        "ingresses": {"a": {"web": ingress("a", "web", "x.io")}},
+        "namespaces": {"a": {"metadata": {"name": "a"}}},
+    }
+    assert len(store) == 2
+    store.remove("ingresses", "a", "web", namespaced=True)
+    assert store.document["ingresses"] == {}  # an emptied namespace goes
+    assert len(store) == 1
+
+
+def test_changes_since_and_a_log_that_no_longer_reaches_back() -> None:
+    store = ReplicaStore(log_size=3)
+    store.put("ingresses", ingress("a", "one", "x"), namespaced=True)  # resource, namespace
+    generation = store.generation
+    store.put("ingresses", ingress("a", "two", "y"), namespaced=True)
+    changes = store.changes_since(generation)
+    assert changes is not None and [(c.path, c.created) for c in changes] == [(("ingresses", "a", "two"), True)]
+    assert store.changes_since(store.generation) == []
+    store.put("ingresses", ingress("a", "two", "z"), namespaced=True)
+    store.remove("ingresses", "a", "one", namespaced=True)
+    assert store.changes_since(0) is None
+
+
+def test_resource_syntax_and_kind_guesses() -> None:
+    ref = parse_resource("networking.k8s.io/v1/ingresses", namespaced=True)
+    assert (ref.group, ref.version, ref.resource, ref.api_version) == (
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "networking.k8s.io/v1",
+    )
+    assert parse_resource("v1/namespaces", namespaced=False).api_version == "v1"
+    with pytest.raises(ReplicationError, match="VERSION/RESOURCE"):
+        parse_resource("ingresses", namespaced=True)
+    assert [guess_resource(k) for k in ("Ingress", "Policy", "ConfigMap", "Gateway", "Endpoints")] == [
+        "ingresses", "policies", "configmaps", "gateways", "endpointses",
+    ]  # fmt: skip
+
+
+def test_bundle_data_where_replicas_go_is_refused() -> None:
+    with pytest.raises(ReplicationError, match=r"data\.kubernetes"):
+        check_replica_root({"kubernetes": {"x": 1}}, ReplicaStore())
+    check_replica_root({"other": 1}, ReplicaStore())
+    with pytest.raises(ReplicationError, match=r"data\.a"):
+        check_replica_root({"a": 1}, ReplicaStore("a/b"))
+
+
+def test_store_of_objects_guesses_resources() -> None:
+    store = store_of([ingress("a", "web", "x"), {"kind": "Namespace", "metadata": {"name": "a"}}])
+    assert set(store.document) == {"ingresses", "namespaces"}
+    assert "web" in store.document["ingresses"]["a"]
+
+
+def test_engines_follow_adds_changes_and_removals(make_engine) -> None:
+    store = ReplicaStore()
+    store.declare("ingresses")
+    store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
+    engine = make_engine(Bundle((Module("p.rego", POLICY),), {"other": {"x": 1}}))
+    engine.follow(store)
+    assert engine.evaluate("data.p.hosts") == ["one.io"]
+    store.put("ingresses", ingress("a", "two", "two.io"), namespaced=True)  # an addition: merged
+    store.put("ingresses", ingress("b", "three", "three.io"), namespaced=True)
+    store.put("namespaces", {"metadata": {"name": "a"}}, namespaced=False)
+    assert engine.evaluate("data.p.hosts") == ["one.io", "three.io", "two.io"]
+    assert engine.evaluate("data.p.namespaces") == ["a"]
+    store.put("ingresses", ingress("a", "two", "changed.io"), namespaced=True)  # a change
+    store.remove("ingresses", "b", "three", namespaced=True)  # a removal
+    assert engine.evaluate("data.p.hosts") == ["changed.io", "one.io"]
+    assert engine.evaluate("data.other.x") == 1  # the bundle's own data survives a reload
+    store.remove("ingresses", "a", "one", namespaced=True)
+    store.remove("ingresses", "a", "two", namespaced=True)
+    assert engine.evaluate("data.p.hosts") == []
+    assert engine.evaluate("data.kubernetes.ingresses") == {}
+
+
+def test_a_follower_may_lag_on_changes_up_to_max_lag_but_never_on_new_objects(make_engine) -> None:
+    store = ReplicaStore(max_lag=3600)
+    store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
+    engine = make_engine(Bundle((Module("p.rego", POLICY),), {}))
+    engine.follow(store)
+    assert engine.evaluate("data.p.hosts") == ["one.io"]  # the first load is never held back
+    store.put("ingresses", ingress("a", "two", "two.io"), namespaced=True)
+    assert engine.evaluate("data.p.hosts") == ["one.io", "two.io"]
+    store.remove("ingresses", "a", "one", namespaced=True)
+    expected = ["two.io"] if engine.name == "opa" else ["one.io", "two.io"]  # a sidecar is patched in place
+    assert engine.evaluate("data.p.hosts") == expected
+
+
+def test_a_sidecar_another_writer_changed_gets_the_whole_replica(opa_standin) -> None:
+    """Two admission workers patch one sidecar: a removal the other already made is not an error."""
+    from regokite.engine import open_engine
+
+    opa_standin.clear()
+    store = ReplicaStore()
+    store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
+    store.put("ingresses", ingress("a", "two", "two.io"), namespaced=True)
+    engine = open_engine(Bundle((Module("p.rego", POLICY),), {}), "opa", opa_url=opa_standin.url)
+    try:
+        engine.follow(store)
+        opa_standin.delete_data(["kubernetes", "ingresses", "a", "one"])  # the other worker was faster
+        store.remove("ingresses", "a", "one", namespaced=True)
+        store.put("ingresses", ingress("b", "three", "three.io"), namespaced=True)
+        assert engine.evaluate("data.p.hosts") == ["three.io", "two.io"]
+    finally:
+        engine.close()
+
+
+def test_a_value_no_engine_may_hold_is_refused_naming_where_it_would_go() -> None:
+    from regokite.input_guard import InputRejected
+
+    store = ReplicaStore()
+    with pytest.raises(InputRejected, match=r"data\.kubernetes\.configmaps\.a\.big\.data\.n"):
+        store.put(
+            "configmaps", {"metadata": {"name": "big", "namespace": "a"}, "data": {"n": 2**64 + 5}}, namespaced=True
+        )
+    assert store.document == {} and store.generation == 0
+
+
+def test_hooks_wait_for_their_cluster_data_then_read_it() -> None:
+    from fastapi.testclient import TestClient
+
+    from regokite import outline
+    from regokite.controllers.hookserver import create_app
+    from regokite.engine import open_engine
+
+    class Loading:
+        def __init__(self) -> None:
+            self.store, self.loaded = ReplicaStore(), False
+
+        def ready(self) -> bool:
+            return self.loaded
+
+        def pending(self) -> list[str]:
+            return [] if self.loaded else ["networking.k8s.io/v1/ingresses"]
+
+    bundle = Bundle((Module("p.rego", POLICY),), {})
+    engine = open_engine(bundle)
+    replica = Loading()
+    engine.follow(replica.store)
+    app = create_app(engine, outline.packages(outline.outline(bundle.modules)), replica)  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        waiting = client.post("/v1/data/p/hosts", json={"input": {}})
+        assert waiting.status_code == 503 and "networking.k8s.io/v1/ingresses" in waiting.json()["message"]
+        assert client.get("/readyz").status_code == 503
+        replica.store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
+        replica.loaded = True
+        assert client.post("/v1/data/p/hosts", json={"input": {}}).json() == {"result": ["one.io"]}
+        assert client.get("/readyz").status_code == 200
+    engine.close()

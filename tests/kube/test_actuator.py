@@ -1,0 +1,96 @@
+"""The actuator, the only writer: preconditions, 404/409 handling, and every write counted once."""
+
+from __future__ import annotations
+
+import pytest
+
+from regokite.controllers.composite import Action
+from regokite.controllers.hooks import HookEvent
+from regokite.kube.actuator import Actuator
+from regokite.kube.client import ApiError
+from regokite.ops import controller_metrics as metrics
+from regokite.resources import ChildType
+from tests.kube.fake import FakeKube
+
+CM = ChildType("v1", "configmaps", "ConfigMap", True)
+THING = ChildType("example.com/v1", "things", "Thing", True, status_subresource=True)
+CMS = "/api/v1/namespaces/ns/configmaps"
+
+
+def writes(controller: str, verb: str, kind: str = "ConfigMap") -> float:
+    return metrics.applies.labels(controller, kind, verb)._value.get()
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    return FakeKube()
+
+
+def test_apply_and_child_actions_are_counted_once(kube: FakeKube) -> None:
+    act = Actuator(kube, "mgr")  # type: ignore[arg-type]
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "v"}}
+    before = writes("t-apply", "create")
+    act.execute(Action("create", CM, "ns", "a", body), controller="t-apply")
+    assert kube.stored(f"{CMS}/a")["data"] == {"k": "v"}
+    assert writes("t-apply", "create") == before + 1
+
+
+def test_delete_is_false_when_gone_or_replaced_and_only_real_deletes_count(kube: FakeKube) -> None:
+    act = Actuator(kube)  # type: ignore[arg-type]
+    uid = kube.put(CMS, {"metadata": {"name": "a"}})["metadata"]["uid"]
+    before = writes("t-del", "delete")
+    assert act.delete(CM, "ns", "a", "another-uid", controller="t-del") is False  # replaced: 409 on the precondition
+    assert act.delete(CM, "ns", "a", uid, controller="t-del") is True
+    assert act.delete(CM, "ns", "a", uid, controller="t-del") is False  # 404
+    assert writes("t-del", "delete") == before + 1
+    kube.fail("DELETE", f"{CMS}/b", 500)
+    with pytest.raises(ApiError):
+        act.delete(CM, "ns", "b", None, controller="t-del")
+
+
+def test_a_patch_is_made_as_of_the_version_read(kube: FakeKube) -> None:
+    act = Actuator(kube)  # type: ignore[arg-type]
+    seen = kube.put(CMS, {"metadata": {"name": "a"}, "data": {"n": "1"}})
+    kube.put(CMS, {"metadata": {"name": "a"}, "data": {"n": "2"}})  # changed since it was read
+    with pytest.raises(ApiError) as merge:
+        act.patch(CM, seen, {"data": {"n": "3"}}, controller="t")
+    with pytest.raises(ApiError) as json_patch:
+        act.patch(CM, seen, [{"op": "replace", "path": "/data/n", "value": "3"}], controller="t")
+    assert (merge.value.status, json_patch.value.status) == (409, 422)
+    fresh = act.read(CM, "ns", "a")
+    assert act.patch(CM, fresh, {"data": {"n": "3"}}, controller="t")["data"] == {"n": "3"}
+    assert act.read(CM, "ns", "gone") is None
+
+
+def test_status_goes_through_the_subresource_and_finalizers_and_owners_are_guarded(kube: FakeKube) -> None:
+    act = Actuator(kube)  # type: ignore[arg-type]
+    parent = kube.put("/apis/example.com/v1/namespaces/ns/things", {"metadata": {"name": "p"}})
+    parent = act.set_status(THING, parent, {"ready": True}, controller="t")
+    assert ("PATCH", "/apis/example.com/v1/namespaces/ns/things/p/status") in kube.calls
+    before = writes("t-fin", "add-finalizer", "Thing")
+    parent = act.set_finalizers(THING, parent, ["regokite.dev/x"], controller="t-fin")
+    assert writes("t-fin", "add-finalizer", "Thing") == before + 1
+    done = [HookEvent("Normal", "Done", "ok")]
+    act.finish(THING, parent, done, finalizer="regokite.dev/x", release=True, controller="t")
+    stored = kube.stored("/apis/example.com/v1/namespaces/ns/things/p")
+    assert "finalizers" not in stored["metadata"] and stored["status"] == {"ready": True}
+    assert [e["reason"] for e in kube.events] == ["Done"]
+    child = kube.put(CMS, {"metadata": {"name": "c"}})
+    kube.put(CMS, {"metadata": {"name": "c", "uid": child["metadata"]["uid"]}})
+    with pytest.raises(ApiError, match="409"):  # adopting an object that changed since it was read
+        act.set_owner_references(CM, child, [{"uid": "p"}], controller="t", verb="adopt")
+
+
+def test_events_repeat_at_most_once_a_minute_and_never_fail_a_sync(kube: FakeKube) -> None:
+    act = Actuator(kube)  # type: ignore[arg-type]
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
+    act.event(obj, "Warning", "Bad", "same")
+    act.event(obj, "Warning", "Bad", "same")
+    act.event(obj, "Warning", "Bad", "other")
+    assert [e["message"] for e in kube.events] == ["same", "other"]
+
+    def refuse(method: str, path: str) -> None:
+        raise ApiError(0, "NotLeader", {}, f"{method} {path}")
+
+    kube.write_guard = refuse
+    act.event(obj, "Warning", "Bad", "third")  # logged, not raised

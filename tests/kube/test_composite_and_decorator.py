@@ -1,0 +1,174 @@
+"""The composite and decorator runners over the in-memory API server: one sync each, the finalizer,
+the conflict policy. Caches are filled by one relist; nothing runs in the background."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from regokite.controllers.decorator import DECORATOR_ANNOTATION, DecoratorController, TargetResource
+from regokite.controllers.definitions import CompositeController, ParentResource
+from regokite.controllers.hooks import HookError, ResolvedHook
+from regokite.controllers.schema import ChildResource, Hooks, HookTarget
+from regokite.engine import UNDEFINED
+from regokite.kube.actuator import Actuator
+from regokite.kube.client import ApiError
+from regokite.kube.composite import CompositeRunner
+from regokite.kube.decorator import DecoratorRunner
+from regokite.kube.discovery import Discovery
+from regokite.kube.manager import Manager
+from tests.kube.fake import FakeKube, ScriptedEngine
+
+THINGS = "/apis/example.com/v1/namespaces/ns/things"
+CMS = "/api/v1/namespaces/ns/configmaps"
+PODS = "/api/v1/namespaces/ns/pods"
+
+
+def cluster() -> FakeKube:
+    kube = FakeKube()
+    kube.serve("example.com/v1", "things", "Thing", status=True)
+    kube.serve("v1", "configmaps", "ConfigMap").serve("v1", "pods", "Pod")
+    return kube
+
+
+def relist(manager: Manager) -> None:
+    for inf in manager.informers.informers:
+        inf._relist()
+
+
+def thing_policy(ref: str, input: Any) -> Any:
+    parent = input["parent"]
+    if ref == "data.things.children":
+        if input["finalizing"]:
+            return []
+        name = parent["metadata"]["name"]
+        return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": parent["spec"]}]
+    if ref == "data.things.status":
+        return {"configMaps": len(input["children"]["ConfigMap.v1"])}
+    if ref == "data.things.finalized":
+        return input["finalizing"]
+    return UNDEFINED
+
+
+def composite_runner(kube: FakeKube, engine: ScriptedEngine, finalize: bool = False) -> CompositeRunner:
+    hooks = Hooks(sync=HookTarget("things"), finalize=HookTarget("things") if finalize else None)
+    definition = CompositeController(
+        name="things",
+        parent=ParentResource("example.com/v1", "things"),
+        children=(ChildResource("v1", "configmaps", update_method="InPlace"),),
+        hooks=hooks,
+        generate_selector=True,
+    )
+    hook = ResolvedHook(HookTarget("things"), rules=("children", "status", "finalized"))
+    manager = Manager(kube)  # type: ignore[arg-type]
+    return CompositeRunner(
+        definition,
+        manager=manager,
+        engine=engine,  # type: ignore[arg-type]
+        actuator=Actuator(kube),  # type: ignore[arg-type]
+        sync_hook=hook,
+        finalize_hook=hook if finalize else None,
+        discovery=Discovery(kube),  # type: ignore[arg-type]
+    )
+
+
+def test_one_sync_creates_children_sets_status_and_a_second_sync_writes_nothing() -> None:
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    relist(runner.manager)
+    assert runner.reconcile("ns", "p") is None
+    child = kube.stored(f"{CMS}/p")
+    assert child["data"] == {"v": "1"} and child["metadata"]["ownerReferences"][0]["name"] == "p"
+    assert kube.stored(f"{THINGS}/p")["status"] == {"configMaps": 0}
+    relist(runner.manager)
+    writes = len(kube.writes())
+    runner.reconcile("ns", "p")
+    assert kube.stored(f"{THINGS}/p")["status"] == {"configMaps": 1}
+    relist(runner.manager)
+    writes = len(kube.writes())
+    runner.reconcile("ns", "p")
+    assert len(kube.writes()) == writes  # in sync: no write at all
+
+
+def test_a_finalize_hook_keeps_the_finalizer_until_it_answers_finalized() -> None:
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy), finalize=True)
+    relist(runner.manager)
+    runner.reconcile("ns", "p")
+    parent = kube.stored(f"{THINGS}/p")
+    assert parent["metadata"]["finalizers"] == ["regokite.dev/things"]
+    parent["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    kube.put(THINGS, parent)
+    relist(runner.manager)
+    runner.reconcile("ns", "p")
+    assert "finalizers" not in kube.stored(f"{THINGS}/p")["metadata"]
+    assert kube.stored(f"{CMS}/p") is None  # the finalize hook wanted no children
+
+
+def test_conflicts_are_retried_quietly_other_errors_and_bad_hooks_are_reported() -> None:
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    relist(runner.manager)
+    kube.fail("PATCH", f"{CMS}/p", 409)
+    with pytest.raises(ApiError):
+        runner.reconcile("ns", "p")
+    assert kube.events == []
+    kube.fail("PATCH", f"{CMS}/p", 500)
+    with pytest.raises(ApiError):
+        runner.reconcile("ns", "p")
+    assert [e["reason"] for e in kube.events] == ["SyncError"]
+    runner.engine = ScriptedEngine(lambda ref, _: "nonsense" if ref.endswith("status") else UNDEFINED)  # type: ignore[assignment]
+    with pytest.raises(HookError):
+        runner.reconcile("ns", "p")
+    assert kube.events[-1]["reason"] == "InvalidHookOutput"
+
+
+def decorator_runner(kube: FakeKube, engine: ScriptedEngine) -> DecoratorRunner:
+    definition = DecoratorController(
+        name="tagger",
+        resources=(TargetResource("v1", "pods", label_selector={"matchLabels": {"tag": "yes"}}),),
+        attachments=(ChildResource("v1", "configmaps", update_method="InPlace"),),
+        hooks=Hooks(sync=HookTarget("tagger")),
+    )
+    hook = ResolvedHook(HookTarget("tagger"), rules=("labels", "attachments", "status"))
+    return DecoratorRunner(
+        definition,
+        manager=Manager(kube),  # type: ignore[arg-type]
+        engine=engine,  # type: ignore[arg-type]
+        actuator=Actuator(kube),  # type: ignore[arg-type]
+        sync_hook=hook,
+        finalize_hook=None,
+        customize_hook=None,
+        discovery=Discovery(kube),  # type: ignore[arg-type]
+    )
+
+
+def tagger(ref: str, input: Any) -> Any:
+    name = input["object"]["metadata"]["name"]
+    return {
+        "data.tagger.labels": {"decorated": "yes"},
+        "data.tagger.attachments": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-cfg"}}],
+    }.get(ref, UNDEFINED)
+
+
+def test_a_decorator_labels_selected_objects_and_owns_marked_attachments() -> None:
+    kube = cluster()
+    kube.put(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"tag": "yes"}}})
+    kube.put(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b"}})
+    runner = decorator_runner(kube, ScriptedEngine(tagger))
+    [target] = runner.targets
+    relist(target.manager)
+    target.reconcile("ns", "a")
+    target.reconcile("ns", "b")  # not selected: nothing
+    assert kube.stored(f"{PODS}/a")["metadata"]["labels"] == {"tag": "yes", "decorated": "yes"}
+    assert "decorated" not in (kube.stored(f"{PODS}/b")["metadata"].get("labels") or {})
+    cfg = kube.stored(f"{CMS}/a-cfg")
+    assert cfg["metadata"]["annotations"][DECORATOR_ANNOTATION] == "tagger"
+    relist(target.manager)
+    writes = len(kube.writes())
+    target.reconcile("ns", "a")
+    assert len(kube.writes()) == writes

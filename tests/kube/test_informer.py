@@ -1,0 +1,86 @@
+"""Informers: the relist turns the difference into events, the watch resumes and relists on 410, indices."""
+
+from __future__ import annotations
+
+import pytest
+
+from regokite.kube.client import ApiError
+from regokite.kube.informer import Gone, Informer, InformerFactory
+from tests.kube.fake import FakeKube
+
+CMS = "/api/v1/namespaces/ns/configmaps"
+
+
+def cm(name: str, owner: str | None = None, **data: str) -> dict:
+    meta: dict = {"name": name}
+    if owner:
+        meta["ownerReferences"] = [{"uid": owner, "controller": True}]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def informer(kube: FakeKube) -> tuple[Informer, list[tuple[str, str | None, str | None]]]:
+    inf = Informer(kube, "v1", "configmaps")  # type: ignore[arg-type]
+    seen: list[tuple[str, str | None, str | None]] = []
+    inf.add_handler(lambda e, new, old: seen.append((e, new and new["data"].get("v"), old and old["data"].get("v"))))
+    return inf, seen
+
+
+def test_a_relist_notifies_exactly_what_changed_while_away() -> None:
+    kube = FakeKube()
+    kube.page_size = 2  # the list comes in pages
+    for name in ("keep", "change", "drop"):
+        kube.put(CMS, cm(name, v="1"))
+    inf, seen = informer(kube)
+    inf._relist()
+    assert sorted(seen) == [("ADDED", "1", None)] * 3 and inf.synced.is_set()
+    seen.clear()
+    kube.put(CMS, cm("change", v="2"))
+    kube.put(CMS, cm("new", v="3"))
+    kube.delete(f"{CMS}/drop")
+    kube.fail("GET", "/api/v1/configmaps", 410, after=1)  # a continuation that expired mid-list starts the list again
+    inf._relist()
+    assert sorted(seen) == [("ADDED", "3", None), ("DELETED", None, "1"), ("MODIFIED", "2", "1")]
+    assert sorted(o["metadata"]["name"] for o in inf.list("ns")) == ["change", "keep", "new"]
+
+
+def test_the_watch_delivers_in_order_follows_bookmarks_and_relists_after_410() -> None:
+    kube = FakeKube()
+    inf, seen = informer(kube)
+    inf._relist()
+    a1 = {**cm("a", v="1"), "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "10"}}
+    a2 = {**cm("a", v="2"), "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "11"}}
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}
+    kube.script_watch(("ADDED", a1), ("MODIFIED", a2), bookmark, ("DELETED", a2))
+    inf._watch()
+    assert seen == [("ADDED", "1", None), ("MODIFIED", "2", "1"), ("DELETED", None, "2")]
+    assert inf.resource_version == "11" and inf.get("ns", "a") is None
+    kube.script_watch({"type": "ERROR", "object": {"code": 410}})
+    with pytest.raises(Gone):
+        inf._watch()
+    kube.script_watch(ApiError(410, "Gone", {}, "WATCH"))
+    with pytest.raises(Gone):
+        inf._watch()
+
+
+def test_objects_are_indexed_by_controller_and_as_orphans_and_trimmed() -> None:
+    kube = FakeKube()
+    kube.put(CMS, cm("owned", owner="p1"))
+    kube.put(CMS, {**cm("free"), "metadata": {"name": "free", "managedFields": [{"manager": "x"}]}})
+    inf, _ = informer(kube)
+    inf._relist()
+    assert [o["metadata"]["name"] for o in inf.owned_by("p1")] == ["owned"]
+    assert [o["metadata"]["name"] for o in inf.orphans("ns")] == ["free"]
+    assert "managedFields" not in inf.get("ns", "free")["metadata"]
+    released = {**cm("owned"), "metadata": {"name": "owned", "namespace": "ns", "resourceVersion": "99"}}
+    kube.script_watch(("MODIFIED", released))
+    inf._watch()
+    assert inf.owned_by("p1") == [] and len(inf.orphans("ns")) == 2
+
+
+def test_the_factory_shares_one_informer_per_resource_namespace_and_selector() -> None:
+    factory = InformerFactory(FakeKube(), namespace="team")  # type: ignore[arg-type]
+    a = factory.informer("v1", "configmaps")
+    assert factory.informer("v1", "configmaps") is a
+    assert factory.informer("v1", "configmaps", label_selector="x=1") is not a
+    assert a.namespace == "team" and factory.informer("v1", "nodes", namespaced=False).namespace is None
+    assert not factory.synced()
