@@ -24,6 +24,7 @@ from regokite.gatekeeper.resources import (
     gatekeeper_files,
     is_constraint,
     is_template,
+    may_hold_resources,
     parse_constraint,
     parse_template,
     read_documents,
@@ -55,7 +56,7 @@ def read_resources(roots: Iterable[str | Path]) -> tuple[list[Template], list[Co
     constraints: list[Constraint] = []
     problems: list[str] = []
     for path in gatekeeper_files(roots):
-        if b"gatekeeper.sh" not in path.read_bytes():
+        if not may_hold_resources(path):
             continue  # other YAML (controller definitions, manifests) is not read here
         try:
             documents = read_documents(path, str(path))

@@ -199,6 +199,12 @@ def _node_at(node: yaml.Node | None, *path: str | int) -> yaml.Node | None:
     return node
 
 
+def may_hold_resources(path: Path) -> bool:
+    """Whether a YAML file names Gatekeeper's API groups (cheap: no parsing)."""
+    data = path.read_bytes()
+    return TEMPLATE_GROUP.encode() in data or CONSTRAINT_GROUP.encode() in data
+
+
 def gatekeeper_files(roots: Iterable[str | Path]) -> list[Path]:
     """YAML files below `roots` (hidden ones and data files aside) that may hold templates or constraints."""
     found: list[Path] = []

@@ -10,6 +10,7 @@ from regokite.admission.policies import load_policy_set
 from regokite.errors import PolicyLoadError
 from regokite.gatekeeper.compile import compile_template, template_package
 from regokite.gatekeeper.constraints import read_resources
+from regokite.manifests.workloads import bundle_files
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -73,3 +74,8 @@ def test_a_template_whose_name_is_not_its_kind_is_refused(tmp_path: Path) -> Non
     (tmp_path / "t.yaml").write_text(text)
     _, _, problems = read_resources([tmp_path])
     assert problems and "metadata.name must be the lowercased kind (k8srequiredlabels)" in problems[0]
+
+
+def test_generated_manifests_ship_the_template_and_constraint_yaml() -> None:
+    shipped = [path for path, _ in bundle_files([str(FIXTURES / "library/requiredlabels")])]
+    assert shipped == ["constraint.yaml", "template.yaml"]  # not the suite nor its objects
