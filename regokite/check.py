@@ -164,7 +164,7 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
     store = ReplicaStore()
     for m in (*existing, *manifests):
         _put(store, m)
-    policy_set.engine.follow(store)
+    policy_set.follow(store)
     for i, manifest in enumerate(manifests):
         _remove(store, manifest)  # not created yet: a CREATE never finds itself in the cluster
         try:

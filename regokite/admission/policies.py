@@ -20,11 +20,12 @@ from typing import Any
 
 from regokite.admission.match import Match, MatchError, parse_match
 from regokite.bundle import Bundle, Module, load_bundle
-from regokite.clusterdata.store import ReplicationError, ResourceRef, parse_resource
+from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceRef, parse_resource
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSet, constraint_rule, prepare, read_resources
+from regokite.gatekeeper.inventory import InventoryView
 from regokite.gatekeeper.match import ConstraintMatch
 from regokite.outline import outline, packages
 
@@ -97,6 +98,13 @@ class PolicySet:
     # fails as its failure_policy says
     unavailable: Mapping[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # Gatekeeper templates and constraints that did not load
+    reads_inventory: bool = False  # some Gatekeeper template reads data.inventory
+
+    def follow(self, store: ReplicaStore) -> None:
+        """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
+        if self.reads_inventory and self.engine.name != "embedded":
+            raise RegokiteError("Gatekeeper templates reading data.inventory need the embedded engine")
+        self.engine.follow(InventoryView(store) if self.reads_inventory else store)
 
     def get(self, name: str) -> AdmissionPolicy | None:
         return next((p for p in self.policies if p.name == name), None)
@@ -136,7 +144,8 @@ def load_policy_set(
         raise
     found += constraint_policies(gatekeeper, len(wanted))
     broken = {c.constraint.name: c.broken for c in gatekeeper.constraints if c.broken}
-    return PolicySet(built, tuple(found), tuple(paths), broken, (*problems, *gatekeeper.problems))
+    reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
+    return PolicySet(built, tuple(found), tuple(paths), broken, (*problems, *gatekeeper.problems), reads_inventory)
 
 
 def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:

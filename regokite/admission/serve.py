@@ -105,7 +105,12 @@ def follow_cluster(
             # refused before a reload takes them on: a resource that cannot be listed would never be ready
             check_access(replica.client, new)
         replica.ensure(new)
-        policy_set.engine.follow(replica.store)
+        policy_set.follow(replica.store)
+    elif policy_set.reads_inventory:
+        log.warning(
+            "Gatekeeper templates read data.inventory but nothing is replicated: they see no objects"
+            " (--replicate / --replicate-cluster name what to replicate)"
+        )
     return replica, policy_set
 
 

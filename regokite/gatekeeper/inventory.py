@@ -41,3 +41,39 @@ def namespaces(objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, A
         for o in objects
         if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
     }
+
+
+def from_replica(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Replicated objects in kube-mgmt's layout (`resource -> [namespace ->] name -> object`,
+    below the replica's root) placed in Gatekeeper's layout."""
+    objects = []
+    for tree in document.values():
+        for key, value in (tree or {}).items():
+            meta = value.get("metadata") if isinstance(value, dict) else None
+            if isinstance(meta, dict) and meta.get("name") == key and not meta.get("namespace"):
+                objects.append(value)  # a cluster-scoped object
+            elif isinstance(value, dict):
+                objects += [o for o in value.values() if isinstance(o, dict)]  # a namespace's objects
+    return inventory(objects)
+
+
+class InventoryView:
+    """A replica store whose objects an engine also sees as `data.inventory`.
+
+    It is the store itself (the same changes, generation and lock) except
+    that every document the engine adds below the store's root is added a
+    second time in Gatekeeper's layout; engines that replay changes as JSON
+    patches (a sidecar OPA) do not call `rooted` and are not served by it.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def rooted(self, value: Any, path: tuple[str, ...] = ()) -> dict[str, Any]:
+        document = self._store.rooted(value, path)
+        if path:
+            raise ValueError("InventoryView places whole documents below the root only")
+        return {**document, "inventory": from_replica(value)}

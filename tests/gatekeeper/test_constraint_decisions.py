@@ -11,6 +11,8 @@ from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
 from regokite.audit.scan import audited_resources
+from regokite.check import check, read_manifests
+from regokite.gatekeeper.inventory import from_replica
 from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
 from tests.admission.reviews import review
 
@@ -97,3 +99,26 @@ def test_audit_says_it_does_not_list_constraints_yet(policies) -> None:
     found, skipped = audited_resources(policies, lambda group: "v1")
     assert found == []
     assert "ns-must-have-owner: a K8sRequiredLabels constraint (audit does not list constraints' kinds yet)" in skipped
+
+
+def test_replicated_objects_are_data_inventory_for_templates(tmp_path: Path) -> None:
+    """`regokite check` replicates the input's other objects: K8sUniqueIngressHost sees them in data.inventory."""
+    base = FIXTURES / "library/uniqueingresshost"
+    ps = load_policy_set([str(base)])
+    assert ps.reads_inventory
+    manifests = read_manifests([str(base / "ingress_existing.yaml"), str(base / "ingress_new.yaml")], "default")
+    fresh = read_manifests([str(base / "ingress_fresh.yaml")], "default")
+    check(ps, [*manifests, *fresh])
+    ps.close()
+    conflict = "[unique-ingress-host] ingress host conflicts with an existing ingress <a.example.com>"
+    assert [m.failures for m in manifests] == [[conflict], [conflict]]
+    assert fresh[0].failures == []
+
+
+def test_inventory_from_the_replica_layout() -> None:
+    ing = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i", "namespace": "a"}}
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}
+    assert from_replica({"ingresses": {"a": {"i": ing}}, "namespaces": {"a": ns}}) == {
+        "cluster": {"v1": {"Namespace": {"a": ns}}},
+        "namespace": {"a": {"networking.k8s.io/v1": {"Ingress": {"i": ing}}}},
+    }
