@@ -25,7 +25,7 @@ from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSet, constraint_rule, prepare, read_resources
-from regokite.gatekeeper.inventory import InventoryView
+from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
 from regokite.outline import outline, packages
 
@@ -99,12 +99,15 @@ class PolicySet:
     unavailable: Mapping[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()  # Gatekeeper templates and constraints that did not load
     reads_inventory: bool = False  # some Gatekeeper template reads data.inventory
+    namespaces: ReplicatedNamespaces | None = None  # what constraints' namespaceSelectors read
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
         if self.reads_inventory and self.engine.name != "embedded":
             raise RegokiteError("Gatekeeper templates reading data.inventory need the embedded engine")
         self.engine.follow(InventoryView(store) if self.reads_inventory else store)
+        if self.namespaces is not None:
+            self.namespaces.store = store
 
     def get(self, name: str) -> AdmissionPolicy | None:
         return next((p for p in self.policies if p.name == name), None)
@@ -131,7 +134,8 @@ def load_policy_set(
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
     templates, constraints, problems = read_resources(paths)
-    gatekeeper = prepare(templates, constraints, options=options)
+    namespaces = ReplicatedNamespaces()
+    gatekeeper = prepare(templates, constraints, lookup=namespaces, options=options)
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
@@ -145,7 +149,9 @@ def load_policy_set(
     found += constraint_policies(gatekeeper, len(wanted))
     broken = {c.constraint.name: c.broken for c in gatekeeper.constraints if c.broken}
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
-    return PolicySet(built, tuple(found), tuple(paths), broken, (*problems, *gatekeeper.problems), reads_inventory)
+    return PolicySet(
+        built, tuple(found), tuple(paths), broken, (*problems, *gatekeeper.problems), reads_inventory, namespaces
+    )
 
 
 def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:

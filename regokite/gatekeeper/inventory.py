@@ -77,3 +77,17 @@ class InventoryView:
         if path:
             raise ValueError("InventoryView places whole documents below the root only")
         return {**document, "inventory": from_replica(value)}
+
+
+class ReplicatedNamespaces:
+    """A namespaceSelector's Namespaces, from the replica once one is followed (`v1/namespaces`)."""
+
+    def __init__(self) -> None:
+        self.store: Any = None
+
+    def __call__(self, name: str) -> Mapping[str, Any] | None:
+        if self.store is None:
+            return None
+        with self.store.lock:
+            found = (self.store.document.get("namespaces") or {}).get(name)
+        return found if isinstance(found, dict) and (found.get("metadata") or {}).get("name") == name else None

@@ -91,7 +91,7 @@ class ConstraintMatch:
         if found is None:
             raise NamespaceUnknown(
                 f"namespaceSelector needs the labels of Namespace {namespace!r}, which regokite has not got"
-                " (no replicated Namespace of that name)"
+                " (replicate v1/namespaces: --replicate-cluster v1/namespaces)"
             )
         return (found.get("metadata") or {}).get("labels")
 

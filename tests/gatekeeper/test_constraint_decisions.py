@@ -12,6 +12,7 @@ from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
 from regokite.audit.scan import audited_resources
 from regokite.check import check, read_manifests
+from regokite.clusterdata.store import ReplicaStore
 from regokite.gatekeeper.inventory import from_replica
 from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
 from tests.admission.reviews import review
@@ -122,3 +123,22 @@ def test_inventory_from_the_replica_layout() -> None:
         "cluster": {"v1": {"Namespace": {"a": ns}}},
         "namespace": {"a": {"networking.k8s.io/v1": {"Ingress": {"i": ing}}}},
     }
+
+
+def test_namespace_selector_reads_replicated_namespaces() -> None:
+    ps = load_policy_set([str(FIXTURES / d) for d in ("library", "actions")])
+    store = ReplicaStore()
+    for name, labels in (("strict-ns", {"strict": "true"}), ("lax-ns", {})):
+        store.put("namespaces", namespace(name, **labels), namespaced=False)
+    ps.follow(store)
+
+    def configmap(ns: str) -> dict:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}}
+
+    assert judge(ps, configmap("strict-ns")).verdict.messages == [
+        '[cm-in-labelled-namespaces] you must provide labels: {"app"}'
+    ]
+    assert judge(ps, configmap("lax-ns")).verdict.allowed
+    unknown = judge(ps, configmap("elsewhere")).verdict
+    assert not unknown.allowed and "replicate v1/namespaces" in unknown.messages[0]
+    ps.close()
