@@ -8,7 +8,7 @@ import pytest
 
 from regokite.errors import RegokiteError
 from regokite.kube.leader import LeaderElector
-from tests.kube.fake import FakeKube
+from tests.kube_runtime.fake import FakeKube
 
 
 class Clock:

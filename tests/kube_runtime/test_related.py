@@ -11,7 +11,7 @@ from regokite.engine import UNDEFINED
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
 from regokite.kube.related import RelatedResources
-from tests.kube.fake import FakeKube, ScriptedEngine
+from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 
 SECRETS = "/api/v1/namespaces/ns/secrets"
 

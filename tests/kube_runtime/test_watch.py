@@ -14,7 +14,7 @@ from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
 from regokite.kube.watch import MAX_PENDING, WatchRunner
 from regokite.ops import controller_metrics as metrics
-from tests.kube.fake import FakeKube, ScriptedEngine
+from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 
 CMS = "/api/v1/namespaces/ns/configmaps"
 

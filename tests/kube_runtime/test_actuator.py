@@ -10,7 +10,7 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType
-from tests.kube.fake import FakeKube
+from tests.kube_runtime.fake import FakeKube
 
 CM = ChildType("v1", "configmaps", "ConfigMap", True)
 THING = ChildType("example.com/v1", "things", "Thing", True, status_subresource=True)

@@ -7,7 +7,7 @@ import pytest
 from regokite.kube.client import ApiError, WatchStream, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.resources import ChildType
-from tests.kube.fake import FakeKube
+from tests.kube_runtime.fake import FakeKube
 
 
 def test_resources_resolve_by_plural_or_kind_with_scope_and_status() -> None:

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from regokite.kube.manager import Manager, NotLeader
-from tests.kube.fake import FakeKube
+from tests.kube_runtime.fake import FakeKube
 
 
 class Flaky:

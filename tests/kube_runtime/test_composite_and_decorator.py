@@ -18,7 +18,7 @@ from regokite.kube.composite import CompositeRunner
 from regokite.kube.decorator import DecoratorRunner
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
-from tests.kube.fake import FakeKube, ScriptedEngine
+from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 
 THINGS = "/apis/example.com/v1/namespaces/ns/things"
 CMS = "/api/v1/namespaces/ns/configmaps"

@@ -10,8 +10,8 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.composite import CompositeRunner
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
-from tests.kube.fake import ScriptedEngine
-from tests.kube.test_composite_and_decorator import CMS, THINGS, cluster, relist, thing_policy
+from tests.kube_runtime.fake import ScriptedEngine
+from tests.kube_runtime.test_composite_and_decorator import CMS, THINGS, cluster, relist, thing_policy
 
 REVISIONS = "/apis/apps/v1/namespaces/ns/controllerrevisions"
 
