@@ -22,21 +22,10 @@ from regokite import input_guard
 from regokite.admission.decide import decide
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import creation_review
-from regokite.clusterdata.store import ReplicaStore, guess_resource
+from regokite.clusterdata.store import CLUSTER_KINDS, ReplicaStore, guess_resource
 from regokite.errors import RegokiteError
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-# Kinds of the built-in APIs that have no namespace; anything else is namespaced
-# (there is no discovery offline), and gets --namespace when it names none.
-CLUSTER_KINDS = frozenset(
-    {
-        "APIService", "CertificateSigningRequest", "ClusterRole", "ClusterRoleBinding", "ComponentStatus",
-        "CSIDriver", "CSINode", "CustomResourceDefinition", "FlowSchema", "IngressClass",
-        "MutatingWebhookConfiguration", "Namespace", "Node", "PersistentVolume", "PriorityClass",
-        "PriorityLevelConfiguration", "RuntimeClass", "StorageClass", "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "VolumeAttachment",
-    }
-)  # fmt: skip
 
 
 class _Loader(yaml.SafeLoader):

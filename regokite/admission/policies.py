@@ -24,7 +24,7 @@ from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceR
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
-from regokite.gatekeeper.constraints import GatekeeperSet, constraint_rule, prepare, read_resources
+from regokite.gatekeeper.constraints import GatekeeperSet, constraint_rule, prepare, read_resources, read_sync_only
 from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
 from regokite.outline import outline, packages
@@ -100,6 +100,7 @@ class PolicySet:
     problems: tuple[str, ...] = ()  # Gatekeeper templates and constraints that did not load
     reads_inventory: bool = False  # some Gatekeeper template reads data.inventory
     namespaces: ReplicatedNamespaces | None = None  # what constraints' namespaceSelectors read
+    synced: tuple[ResourceRef, ...] = ()  # what Gatekeeper Configs ask to replicate (syncOnly)
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
@@ -114,8 +115,8 @@ class PolicySet:
 
     @property
     def replicate(self) -> tuple[ResourceRef, ...]:
-        """Every resource some policy declares it reads, once each."""
-        return tuple(sorted({r for p in self.policies for r in p.replicate}))
+        """Every resource some policy declares it reads, or a Gatekeeper Config syncs, once each."""
+        return tuple(sorted({*self.synced, *(r for p in self.policies for r in p.replicate)}))
 
     def close(self) -> None:
         self.engine.close()
@@ -134,6 +135,7 @@ def load_policy_set(
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
     templates, constraints, problems = read_resources(paths)
+    synced = tuple(read_sync_only(paths))
     namespaces = ReplicatedNamespaces()
     gatekeeper = prepare(templates, constraints, lookup=namespaces, options=options)
     text = decisions_module([(name, rules) for name, rules in wanted])
@@ -149,9 +151,8 @@ def load_policy_set(
     found += constraint_policies(gatekeeper, len(wanted))
     broken = {c.constraint.name: c.broken for c in gatekeeper.constraints if c.broken}
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
-    return PolicySet(
-        built, tuple(found), tuple(paths), broken, (*problems, *gatekeeper.problems), reads_inventory, namespaces
-    )
+    problems = [*problems, *gatekeeper.problems]
+    return PolicySet(built, tuple(found), tuple(paths), broken, tuple(problems), reads_inventory, namespaces, synced)
 
 
 def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regokite.bundle import Module
+from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resource
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_all, violation_ref
@@ -22,10 +23,12 @@ from regokite.gatekeeper.resources import (
     Constraint,
     Template,
     gatekeeper_files,
+    is_config,
     is_constraint,
     is_template,
     may_hold_resources,
     parse_constraint,
+    parse_sync_only,
     parse_template,
     read_documents,
 )
@@ -55,6 +58,25 @@ def read_resources(roots: Iterable[str | Path]) -> tuple[list[Template], list[Co
     templates: list[Template] = []
     constraints: list[Constraint] = []
     problems: list[str] = []
+    _read(roots, templates, constraints, [], problems)
+    return templates, constraints, problems
+
+
+def read_sync_only(roots: Iterable[str | Path]) -> list[ResourceRef]:
+    """What Gatekeeper `Config` objects below `roots` ask to replicate (`spec.sync.syncOnly`),
+    as resources: the plural guessed from the kind as kubectl does offline."""
+    syncs: list[tuple[str, str, str]] = []
+    _read(roots, [], [], syncs, [])  # templates' and constraints' problems: read_resources reports them
+    return sorted({ResourceRef(g, v, guess_resource(k), namespaced=k not in CLUSTER_KINDS) for g, v, k in syncs})
+
+
+def _read(
+    roots: Iterable[str | Path],
+    templates: list[Template],
+    constraints: list[Constraint],
+    syncs: list[tuple[str, str, str]],
+    problems: list[str],
+) -> None:
     for path in gatekeeper_files(roots):
         if not may_hold_resources(path):
             continue  # other YAML (controller definitions, manifests) is not read here
@@ -64,6 +86,9 @@ def read_resources(roots: Iterable[str | Path]) -> tuple[list[Template], list[Co
             problems.append(str(exc))
             continue
         for doc, node in documents:
+            if is_config(doc):  # a bad Config fails the load: constraints would see no inventory
+                syncs.extend(parse_sync_only(doc, str(path)))
+                continue
             try:
                 if is_template(doc):
                     templates.append(parse_template(doc, node, str(path)))
@@ -71,7 +96,6 @@ def read_resources(roots: Iterable[str | Path]) -> tuple[list[Template], list[Co
                     constraints.append(parse_constraint(doc, str(path)))
             except PolicyLoadError as exc:
                 problems.append(str(exc))
-    return templates, constraints, problems
 
 
 def prepare(

@@ -21,6 +21,7 @@ from regokite.errors import PolicyLoadError
 
 TEMPLATE_GROUP = "templates.gatekeeper.sh"
 CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
+CONFIG_GROUP = "config.gatekeeper.sh"
 ADMISSION_TARGET = "admission.k8s.gatekeeper.sh"
 
 
@@ -69,6 +70,24 @@ def is_template(doc: Any) -> bool:
 
 def is_constraint(doc: Any) -> bool:
     return isinstance(doc, dict) and _group(doc) == CONSTRAINT_GROUP
+
+
+def is_config(doc: Any) -> bool:
+    return isinstance(doc, dict) and _group(doc) == CONFIG_GROUP and doc.get("kind") == "Config"
+
+
+def parse_sync_only(doc: dict[str, Any], file: str) -> list[tuple[str, str, str]]:
+    """A Config's `spec.sync.syncOnly`: (group, version, kind) of what Gatekeeper replicates."""
+    entries = _dig(doc, "spec", "sync", "syncOnly") or []
+    if not isinstance(entries, list):
+        raise ResourceError(f"{file}: Config spec.sync.syncOnly must be a list")
+    found = []
+    for i, entry in enumerate(entries):
+        gvk = tuple(entry.get(k, "") if isinstance(entry, dict) else None for k in ("group", "version", "kind"))
+        if not all(isinstance(v, str) for v in gvk) or not gvk[1] or not gvk[2]:
+            raise ResourceError(f"{file}: Config spec.sync.syncOnly[{i}] needs version and kind (and group)")
+        found.append(gvk)
+    return found  # type: ignore[return-value]
 
 
 def _group(doc: dict[str, Any]) -> str:
@@ -202,7 +221,7 @@ def _node_at(node: yaml.Node | None, *path: str | int) -> yaml.Node | None:
 def may_hold_resources(path: Path) -> bool:
     """Whether a YAML file names Gatekeeper's API groups (cheap: no parsing)."""
     data = path.read_bytes()
-    return TEMPLATE_GROUP.encode() in data or CONSTRAINT_GROUP.encode() in data
+    return any(group.encode() in data for group in (TEMPLATE_GROUP, CONSTRAINT_GROUP, CONFIG_GROUP))
 
 
 def gatekeeper_files(roots: Iterable[str | Path]) -> list[Path]:

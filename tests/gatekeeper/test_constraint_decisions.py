@@ -12,7 +12,8 @@ from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
 from regokite.audit.scan import audited_resources
 from regokite.check import check, read_manifests
-from regokite.clusterdata.store import ReplicaStore
+from regokite.clusterdata.store import ReplicaStore, ResourceRef
+from regokite.errors import PolicyLoadError
 from regokite.gatekeeper.inventory import from_replica
 from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
 from tests.admission.reviews import review
@@ -142,3 +143,17 @@ def test_namespace_selector_reads_replicated_namespaces() -> None:
     unknown = judge(ps, configmap("elsewhere")).verdict
     assert not unknown.allowed and "replicate v1/namespaces" in unknown.messages[0]
     ps.close()
+
+
+def test_a_gatekeeper_config_names_what_to_replicate(tmp_path: Path) -> None:
+    ps = load_policy_set([str(FIXTURES / "library/uniqueingresshost"), str(FIXTURES / "sync")])
+    assert ps.replicate == (
+        ResourceRef("", "v1", "namespaces", namespaced=False),
+        ResourceRef("networking.k8s.io", "v1", "ingresses", namespaced=True),
+    )
+    ps.close()
+    (tmp_path / "config.yaml").write_text(
+        (FIXTURES / "sync/config.yaml").read_text().replace("        kind: Namespace\n", "")
+    )
+    with pytest.raises(PolicyLoadError, match=r"syncOnly\[1\] needs version and kind"):
+        load_policy_set([str(tmp_path)])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -170,3 +171,53 @@ def test_templates_and_constraints_applied_with_kubectl_are_enforced(
             for ns in client.CoreV1Api(api).list_namespace(label_selector=f"{SELECT}={label}").items:
                 with contextlib.suppress(ApiException):
                     delete(api, f"/api/v1/namespaces/{ns.metadata.name}")
+
+
+def test_unique_ingress_host_reads_what_a_gatekeeper_config_syncs(
+    cluster: kube.Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for name in ("template.yaml", "constraint.yaml"):
+        (policies / name).write_text((FIXTURES / "library/uniqueingresshost" / name).read_text())
+    (policies / "config.yaml").write_text((FIXTURES / "sync/config.yaml").read_text())
+    host = f"{kube.unique_name('h')}.example.com"
+
+    def ingress(name: str) -> dict:
+        meta = {"name": name, "namespace": namespace, "labels": {SELECT: namespace}}
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": meta,
+            "spec": {"rules": [{"host": host}]},
+        }
+
+    ingresses = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses"
+    create(api, ingresses, ingress("first"))
+    (tmp_path / "server").mkdir()
+    with admission_server(policies, tmp_path / "server", "--kubeconfig", str(cluster.kubeconfig)) as server:
+        policy_set = load_policy_set([str(policies)])
+        ca = base64.b64encode(server.ca.read_bytes()).decode()
+        (config,) = webhook_configurations(
+            list(policy_set.policies),
+            WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca),
+        )
+        policy_set.close()
+        for hook in config["webhooks"]:
+            hook["objectSelector"] = {"matchLabels": {SELECT: namespace}}
+        create(api, VALIDATING, config)
+        try:
+
+            def second() -> object:
+                try:
+                    create(api, ingresses, ingress(kube.unique_name("second")))
+                except ApiException as exc:
+                    return exc.status, json.loads(exc.body)["message"]
+                return "admitted"
+
+            refused = f"[unique-ingress-host] ingress host conflicts with an existing ingress <{host}>"
+            kube.wait_for(
+                second, lambda got: got[0] == 403 and refused in got[1], what="a duplicate host to be refused"
+            )
+        finally:
+            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
