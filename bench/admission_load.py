@@ -78,13 +78,15 @@ class Connection:
         self.writer.close()
 
 
-async def _pool(url: str, ctx: ssl.SSLContext, size: int) -> list[Connection]:
-    body = sample_body()
+async def _pool(url: str, ctx: ssl.SSLContext, size: int, body: bytes | None = None) -> list[Connection]:
+    body = body or sample_body()
     return [await Connection.open(url, ctx, body) for _ in range(size)]
 
 
-async def open_loop(url: str, ctx: ssl.SSLContext, rate: float, seconds: float, connections: int) -> tuple:
-    pool = await _pool(url, ctx, connections)
+async def open_loop(
+    url: str, ctx: ssl.SSLContext, rate: float, seconds: float, connections: int, body: bytes | None = None
+) -> tuple:
+    pool = await _pool(url, ctx, connections, body)
     idle: asyncio.Queue[Connection] = asyncio.Queue()
     for conn in pool:
         idle.put_nowait(conn)
@@ -112,8 +114,10 @@ async def open_loop(url: str, ctx: ssl.SSLContext, rate: float, seconds: float, 
     return total / elapsed, percentiles(latencies), errors
 
 
-async def closed_loop(url: str, ctx: ssl.SSLContext, seconds: float, connections: int) -> tuple:
-    pool = await _pool(url, ctx, connections)
+async def closed_loop(
+    url: str, ctx: ssl.SSLContext, seconds: float, connections: int, body: bytes | None = None
+) -> tuple:
+    pool = await _pool(url, ctx, connections, body)
     latencies: list[float] = []
     stop = time.perf_counter() + seconds
 

@@ -22,21 +22,10 @@ from regokite import input_guard
 from regokite.admission.decide import decide
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import creation_review
-from regokite.clusterdata.store import ReplicaStore, guess_resource
+from regokite.clusterdata.store import CLUSTER_KINDS, ReplicaStore, guess_resource
 from regokite.errors import RegokiteError
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-# Kinds of the built-in APIs that have no namespace; anything else is namespaced
-# (there is no discovery offline), and gets --namespace when it names none.
-CLUSTER_KINDS = frozenset(
-    {
-        "APIService", "CertificateSigningRequest", "ClusterRole", "ClusterRoleBinding", "ComponentStatus",
-        "CSIDriver", "CSINode", "CustomResourceDefinition", "FlowSchema", "IngressClass",
-        "MutatingWebhookConfiguration", "Namespace", "Node", "PersistentVolume", "PriorityClass",
-        "PriorityLevelConfiguration", "RuntimeClass", "StorageClass", "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "VolumeAttachment",
-    }
-)  # fmt: skip
 
 
 class _Loader(yaml.SafeLoader):
@@ -164,7 +153,7 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
     store = ReplicaStore()
     for m in (*existing, *manifests):
         _put(store, m)
-    policy_set.engine.follow(store)
+    policy_set.follow(store)
     for i, manifest in enumerate(manifests):
         _remove(store, manifest)  # not created yet: a CREATE never finds itself in the cluster
         try:

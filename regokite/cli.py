@@ -54,6 +54,31 @@ def _cmd_test(args: argparse.Namespace) -> int:
     return testing.exit_code(results)
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from regokite.gatekeeper import verify
+
+    suites = verify.find_suites(args.paths)
+    if not suites:
+        raise RegokiteError(f"no gator Suite ({verify.SUITE_API}) found in {', '.join(args.paths)}")
+    results = [verify.run_suite(path, run=args.run, options=_extension_options(args)) for path in suites]
+    print(verify.format_results(results, verbose=args.verbose))
+    return 1 if any(r.failed for r in results) else 0
+
+
+def _cmd_gatekeeper(args: argparse.Namespace) -> int:
+    from regokite.kube.client import KubeClient
+    from regokite.kube.gatekeeper import GatekeeperSync
+
+    sync = GatekeeperSync(KubeClient(args.kubeconfig), Path(args.out))
+    sync.install()
+    if args.once:
+        for kind, error in sync.sync_once().items():
+            print(f"{kind}: {error or 'served'}")
+        return 0
+    sync.run(args.interval)
+    return 0
+
+
 def _read_input(source: str | None) -> Any:
     from regokite.engine import UNDEFINED
 
@@ -301,6 +326,24 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--format", choices=["pretty", "json"], default="pretty")
     _add_bundle_args(test)
     test.set_defaults(func=_cmd_test)
+
+    ver = sub.add_parser("verify", help="run gator Suite files (Gatekeeper ConstraintTemplates) like `gator verify`")
+    ver.add_argument("paths", nargs="+", help="suite files or directories holding them")
+    ver.add_argument("--run", help="only tests or cases whose name matches this regex")
+    ver.add_argument("-v", "--verbose", action="store_true", help="list every test and case")
+    ver.add_argument("--allow-http-send", action="append", default=[], metavar="HOST[:PORT]", help=argparse.SUPPRESS)
+    ver.set_defaults(func=_cmd_verify)
+
+    gk = sub.add_parser(
+        "gatekeeper", help="serve the cluster's ConstraintTemplates and Constraints: CRDs, status, files for admission"
+    )
+    gk.add_argument("--kubeconfig", help="default: in-cluster, then ~/.kube/config")
+    gk.add_argument(
+        "--out", required=True, help="directory to write templates and constraints into (an admission --policies)"
+    )
+    gk.add_argument("--interval", type=float, default=2.0, help="seconds between passes (default 2)")
+    gk.add_argument("--once", action="store_true", help="one pass, print each template's outcome")
+    gk.set_defaults(func=_cmd_gatekeeper)
 
     ev = sub.add_parser("eval", help="evaluate a query like `opa eval`")
     ev.add_argument("query", metavar="QUERY")

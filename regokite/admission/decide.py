@@ -46,7 +46,7 @@ class DeadlineExceeded(RegokiteError):
 
 
 def select(policy_set: PolicySet, mode: Mode, only: str | None = None) -> list[AdmissionPolicy]:
-    candidates = policy_set.policies if only is None else [p for p in policy_set.policies if p.name == only]
+    candidates = policy_set.policies if only is None else [p for p in policy_set.policies if p.selected_by(only)]
     return [p for p in candidates if (p.mutating if mode == "mutate" else p.validating)]
 
 
@@ -73,9 +73,13 @@ def decide(
     bound: Bound | None = None
     bound_to: Any = None
     for policy in select(policy_set, mode, only):
-        if not policy.match.applies_to(review):
-            continue
         started = time.monotonic()
+        try:
+            if not policy.match.applies_to(review):
+                continue
+        except RegokiteError as exc:  # a constraint's namespaceSelector without its Namespace
+            outcomes.append(_failed(policy, verdict, str(exc)))
+            continue
         if on_policy is not None:
             on_policy(policy.name)
         try:
@@ -124,6 +128,8 @@ def _evaluate(policy: AdmissionPolicy, bound: Bound, mode: Mode, uid: str) -> Po
     defined = {d: v for d, v in values.items() if v is not UNDEFINED}
     if "deny" in defined:
         result.denials = outputs.messages(defined["deny"], name, "deny")
+    if "violation" in defined:  # a Gatekeeper constraint: a set of {"msg", "details"}
+        result.denials = outputs.violations(defined["violation"], name)
     if "warn" in defined:
         result.warnings = outputs.messages(defined["warn"], name, "warn")
     if "allow" in values and values["allow"] is not True:

@@ -52,6 +52,20 @@ def messages(value: Any, policy: str, rule: str) -> list[str]:
     return out
 
 
+def violations(value: Any, constraint: str) -> list[str]:
+    """A template's `violation`: a set of objects with a string `msg`, as Gatekeeper requires."""
+    if not isinstance(value, list):
+        raise PolicyOutputError(constraint, "violation", "must be a set of violations", value)
+    out = []
+    for item in value:
+        if not (isinstance(item, dict) and isinstance(item.get("msg"), str)):
+            raise PolicyOutputError(
+                constraint, "violation", 'each violation must be an object with a string "msg"', item
+            )
+        out.append(item["msg"])
+    return out
+
+
 def boolean(value: Any, policy: str, rule: str) -> bool:
     if not isinstance(value, bool):
         raise PolicyOutputError(policy, rule, "must be a boolean", value)

@@ -7,6 +7,8 @@ answers with documents of another contract (`events`, `log`, `children`, ...)
 and has none that only admission uses: then it is a controller or watch hook. Its `match`,
 `enforcement`, `failure_policy` and `replicate` constants are evaluated at load time, so a
 bad declaration fails the load (and a reload keeps the last good set).
+Gatekeeper Constraints in YAML beside the Rego are admission policies too,
+one per constraint, named by the constraint (regokite.gatekeeper).
 """
 
 from __future__ import annotations
@@ -18,10 +20,19 @@ from typing import Any
 
 from regokite.admission.match import Match, MatchError, parse_match
 from regokite.bundle import Bundle, Module, load_bundle
-from regokite.clusterdata.store import ReplicationError, ResourceRef, parse_resource
+from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceRef, parse_resource
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
+from regokite.gatekeeper.constraints import (
+    GatekeeperSet,
+    GatekeeperSources,
+    constraint_rule,
+    prepare,
+    read_sources,
+)
+from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
+from regokite.gatekeeper.match import ConstraintMatch
 from regokite.outline import outline, packages
 
 VALIDATING = ("deny", "warn", "allow", "audit_annotations")
@@ -44,11 +55,21 @@ FAILURE_POLICIES = ("Fail", "Ignore")
 class AdmissionPolicy:
     name: str
     documents: tuple[str, ...]
-    match: Match
+    match: Match | ConstraintMatch
     enforcement: str = "deny"
     failure_policy: str = "Fail"
     slot: int = 0  # its rules in the generated decisions module
     replicate: tuple[ResourceRef, ...] = ()  # the cluster data it reads
+    constraint_kind: str | None = None  # a Gatekeeper constraint's kind
+
+    def selected_by(self, only: str) -> bool:
+        """`/validate/<only>` names a policy, or a constraint kind (all its constraints;
+        lowercased, as webhook paths are)."""
+        kind = self.constraint_kind
+        if kind is None:
+            return only == self.name
+        # the server reads `-` in a path as `_`; constraint names have `-` and no `_`
+        return only.replace("_", "-") == self.name or only in (kind, kind.lower())
 
     def decision_ref(self, mode: str) -> str:
         """The generated rule holding every document this mode needs, in one evaluation."""
@@ -65,7 +86,7 @@ class AdmissionPolicy:
 
     @property
     def validating(self) -> bool:
-        return any(d in self.documents for d in VALIDATING) or self.whole_response is not None
+        return any(d in self.documents for d in (*VALIDATING, "violation")) or self.whole_response is not None
 
     def refs(self, documents: Sequence[str]) -> list[str]:
         return [f"data.{self.name}.{d}" for d in documents]
@@ -78,17 +99,30 @@ class PolicySet:
     engine: Engine
     policies: tuple[AdmissionPolicy, ...]
     source: tuple[str, ...] = ()
-    # policies that cannot decide here, and why (they read cluster data the
-    # server cannot replicate): each fails as its failure_policy says
+    # policies that cannot decide here, and why (they read cluster data the server
+    # cannot replicate; Gatekeeper constraints whose template did not load): each
+    # fails as its failure_policy says
     unavailable: Mapping[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # Gatekeeper templates and constraints that did not load
+    reads_inventory: bool = False  # some Gatekeeper template reads data.inventory
+    namespaces: ReplicatedNamespaces | None = None  # what constraints' namespaceSelectors read
+    synced: tuple[ResourceRef, ...] = ()  # what Gatekeeper Configs ask to replicate (syncOnly)
+
+    def follow(self, store: ReplicaStore) -> None:
+        """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
+        if self.reads_inventory and self.engine.name != "embedded":
+            raise RegokiteError("Gatekeeper templates reading data.inventory need the embedded engine")
+        self.engine.follow(InventoryView(store) if self.reads_inventory else store)
+        if self.namespaces is not None:
+            self.namespaces.store = store
 
     def get(self, name: str) -> AdmissionPolicy | None:
         return next((p for p in self.policies if p.name == name), None)
 
     @property
     def replicate(self) -> tuple[ResourceRef, ...]:
-        """Every resource some policy declares it reads, once each."""
-        return tuple(sorted({r for p in self.policies for r in p.replicate}))
+        """Every resource some policy declares it reads, or a Gatekeeper Config syncs, once each."""
+        return tuple(sorted({*self.synced, *(r for p in self.policies for r in p.replicate)}))
 
     def close(self) -> None:
         self.engine.close()
@@ -114,21 +148,57 @@ def build_policy_set(
     opa_url: str | None = None,
     options: ExtensionOptions | None = None,
     source: Sequence[str] = (),
+    gatekeeper_sources: GatekeeperSources | None = None,
 ) -> PolicySet:
-    """Compile and inspect a loaded bundle (the admission server rebuilds its last good one this way)."""
+    """Compile and inspect a loaded bundle (the admission server rebuilds its last good one this way).
+
+    Gatekeeper templates and constraints come from `gatekeeper_sources`, or
+    are read from the `source` roots when none are given.
+    """
     bundle = bundle.without_tests()
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
-    decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", decisions_module([(name, rules) for name, rules in wanted]))
-    built = open_engine(
-        Bundle((*bundle.modules, decisions), bundle.data, bundle.roots), engine, opa_url=opa_url, options=options
-    )
+    sources = read_sources(source) if gatekeeper_sources is None else gatekeeper_sources
+    synced = sources.synced
+    namespaces = ReplicatedNamespaces()
+    gatekeeper = prepare(list(sources.templates), list(sources.constraints), lookup=namespaces, options=options)
+    text = decisions_module([(name, rules) for name, rules in wanted])
+    text += constraint_rules(gatekeeper, len(wanted))
+    decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
+    modules = (*bundle.modules, *gatekeeper.modules, decisions)
+    built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine, opa_url=opa_url, options=options)
     try:
         found = [_inspect(built, name, rules, slot) for slot, (name, rules) in enumerate(wanted)]
     except RegokiteError:
         built.close()
         raise
-    return PolicySet(built, tuple(found), tuple(source))
+    found += constraint_policies(gatekeeper, len(wanted))
+    broken = {c.constraint.name: c.broken for c in gatekeeper.constraints if c.broken}
+    reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
+    problems = [*sources.problems, *gatekeeper.problems]
+    return PolicySet(built, tuple(found), tuple(source), broken, tuple(problems), reads_inventory, namespaces, synced)
+
+
+def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:
+    """Decision rules for the constraints, in slots after the Rego policies'."""
+    lines = [""]
+    for i, ready in enumerate(gatekeeper.constraints):
+        lines += constraint_rule(f"validate_{first_slot + i}", ready)
+    return "\n".join(lines)
+
+
+def constraint_policies(gatekeeper: GatekeeperSet, first_slot: int) -> list[AdmissionPolicy]:
+    return [
+        AdmissionPolicy(
+            ready.constraint.name,
+            ("violation",),
+            ready.match,
+            ready.enforcement,
+            slot=first_slot + i,
+            constraint_kind=ready.constraint.kind,
+        )
+        for i, ready in enumerate(gatekeeper.constraints)
+    ]
 
 
 def is_admission(rules: set[str]) -> bool:

@@ -43,6 +43,7 @@ from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.constraints import GatekeeperSources, read_sources
 from regokite.kube.client import KubeClient
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
@@ -82,15 +83,25 @@ class AdmissionSettings:
     def read(self) -> Snapshot:
         """The policy files as they are now (the fingerprint taken first, so a change while reading shows next time)."""
         read_at, files = time.monotonic(), fingerprint(self.policies)
-        return Snapshot(read_at, files, self.bundle())
+        return Snapshot(read_at, files, self.bundle(), read_sources(self.policies))
 
     def bundle(self) -> Bundle:
         return load_bundle(self.policies, v0_compatible=self.v0_compatible)
 
-    def build(self, bundle: Bundle) -> PolicySet:
-        return build_policy_set(
-            bundle, engine=self.engine, opa_url=self.opa_url, options=self.extensions, source=self.policies
+    def build(self, snapshot: Snapshot) -> PolicySet:
+        """The policy set of a snapshot; Gatekeeper templates that did not load are logged (their
+        constraints then refuse what they match) and the rest serve."""
+        policy_set = build_policy_set(
+            snapshot.bundle,
+            engine=self.engine,
+            opa_url=self.opa_url,
+            options=self.extensions,
+            source=self.policies,
+            gatekeeper_sources=snapshot.gatekeeper,
         )
+        for problem in policy_set.problems:
+            log.error("gatekeeper resource not loaded", extra={"error": problem})
+        return policy_set
 
     def tls_files(self) -> list[str | None]:
         return [self.tls_cert, self.tls_key]
@@ -112,7 +123,7 @@ def follow_cluster(
         except RegokiteError as exc:
             if settings.replicate:
                 raise
-            return None, replace(policy_set, unavailable=_unreplicated(policy_set, exc))
+            return None, replace(policy_set, unavailable={**policy_set.unavailable, **_unreplicated(policy_set, exc)})
         replica = Replicator(client, ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG))
     if replica is not None:
         new = sorted(refs - set(replica.resources))
@@ -120,7 +131,12 @@ def follow_cluster(
             # refused before a reload takes them on: a resource that cannot be listed would never be ready
             check_access(replica.client, new)
         replica.ensure(new)
-        policy_set.engine.follow(replica.store)
+        policy_set.follow(replica.store)
+    elif policy_set.reads_inventory:
+        log.warning(
+            "Gatekeeper templates read data.inventory but nothing is replicated: they see no objects"
+            " (--replicate / --replicate-cluster name what to replicate)"
+        )
     return replica, policy_set
 
 
@@ -131,6 +147,7 @@ class Snapshot:
     read_at: float
     fingerprint: tuple
     bundle: Bundle
+    gatekeeper: GatekeeperSources = field(default_factory=GatekeeperSources)  # templates, constraints beside it
 
 
 class LastGood:
@@ -215,12 +232,12 @@ class Reloader:
         """
         read_at, self._policies = time.monotonic(), fingerprint(self.settings.policies)
         try:
-            bundle = self.settings.bundle()
-            candidate = self.settings.build(bundle)
+            snapshot = Snapshot(read_at, self._policies, self.settings.bundle(), read_sources(self.settings.policies))
+            candidate = self.settings.build(snapshot)
         except RegokiteError as exc:
             return str(exc), None
         candidate.engine.release_thread()
-        return candidate, Snapshot(read_at, self._policies, bundle)
+        return candidate, snapshot
 
     def reload_tls(self) -> None:
         """Serve a new pair only once both files load and match; until then the previous pair serves."""
@@ -252,7 +269,7 @@ def _worker(
     saved: Callable[[Snapshot], None],
 ) -> None:
     """One worker process: its own engine, its own event loop, the shared socket, its own replication."""
-    replica, policy_set = follow_cluster(settings, None, settings.build(start.bundle))
+    replica, policy_set = follow_cluster(settings, None, settings.build(start))
     state = ServingState(
         policy_set,
         deadline_seconds=settings.deadline_seconds,
@@ -282,7 +299,7 @@ def _worker(
 def serve(settings: AdmissionSettings) -> int:
     """Load once to fail fast, bind, then fork the workers and watch over them."""
     first = settings.read()
-    policy_set = settings.build(first.bundle)  # a broken policy dir stops startup with a clear error
+    policy_set = settings.build(first)  # a broken policy dir stops startup with a clear error
     log.info(
         "policies loaded",
         extra={"engine": settings.engine, "policies": [p.name for p in policy_set.policies]},

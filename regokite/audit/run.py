@@ -89,7 +89,7 @@ class Audit:
                 self.replica = Replicator(self.client, ReplicaStore(self.settings.replicate_path))
             self.replica.ensure(policy_set.replicate)
         if self.replica is not None:
-            policy_set.engine.follow(self.replica.store)
+            policy_set.follow(self.replica.store)
             while not self.replica.wait_ready(5.0):
                 log.info("waiting for replicated data", extra={"pending": self.replica.pending()})
         old, self.policy_set = self.policy_set, policy_set

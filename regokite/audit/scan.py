@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regokite.admission.decide import decide
+from regokite.admission.match import Match
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import creation_review
 from regokite.clusterdata.store import ResourceRef
@@ -70,6 +71,11 @@ def audited_resources(
     skipped: list[str] = []
     for policy in policy_set.policies:
         if not policy.validating:
+            continue
+        if not isinstance(policy.match, Match):
+            skipped.append(
+                f"{policy.name}: a {policy.constraint_kind} constraint (audit does not list constraints' kinds yet)"
+            )
             continue
         if not policy.match.raw:
             skipped.append(f"{policy.name}: no match declaration (it would have to list every resource)")

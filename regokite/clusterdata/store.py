@@ -57,6 +57,19 @@ def parse_resource(text: str, *, namespaced: bool) -> ResourceRef:
     return ResourceRef(parts[0], parts[1], parts[2], namespaced)
 
 
+# Kinds of the built-in APIs that have no namespace; anything else is namespaced
+# (there is no discovery offline): `regokite check` gives it --namespace when it names none.
+CLUSTER_KINDS = frozenset(
+    {
+        "APIService", "CertificateSigningRequest", "ClusterRole", "ClusterRoleBinding", "ComponentStatus",
+        "CSIDriver", "CSINode", "CustomResourceDefinition", "FlowSchema", "IngressClass",
+        "MutatingWebhookConfiguration", "Namespace", "Node", "PersistentVolume", "PriorityClass",
+        "PriorityLevelConfiguration", "RuntimeClass", "StorageClass", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "VolumeAttachment",
+    }
+)  # fmt: skip
+
+
 def guess_resource(kind: str) -> str:
     """The plural resource of a kind without asking discovery, as kubectl's
     `UnsafeGuessKindToResource` does: for offline checks only."""

@@ -84,21 +84,28 @@ def add_manifests_commands(sub: Any) -> None:
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     opts = generate.AuditOptions(
-        policies=_check_policies(args),
-        baked_policies=args.baked_policies,
-        namespace=args.namespace,
-        include_namespace=not args.no_namespace,
-        name=args.name,
-        image=args.image,
-        engine=args.engine,
-        opa_image=args.opa_image,
-        v0_compatible=args.v0_compatible,
+        **_shared(args),
         metrics_port=args.metrics_port,
         include_crds=args.include_crds,
     )
     header = "regokite audit manifests (`regokite manifests audit`): PolicyReports of what already violates."
     print(generate.to_yaml(generate.audit_manifests(opts), header), end="")
     return 0
+
+
+def _shared(args: argparse.Namespace) -> dict[str, Any]:
+    """The options every role's manifests take from the same flags."""
+    return {
+        "policies": _check_policies(args),
+        "baked_policies": args.baked_policies,
+        "namespace": args.namespace,
+        "include_namespace": not args.no_namespace,
+        "name": args.name,
+        "image": args.image,
+        "engine": args.engine,
+        "opa_image": args.opa_image,
+        "v0_compatible": args.v0_compatible,
+    }
 
 
 def _check_policies(args: argparse.Namespace) -> list[str]:
@@ -113,17 +120,9 @@ def _check_policies(args: argparse.Namespace) -> list[str]:
 
 def _cmd_admission(args: argparse.Namespace) -> int:
     opts = generate.AdmissionOptions(
-        policies=_check_policies(args),
-        baked_policies=args.baked_policies,
-        namespace=args.namespace,
-        include_namespace=not args.no_namespace,
-        name=args.name,
-        image=args.image,
+        **_shared(args),
         replicas=args.replicas,
         workers=args.workers,
-        engine=args.engine,
-        opa_image=args.opa_image,
-        v0_compatible=args.v0_compatible,
         cert_manager=args.cert_manager,
         ca_bundle=generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
         timeout_seconds=args.timeout_seconds,

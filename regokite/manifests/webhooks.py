@@ -3,7 +3,9 @@
 One webhook per policy, pointing at `/validate/<package>` or
 `/mutate/<package>`, so each policy's rules, selectors and failure policy
 are applied by the API server itself and a request is sent only to the
-policies that want it.
+policies that want it. Gatekeeper constraints get one webhook per
+constraint kind (`/validate/<kind lowercased>`) for the API groups their
+`kinds` name; their namespace criteria are checked by regokite.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from regokite.admission.match import Match
 from regokite.admission.policies import AdmissionPolicy
 from regokite.errors import RegokiteError
 
@@ -49,10 +52,41 @@ def webhook_configurations(policies: list[AdmissionPolicy], target: WebhookTarge
                 "apiVersion": "admissionregistration.k8s.io/v1",
                 "kind": kind,
                 "metadata": metadata,
-                "webhooks": [_webhook(p, mode, target) for p in wanted],
+                "webhooks": _webhooks(wanted, mode, target),
             }
         )
     return configs
+
+
+def _webhooks(policies: list[AdmissionPolicy], mode: str, target: WebhookTarget) -> list[dict[str, Any]]:
+    hooks = [_webhook(p, mode, target) for p in policies if p.constraint_kind is None]
+    kinds = sorted({p.constraint_kind for p in policies if p.constraint_kind is not None})
+    for kind in kinds:
+        hooks.append(_constraint_webhook(kind, [p for p in policies if p.constraint_kind == kind], target))
+    return hooks
+
+
+def _constraint_webhook(kind: str, constraints: list[AdmissionPolicy], target: WebhookTarget) -> dict[str, Any]:
+    """All constraints of one kind: every resource of the groups their `kinds` name."""
+    groups: set[str] = set()
+    for policy in constraints:
+        kinds = getattr(policy.match, "kinds", ())
+        groups.update(g for entry in kinds for g in entry[0]) if kinds else groups.add("*")
+    rule = {
+        "operations": ["CREATE", "UPDATE"],
+        "apiGroups": ["*"] if "*" in groups else sorted(groups),
+        "apiVersions": ["*"],
+        "resources": ["*"],
+        "scope": "*",
+    }
+    hook = _webhook(constraints[0], "validate", target, path_name=kind.lower())
+    hook.update(
+        name=f"{kind.lower()}.constraints.regokite.dev",
+        rules=[rule],
+        namespaceSelector=_namespace_selector(None, (), (), target.namespace),
+    )
+    hook.pop("objectSelector", None)
+    return hook
 
 
 def service_path(mode: str, policy: str) -> str:
@@ -70,8 +104,8 @@ def service_path(mode: str, policy: str) -> str:
     return f"/{mode}/{name}"
 
 
-def _webhook(policy: AdmissionPolicy, mode: str, target: WebhookTarget) -> dict[str, Any]:
-    path = service_path(mode, policy.name)
+def _webhook(policy: AdmissionPolicy, mode: str, target: WebhookTarget, path_name: str | None = None) -> dict[str, Any]:
+    path = service_path(mode, path_name or policy.name)
     client: dict[str, Any]
     if target.url:
         client = {"url": target.url.rstrip("/") + path}
@@ -80,6 +114,8 @@ def _webhook(policy: AdmissionPolicy, mode: str, target: WebhookTarget) -> dict[
     if target.ca_bundle is not None and not target.cert_manager_certificate:
         client["caBundle"] = target.ca_bundle
     match = policy.match
+    if not isinstance(match, Match):  # a constraint: its caller sets rules and selectors
+        match = Match()
     webhook: dict[str, Any] = {
         "name": f"{policy.name.replace('_', '-')}.{mode}.regokite.dev",
         "clientConfig": client,

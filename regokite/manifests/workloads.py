@@ -18,6 +18,7 @@ from typing import Any
 
 from regokite.bundle import DATA_FILES
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.resources import may_hold_resources
 
 Obj = dict[str, Any]
 
@@ -74,7 +75,8 @@ def bundle_files(roots: list[str]) -> list[tuple[str, str]]:
 
     One root is mounted as is; several get a directory each (`0/`, `1/`, ...),
     because data files are placed by their path below their own root. Tests
-    (`*_test.rego`) are left out: they are never served.
+    (`*_test.rego`) are left out: they are never served. YAML holding
+    Gatekeeper templates or constraints is served, so it goes too.
     """
     files: list[tuple[str, str]] = []
     for index, root in enumerate(roots):
@@ -90,8 +92,12 @@ def bundle_files(roots: list[str]) -> list[tuple[str, str]]:
             for name in sorted(filenames):
                 if name.startswith(".") or name.endswith("_test.rego"):
                     continue
-                if name.endswith(".rego") or name in DATA_FILES:
-                    file = Path(dirpath) / name
+                file = Path(dirpath) / name
+                if (
+                    name.endswith(".rego")
+                    or name in DATA_FILES
+                    or (file.suffix in (".yaml", ".yml") and may_hold_resources(file))
+                ):
                     files.append((prefix + file.relative_to(base).as_posix(), file.read_text(encoding="utf-8")))
     return files
 

@@ -1,0 +1,1 @@
+"""Gatekeeper's ConstraintTemplates and Constraints, evaluated by regokite unchanged."""

@@ -1,0 +1,189 @@
+"""Template Rego made into bundle modules, each template in a namespace of its own.
+
+Gatekeeper rewrites every template's package to a path under its kind and
+its libs' `data.lib...` references to that template's own copy, so two
+templates may declare the same package or the same lib without colliding.
+regokite does the same: the template's package becomes
+`regokite_gatekeeper.templates.<Kind>`, a lib `lib.x` becomes
+`regokite_gatekeeper.libs.<Kind>.lib.x`, and `data.lib` references move
+with them. Like Gatekeeper, a template may read only `data.lib` and
+`data.inventory`. Each template is compiled on its own first, so one that
+does not compile is reported (template file and line) and the others load.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from regokite.bundle import Bundle, Module
+from regokite.engine import open_engine
+from regokite.engine.extensions import ExtensionOptions
+from regokite.errors import Location, PolicyLoadError
+from regokite.gatekeeper.resources import RegoSource, Template
+from regokite.outline import outline, packages
+
+ROOT = "regokite_gatekeeper"
+ALLOWED_DATA = ("lib", "inventory")
+_PACKAGE = re.compile(r"^([ \t]*package[ \t]+)([^\s#]+)", re.MULTILINE)
+_DATA_REF = re.compile(r"\bdata\b(?:\.([A-Za-z_][A-Za-z0-9_]*)|\[\s*\"([^\"]*)\"\s*\]|(?=[^.\[\w]|$))")
+
+
+def template_package(kind: str) -> str:
+    return f"{ROOT}.templates.{kind}"
+
+
+def violation_ref(kind: str) -> str:
+    return f"data.{template_package(kind)}.violation"
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A template that compiled: its rewritten modules, ready for a bundle."""
+
+    template: Template
+    modules: tuple[Module, ...]
+
+
+def template_modules(template: Template) -> tuple[Module, ...]:
+    """The template's Rego with packages and `data.lib` references rewritten; errors name file:line."""
+    if template.rego is None:
+        raise PolicyLoadError(
+            f"{template.file}: ConstraintTemplate {template.name} has no Rego code "
+            f"(engines: {', '.join(template.engines) or 'none'}); regokite evaluates Rego only"
+        )
+    libs_root = f"{ROOT}.libs.{template.kind}"
+    modules = [_module(template, template.rego, template_package(template.kind), libs_root)]
+    for lib in template.libs:
+        declared = _declared_package(lib)
+        if declared != "lib" and not declared.startswith("lib."):
+            raise _error(lib, 1, 1, f"a lib's package must start with lib, got {declared!r}")
+        modules.append(_module(template, lib, f"{libs_root}.{declared}", libs_root))
+    return tuple(modules)
+
+
+def _declared_package(source: RegoSource) -> str:
+    found = _PACKAGE.search(source.text)
+    if found is None:
+        raise _error(source, 1, 1, "no package declaration")
+    return found.group(2)
+
+
+def _module(template: Template, source: RegoSource, package: str, libs_root: str) -> Module:
+    _declared_package(source)
+    text = _PACKAGE.sub(lambda m: m.group(1) + package, source.text, count=1)
+    text = _rewrite_data_refs(text, source, libs_root)
+    return Module(module_path(source), text, v0=not template.v1)
+
+
+def module_path(source: RegoSource) -> str:
+    return f"{source.file}#{source.role}"
+
+
+def _rewrite_data_refs(text: str, source: RegoSource, libs_root: str) -> str:
+    """`data.lib` -> the template's libs; any other data root but inventory is refused."""
+    out: list[str] = []
+    for kind, chunk, offset in _code_chunks(text):
+        if kind != "code":
+            out.append(chunk)
+            continue
+        pieces: list[str] = []
+        last = 0
+        for found in _DATA_REF.finditer(chunk):
+            name = found.group(1) or found.group(2)
+            if name not in ALLOWED_DATA:
+                line, col = _line_col(text, offset + found.start())
+                what = f"data.{name}" if name is not None else "data"
+                raise _error(source, line, col, f"{what}: a template may read only data.lib and data.inventory")
+            if name == "lib":
+                pieces += [chunk[last : found.start()], f"data.{libs_root}.lib"]
+                last = found.end()
+        pieces.append(chunk[last:])
+        out.append("".join(pieces))
+    return "".join(out)
+
+
+def _code_chunks(text: str) -> Iterable[tuple[str, str, int]]:
+    """Split Rego text into code, string and comment runs (offsets kept)."""
+    i, start, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in '"`#':
+            if start < i:
+                yield "code", text[start:i], start
+            j = i + 1
+            if c == "#":
+                while j < n and text[j] != "\n":
+                    j += 1
+            elif c == "`":
+                while j < n and text[j] != "`":
+                    j += 1
+                j += 1
+            else:
+                while j < n and text[j] != '"':
+                    j += 2 if text[j] == "\\" else 1
+                j += 1
+            yield "other", text[i:j], i
+            i = start = j
+        else:
+            i += 1
+    if start < n:
+        yield "code", text[start:], start
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _error(source: RegoSource, line: int, col: int, message: str) -> PolicyLoadError:
+    lines = source.text.splitlines()
+    shown = lines[line - 1] if 0 < line <= len(lines) else None
+    return PolicyLoadError(
+        f"{message} (in {source.role}, line {line})", Location(source.file, source.line + line - 1, col), shown
+    )
+
+
+def compile_template(template: Template, *, options: ExtensionOptions | None = None) -> Compiled:
+    """Compile one template on its own; a PolicyLoadError locates the problem in the template file."""
+    modules = template_modules(template)
+    try:
+        engine = open_engine(Bundle(modules), "embedded", options=options)
+    except PolicyLoadError as exc:
+        raise relocate(exc, template) from None
+    engine.close()
+    rules = packages(outline(modules)).get(template_package(template.kind), set())
+    if "violation" not in rules:
+        raise PolicyLoadError(f"{template.file}: ConstraintTemplate {template.name}: its Rego has no violation rule")
+    return Compiled(template, modules)
+
+
+def relocate(exc: PolicyLoadError, template: Template) -> PolicyLoadError:
+    """An engine error inside a template's module, moved to the line of the template file."""
+    sources = {module_path(s): s for s in (template.rego, *template.libs) if s is not None}
+    loc = exc.location
+    source = sources.get(loc.file) if loc else None
+    if loc is None or source is None:
+        return PolicyLoadError(f"{template.file}: ConstraintTemplate {template.name}: {exc.message}")
+    return _error(source, loc.line, loc.col, exc.message)
+
+
+def compile_all(
+    templates: Sequence[Template], *, options: ExtensionOptions | None = None
+) -> tuple[dict[str, Compiled], dict[str, PolicyLoadError]]:
+    """Each template compiled on its own: (kind -> compiled, kind -> why not)."""
+    good: dict[str, Compiled] = {}
+    bad: dict[str, PolicyLoadError] = {}
+    for template in templates:
+        if template.kind in good or template.kind in bad:
+            bad[template.kind] = PolicyLoadError(
+                f"{template.file}: a second ConstraintTemplate of kind {template.kind}"
+            )
+            good.pop(template.kind, None)
+            continue
+        try:
+            good[template.kind] = compile_template(template, options=options)
+        except PolicyLoadError as exc:
+            bad[template.kind] = exc
+    return good, bad

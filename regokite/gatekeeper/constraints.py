@@ -1,0 +1,183 @@
+"""Constraints ready to evaluate: their template compiled, their match parsed.
+
+Read from YAML files beside the `.rego` of `--policies`. A template that does
+not compile is a problem reported with file:line and is left out; its
+constraints stay in the set, broken, so a request they would have judged is
+refused with the reason (fail closed) instead of silently admitted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from regokite.bundle import Module
+from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resource
+from regokite.engine.extensions import ExtensionOptions
+from regokite.errors import PolicyLoadError, RegokiteError
+from regokite.gatekeeper.compile import compile_all, violation_ref
+from regokite.gatekeeper.match import ConstraintMatch, NamespaceLookup, parse_constraint_match
+from regokite.gatekeeper.resources import (
+    Constraint,
+    Template,
+    gatekeeper_files,
+    is_config,
+    is_constraint,
+    is_template,
+    may_hold_resources,
+    parse_constraint,
+    parse_sync_only,
+    parse_template,
+    read_documents,
+)
+
+ENFORCEMENT_ACTIONS = ("deny", "dryrun", "warn")
+WEBHOOK_POINT = "validation.gatekeeper.sh"
+
+
+@dataclass(frozen=True)
+class ReadyConstraint:
+    constraint: Constraint
+    match: ConstraintMatch
+    enforcement: str  # the action at the webhook enforcement point
+    broken: str | None = None  # why it cannot be evaluated
+
+
+@dataclass(frozen=True)
+class GatekeeperSet:
+    templates: tuple[Template, ...]
+    modules: tuple[Module, ...]
+    constraints: tuple[ReadyConstraint, ...]
+    problems: tuple[str, ...]  # templates that did not load, each with file:line
+
+
+@dataclass(frozen=True)
+class GatekeeperSources:
+    """What the policy roots hold for Gatekeeper, read once: a snapshot of the
+    files beside the bundle, so a policy set can be rebuilt without the disk."""
+
+    templates: tuple[Template, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    problems: tuple[str, ...] = ()
+    synced: tuple[ResourceRef, ...] = ()
+
+
+def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
+    roots = list(roots)
+    templates, constraints, problems = read_resources(roots)
+    return GatekeeperSources(tuple(templates), tuple(constraints), tuple(problems), tuple(read_sync_only(roots)))
+
+
+def read_resources(roots: Iterable[str | Path]) -> tuple[list[Template], list[Constraint], list[str]]:
+    """Every template and constraint in YAML below `roots`; unreadable ones become problems."""
+    templates: list[Template] = []
+    constraints: list[Constraint] = []
+    problems: list[str] = []
+    _read(roots, templates, constraints, [], problems)
+    return templates, constraints, problems
+
+
+def read_sync_only(roots: Iterable[str | Path]) -> list[ResourceRef]:
+    """What Gatekeeper `Config` objects below `roots` ask to replicate (`spec.sync.syncOnly`),
+    as resources: the plural guessed from the kind as kubectl does offline."""
+    syncs: list[tuple[str, str, str]] = []
+    _read(roots, [], [], syncs, [])  # templates' and constraints' problems: read_resources reports them
+    return sorted({ResourceRef(g, v, guess_resource(k), namespaced=k not in CLUSTER_KINDS) for g, v, k in syncs})
+
+
+def _read(
+    roots: Iterable[str | Path],
+    templates: list[Template],
+    constraints: list[Constraint],
+    syncs: list[tuple[str, str, str]],
+    problems: list[str],
+) -> None:
+    for path in gatekeeper_files(roots):
+        if not may_hold_resources(path):
+            continue  # other YAML (controller definitions, manifests) is not read here
+        try:
+            documents = read_documents(path, str(path))
+        except PolicyLoadError as exc:
+            problems.append(str(exc))
+            continue
+        for doc, node in documents:
+            if is_config(doc):  # a bad Config fails the load: constraints would see no inventory
+                syncs.extend(parse_sync_only(doc, str(path)))
+                continue
+            try:
+                if is_template(doc):
+                    templates.append(parse_template(doc, node, str(path)))
+                elif is_constraint(doc):
+                    constraints.append(parse_constraint(doc, str(path)))
+            except PolicyLoadError as exc:
+                problems.append(str(exc))
+
+
+def prepare(
+    templates: Sequence[Template],
+    constraints: Sequence[Constraint],
+    *,
+    lookup: NamespaceLookup | None = None,
+    options: ExtensionOptions | None = None,
+) -> GatekeeperSet:
+    good, bad = compile_all(templates, options=options)
+    problems = [str(exc) for exc in bad.values()]
+    ready = []
+    seen: set[tuple[str, str]] = set()
+    for c in constraints:
+        where = f"{c.file}: {c.kind} {c.name}"
+        if (c.kind, c.name) in seen:
+            raise PolicyLoadError(f"{where}: a second constraint of this kind and name")
+        seen.add((c.kind, c.name))
+        match = parse_constraint_match(c.match, f"{where}: spec.match", lookup)
+        broken = None
+        if c.kind in bad:
+            broken = f"its ConstraintTemplate did not load: {bad[c.kind]}"
+        elif c.kind not in good:
+            broken = f"no ConstraintTemplate defines kind {c.kind}"
+        try:
+            enforcement = webhook_action(c)
+        except RegokiteError as exc:
+            enforcement, broken = "deny", broken or str(exc)
+        ready.append(ReadyConstraint(c, match, enforcement, broken))
+        if broken and c.kind not in bad:  # a template's own error is listed once, above
+            problems.append(f"{where}: {broken}")
+    modules = tuple(m for compiled in good.values() for m in compiled.modules)
+    return GatekeeperSet(tuple(t for t in templates if t.kind in good), modules, tuple(ready), tuple(problems))
+
+
+def webhook_action(c: Constraint) -> str:
+    """The action at the webhook: enforcementAction, or for `scoped` the most severe
+    of the scopedEnforcementActions naming the webhook (or `*`); none is dryrun."""
+    action = c.enforcement
+    if action in ENFORCEMENT_ACTIONS:
+        return action
+    if action != "scoped":
+        raise RegokiteError(f"enforcementAction must be deny, dryrun, warn or scoped, got {action!r}")
+    actions = set()
+    for entry in c.scoped:
+        points = entry.get("enforcementPoints") or []
+        if any(isinstance(p, dict) and p.get("name") in (WEBHOOK_POINT, "*") for p in points):
+            actions.add(entry.get("action"))
+    unknown = actions - set(ENFORCEMENT_ACTIONS)
+    if unknown:
+        raise RegokiteError(f"scopedEnforcementActions: unknown action(s) {', '.join(map(str, unknown))}")
+    return next((a for a in ("deny", "warn") if a in actions), "dryrun")
+
+
+def constraint_rule(name: str, c: ReadyConstraint) -> list[str]:
+    """The generated rule evaluating one constraint: its template's violations under
+    Gatekeeper's input (`review` = the AdmissionRequest, `parameters`)."""
+    if c.broken:
+        return []
+    parameters = json.dumps(c.constraint.parameters if c.constraint.parameters is not None else {})
+    gatekeeper_input = f'{{"review": input.request, "parameters": {parameters}}}'
+    return [
+        f"# {c.constraint.kind} {c.constraint.name}",
+        f'{name} := {{"violation": [v]}} if {{',
+        f"\tv := {violation_ref(c.constraint.kind)} with input as {gatekeeper_input}",
+        "}",
+        "",
+    ]

@@ -1,0 +1,111 @@
+"""What a cluster holds for Gatekeeper's contract: the CRDs and the template status.
+
+Pure: the ConstraintTemplate CRD itself (so `kubectl apply` of a template
+works where Gatekeeper is not installed), one Constraint CRD per template
+(its `spec.parameters` validated by the template's schema, as Gatekeeper
+does, so `kubectl` refuses a constraint with bad parameters), and the
+template's `status` in Gatekeeper's shape (`created`, `byPod[].errors`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from regokite.gatekeeper.resources import CONSTRAINT_GROUP, TEMPLATE_GROUP, Template
+
+POD_ID = "regokite"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "regokite", "gatekeeper.sh/constraint": "yes"}
+_ANY = {"x-kubernetes-preserve-unknown-fields": True}
+_ANY_OBJECT = {"type": "object", **_ANY}
+
+
+def template_crd() -> dict[str, Any]:
+    """The CRD of ConstraintTemplate (templates.gatekeeper.sh v1, v1beta1, v1alpha1)."""
+    schema = {
+        "openAPIV3Schema": {
+            "type": "object",
+            "properties": {"spec": _ANY_OBJECT, "status": _ANY_OBJECT},
+        }
+    }
+    versions = [
+        {
+            "name": v,
+            "served": True,
+            "storage": v == "v1",
+            "schema": copy.deepcopy(schema),
+            "subresources": {"status": {}},
+        }
+        for v in ("v1", "v1beta1", "v1alpha1")
+    ]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"constrainttemplates.{TEMPLATE_GROUP}", "labels": {"app.kubernetes.io/name": "regokite"}},
+        "spec": {
+            "group": TEMPLATE_GROUP,
+            "names": {"kind": "ConstraintTemplate", "plural": "constrainttemplates", "singular": "constrainttemplate"},
+            "scope": "Cluster",
+            "versions": versions,
+        },
+    }
+
+
+def constraint_plural(kind: str) -> str:
+    return kind.lower()
+
+
+def constraint_crd_name(kind: str) -> str:
+    return f"{constraint_plural(kind)}.{CONSTRAINT_GROUP}"
+
+
+def constraint_crd(template: Template) -> dict[str, Any]:
+    """The CRD of a template's constraints (v1beta1 stored, v1alpha1 served), cluster-scoped as in Gatekeeper."""
+    parameters = copy.deepcopy(template.schema) if template.schema else dict(_ANY)
+    if "type" not in parameters and "x-kubernetes-preserve-unknown-fields" not in parameters:
+        parameters["type"] = "object"
+    spec = {
+        "type": "object",
+        "properties": {
+            "match": _ANY_OBJECT,
+            "enforcementAction": {"type": "string"},
+            "scopedEnforcementActions": {"type": "array", "items": _ANY_OBJECT},
+            "parameters": parameters,
+        },
+    }
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _ANY_OBJECT}}}
+    versions = [
+        {
+            "name": v,
+            "served": True,
+            "storage": v == "v1beta1",
+            "schema": copy.deepcopy(schema),
+            "subresources": {"status": {}},
+        }
+        for v in ("v1beta1", "v1alpha1")
+    ]
+    kind = template.kind
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": constraint_crd_name(kind), "labels": dict(MANAGED_BY)},
+        "spec": {
+            "group": CONSTRAINT_GROUP,
+            "names": {
+                "kind": kind,
+                "plural": constraint_plural(kind),
+                "singular": constraint_plural(kind),
+                "categories": ["constraint", "constraints"],
+            },
+            "scope": "Cluster",
+            "versions": versions,
+        },
+    }
+
+
+def template_status(generation: int | None, errors: list[str]) -> dict[str, Any]:
+    """Gatekeeper's template status: `created` once its constraints' CRD exists, errors per pod."""
+    by_pod: dict[str, Any] = {"id": POD_ID, "observedGeneration": generation, "operations": ["webhook"]}
+    if errors:
+        by_pod["errors"] = [{"code": "ingest_error", "message": message} for message in errors]
+    return {"created": not errors, "byPod": [by_pod]}

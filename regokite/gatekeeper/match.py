@@ -1,0 +1,143 @@
+"""Which requests a constraint applies to, as Gatekeeper's `spec.match` says.
+
+`kinds` (apiGroups x kinds, `*` for any), `scope` (`*`, `Cluster`,
+`Namespaced`), `namespaces` and `excludedNamespaces` (names, or globs with
+one `*` at the front or the end), `labelSelector`, `namespaceSelector` and
+`name` (a glob like the namespaces'). As in Gatekeeper, a Namespace object
+is matched by its own name and labels where the criteria speak of its
+namespace, and the namespace criteria do not apply to other cluster-scoped
+objects. A namespaceSelector on a namespaced object needs that Namespace:
+without it the match fails loudly (NamespaceUnknown) rather than guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from regokite.errors import RegokiteError
+from regokite.selectors import parse_selector
+
+NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
+KNOWN = {"kinds", "scope", "namespaces", "excludedNamespaces", "labelSelector", "namespaceSelector", "name", "source"}
+
+
+class ConstraintMatchError(RegokiteError):
+    """A `spec.match` that is not of Gatekeeper's shape."""
+
+
+class NamespaceUnknown(RegokiteError):
+    """A namespaceSelector needs a Namespace that regokite has not got."""
+
+
+def glob_matches(pattern: str, value: str) -> bool:
+    """Gatekeeper's namespace glob: exact, `prefix*` or `*suffix`."""
+    if pattern.endswith("*"):
+        return value.startswith(pattern[:-1])
+    if pattern.startswith("*"):
+        return value.endswith(pattern[1:])
+    return value == pattern
+
+
+@dataclass(frozen=True)
+class ConstraintMatch:
+    kinds: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+    scope: str = "*"
+    namespaces: tuple[str, ...] = ()
+    excluded_namespaces: tuple[str, ...] = ()
+    label_selector: Mapping[str, Any] | None = None
+    namespace_selector: Mapping[str, Any] | None = None
+    name: str | None = None
+    lookup: NamespaceLookup | None = field(default=None, compare=False)
+
+    def applies_to(self, review: Any) -> bool:
+        return self.matches(review.request)
+
+    def matches(self, req: Mapping[str, Any]) -> bool:
+        """Whether an AdmissionRequest is in scope; NamespaceUnknown when it cannot say."""
+        kind = req.get("kind") or {}
+        group, kind_name = kind.get("group", ""), kind.get("kind", "")
+        if self.kinds and not any(
+            ("*" in groups or group in groups) and ("*" in kinds or kind_name in kinds) for groups, kinds in self.kinds
+        ):
+            return False
+        obj = req.get("object") or req.get("oldObject") or {}
+        meta = (obj.get("metadata") or {}) if isinstance(obj, dict) else {}
+        is_namespace = group == "" and kind_name == "Namespace"
+        namespace = req.get("namespace") or meta.get("namespace") or ""
+        cluster_scoped = not namespace
+        if self.scope != "*" and (self.scope == "Cluster") != cluster_scoped:
+            return False
+        own = (meta.get("name") or req.get("name") or "") if is_namespace else namespace
+        if own or is_namespace:
+            if self.namespaces and not any(glob_matches(p, own) for p in self.namespaces):
+                return False
+            if any(glob_matches(p, own) for p in self.excluded_namespaces):
+                return False
+        name = meta.get("name") or req.get("name") or ""
+        if self.name is not None and not glob_matches(self.name, name):
+            return False
+        if self.label_selector is not None and not _selects(self.label_selector, meta.get("labels")):
+            return False
+        if self.namespace_selector is not None and (is_namespace or namespace):
+            labels = meta.get("labels") if is_namespace else self._namespace_labels(namespace)
+            if not _selects(self.namespace_selector, labels):
+                return False
+        return True
+
+    def _namespace_labels(self, namespace: str) -> Any:
+        found = self.lookup(namespace) if self.lookup is not None else None
+        if found is None:
+            raise NamespaceUnknown(
+                f"namespaceSelector needs the labels of Namespace {namespace!r}, which regokite has not got"
+                " (replicate v1/namespaces: --replicate-cluster v1/namespaces)"
+            )
+        return (found.get("metadata") or {}).get("labels")
+
+
+def _selects(selector: Mapping[str, Any], labels: Any) -> bool:
+    return parse_selector(dict(selector)).matches(labels if isinstance(labels, dict) else {})
+
+
+def parse_constraint_match(doc: Any, where: str, lookup: NamespaceLookup | None = None) -> ConstraintMatch:
+    """A ConstraintMatch from `spec.match`; errors name the field."""
+    if not isinstance(doc, dict):
+        raise ConstraintMatchError(f"{where} must be an object")
+    unknown = sorted(set(doc) - KNOWN)
+    if unknown:
+        raise ConstraintMatchError(f"{where} has unknown field(s) {', '.join(unknown)}")
+    kinds = []
+    for i, entry in enumerate(doc.get("kinds") or []):
+        if not isinstance(entry, dict):
+            raise ConstraintMatchError(f"{where}.kinds[{i}] must be an object")
+        kinds.append((_strings(entry.get("apiGroups", ["*"]), f"{where}.kinds[{i}].apiGroups"),
+                      _strings(entry.get("kinds", ["*"]), f"{where}.kinds[{i}].kinds")))  # fmt: skip
+    scope = doc.get("scope", "*")
+    if scope not in ("*", "Cluster", "Namespaced"):
+        raise ConstraintMatchError(f"{where}.scope must be *, Cluster or Namespaced, got {scope!r}")
+    for key in ("labelSelector", "namespaceSelector"):
+        if key in doc:
+            try:
+                parse_selector(dict(doc[key]))
+            except (TypeError, ValueError) as exc:
+                raise ConstraintMatchError(f"{where}.{key}: {exc}") from None
+    name = doc.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ConstraintMatchError(f"{where}.name must be a string")
+    return ConstraintMatch(
+        kinds=tuple(kinds),
+        scope=scope,
+        namespaces=_strings(doc.get("namespaces", []), f"{where}.namespaces"),
+        excluded_namespaces=_strings(doc.get("excludedNamespaces", []), f"{where}.excludedNamespaces"),
+        label_selector=doc.get("labelSelector"),
+        namespace_selector=doc.get("namespaceSelector"),
+        name=name,
+        lookup=lookup,
+    )
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConstraintMatchError(f"{where} must be a list of strings")
+    return tuple(value)

@@ -1,0 +1,239 @@
+"""ConstraintTemplates and Constraints read from YAML, with where each came from.
+
+Templates of `templates.gatekeeper.sh` v1, v1beta1 and v1alpha1 carry Rego
+either as `targets[].rego` + `libs` or as `targets[].code[]` entries with
+`engine: Rego` and `source.rego` / `source.libs` / `source.version`. The
+line in the file where each Rego text starts is kept, so a compile error
+inside a template is reported at its line in the template file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from regokite import yamldoc
+from regokite.errors import PolicyLoadError
+
+TEMPLATE_GROUP = "templates.gatekeeper.sh"
+CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
+CONFIG_GROUP = "config.gatekeeper.sh"
+ADMISSION_TARGET = "admission.k8s.gatekeeper.sh"
+
+
+class ResourceError(PolicyLoadError):
+    """A template or constraint document that is not of the documented shape."""
+
+
+@dataclass(frozen=True)
+class RegoSource:
+    """One Rego text of a template: the main module or a lib."""
+
+    text: str
+    file: str
+    line: int  # line in `file` where the text's first line is
+    role: str  # "rego" or "libs[i]"
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    kind: str
+    file: str
+    rego: RegoSource | None
+    libs: tuple[RegoSource, ...] = ()
+    v1: bool = False
+    schema: dict[str, Any] | None = None
+    engines: tuple[str, ...] = ()  # every engine named under code[], Rego included
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    kind: str
+    name: str
+    file: str
+    match: dict[str, Any]
+    parameters: Any
+    enforcement: str = "deny"
+    scoped: tuple[dict[str, Any], ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def is_template(doc: Any) -> bool:
+    return isinstance(doc, dict) and _group(doc) == TEMPLATE_GROUP and doc.get("kind") == "ConstraintTemplate"
+
+
+def is_constraint(doc: Any) -> bool:
+    return isinstance(doc, dict) and _group(doc) == CONSTRAINT_GROUP
+
+
+def is_config(doc: Any) -> bool:
+    return isinstance(doc, dict) and _group(doc) == CONFIG_GROUP and doc.get("kind") == "Config"
+
+
+def parse_sync_only(doc: dict[str, Any], file: str) -> list[tuple[str, str, str]]:
+    """A Config's `spec.sync.syncOnly`: (group, version, kind) of what Gatekeeper replicates."""
+    entries = _dig(doc, "spec", "sync", "syncOnly") or []
+    if not isinstance(entries, list):
+        raise ResourceError(f"{file}: Config spec.sync.syncOnly must be a list")
+    found = []
+    for i, entry in enumerate(entries):
+        gvk = tuple(entry.get(k, "") if isinstance(entry, dict) else None for k in ("group", "version", "kind"))
+        if not all(isinstance(v, str) for v in gvk) or not gvk[1] or not gvk[2]:
+            raise ResourceError(f"{file}: Config spec.sync.syncOnly[{i}] needs version and kind (and group)")
+        found.append(gvk)
+    return found  # type: ignore[return-value]
+
+
+def _group(doc: dict[str, Any]) -> str:
+    api_version = doc.get("apiVersion")
+    return api_version.partition("/")[0] if isinstance(api_version, str) else ""
+
+
+def read_documents(path: Path, shown: str) -> list[tuple[Any, yaml.Node | None]]:
+    """Every YAML document of a file with its node tree (for line numbers)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        docs = list(yamldoc.load_all(text))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ResourceError(f"{shown}: cannot read YAML: {exc}") from None
+    return list(zip(docs, nodes, strict=False))
+
+
+def parse_template(doc: dict[str, Any], node: yaml.Node | None, file: str) -> Template:
+    """A template from its document; raises ResourceError naming the field."""
+    meta = doc.get("metadata") or {}
+    name = meta.get("name") if isinstance(meta, dict) else None
+    spec = doc.get("spec")
+    where = f"{file}: ConstraintTemplate {name or '?'}"
+    if not isinstance(name, str) or not isinstance(spec, dict):
+        raise ResourceError(f"{where}: needs metadata.name and spec")
+    names = _dig(spec, "crd", "spec", "names")
+    kind = names.get("kind") if isinstance(names, dict) else None
+    if not isinstance(kind, str) or not kind.isidentifier():
+        raise ResourceError(f"{where}: spec.crd.spec.names.kind must be a kind name, got {kind!r}")
+    if kind.lower() != name:
+        raise ResourceError(
+            f"{where}: metadata.name must be the lowercased kind ({kind.lower()}), as Gatekeeper requires"
+        )
+    schema = _dig(spec, "crd", "spec", "validation", "openAPIV3Schema")
+    targets = spec.get("targets")
+    if not isinstance(targets, list) or len(targets) != 1 or not isinstance(targets[0], dict):
+        raise ResourceError(f"{where}: spec.targets must hold exactly one target")
+    target = targets[0]
+    if target.get("target") != ADMISSION_TARGET:
+        raise ResourceError(f"{where}: target {target.get('target')!r} is not {ADMISSION_TARGET}")
+    target_node = _node_at(node, "spec", "targets", 0)
+    rego, libs, v1, engines = _target_rego(target, target_node, file, where)
+    return Template(name, kind, file, rego, libs, v1, schema if isinstance(schema, dict) else None, engines, doc)
+
+
+def _target_rego(
+    target: dict[str, Any], node: yaml.Node | None, file: str, where: str
+) -> tuple[RegoSource | None, tuple[RegoSource, ...], bool, tuple[str, ...]]:
+    code = target.get("code")
+    engines: list[str] = []
+    if code is not None:
+        if not isinstance(code, list):
+            raise ResourceError(f"{where}: spec.targets[0].code must be a list")
+        for i, entry in enumerate(code):
+            engine = entry.get("engine") if isinstance(entry, dict) else None
+            engines.append(str(engine))
+            if engine != "Rego":
+                continue
+            source = entry.get("source")
+            if not isinstance(source, dict) or not isinstance(source.get("rego"), str):
+                raise ResourceError(f"{where}: spec.targets[0].code[{i}].source.rego must be Rego text")
+            version = source.get("version", "v0")
+            if version not in ("v0", "v1"):
+                raise ResourceError(f"{where}: code[{i}].source.version must be v0 or v1, got {version!r}")
+            src_node = _node_at(node, "code", i, "source")
+            rego = _source(source["rego"], _node_at(src_node, "rego"), file, "rego")
+            libs = _libs(source.get("libs"), _node_at(src_node, "libs"), file, where)
+            return rego, libs, version == "v1", tuple(engines)
+    if isinstance(target.get("rego"), str):
+        rego = _source(target["rego"], _node_at(node, "rego"), file, "rego")
+        return rego, _libs(target.get("libs"), _node_at(node, "libs"), file, where), False, ("Rego", *engines)
+    return None, (), False, tuple(engines)
+
+
+def _libs(value: Any, node: yaml.Node | None, file: str, where: str) -> tuple[RegoSource, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ResourceError(f"{where}: libs must be a list of Rego texts")
+    return tuple(_source(text, _node_at(node, i), file, f"libs[{i}]") for i, text in enumerate(value))
+
+
+def _source(text: str, node: yaml.Node | None, file: str, role: str) -> RegoSource:
+    """A block scalar's text begins on the line after its `|`; a flow scalar on its own line."""
+    if node is None:  # read from the API: lines are the Rego's own
+        return RegoSource(text, file, 1, role)
+    block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+    return RegoSource(text, file, node.start_mark.line + (2 if block else 1), role)
+
+
+def parse_constraint(doc: dict[str, Any], file: str) -> Constraint:
+    meta = doc.get("metadata") or {}
+    name = meta.get("name") if isinstance(meta, dict) else None
+    kind = doc.get("kind")
+    where = f"{file}: {kind} {name or '?'}"
+    if not isinstance(name, str) or not isinstance(kind, str):
+        raise ResourceError(f"{where}: a constraint needs kind and metadata.name")
+    spec = doc.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise ResourceError(f"{where}: spec must be an object")
+    match = spec.get("match") or {}
+    if not isinstance(match, dict):
+        raise ResourceError(f"{where}: spec.match must be an object")
+    enforcement = spec.get("enforcementAction", "deny")
+    scoped = spec.get("scopedEnforcementActions") or []
+    if not isinstance(scoped, list) or not all(isinstance(s, dict) for s in scoped):
+        raise ResourceError(f"{where}: spec.scopedEnforcementActions must be a list of objects")
+    return Constraint(kind, name, file, match, spec.get("parameters", {}), enforcement, tuple(scoped), doc)
+
+
+def _dig(doc: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def _node_at(node: yaml.Node | None, *path: str | int) -> yaml.Node | None:
+    for step in path:
+        if isinstance(node, yaml.MappingNode) and isinstance(step, str):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == step), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
+            node = node.value[step]
+        else:
+            return None
+    return node
+
+
+def may_hold_resources(path: Path) -> bool:
+    """Whether a YAML file names Gatekeeper's API groups (cheap: no parsing)."""
+    data = path.read_bytes()
+    return any(group.encode() in data for group in (TEMPLATE_GROUP, CONSTRAINT_GROUP, CONFIG_GROUP))
+
+
+def gatekeeper_files(roots: Iterable[str | Path]) -> list[Path]:
+    """YAML files below `roots` (hidden ones and data files aside) that may hold templates or constraints."""
+    found: list[Path] = []
+    for root in roots:
+        root = Path(root)
+        candidates = [root] if root.is_file() else sorted(root.rglob("*"))
+        for path in candidates:
+            relative = path.relative_to(root).parts if path != root else (path.name,)
+            if any(part.startswith(".") for part in relative) or not path.is_file():
+                continue
+            if path.suffix in (".yaml", ".yml") and path.name not in ("data.yaml", "data.yml"):
+                found.append(path)
+    return found

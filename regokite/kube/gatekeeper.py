@@ -1,0 +1,119 @@
+"""Gatekeeper's objects in a cluster, made into files the admission server serves.
+
+Each pass lists the ConstraintTemplates, compiles each on its own, applies
+the Constraint CRD of every template that compiled (and deletes the CRDs of
+templates that are gone or broken), writes each template's status, lists
+the constraints of every served kind, and writes templates and constraints
+as YAML into a directory that `regokite admission --policies` reloads. A
+file is rewritten only when its content changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from regokite.errors import PolicyLoadError
+from regokite.gatekeeper.compile import compile_template
+from regokite.gatekeeper.crds import (
+    MANAGED_BY,
+    constraint_crd,
+    constraint_crd_name,
+    constraint_plural,
+    template_crd,
+    template_status,
+)
+from regokite.gatekeeper.resources import CONSTRAINT_GROUP, TEMPLATE_GROUP, ResourceError, Template, parse_template
+from regokite.kube.client import ApiError, KubeClient
+
+log = logging.getLogger("regokite.gatekeeper")
+MANAGER = "regokite-gatekeeper"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+TEMPLATES = f"/apis/{TEMPLATE_GROUP}/v1/constrainttemplates"
+_SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields")
+
+
+class GatekeeperSync:
+    def __init__(self, client: KubeClient, out: Path) -> None:
+        self.client, self.out = client, out
+
+    def install(self) -> None:
+        """The ConstraintTemplate CRD, so templates can be applied where Gatekeeper is not installed."""
+        crd = template_crd()
+        self.client.apply(f"{CRDS}/{crd['metadata']['name']}", crd, MANAGER)
+
+    def sync_once(self) -> dict[str, str | None]:
+        """One pass; returns each template's kind and its error (None when it serves)."""
+        outcome: dict[str, str | None] = {}
+        served: list[tuple[Template, dict[str, Any]]] = []
+        for doc in self.client.get(TEMPLATES).get("items", []):
+            name = doc["metadata"]["name"]
+            try:
+                template = parse_template(doc, None, f"constrainttemplate/{name}")
+                compile_template(template)
+                self.client.apply(f"{CRDS}/{constraint_crd_name(template.kind)}", constraint_crd(template), MANAGER)
+                error = None
+                served.append((template, doc))
+            except (ResourceError, PolicyLoadError, ApiError) as exc:
+                template, error = None, str(exc)
+                log.error("constraint template not served", extra={"template": name, "error": error})
+            outcome[template.kind if template else name] = error
+            status = template_status(doc["metadata"].get("generation"), [error] if error else [])
+            if doc.get("status") != status:
+                self.client.patch(f"{TEMPLATES}/{name}/status", {"status": status})
+        self._drop_crds({t.kind for t, _ in served})
+        documents = [_clean(doc) for _, doc in served]
+        for template, _ in served:
+            documents += [_clean(c) for c in self._constraints(template.kind)]
+        _write(self.out / "gatekeeper.yaml", yaml.safe_dump_all(documents, sort_keys=True))
+        return outcome
+
+    def _constraints(self, kind: str) -> list[dict[str, Any]]:
+        try:
+            return self.client.get(f"/apis/{CONSTRAINT_GROUP}/v1beta1/{constraint_plural(kind)}").get("items", [])
+        except ApiError as exc:
+            if exc.status == 404:  # the CRD is not served yet: next pass
+                return []
+            raise
+
+    def _drop_crds(self, kinds: set[str]) -> None:
+        selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+        for crd in self.client.get(CRDS, labelSelector=selector).get("items", []):
+            if crd["spec"]["names"]["kind"] not in kinds:
+                log.info("constraint CRD removed with its template", extra={"crd": crd["metadata"]["name"]})
+                try:
+                    self.client.delete(f"{CRDS}/{crd['metadata']['name']}")
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+
+    def run(self, interval: float) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                self.sync_once()
+            except ApiError as exc:
+                log.error("gatekeeper sync failed; retrying", extra={"error": str(exc)})
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+
+def _clean(doc: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in doc.get("metadata", {}).items() if k not in _SERVER_FIELDS}
+    return {k: v for k, v in {**doc, "metadata": meta}.items() if k != "status"}
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace `path` atomically, and only when the text changed (a reload costs the server)."""
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gatekeeper-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

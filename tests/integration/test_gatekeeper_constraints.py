@@ -1,0 +1,223 @@
+"""Gatekeeper's objects through `kubectl apply` on a real API server, enforced by regokite.
+
+A ConstraintTemplate gets its Constraint CRD (parameters validated by the
+template's schema) and a status; its constraints reach `regokite admission`
+as files and the API server refuses, warns or admits as the constraint's
+enforcementAction says; a template that does not compile says so in its
+status; deleting a template removes its CRD and its constraints stop.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import kube
+import pytest
+import yaml
+from kube import create, delete, get
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from regokite.admission.policies import load_policy_set
+from regokite.gatekeeper.crds import constraint_crd_name, template_crd
+from regokite.kube.client import KubeClient
+from regokite.kube.gatekeeper import TEMPLATES, GatekeeperSync
+from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
+from tests.admission.reviews import review
+from tests.admission.server import admission_server
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "gatekeeper" / "fixtures"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+SELECT = "regokite.dev/gatekeeper-test"
+
+
+def kubectl(cluster: kube.Cluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **cluster.env()}
+    return subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True, env=env, timeout=60)
+
+
+def constraint(name: str, label: str, action: str = "deny", labels: object = None) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+            "kind": "K8sRequiredLabels",
+            "metadata": {"name": name},
+            "spec": {
+                "enforcementAction": action,
+                "match": {
+                    "kinds": [{"apiGroups": [""], "kinds": ["Namespace"]}],
+                    "labelSelector": {"matchLabels": {SELECT: label}},
+                },
+                "parameters": {"labels": labels if labels is not None else [{"key": "owner"}]},
+            },
+        }
+    )
+
+
+def namespace(name: str, label: str) -> str:
+    return yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {SELECT: label}}}
+    )
+
+
+@pytest.fixture
+def sync(cluster: kube.Cluster, api: client.ApiClient, tmp_path: Path) -> Iterator[GatekeeperSync]:
+    out = tmp_path / "policies"
+    out.mkdir()
+    syncer = GatekeeperSync(KubeClient(cluster.kubeconfig), out)
+    syncer.install()  # the ConstraintTemplate CRD; install_crd below only waits for it to be served
+    kube.install_crd(api, template_crd())
+    yield syncer
+    kubectl(cluster, "delete", "constrainttemplates", "k8srequiredlabels", "k8sbroken", "--ignore-not-found")
+    syncer.sync_once()
+
+
+def test_templates_and_constraints_applied_with_kubectl_are_enforced(
+    cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync, tmp_path: Path
+) -> None:
+    label = kube.unique_name("gk")
+    applied = kubectl(cluster, "apply", "-f", str(FIXTURES / "library/requiredlabels/template.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    assert sync.sync_once()["K8sRequiredLabels"] is None
+    kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established")
+    assert get(api, f"{TEMPLATES}/k8srequiredlabels")["status"]["created"] is True
+
+    # The template's schema validates parameters, as with Gatekeeper.
+    refused = kubectl(cluster, "apply", "-f", "-", stdin=constraint(f"{label}-bad", label, labels="owner"))
+    assert refused.returncode != 0 and "spec.parameters.labels" in refused.stderr
+    name = f"{label}-owner"
+    kube.wait_for(
+        lambda: kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, label)).returncode,
+        lambda rc: rc == 0,
+        what="the constraint CRD to be served",
+    )
+    sync.sync_once()
+    policy_set = load_policy_set([str(sync.out)])
+    assert [p.name for p in policy_set.policies] == [name]
+
+    (tmp_path / "server").mkdir()
+    with admission_server(sync.out, tmp_path / "server") as server:
+        ca = base64.b64encode(server.ca.read_bytes()).decode()
+        target = WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca)
+        (config,) = webhook_configurations(list(policy_set.policies), target)
+        policy_set.close()
+        for hook in config["webhooks"]:
+            hook["objectSelector"] = {"matchLabels": {SELECT: label}}  # only this test's namespaces
+        create(api, VALIDATING, config)
+        try:
+            # deny: the API server refuses with Gatekeeper's message
+            denied = kube.wait_for(
+                lambda: kubectl(cluster, "apply", "-f", "-", stdin=namespace(kube.unique_name("ns"), label)),
+                lambda done: done.returncode != 0,
+                what="the API server to call regokite",
+            )
+            assert f'[{name}] you must provide labels: {{"owner"}}' in denied.stderr
+
+            # dryrun admits
+            assert kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, label, "dryrun")).returncode == 0
+            sync.sync_once()
+            kube.wait_for(
+                lambda: kubectl(cluster, "apply", "-f", "-", stdin=namespace(kube.unique_name("ns"), label)),
+                lambda done: done.returncode == 0,
+                what="the dryrun constraint to admit",
+            )
+
+            # warn: admitted, and kubectl shows the warning
+            assert kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, label, "warn")).returncode == 0
+            sync.sync_once()
+            warned = kube.wait_for(
+                lambda: kubectl(cluster, "apply", "-f", "-", stdin=namespace(kube.unique_name("ns"), label)),
+                lambda done: done.returncode == 0 and "Warning" in done.stderr,
+                what="the warn constraint to warn",
+            )
+            assert f'[{name}] you must provide labels: {{"owner"}}' in warned.stderr
+
+            # a template that does not compile: its status says why; the other keeps serving
+            broken = next(
+                d
+                for d in yaml.safe_load_all((FIXTURES / "broken/templates.yaml").read_text())
+                if d["metadata"]["name"] == "k8sbroken"
+            )
+            assert kubectl(cluster, "apply", "-f", "-", stdin=yaml.safe_dump(broken)).returncode == 0
+            outcome = sync.sync_once()
+            assert "unknown function no_such_function" in outcome["k8sbroken"] and outcome["K8sRequiredLabels"] is None
+            status = get(api, f"{TEMPLATES}/k8sbroken")["status"]
+            assert status["created"] is False
+            assert "constrainttemplate/k8sbroken:4:" in status["byPod"][0]["errors"][0]["message"]
+            assert not kube.exists(api, f"{CRDS}/{constraint_crd_name('K8sBroken')}")
+
+            # deleting the template removes its CRD, and its constraints stop
+            assert kubectl(cluster, "delete", "constrainttemplate", "k8srequiredlabels").returncode == 0
+            sync.sync_once()
+            kube.wait_for_deletion(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}")
+            assert "K8sRequiredLabels" not in (sync.out / "gatekeeper.yaml").read_text()
+            body = review(yaml.safe_load(namespace("unlabelled", label)))
+            with server.client() as http:
+                kube.wait_for(
+                    lambda: http.post("/validate", json=body).json()["response"],
+                    lambda answer: answer["allowed"] and not answer.get("warnings"),
+                    what="the server to stop enforcing the constraint once its template is gone",
+                )
+        finally:
+            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+            for ns in client.CoreV1Api(api).list_namespace(label_selector=f"{SELECT}={label}").items:
+                with contextlib.suppress(ApiException):
+                    delete(api, f"/api/v1/namespaces/{ns.metadata.name}")
+
+
+def test_unique_ingress_host_reads_what_a_gatekeeper_config_syncs(
+    cluster: kube.Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for name in ("template.yaml", "constraint.yaml"):
+        (policies / name).write_text((FIXTURES / "library/uniqueingresshost" / name).read_text())
+    (policies / "config.yaml").write_text((FIXTURES / "sync/config.yaml").read_text())
+    host = f"{kube.unique_name('h')}.example.com"
+
+    def ingress(name: str) -> dict:
+        meta = {"name": name, "namespace": namespace, "labels": {SELECT: namespace}}
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": meta,
+            "spec": {"rules": [{"host": host}]},
+        }
+
+    ingresses = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses"
+    create(api, ingresses, ingress("first"))
+    (tmp_path / "server").mkdir()
+    with admission_server(policies, tmp_path / "server", "--kubeconfig", str(cluster.kubeconfig)) as server:
+        policy_set = load_policy_set([str(policies)])
+        ca = base64.b64encode(server.ca.read_bytes()).decode()
+        (config,) = webhook_configurations(
+            list(policy_set.policies),
+            WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca),
+        )
+        policy_set.close()
+        for hook in config["webhooks"]:
+            hook["objectSelector"] = {"matchLabels": {SELECT: namespace}}
+        create(api, VALIDATING, config)
+        try:
+
+            def second() -> object:
+                try:
+                    create(api, ingresses, ingress(kube.unique_name("second")))
+                except ApiException as exc:
+                    return exc.status, json.loads(exc.body)["message"]
+                return "admitted"
+
+            refused = f"[unique-ingress-host] ingress host conflicts with an existing ingress <{host}>"
+            kube.wait_for(
+                second, lambda got: got[0] == 403 and refused in got[1], what="a duplicate host to be refused"
+            )
+        finally:
+            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
