@@ -161,8 +161,9 @@ class OpaEngine:
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
         _check(input)
         self._catch_up()
+        pushes = self._pushes
         results = self._query(query, input)
-        if not results and self._repair():
+        if not results and self._repair(pushes):
             results = self._query(query, input)
         return results
 
@@ -198,7 +199,7 @@ class OpaEngine:
 
     def ensure_loaded(self) -> bool:
         """Push the bundle again if OPA lost it (a restart). True when it did."""
-        return self._repair()
+        return self._repair(self._pushes)
 
     def release_thread(self) -> None:
         """Nothing is pinned to threads: the connection pool is shared."""
@@ -218,9 +219,10 @@ class OpaEngine:
             # as "no input", and only `with input as null` gives the embedded
             # engine's null input. Both go through the query API.
             return first_value(self.query(ref, input))
+        pushes = self._pushes
         value = self._eval_path(ref, path, body)
         if value is UNDEFINED and (bound is None or not bound.verified):
-            repaired = self._repair()
+            repaired = self._repair(pushes)
             if bound is not None:
                 bound.verified = True
             if repaired:
@@ -264,14 +266,18 @@ class OpaEngine:
 
     # ------------------------------------------------------------------ pushing
 
-    def _repair(self) -> bool:
-        """After an undefined answer: if OPA lost regokite's state, push it again."""
-        seen = self._pushes
+    def _repair(self, seen: int) -> bool:
+        """After an undefined answer: if OPA lost regokite's state, push it again; True: ask again.
+
+        `seen` is the push count from before the evaluation: when another
+        thread re-pushed since, the answer may predate that push and is asked
+        again rather than trusted.
+        """
         marker = self._read_marker()
         if marker is not None:
-            # Ours, or a newer engine's (a reload in progress): either way OPA
-            # holds a bundle and the undefined answer stands.
-            return False
+            # Ours, or a newer engine's (a reload in progress): OPA holds a
+            # bundle, and the undefined answer stands unless a push came after it.
+            return self._pushes != seen
         log.warning("OPA at %s holds no regokite bundle (restarted?); pushing it again", self.url)
         self._push(expected=seen)
         return True
