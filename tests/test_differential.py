@@ -10,7 +10,6 @@ naming the input. The counts are printed at the end of the run.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from regokite.engine import UNDEFINED, Engine
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.errors import EvaluationError
 from regokite.outline import outline, packages
+from tests.admission import reviews
 
 ROOT = Path(__file__).resolve().parent.parent
 V1_BUNDLES = ["policies", "tests/fixtures/thirdparty/v1"]  # v0/ and system_main/ are v0: OPA's library parses v1 only
@@ -108,40 +108,8 @@ def workload(kind: str, labels: Any, containers: Any, replicas: Any, **pod: Any)
     return {"apiVersion": group, "kind": kind, "metadata": meta, "spec": spec}
 
 
-GVR = {
-    "Deployment": ("apps", "v1", "deployments"),
-    "StatefulSet": ("apps", "v1", "statefulsets"),
-    "Job": ("batch", "v1", "jobs"),
-    "Pod": ("", "v1", "pods"),
-    "ConfigMap": ("", "v1", "configmaps"),
-    "Namespace": ("", "v1", "namespaces"),
-    "Scale": ("apps", "v1", "deployments"),
-}
-
-
-def review(
-    obj: Any, operation: str = "CREATE", old: Any = None, sub: str | None = None, dry: bool = False
-) -> dict[str, Any]:
-    subject = obj if isinstance(obj, dict) else old if isinstance(old, dict) else {}
-    kind = subject.get("kind", "Deployment") if isinstance(subject.get("kind"), str) else "Deployment"
-    group, version, resource = GVR.get(kind, GVR["Deployment"])
-    meta = subject.get("metadata") if isinstance(subject.get("metadata"), dict) else {}
-    request = {
-        "uid": "7d3c1c4e-0000-4000-8000-000000000001",
-        "kind": {"group": "autoscaling" if sub == "scale" else group, "version": version, "kind": kind},
-        "resource": {"group": group, "version": version, "resource": resource},
-        "name": meta.get("name", ""),
-        "namespace": meta.get("namespace", ""),
-        "operation": operation,
-        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-        "object": copy.deepcopy(obj),
-        "oldObject": copy.deepcopy(old),
-        "dryRun": dry,
-        "options": None,
-    }
-    if sub:
-        request["subResource"] = sub
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+def review(obj: Any, operation: str = "CREATE", old: Any = None, sub: str | None = None, dry: bool = False) -> dict:
+    return reviews.review(obj, operation=operation, old=old, dry_run=dry, sub_resource=sub)
 
 
 def admission_corpus() -> Iterator[dict[str, Any]]:

@@ -11,7 +11,11 @@ RESOURCES = {
     "Pod": ("", "v1", "pods"),
     "ConfigMap": ("", "v1", "configmaps"),
     "Namespace": ("", "v1", "namespaces"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "Job": ("batch", "v1", "jobs"),
+    "Scale": ("apps", "v1", "deployments"),  # the scale subresource of a Deployment
 }
+KIND_GROUPS = {"Scale": "autoscaling"}  # where the object's group is not its resource's
 
 
 def deployment(name: str = "web", labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -32,23 +36,24 @@ def deployment(name: str = "web", labels: dict[str, str] | None = None, **spec: 
 
 
 def review(
-    obj: dict[str, Any] | None,
+    obj: Any,
     *,
     operation: str = "CREATE",
-    old: dict[str, Any] | None = None,
+    old: Any = None,
     api_version: str = "admission.k8s.io/v1",
     dry_run: bool = False,
     sub_resource: str | None = None,
 ) -> dict[str, Any]:
-    subject = obj or old or {}
-    kind = subject.get("kind", "Deployment")
+    subject = obj if isinstance(obj, dict) else old if isinstance(old, dict) else {}
+    kind = subject.get("kind") if subject.get("kind") in RESOURCES else "Deployment"
     group, version, resource = RESOURCES[kind]
-    meta = subject.get("metadata", {})
+    meta = subject.get("metadata") if isinstance(subject.get("metadata"), dict) else {}
+    kind_group = KIND_GROUPS.get(kind, group)
     request: dict[str, Any] = {
         "uid": str(uuid.uuid4()),
-        "kind": {"group": group, "version": version, "kind": kind},
+        "kind": {"group": kind_group, "version": version, "kind": kind},
         "resource": {"group": group, "version": version, "resource": resource},
-        "requestKind": {"group": group, "version": version, "kind": kind},
+        "requestKind": {"group": kind_group, "version": version, "kind": kind},
         "name": meta.get("name", ""),
         "namespace": meta.get("namespace", ""),
         "operation": operation,
