@@ -39,6 +39,16 @@ class ClusterDefinitions:
         specs = sorted((d.raw["kind"], d.name, json.dumps(d.raw.get("spec"), sort_keys=True)) for d in self.controllers)
         return json.dumps(specs)
 
+    def names(self) -> list[str]:
+        return sorted(d.name for d in self.controllers)
+
+
+def rules(definition: Any) -> list[Any]:
+    """The resource types a definition needs served: parent and children, or resources and attachments."""
+    if isinstance(definition, definitions.CompositeController):
+        return [definition.parent, *definition.children]
+    return [*definition.resources, *definition.attachments]
+
 
 def read(client: KubeClient, discovery: Discovery) -> ClusterDefinitions:
     found = ClusterDefinitions()
@@ -75,15 +85,22 @@ def status_of(obj: Obj, problems: list[str]) -> Obj:
     return status
 
 
-def report(found: ClusterDefinitions, actuator: Actuator) -> None:
-    """Write each definition's status where it differs from what it says now."""
-    for t, obj, problems in found.objects:
+def report(found: ClusterDefinitions, actuator: Actuator, refused: dict[str, Exception] | None = None) -> None:
+    """Write each definition's status where it differs from what it says now; `refused`: definitions that
+    parse but cannot run (a hook naming no loaded package, a type not served), by name."""
+    for t, obj, parsed in found.objects:
+        problems = parsed or [f"{t.kind.lower()}/{obj['metadata']['name']}: {e}" for e in _get(refused, obj)]
         wanted = status_of(obj, problems)
         if obj.get("status") == wanted:
             continue
         if problems:
             log.warning("definition refused", extra={"definition": obj["metadata"]["name"], "problems": problems})
         actuator.set_status(t, obj, wanted, controller=STATUS_WRITER)
+
+
+def _get(refused: dict[str, Exception] | None, obj: Obj) -> list[Exception]:
+    found = (refused or {}).get(obj["metadata"]["name"])
+    return [found] if found is not None else []
 
 
 def _as_written(obj: Obj) -> Obj:

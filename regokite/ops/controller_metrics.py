@@ -50,3 +50,7 @@ hook_worker_restarts = Counter(
     "Hook evaluation processes replaced, by reason (stuck: past a hook's timeout; exited).",
     ["reason"],
 )
+definitions_reloads = Counter(
+    "regokite_controller_definitions_reloads_total",
+    "Restarts of the controllers because the definitions on the API server changed (--watch-definitions).",
+)
