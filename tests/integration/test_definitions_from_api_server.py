@@ -1,5 +1,6 @@
 """`regokite controller --watch-definitions` with no definition files: CompositeControllers applied to the
-real API server start their controllers, get an Accepted status, and a deleted one stops while another runs."""
+real API server start their controllers, get an Accepted status, a deleted one stops while another runs, an
+edited one is reconfigured."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def reloads(metrics: str) -> float:
     return float(lines[0].split()[1]) if lines else 0.0
 
 
-def test_apply_starts_a_controller_and_delete_stops_it_while_another_runs(
+def test_apply_starts_a_controller_delete_stops_it_while_another_runs_and_an_edit_reconfigures(
     cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None
 ) -> None:
     a, b = kube.unique_name("hello-a"), kube.unique_name("hello-b")
@@ -88,6 +89,15 @@ def test_apply_starts_a_controller_and_delete_stops_it_while_another_runs(
             after = get(api, f"{pods}/pa")
             assert after["metadata"]["uid"] == pod_a["metadata"]["uid"], "the deleted controller acted"
             assert greeting(after) == ["echo", "Hello, A!"]
+
+            # An edit reconfigures: b now selects app=a too, so the change to pa is acted on.
+            merge_patch(api, f"{DEFINITIONS}/{b}", {"spec": {"parentResource": {"labelSelector": None}}})
+            kube.wait_for(
+                lambda: get(api, f"{pods}/pa"),
+                lambda p: greeting(p) == ["echo", "Hello, A2!"],
+                what="the edited controller b taking over pa",
+                timeout=30,
+            )
         finally:
             for name in (a, b):
                 if kube.exists(api, f"{DEFINITIONS}/{name}"):

@@ -18,8 +18,9 @@ COLLECTION = "/apis/metacontroller.k8s.io/v1alpha1/compositecontrollers"
 
 def served() -> FakeKube:
     fake = FakeKube()
-    fake.serve("metacontroller.k8s.io/v1alpha1", "compositecontrollers", "CompositeController", namespaced=False,
-               status=True)  # fmt: skip
+    fake.serve(
+        "metacontroller.k8s.io/v1alpha1", "compositecontrollers", "CompositeController", namespaced=False, status=True
+    )
     fake.serve("metacontroller.k8s.io/v1alpha1", "decoratorcontrollers", "DecoratorController", namespaced=False)
     return fake
 
