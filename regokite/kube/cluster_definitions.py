@@ -95,7 +95,13 @@ def report(found: ClusterDefinitions, actuator: Actuator, refused: dict[str, Exc
             continue
         if problems:
             log.warning("definition refused", extra={"definition": obj["metadata"]["name"], "problems": problems})
-        actuator.set_status(t, obj, wanted, controller=STATUS_WRITER)
+        try:
+            actuator.set_status(t, obj, wanted, controller=STATUS_WRITER)
+        except ApiError as exc:  # deleted meanwhile, or no right to: the controllers run regardless
+            log.warning(
+                "could not write definition status",
+                extra={"definition": obj["metadata"]["name"], "error": str(exc)[:500]},
+            )
 
 
 def _get(refused: dict[str, Exception] | None, obj: Obj) -> list[Exception]:

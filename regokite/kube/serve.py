@@ -18,7 +18,7 @@ from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.kube import cluster_definitions
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import KubeClient
+from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.composite import CompositeRunner
 from regokite.kube.decorator import DecoratorRunner
 from regokite.kube.discovery import Discovery, DiscoveryError
@@ -215,7 +215,11 @@ def serve_live(settings: ControllerSettings) -> int:
             manager.serve_health(settings.metrics_port, settings.metrics_host)
         manager.start()
         while not stopping.wait(settings.definitions_poll):
-            found = cluster_definitions.read(client, Discovery(client))
+            try:
+                found = cluster_definitions.read(client, Discovery(client))
+            except (ApiError, OSError) as exc:  # the API server away for a moment: keep running what runs
+                log.warning("could not read definitions", extra={"error": str(exc)[:500]})
+                continue
             cluster_definitions.report(found, actuator, refused)
             if found.fingerprint() != current.fingerprint() or _now_served(refused, found, Discovery(client)):
                 log.info(

@@ -89,3 +89,13 @@ def test_the_fingerprint_changes_with_a_spec_and_not_with_status_or_metadata() -
     changed["spec"]["resyncPeriodSeconds"] = 5
     fake.put(COLLECTION, changed)
     assert read(fake, Discovery(fake)).fingerprint() != first.fingerprint()
+
+
+def test_a_status_that_cannot_be_written_is_logged_not_fatal() -> None:
+    fake = served()
+    fake.put(COLLECTION, HELLO)
+    fake.fail("PATCH", f"{COLLECTION}/hello-controller/status", 403, "Forbidden")
+    found = read(fake, Discovery(fake))
+    report(found, Actuator(fake))
+    assert [d.name for d in found.controllers] == ["hello-controller"]
+    assert "status" not in fake.stored(f"{COLLECTION}/hello-controller")
