@@ -7,6 +7,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from regokite import outline
@@ -16,6 +17,7 @@ from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, HookEvaluator
 from regokite.controllers.hookworkers import HookWorkers, usable_cpus
 from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
+from regokite.errors import RegokiteError
 from regokite.kube import cluster_definitions
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient
@@ -25,7 +27,7 @@ from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.leader import LeaderSettings
 from regokite.kube.manager import Manager
 from regokite.kube.watch import build_watches
-from regokite.ops.controller_metrics import definitions_reloads
+from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
 
 log = logging.getLogger("regokite.controller")
 
@@ -196,24 +198,44 @@ def serve(settings: ControllerSettings) -> int:
 
 
 def serve_live(settings: ControllerSettings) -> int:
-    """Run the definitions of `--controllers` files and of the API server; when the server's change (one
-    applied, edited or deleted; a refused one's types now served), stop the manager (in-flight syncs finish,
-    children are left alone) and start a new one over the new set. Blocks until SIGTERM/SIGINT."""
+    """Run the definitions of `--controllers` files and of the API server, rebuilding when the server's
+    definitions change (one applied, edited or deleted; a refused one's types now served) or a file under
+    `--policies` does. The new set is built beside the running one; only when it loads is the old manager
+    stopped (in-flight syncs finish, children are left alone) and the new one started, its informers
+    re-syncing every parent. A set that does not load is logged and the last good one keeps running.
+    Blocks until SIGTERM/SIGINT."""
     client = KubeClient(settings.kubeconfig, pool_size=8)
     actuator = Actuator(client, settings.field_manager)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
+    current = cluster_definitions.read(client, Discovery(client))
+    policies = _files_fingerprint(settings.policies)
+    manager: Manager | None = None
+    refused: dict[str, Exception] = {}
+    reason = ""
     while not stopping.is_set():
-        current = cluster_definitions.read(client, Discovery(client))
-        refused: dict[str, Exception] = {}
-        manager, _ = build(settings, current.controllers, refused)
+        attempt: dict[str, Exception] = {}
+        try:
+            new, _ = build(settings, current.controllers, attempt)
+        except RegokiteError as exc:
+            if manager is None:
+                raise
+            definitions_reload_errors.inc()
+            log.error("new policies or definitions refused: the last good set keeps running", extra={"error": str(exc)})
+        else:
+            if manager is not None:
+                manager.stop()
+            manager, refused = new, attempt
+            if settings.leader is not None:
+                manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
+            if settings.metrics_port is not None:
+                manager.serve_health(settings.metrics_port, settings.metrics_host)
+            manager.start()
+            if reason:  # counted once the old set has stopped: from here on only the new one acts
+                log.info(f"{reason}: controllers restarted", extra={"controllers": current.names()})
+                definitions_reloads.inc()
         cluster_definitions.report(current, actuator, refused)
-        if settings.leader is not None:
-            manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
-        if settings.metrics_port is not None:
-            manager.serve_health(settings.metrics_port, settings.metrics_host)
-        manager.start()
         while not stopping.wait(settings.definitions_poll):
             try:
                 found = cluster_definitions.read(client, Discovery(client))
@@ -221,15 +243,32 @@ def serve_live(settings: ControllerSettings) -> int:
                 log.warning("could not read definitions", extra={"error": str(exc)[:500]})
                 continue
             cluster_definitions.report(found, actuator, refused)
-            if found.fingerprint() != current.fingerprint() or _now_served(refused, found, Discovery(client)):
-                log.info(
-                    "definitions changed: restarting controllers",
-                    extra={"before": current.names(), "after": found.names()},
-                )
-                definitions_reloads.inc()
-                break
+            files = _files_fingerprint(settings.policies)
+            if found.fingerprint() != current.fingerprint() or files != policies:
+                reason = "definitions changed" if files == policies else "policies changed"
+            elif _now_served(refused, found, Discovery(client)):
+                reason = "definition types now served"
+            else:
+                continue
+            current, policies = found, files
+            break
+    if manager is not None:
         manager.stop()
     return 0
+
+
+def _files_fingerprint(paths: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Every file under `paths` with its size and modification time: changes when any is edited, added or removed."""
+    found = []
+    for root in map(Path, paths):
+        for f in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            if f.is_file():
+                found.append((str(f), st.st_size, st.st_mtime_ns))
+    return found
 
 
 def _now_served(

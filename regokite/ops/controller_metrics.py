@@ -52,5 +52,9 @@ hook_worker_restarts = Counter(
 )
 definitions_reloads = Counter(
     "regokite_controller_definitions_reloads_total",
-    "Restarts of the controllers because the definitions on the API server changed (--watch-definitions).",
+    "Restarts of the controllers for changed definitions on the API server or policy files (--watch-definitions).",
+)
+definitions_reload_errors = Counter(
+    "regokite_controller_definitions_reload_errors_total",
+    "New policies or definitions that did not load: the last good set kept running (--watch-definitions).",
 )

@@ -5,6 +5,7 @@ edited one is reconfigured."""
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 
 import kube
@@ -76,7 +77,7 @@ def test_apply_starts_a_controller_delete_stops_it_while_another_runs_and_an_edi
             before = reloads(ctl.metrics())
             kube.delete(api, f"{DEFINITIONS}/{a}")
             kube.wait_for(ctl.metrics, lambda m: reloads(m) > before, what="the restart without controller a")
-            assert "definitions changed: restarting controllers" in ctl.logs(200)
+            assert "definitions changed: controllers restarted" in ctl.logs(200)
 
             merge_patch(api, f"{parents}/pa", {"spec": {"who": "A2"}})
             merge_patch(api, f"{parents}/pb", {"spec": {"who": "B2"}})
@@ -118,5 +119,39 @@ def test_an_invalid_definition_on_the_server_says_why_in_its_status(
             refused = kube.wait_for_condition(api, f"{DEFINITIONS}/{name}", "Accepted", status="False", timeout=30)
             message = kube.condition(refused, "Accepted")["message"]
             assert f"compositecontroller/{name}" in message and "controllers.no_such_package" in message
+        finally:
+            kube.delete(api, f"{DEFINITIONS}/{name}")
+
+
+def test_an_edited_policy_file_recreates_the_pod_and_a_broken_one_keeps_the_last_good_set(
+    cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None, tmp_path: Path
+) -> None:
+    policies = tmp_path / "hello"
+    shutil.copytree(HELLO, policies)
+    rego = policies / "hello_world.rego"
+    name = kube.unique_name("hello-live")
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/pl"
+    with ControllerProcess(
+        cluster.kubeconfig, policies=[policies], controllers=[], namespace=namespace, extra=["--watch-definitions"]
+    ) as ctl:
+        create(api, DEFINITIONS, controller(name, "live"))
+        try:
+            kube.wait_for_condition(api, f"{DEFINITIONS}/{name}", "Accepted", timeout=30)
+            create(api, f"/apis/example.com/v1/namespaces/{namespace}/helloworlds", hello(namespace, "pl", "live", "X"))
+            first = kube.wait_for(lambda: get(api, pod_path), what="the pod", timeout=30)
+            assert greeting(first) == ["echo", "Hello, X!"]
+
+            (policies / "broken.rego").write_text("package broken\n\nallow if {\n")
+            kube.wait_for(ctl.logs, lambda text: "last good set keeps running" in text, what="the refusal logged")
+            rego.write_text(rego.read_text().replace("Hello, %s!", "Howdy, %s!"))
+            (policies / "broken.rego").unlink()
+            howdy = kube.wait_for(
+                lambda: get(api, pod_path),
+                lambda p: greeting(p) == ["echo", "Howdy, X!"],
+                what="the pod recreated by the edited policy",
+                timeout=30,
+            )
+            assert howdy["metadata"]["uid"] != first["metadata"]["uid"]
+            assert ctl.proc is not None and ctl.proc.poll() is None, "no restart of the process"
         finally:
             kube.delete(api, f"{DEFINITIONS}/{name}")
