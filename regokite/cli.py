@@ -441,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_controller(args: argparse.Namespace) -> int:
     from regokite.kube.serve import ControllerSettings, serve
 
+    if not args.controllers and not args.watch_definitions:
+        raise RegokiteError("regokite controller: give --controllers PATH, --watch-definitions, or both")
     return serve(
         ControllerSettings(
             policies=args.policies,
@@ -457,6 +459,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             field_manager=args.field_manager,
             leader=_leader_settings(args),
             extensions=_extension_options(args),
+            watch_definitions=args.watch_definitions,
         )
     )
 
@@ -515,7 +518,13 @@ def _add_controller_commands(sub: Any) -> None:
         "controller", help="run Metacontroller Composite/DecoratorControllers and regokite Watches whose hooks are Rego"
     )
     ctl.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
-    ctl.add_argument("--controllers", action="append", required=True, metavar="PATH", help="definitions file or dir")
+    ctl.add_argument("--controllers", action="append", default=[], metavar="PATH", help="definitions file or dir")
+    ctl.add_argument(
+        "--watch-definitions",
+        action="store_true",
+        help="also run the CompositeControllers and DecoratorControllers on the API server: applied, edited "
+        "and deleted definitions start, reconfigure and stop their controllers; each gets an Accepted status",
+    )
     ctl.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     ctl.add_argument("--namespace", help="only watch namespaced resources in this namespace")
     ctl.add_argument("--workers", type=int, default=2, help="worker threads")

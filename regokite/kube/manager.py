@@ -70,6 +70,7 @@ class Manager:
         self._queues: dict[str, tuple[WorkQueue, int]] = {}  # reconcilers with their own workers
         self.elector: LeaderElector | None = None
         self._leading = threading.Event()
+        self.on_stop: list[Callable[[], None]] = []  # run after in-flight syncs finish (e.g. close hook workers)
 
     # -- leadership
 
@@ -182,6 +183,8 @@ class Manager:
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
+        for fn in self.on_stop:
+            fn()
         log.info("stopped")
 
     def _work(self, queue: WorkQueue) -> None:

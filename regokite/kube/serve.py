@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import signal
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.controllers import customize, decorator, definitions
-from regokite.controllers.hooks import RESPONSE_FIELDS, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
+from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
 from regokite.controllers.hookworkers import HookWorkers, usable_cpus
 from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
+from regokite.errors import RegokiteError
+from regokite.kube import cluster_definitions
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import KubeClient
+from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.composite import CompositeRunner
 from regokite.kube.decorator import DecoratorRunner
-from regokite.kube.discovery import Discovery
+from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.leader import LeaderSettings
 from regokite.kube.manager import Manager
 from regokite.kube.watch import build_watches
+from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
 
 log = logging.getLogger("regokite.controller")
 
@@ -44,6 +51,8 @@ class ControllerSettings:
     field_manager: str = "regokite"
     leader: LeaderSettings | None = None  # --leader-elect
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
+    watch_definitions: bool = False  # --watch-definitions: also run the definitions the API server holds
+    definitions_poll: float = 2.0  # seconds between reads of the definitions on the API server
 
 
 def load_hooks(
@@ -54,19 +63,37 @@ def load_hooks(
     engine: str = "embedded",
     opa_url=None,
     options: ExtensionOptions | None = None,
+    cluster: Sequence[Any] = (),
+    refused: dict[str, Exception] | None = None,
 ) -> tuple[definitions.Definitions, Engine, dict[str, tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]]]:
-    """Definitions (each file read once), an engine over the policies, and every hook checked against them."""
-    loaded = definitions.load(controllers)
+    """Definitions (each file read once), an engine over the policies, and every hook checked against them.
+
+    `cluster` definitions (read from the API server) join them; one whose hooks do not resolve, or whose
+    name a file already uses, is left out and its reason put in `refused` instead of failing the start."""
+    loaded = definitions.load(controllers) if controllers else definitions.Definitions()
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
     packages = outline.packages(outline.outline(bundle.modules))
-    hooks = {}
-    for d in loaded.controllers:
-        fields = decorator.RESPONSE_FIELDS if isinstance(d, decorator.DecoratorController) else RESPONSE_FIELDS
-        sync = resolve_hook(d.hooks.sync, packages, fields)
-        finalize = resolve_hook(d.hooks.finalize, packages, fields) if d.hooks.finalize else None
-        custom = d.hooks.customize
-        hooks[d.name] = (sync, finalize, resolve_hook(custom, packages, customize.RESPONSE_FIELDS) if custom else None)
+    hooks = {d.name: _resolve(d, packages) for d in loaded.controllers}
+    kept = []
+    for d in cluster:
+        try:
+            if d.name in hooks:
+                raise HookError(d.hooks.sync.package, None, f"a --controllers file already defines {d.name}")
+            hooks[d.name] = _resolve(d, packages)
+            kept.append(d)
+        except HookError as exc:
+            if refused is not None:
+                refused[d.name] = exc
+    loaded = replace(loaded, controllers=loaded.controllers + tuple(kept))
     return loaded, open_engine(bundle, engine, opa_url=opa_url, options=options), hooks
+
+
+def _resolve(d: Any, packages: Any) -> tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]:
+    fields = decorator.RESPONSE_FIELDS if isinstance(d, decorator.DecoratorController) else RESPONSE_FIELDS
+    sync = resolve_hook(d.hooks.sync, packages, fields)
+    finalize = resolve_hook(d.hooks.finalize, packages, fields) if d.hooks.finalize else None
+    custom = d.hooks.customize
+    return sync, finalize, resolve_hook(custom, packages, customize.RESPONSE_FIELDS) if custom else None
 
 
 def hook_evaluator(settings: ControllerSettings, engine: Engine) -> HookEvaluator:
@@ -78,7 +105,10 @@ def hook_evaluator(settings: ControllerSettings, engine: Engine) -> HookEvaluato
     return HookWorkers(engine.bundle, processes=settings.hook_processes, options=settings.extensions)
 
 
-def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]:
+def build(
+    settings: ControllerSettings, cluster: Sequence[Any] = (), refused: dict[str, Exception] | None = None
+) -> tuple[Manager, list[CompositeRunner]]:
+    """The manager with every runner; `cluster` definitions that cannot run go to `refused` (see load_hooks)."""
     loaded, engine, hooks = load_hooks(
         settings.policies,
         settings.controllers,
@@ -86,15 +116,21 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
         engine=settings.engine,
         opa_url=settings.opa_url,
         options=settings.extensions,
+        cluster=cluster,
+        refused=refused,
     )
+    from_cluster = {d.name for d in cluster}
     evaluator = hook_evaluator(settings, engine)
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
     manager = Manager(client, namespace=settings.namespace, workers=settings.workers)
+    if (close := getattr(evaluator, "close", None)) is not None:
+        manager.on_stop.append(close)
     discovery = Discovery(client)
     actuator = Actuator(client, settings.field_manager)
 
     def common(d: Any) -> dict[str, Any]:
         sync, finalize, customize = hooks[d.name]
+        # a definition from the API server whose types are not served yet is refused now, not waited for
         return {
             "manager": manager,
             "evaluator": evaluator,
@@ -103,12 +139,23 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
             "finalize_hook": finalize,
             "customize_hook": customize,
             "discovery": discovery,
-            "discovery_wait": settings.discovery_wait,
+            "discovery_wait": 0.0 if d.name in from_cluster else settings.discovery_wait,
         }
 
-    runners = [CompositeRunner(d, **common(d)) for d in loaded.composites]
+    def run(d: Any, runner: Any) -> Any:
+        if d.name not in from_cluster:
+            return runner(d, **common(d))
+        try:
+            return runner(d, **common(d))
+        except DiscoveryError as exc:
+            if refused is not None:
+                refused[d.name] = exc
+            return None
+
+    runners = [r for d in loaded.composites if (r := run(d, CompositeRunner)) is not None]
     for d in loaded.decorators:
-        deco = DecoratorRunner(d, **common(d))
+        if (deco := run(d, DecoratorRunner)) is None:
+            continue
         log.info(
             "decorator loaded",
             extra={
@@ -142,7 +189,98 @@ def build(settings: ControllerSettings) -> tuple[Manager, list[CompositeRunner]]
 
 
 def serve(settings: ControllerSettings) -> int:
+    if settings.watch_definitions:
+        return serve_live(settings)
     manager, _ = build(settings)
     if settings.leader is not None:
         manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
     return manager.run(metrics_port=settings.metrics_port, metrics_host=settings.metrics_host)
+
+
+def serve_live(settings: ControllerSettings) -> int:
+    """Run the definitions of `--controllers` files and of the API server, rebuilding when the server's
+    definitions change (one applied, edited or deleted; a refused one's types now served) or a file under
+    `--policies` does. The new set is built beside the running one; only when it loads is the old manager
+    stopped (in-flight syncs finish, children are left alone) and the new one started, its informers
+    re-syncing every parent. A set that does not load is logged and the last good one keeps running.
+    Blocks until SIGTERM/SIGINT."""
+    client = KubeClient(settings.kubeconfig, pool_size=8)
+    actuator = Actuator(client, settings.field_manager)
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    current = cluster_definitions.read(client, Discovery(client))
+    policies = _files_fingerprint(settings.policies)
+    manager: Manager | None = None
+    refused: dict[str, Exception] = {}
+    reason = ""
+    while not stopping.is_set():
+        attempt: dict[str, Exception] = {}
+        try:
+            new, _ = build(settings, current.controllers, attempt)
+        except RegokiteError as exc:
+            if manager is None:
+                raise
+            definitions_reload_errors.inc()
+            log.error("new policies or definitions refused: the last good set keeps running", extra={"error": str(exc)})
+        else:
+            if manager is not None:
+                manager.stop()
+            manager, refused = new, attempt
+            if settings.leader is not None:
+                manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
+            if settings.metrics_port is not None:
+                manager.serve_health(settings.metrics_port, settings.metrics_host)
+            manager.start()
+            if reason:  # counted once the old set has stopped: from here on only the new one acts
+                log.info(f"{reason}: controllers restarted", extra={"controllers": current.names()})
+                definitions_reloads.inc()
+        cluster_definitions.report(current, actuator, refused)
+        while not stopping.wait(settings.definitions_poll):
+            try:
+                found = cluster_definitions.read(client, Discovery(client))
+            except (ApiError, OSError) as exc:  # the API server away for a moment: keep running what runs
+                log.warning("could not read definitions", extra={"error": str(exc)[:500]})
+                continue
+            cluster_definitions.report(found, actuator, refused)
+            files = _files_fingerprint(settings.policies)
+            if found.fingerprint() != current.fingerprint() or files != policies:
+                reason = "definitions changed" if files == policies else "policies changed"
+            elif _now_served(refused, found, Discovery(client)):
+                reason = "definition types now served"
+            else:
+                continue
+            current, policies = found, files
+            break
+    if manager is not None:
+        manager.stop()
+    return 0
+
+
+def _files_fingerprint(paths: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Every file under `paths` with its size and modification time: changes when any is edited, added or removed."""
+    found = []
+    for root in map(Path, paths):
+        for f in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            if f.is_file():
+                found.append((str(f), st.st_size, st.st_mtime_ns))
+    return found
+
+
+def _now_served(
+    refused: dict[str, Exception], found: cluster_definitions.ClusterDefinitions, discovery: Discovery
+) -> bool:
+    """Has a definition refused because its types were not served (a CRD not installed yet) become runnable?"""
+    for d in found.controllers:
+        if isinstance(refused.get(d.name), DiscoveryError):
+            try:
+                for rule in cluster_definitions.rules(d):
+                    discovery.resolve(rule.api_version, rule.resource)
+            except DiscoveryError:
+                continue
+            return True
+    return False

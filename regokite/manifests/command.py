@@ -64,7 +64,12 @@ def add_manifests_commands(sub: Any) -> None:
         "--no-leader-elect", dest="leader_elect", action="store_false", help="one replica, no leader election"
     )
     ctl.add_argument("--metrics-port", type=int, default=9090)
-    ctl.add_argument("--no-crds", dest="include_crds", action="store_false", help="leave out CRDs found beside them")
+    ctl.add_argument(
+        "--no-crds",
+        dest="include_crds",
+        action="store_false",
+        help="leave out the definition CRDs and those found beside the definitions",
+    )
     ctl.add_argument(
         "--related",
         action="append",

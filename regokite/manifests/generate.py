@@ -20,7 +20,7 @@ import yaml
 
 from regokite import __version__, yamldoc
 from regokite.clusterdata.store import parse_resource
-from regokite.manifests import rbac, webhooks
+from regokite.manifests import definition_crds, rbac, webhooks
 from regokite.manifests import workloads as w
 
 Obj = dict[str, Any]
@@ -265,7 +265,8 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         labels=w.labels(component),
     )
     if opts.include_crds:
-        objects += crd_docs
+        kept = {d.get("metadata", {}).get("name") for d in crd_docs}
+        objects += crd_docs + [c for c in definition_crds.crds() if c["metadata"]["name"] not in kept]
     cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
     definitions_text = yaml.safe_dump_all(raw_definitions, sort_keys=False)
     defs = w.mounted_files(

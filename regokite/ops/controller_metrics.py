@@ -50,3 +50,11 @@ hook_worker_restarts = Counter(
     "Hook evaluation processes replaced, by reason (stuck: past a hook's timeout; exited).",
     ["reason"],
 )
+definitions_reloads = Counter(
+    "regokite_controller_definitions_reloads_total",
+    "Restarts of the controllers for changed definitions on the API server or policy files (--watch-definitions).",
+)
+definitions_reload_errors = Counter(
+    "regokite_controller_definitions_reload_errors_total",
+    "New policies or definitions that did not load: the last good set kept running (--watch-definitions).",
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,36 @@ def test_a_hook_naming_no_loaded_package_refuses_to_start(tmp_path: Path) -> Non
     (tmp_path / "empty.rego").write_text("package other\n\nx := 1\n")
     with pytest.raises(HookError, match="no such package or rule"):
         load_hooks([str(tmp_path)], [str(HELLO)], v0_compatible=False)
+
+
+def test_definitions_from_the_server_that_cannot_run_are_refused_not_fatal() -> None:
+    from regokite import yamldoc
+    from regokite.controllers import definitions
+
+    doc = next(yamldoc.load_all((HELLO / "controller.yaml").read_text()))
+    problems: list[str] = []
+    same_name = definitions.parse_definition(doc, "compositecontroller/hello-controller", problems)
+    missing = copy.deepcopy(doc)
+    missing["metadata"]["name"] = "missing"
+    missing["spec"]["hooks"]["sync"]["rego"]["package"] = "controllers.no_such_package"
+    no_package = definitions.parse_definition(missing, "compositecontroller/missing", problems)
+    fine = copy.deepcopy(doc)
+    fine["metadata"]["name"] = "fine"
+    ok = definitions.parse_definition(fine, "compositecontroller/fine", problems)
+    assert problems == []
+    refused: dict[str, Exception] = {}
+    loaded, engine, hooks = load_hooks(
+        [str(ROOT / "policies")],
+        [str(HELLO)],
+        v0_compatible=False,
+        cluster=[same_name, no_package, ok],
+        refused=refused,
+    )
+    try:
+        assert [d.name for d in loaded.controllers] == ["hello-controller", "fine"]
+        assert set(refused) == {"hello-controller", "missing"}
+        assert "already defines hello-controller" in str(refused["hello-controller"])
+        assert "controllers.no_such_package" in str(refused["missing"])
+        assert hooks["fine"][0].package == "controllers.hello_world"
+    finally:
+        engine.close()

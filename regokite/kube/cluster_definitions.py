@@ -1,0 +1,115 @@
+"""CompositeControllers and DecoratorControllers read from the API server, each given a status.
+
+The definitions parse exactly as a `--controllers` file would (the same checker, the same field
+paths in every error). Each object's `status` says whether it was accepted: an `Accepted`
+condition (True, or False with every problem) and `observedGeneration`, written only when it
+changes. Metacontroller's own status for these kinds is an empty object, so nothing it writes
+is contradicted. The CRDs not being served (not installed yet, or removed) means no definitions,
+not an error: discovery is asked again on every read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from regokite.controllers import definitions
+from regokite.kube.actuator import Actuator
+from regokite.kube.client import ApiError, KubeClient
+from regokite.kube.discovery import Discovery, DiscoveryError
+from regokite.resources import ChildType
+
+log = logging.getLogger("regokite.controller")
+Obj = dict[str, Any]
+KINDS = ("compositecontrollers", "decoratorcontrollers")
+STATUS_WRITER = "definitions"  # the `controller` label of the status writes in the actuator's metrics
+
+
+@dataclass
+class ClusterDefinitions:
+    """What the API server holds now: the accepted definitions and every object as read."""
+
+    controllers: list[Any] = field(default_factory=list)
+    objects: list[tuple[ChildType, Obj, list[str]]] = field(default_factory=list)  # (type, object, its problems)
+
+    def fingerprint(self) -> str:
+        """Changes exactly when an accepted definition's spec does (or one comes or goes): when to rebuild."""
+        specs = sorted((d.raw["kind"], d.name, json.dumps(d.raw.get("spec"), sort_keys=True)) for d in self.controllers)
+        return json.dumps(specs)
+
+    def names(self) -> list[str]:
+        return sorted(d.name for d in self.controllers)
+
+
+def rules(definition: Any) -> list[Any]:
+    """The resource types a definition needs served: parent and children, or resources and attachments."""
+    if isinstance(definition, definitions.CompositeController):
+        return [definition.parent, *definition.children]
+    return [*definition.resources, *definition.attachments]
+
+
+def read(client: KubeClient, discovery: Discovery) -> ClusterDefinitions:
+    found = ClusterDefinitions()
+    for resource in KINDS:
+        try:
+            t = discovery.resolve(definitions.API_VERSION, resource, wait=0.0)
+        except DiscoveryError:
+            continue  # the CRD is not installed (or was removed): no definitions of this kind
+        try:
+            items = client.get(f"/apis/{definitions.API_VERSION}/{resource}").get("items", [])
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            continue  # removed since discovery last looked
+        for obj in items:
+            problems: list[str] = []
+            name = obj["metadata"]["name"]
+            definition = definitions.parse_definition(_as_written(obj), f"{t.kind.lower()}/{name}", problems)
+            if definition is not None and not problems:
+                found.controllers.append(definition)
+            found.objects.append((t, obj, problems))
+    return found
+
+
+def status_of(obj: Obj, problems: list[str]) -> Obj:
+    """The status a definition object should carry."""
+    condition = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "running"}
+    if problems:
+        message = "; ".join(problems)
+        condition = {"type": "Accepted", "status": "False", "reason": "InvalidDefinition", "message": message}
+    status = dict(obj.get("status") or {})
+    status["observedGeneration"] = obj["metadata"].get("generation", 0)
+    status["conditions"] = [condition]
+    return status
+
+
+def report(found: ClusterDefinitions, actuator: Actuator, refused: dict[str, Exception] | None = None) -> None:
+    """Write each definition's status where it differs from what it says now; `refused`: definitions that
+    parse but cannot run (a hook naming no loaded package, a type not served), by name."""
+    for t, obj, parsed in found.objects:
+        problems = parsed or [f"{t.kind.lower()}/{obj['metadata']['name']}: {e}" for e in _get(refused, obj)]
+        wanted = status_of(obj, problems)
+        if obj.get("status") == wanted:
+            continue
+        if problems:
+            log.warning("definition refused", extra={"definition": obj["metadata"]["name"], "problems": problems})
+        try:
+            actuator.set_status(t, obj, wanted, controller=STATUS_WRITER)
+        except ApiError as exc:  # deleted meanwhile, or no right to: the controllers run regardless
+            log.warning(
+                "could not write definition status",
+                extra={"definition": obj["metadata"]["name"], "error": str(exc)[:500]},
+            )
+
+
+def _get(refused: dict[str, Exception] | None, obj: Obj) -> list[Exception]:
+    found = (refused or {}).get(obj["metadata"]["name"])
+    return [found] if found is not None else []
+
+
+def _as_written(obj: Obj) -> Obj:
+    """The object as its author wrote it: what the API server adds is not the author's to answer for."""
+    meta = {k: v for k, v in obj["metadata"].items() if k in ("name", "labels", "annotations")}
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": meta, "spec": obj.get("spec")}

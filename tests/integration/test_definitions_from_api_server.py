@@ -1,0 +1,157 @@
+"""`regokite controller --watch-definitions` with no definition files: CompositeControllers applied to the
+real API server start their controllers, get an Accepted status, a deleted one stops while another runs, an
+edited one is reconfigured."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import kube
+import pytest
+import yaml
+from kube import Cluster, create, get, merge_patch
+from kubernetes import client
+
+from regokite.manifests.definition_crds import crds
+from tests.controllers.process import ControllerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+HELLO = ROOT / "policies" / "controllers" / "hello_world"
+DEFINITIONS = "/apis/metacontroller.k8s.io/v1alpha1/compositecontrollers"
+
+
+@pytest.fixture(scope="module")
+def definition_crds(api: client.ApiClient) -> None:
+    kube.install_crd(api, yaml.safe_load((HELLO / "crd.yaml").read_text()))
+    for crd in crds():
+        kube.install_crd(api, crd)
+
+
+def controller(name: str, app: str) -> dict:
+    doc = copy.deepcopy(yaml.safe_load((HELLO / "controller.yaml").read_text()))
+    doc["metadata"]["name"] = name
+    doc["spec"]["parentResource"]["labelSelector"] = {"matchLabels": {"app": app}}
+    return doc
+
+
+def hello(namespace: str, name: str, app: str, who: str) -> dict:
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "HelloWorld",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {"who": who},
+    }
+
+
+def greeting(pod: dict) -> list[str]:
+    return pod["spec"]["containers"][0]["command"]
+
+
+def reloads(metrics: str) -> float:
+    lines = [ln for ln in metrics.splitlines() if ln.startswith("regokite_controller_definitions_reloads_total ")]
+    return float(lines[0].split()[1]) if lines else 0.0
+
+
+def test_apply_starts_a_controller_delete_stops_it_while_another_runs_and_an_edit_reconfigures(
+    cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None
+) -> None:
+    a, b = kube.unique_name("hello-a"), kube.unique_name("hello-b")
+    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    with ControllerProcess(
+        cluster.kubeconfig, policies=[HELLO], controllers=[], namespace=namespace, extra=["--watch-definitions"]
+    ) as ctl:
+        try:
+            create(api, DEFINITIONS, controller(a, "a"))
+            create(api, DEFINITIONS, controller(b, "b"))
+            for name in (a, b):
+                kube.wait_for_condition(api, f"{DEFINITIONS}/{name}", "Accepted", timeout=30)
+            create(api, parents, hello(namespace, "pa", "a", "A"))
+            create(api, parents, hello(namespace, "pb", "b", "B"))
+            pod_a = kube.wait_for(lambda: get(api, f"{pods}/pa"), what="controller a's pod", timeout=30)
+            assert greeting(pod_a) == ["echo", "Hello, A!"]
+            kube.wait_for(lambda: get(api, f"{pods}/pb"), what="controller b's pod", timeout=30)
+
+            before = reloads(ctl.metrics())
+            kube.delete(api, f"{DEFINITIONS}/{a}")
+            kube.wait_for(ctl.metrics, lambda m: reloads(m) > before, what="the restart without controller a")
+            assert "definitions changed: controllers restarted" in ctl.logs(200)
+
+            merge_patch(api, f"{parents}/pa", {"spec": {"who": "A2"}})
+            merge_patch(api, f"{parents}/pb", {"spec": {"who": "B2"}})
+            kube.wait_for(
+                lambda: get(api, f"{pods}/pb"),
+                lambda p: greeting(p) == ["echo", "Hello, B2!"],
+                what="controller b still acting",
+                timeout=30,
+            )
+            after = get(api, f"{pods}/pa")
+            assert after["metadata"]["uid"] == pod_a["metadata"]["uid"], "the deleted controller acted"
+            assert greeting(after) == ["echo", "Hello, A!"]
+
+            # An edit reconfigures: b now selects app=a too, so the change to pa is acted on.
+            merge_patch(api, f"{DEFINITIONS}/{b}", {"spec": {"parentResource": {"labelSelector": None}}})
+            kube.wait_for(
+                lambda: get(api, f"{pods}/pa"),
+                lambda p: greeting(p) == ["echo", "Hello, A2!"],
+                what="the edited controller b taking over pa",
+                timeout=30,
+            )
+        finally:
+            for name in (a, b):
+                if kube.exists(api, f"{DEFINITIONS}/{name}"):
+                    kube.delete(api, f"{DEFINITIONS}/{name}")
+
+
+def test_an_invalid_definition_on_the_server_says_why_in_its_status(
+    cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None
+) -> None:
+    name = kube.unique_name("broken")
+    doc = controller(name, "x")
+    doc["spec"]["hooks"]["sync"]["rego"]["package"] = "controllers.no_such_package"
+    with ControllerProcess(
+        cluster.kubeconfig, policies=[HELLO], controllers=[], namespace=namespace, extra=["--watch-definitions"]
+    ):
+        create(api, DEFINITIONS, doc)
+        try:
+            refused = kube.wait_for_condition(api, f"{DEFINITIONS}/{name}", "Accepted", status="False", timeout=30)
+            message = kube.condition(refused, "Accepted")["message"]
+            assert f"compositecontroller/{name}" in message and "controllers.no_such_package" in message
+        finally:
+            kube.delete(api, f"{DEFINITIONS}/{name}")
+
+
+def test_an_edited_policy_file_recreates_the_pod_and_a_broken_one_keeps_the_last_good_set(
+    cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None, tmp_path: Path
+) -> None:
+    policies = tmp_path / "hello"
+    shutil.copytree(HELLO, policies)
+    rego = policies / "hello_world.rego"
+    name = kube.unique_name("hello-live")
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/pl"
+    with ControllerProcess(
+        cluster.kubeconfig, policies=[policies], controllers=[], namespace=namespace, extra=["--watch-definitions"]
+    ) as ctl:
+        create(api, DEFINITIONS, controller(name, "live"))
+        try:
+            kube.wait_for_condition(api, f"{DEFINITIONS}/{name}", "Accepted", timeout=30)
+            create(api, f"/apis/example.com/v1/namespaces/{namespace}/helloworlds", hello(namespace, "pl", "live", "X"))
+            first = kube.wait_for(lambda: get(api, pod_path), what="the pod", timeout=30)
+            assert greeting(first) == ["echo", "Hello, X!"]
+
+            (policies / "broken.rego").write_text("package broken\n\nallow if {\n")
+            kube.wait_for(ctl.logs, lambda text: "last good set keeps running" in text, what="the refusal logged")
+            rego.write_text(rego.read_text().replace("Hello, %s!", "Howdy, %s!"))
+            (policies / "broken.rego").unlink()
+            howdy = kube.wait_for(
+                lambda: get(api, pod_path),
+                lambda p: greeting(p) == ["echo", "Howdy, X!"],
+                what="the pod recreated by the edited policy",
+                timeout=30,
+            )
+            assert howdy["metadata"]["uid"] != first["metadata"]["uid"]
+            assert ctl.proc is not None and ctl.proc.poll() is None, "no restart of the process"
+        finally:
+            kube.delete(api, f"{DEFINITIONS}/{name}")
