@@ -138,6 +138,15 @@ def create_app(served: Served, reload_interval: float = 0.0, replica: Replicator
         raw = await request.body()
         return input_guard.parse_json(raw) if raw.strip() else {}  # InputRejected is a ValueError
 
+    async def data_api_body(request: Request) -> tuple[Any, JSONResponse | None]:
+        """The body of an OPA data API call, or the answer refusing it (data not loaded, body refused)."""
+        if waiting := loading():
+            return None, waiting
+        try:
+            return await body_of(request), None
+        except ValueError as exc:
+            return None, _error(400, "invalid_parameter", f"request body refused: {exc}")
+
     @app.get("/healthz")
     def healthz() -> Response:
         return Response("ok\n", media_type="text/plain")
@@ -149,12 +158,9 @@ def create_app(served: Served, reload_interval: float = 0.0, replica: Replicator
 
     @app.post("/v0/data/{path:path}")
     async def v0(path: str, request: Request) -> Response:
-        if waiting := loading():
-            return waiting
-        try:
-            body = await body_of(request)
-        except ValueError as exc:
-            return _error(400, "invalid_parameter", f"request body refused: {exc}")
+        body, refused = await data_api_body(request)
+        if refused is not None:
+            return refused
         try:
             value = served.current.engine.evaluate(_ref(path), body)
         except RegokiteError as exc:
@@ -165,12 +171,9 @@ def create_app(served: Served, reload_interval: float = 0.0, replica: Replicator
 
     @app.post("/v1/data/{path:path}")
     async def v1(path: str, request: Request) -> Response:
-        if waiting := loading():
-            return waiting
-        try:
-            body = await body_of(request)
-        except ValueError as exc:
-            return _error(400, "invalid_parameter", f"request body refused: {exc}")
+        body, refused = await data_api_body(request)
+        if refused is not None:
+            return refused
         if not isinstance(body, dict):
             return _error(400, "invalid_parameter", "request body must be an object with an input field")
         try:
