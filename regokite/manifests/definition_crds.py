@@ -130,6 +130,15 @@ def _accepted_column() -> Obj:
     return {"name": "Accepted", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Accepted')].status"}
 
 
+def _metacontroller_crd(kind: str, short: list[str], spec: Obj, columns: list[Obj]) -> Obj:
+    """Metacontroller's kinds are cluster-scoped; `kubectl get` shows `columns`, Accepted and Age."""
+    age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    printer = [*columns, _accepted_column(), age]
+    return _crd(
+        definitions.API_GROUP, kind, kind.lower() + "s", scope="Cluster", short=short, spec=spec, printer=printer
+    )
+
+
 def composite_controller() -> Obj:
     parent = _object(
         {
@@ -152,21 +161,8 @@ def composite_controller() -> Obj:
         ("parentResource",),
         keep_unknown=True,
     )
-    printer = [
-        {"name": "Parent", "type": "string", "jsonPath": ".spec.parentResource.resource"},
-        _accepted_column(),
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-    ]
-    group = definitions.API_GROUP
-    return _crd(
-        group,
-        "CompositeController",
-        "compositecontrollers",
-        scope="Cluster",
-        short=["cc", "cctl"],
-        spec=spec,
-        printer=printer,
-    )
+    parent_column = {"name": "Parent", "type": "string", "jsonPath": ".spec.parentResource.resource"}
+    return _metacontroller_crd("CompositeController", ["cc", "cctl"], spec, [parent_column])
 
 
 def decorator_controller() -> Obj:
@@ -190,17 +186,7 @@ def decorator_controller() -> Obj:
         ("resources",),
         keep_unknown=True,
     )
-    printer = [_accepted_column(), {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
-    group = definitions.API_GROUP
-    return _crd(
-        group,
-        "DecoratorController",
-        "decoratorcontrollers",
-        scope="Cluster",
-        short=["dec", "decorators"],
-        spec=spec,
-        printer=printer,
-    )
+    return _metacontroller_crd("DecoratorController", ["dec", "decorators"], spec, [])
 
 
 def watch_crd() -> Obj:

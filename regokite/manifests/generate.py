@@ -140,25 +140,17 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         "--workers",
         str(opts.workers),
     ]
-    container = {
-        "name": "regokite",
-        "image": opts.image,
-        "imagePullPolicy": "IfNotPresent",
-        "args": args,
-        "ports": [{"name": "https", "containerPort": 8443, "protocol": "TCP"}],
-        "livenessProbe": w.probe("/healthz", "https", "HTTPS"),
-        "readinessProbe": w.probe("/readyz", "https", "HTTPS", period=5),
-        "resources": w.resources("100m", "128Mi", "2", "512Mi"),
-        "securityContext": w.container_security_context(),
-        "volumeMounts": [
-            *mounts,
-            {"name": "tls", "mountPath": TLS_DIR, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }
-    containers = [container]
-    if opts.engine == "opa":
-        containers.append(w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible))
+    containers = _containers(
+        opts,
+        args,
+        port={"name": "https", "containerPort": 8443, "protocol": "TCP"},
+        probes={
+            "livenessProbe": w.probe("/healthz", "https", "HTTPS"),
+            "readinessProbe": w.probe("/readyz", "https", "HTTPS", period=5),
+        },
+        cpu_limit="2",
+        mounts=[*mounts, {"name": "tls", "mountPath": TLS_DIR, "readOnly": True}],
+    )
     volumes += [
         {"name": "tls", "secret": {"secretName": f"{opts.name}-tls"}},
         w.tmp_volume(),
@@ -294,26 +286,18 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         args.append("--leader-elect")
         if opts.name != "regokite-controller":  # the Lease is named like the Deployment; RBAC names it
             args += ["--leader-election-name", opts.name]
-    container = {
-        "name": "regokite",
-        "image": opts.image,
-        "imagePullPolicy": "IfNotPresent",
-        "args": args,
-        "env": w.pod_env(),
-        "ports": [{"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"}],
-        "livenessProbe": w.probe("/healthz", "metrics"),
-        "readinessProbe": w.probe("/readyz", "metrics", period=5),
-        "resources": w.resources("100m", "128Mi", "1", "512Mi"),
-        "securityContext": w.container_security_context(),
-        "volumeMounts": [
-            *mounts,
-            {"name": "definitions", "mountPath": CONTROLLERS_DIR, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }
-    containers = [container]
-    if opts.engine == "opa":
-        containers.append(w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible))
+    containers = _containers(
+        opts,
+        args,
+        port={"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"},
+        probes={
+            "livenessProbe": w.probe("/healthz", "metrics"),
+            "readinessProbe": w.probe("/readyz", "metrics", period=5),
+        },
+        cpu_limit="1",
+        mounts=[*mounts, {"name": "definitions", "mountPath": CONTROLLERS_DIR, "readOnly": True}],
+        env=w.pod_env(),
+    )
     replicas = opts.replicas if opts.leader_elect else 1
     objects.append(
         w.deployment(
@@ -374,20 +358,14 @@ def audit_manifests(opts: AuditOptions) -> list[Obj]:
         objects += report_crds()
     cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
     objects += cm_objects
-    container = {
-        "name": "regokite",
-        "image": opts.image,
-        "imagePullPolicy": "IfNotPresent",
-        "args": ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port)],
-        "ports": [{"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"}],
-        "livenessProbe": w.probe("/metrics", "metrics"),
-        "resources": w.resources("100m", "128Mi", "1", "512Mi"),
-        "securityContext": w.container_security_context(),
-        "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
-    }
-    containers = [container]
-    if opts.engine == "opa":
-        containers.append(w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible))
+    containers = _containers(
+        opts,
+        ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port)],
+        port={"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"},
+        probes={"livenessProbe": w.probe("/metrics", "metrics")},
+        cpu_limit="1",
+        mounts=mounts,
+    )
     objects.append(
         w.deployment(
             opts.name,
@@ -404,6 +382,32 @@ def audit_manifests(opts: AuditOptions) -> list[Obj]:
         w.service(opts.name, opts.namespace, component, port=opts.metrics_port, target="metrics", port_name="metrics")
     )
     return objects
+
+
+def _containers(
+    opts: Common,
+    args: list[str],
+    *,
+    port: Obj,
+    probes: Obj,
+    cpu_limit: str,
+    mounts: list[Obj],
+    env: list[Obj] | None = None,
+) -> list[Obj]:
+    """The regokite container (read-only root, a writable /tmp), and the OPA sidecar with --engine opa."""
+    container: Obj = {"name": "regokite", "image": opts.image, "imagePullPolicy": "IfNotPresent", "args": args}
+    if env is not None:
+        container["env"] = env
+    container |= {
+        "ports": [port],
+        **probes,
+        "resources": w.resources("100m", "128Mi", cpu_limit, "512Mi"),
+        "securityContext": w.container_security_context(),
+        "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
+    }
+    if opts.engine != "opa":
+        return [container]
+    return [container, w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible)]
 
 
 # ------------------------------------------------------------------------------- output
