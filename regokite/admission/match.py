@@ -12,15 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from regokite.admission.review import OPERATIONS, Review
 from regokite.errors import show
+from regokite.fields import known_fields, namespace_lists, strings
 from regokite.selectors import parse_selector
 
 
 class MatchError(ValueError):
     """A `match` declaration that is not of the documented shape."""
+
+
+_strings = partial(strings, error=MatchError)
 
 
 @dataclass(frozen=True)
@@ -112,10 +117,9 @@ def parse_match(doc: Any, where: str) -> Match:
         return Match()
     if not isinstance(doc, dict):
         raise MatchError(f"{where} must be an object, got {show(doc)}")
-    known = {"rules", "namespaces", "excludedNamespaces", "objectSelector", "namespaceSelector"}
-    unknown = sorted(set(doc) - known)
-    if unknown:
-        raise MatchError(f"{where} has unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    known_fields(
+        doc, ("rules", "namespaces", "excludedNamespaces", "objectSelector", "namespaceSelector"), where, MatchError
+    )
     rules_doc = doc.get("rules", [{}])
     if not isinstance(rules_doc, list) or not rules_doc:
         raise MatchError(f"{where}.rules must be a non-empty array")
@@ -125,8 +129,7 @@ def parse_match(doc: Any, where: str) -> Match:
             _check_selector(doc[key], f"{where}.{key}")
     return Match(
         rules=rules,
-        namespaces=_strings(doc.get("namespaces", []), f"{where}.namespaces"),
-        excluded_namespaces=_strings(doc.get("excludedNamespaces", []), f"{where}.excludedNamespaces"),
+        **namespace_lists(doc, where, MatchError),
         object_selector=doc.get("objectSelector"),
         namespace_selector=doc.get("namespaceSelector"),
         raw=doc,
@@ -136,10 +139,7 @@ def parse_match(doc: Any, where: str) -> Match:
 def _parse_rule(doc: Any, where: str) -> Rule:
     if not isinstance(doc, dict):
         raise MatchError(f"{where} must be an object, got {show(doc)}")
-    fields = {"operations", "apiGroups", "apiVersions", "resources", "scope"}
-    unknown = sorted(set(doc) - fields)
-    if unknown:
-        raise MatchError(f"{where} has unknown field(s) {', '.join(unknown)}")
+    known_fields(doc, ("operations", "apiGroups", "apiVersions", "resources", "scope"), where, MatchError)
     operations = _strings(doc.get("operations", ["*"]), f"{where}.operations")
     bad = [op for op in operations if op != "*" and op not in OPERATIONS]
     if bad:
@@ -154,12 +154,6 @@ def _parse_rule(doc: Any, where: str) -> Rule:
         resources=_strings(doc.get("resources", ["*"]), f"{where}.resources"),
         scope=scope,
     )
-
-
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise MatchError(f"{where} must be an array of strings, got {show(value)}")
-    return tuple(value)
 
 
 def _check_selector(value: Any, where: str) -> None:

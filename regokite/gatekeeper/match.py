@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from regokite.errors import RegokiteError
+from regokite.fields import known_fields, namespace_lists, strings
 from regokite.selectors import parse_selector
 
 NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
@@ -25,6 +27,9 @@ KNOWN = {"kinds", "scope", "namespaces", "excludedNamespaces", "labelSelector", 
 
 class ConstraintMatchError(RegokiteError):
     """A `spec.match` that is not of Gatekeeper's shape."""
+
+
+_strings = partial(strings, error=ConstraintMatchError)
 
 
 class NamespaceUnknown(RegokiteError):
@@ -104,9 +109,7 @@ def parse_constraint_match(doc: Any, where: str, lookup: NamespaceLookup | None 
     """A ConstraintMatch from `spec.match`; errors name the field."""
     if not isinstance(doc, dict):
         raise ConstraintMatchError(f"{where} must be an object")
-    unknown = sorted(set(doc) - KNOWN)
-    if unknown:
-        raise ConstraintMatchError(f"{where} has unknown field(s) {', '.join(unknown)}")
+    known_fields(doc, KNOWN, where, ConstraintMatchError)
     kinds = []
     for i, entry in enumerate(doc.get("kinds") or []):
         if not isinstance(entry, dict):
@@ -128,16 +131,9 @@ def parse_constraint_match(doc: Any, where: str, lookup: NamespaceLookup | None 
     return ConstraintMatch(
         kinds=tuple(kinds),
         scope=scope,
-        namespaces=_strings(doc.get("namespaces", []), f"{where}.namespaces"),
-        excluded_namespaces=_strings(doc.get("excludedNamespaces", []), f"{where}.excludedNamespaces"),
+        **namespace_lists(doc, where, ConstraintMatchError),
         label_selector=doc.get("labelSelector"),
         namespace_selector=doc.get("namespaceSelector"),
         name=name,
         lookup=lookup,
     )
-
-
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConstraintMatchError(f"{where} must be a list of strings")
-    return tuple(value)

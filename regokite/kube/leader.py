@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from regokite.errors import RegokiteError
@@ -61,38 +61,50 @@ def _micro_time(now: dt.datetime | None = None) -> str:
     return (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+@dataclass(frozen=True)
+class LeaderSettings:
+    """`--leader-elect` and friends; durations in seconds, client-go's defaults."""
+
+    name: str = "regokite-controller"
+    namespace: str | None = None
+    identity: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def resolved(self) -> LeaderSettings:
+        """With the namespace and identity filled in from the pod, as client-go's callers do."""
+        identity = self.identity or default_identity()
+        if not identity:
+            raise RegokiteError("leader election: the identity must not be empty")
+        return replace(self, namespace=self.namespace or default_namespace(), identity=identity)
+
+    def elector(self, kubeconfig: str | None) -> LeaderElector:
+        # its own client (and connection pool): renewals never wait behind busy workers,
+        # and the Lease is not subject to the leader-only write guard
+        return LeaderElector(KubeClient(kubeconfig, pool_size=4), self)
+
+
 class LeaderElector:
     def __init__(
         self,
         client: KubeClient,
+        settings: LeaderSettings,
         *,
-        name: str,
-        namespace: str,
-        identity: str,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if lease_duration <= renew_deadline:
+        if settings.lease_duration <= settings.renew_deadline:
             raise RegokiteError("leader election: the lease duration must be greater than the renew deadline")
-        if renew_deadline <= JITTER * retry_period:
+        if settings.renew_deadline <= JITTER * settings.retry_period:
             raise RegokiteError(f"leader election: the renew deadline must exceed {JITTER} x the retry period")
-        if not identity:
-            raise RegokiteError("leader election: the identity must not be empty")
         self.client = client
-        self.name = name
-        self.namespace = namespace
-        self.identity = identity
-        self.lease_duration = lease_duration
-        self.renew_deadline = renew_deadline
-        self.retry_period = retry_period
+        self.settings = settings.resolved()
         self.on_started_leading = on_started_leading
         self.on_stopped_leading = on_stopped_leading
         self.clock = clock
-        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self.path = f"/apis/coordination.k8s.io/v1/namespaces/{self.settings.namespace}/leases/{self.settings.name}"
         self._lock = threading.Lock()  # one Lease request at a time (renewal vs release)
         self._observed: dict[str, Any] | None = None  # the Lease object last read or written
         self._observed_at = 0.0  # our clock when the Lease's spec last changed
@@ -101,8 +113,13 @@ class LeaderElector:
         self.transitions = 0  # times this process became leader
 
     @property
+    def lease(self) -> str:
+        """namespace/name, for logs."""
+        return f"{self.settings.namespace}/{self.settings.name}"
+
+    @property
     def _lease_seconds(self) -> int:
-        return max(1, math.ceil(self.lease_duration))
+        return max(1, math.ceil(self.settings.lease_duration))
 
     # -- state
 
@@ -122,12 +139,12 @@ class LeaderElector:
     def may_act(self) -> bool:
         """True while leading and the last renewal is younger than the renew deadline."""
         renewed = self._renewed_at
-        return self._leading and renewed is not None and self.clock() - renewed < self.renew_deadline
+        return self._leading and renewed is not None and self.clock() - renewed < self.settings.renew_deadline
 
     def describe(self) -> dict[str, Any]:
         return {
-            "lease": f"{self.namespace}/{self.name}",
-            "identity": self.identity,
+            "lease": self.lease,
+            "identity": self.settings.identity,
             "leading": self.may_act(),
             "holder": self.holder,
         }
@@ -142,16 +159,16 @@ class LeaderElector:
             self._renew(stop)
 
     def _acquire(self, stop: threading.Event) -> bool:
-        log.info("campaigning for leadership", extra={"lease": f"{self.namespace}/{self.name}", "id": self.identity})
+        log.info("campaigning for leadership", extra={"lease": self.lease, "id": self.settings.identity})
         while not stop.is_set():
             if self.try_acquire_or_renew():
                 self._set_leading(True)
                 return True
-            stop.wait(self.retry_period * (1 + random.random() * JITTER))
+            stop.wait(self.settings.retry_period * (1 + random.random() * JITTER))
         return False
 
     def _renew(self, stop: threading.Event) -> None:
-        while not stop.wait(self.retry_period):
+        while not stop.wait(self.settings.retry_period):
             renewed = False
             while not stop.is_set():
                 if self.try_acquire_or_renew():
@@ -159,7 +176,7 @@ class LeaderElector:
                     break
                 if not self._leading or not self.may_act():
                     break
-                stop.wait(min(self.retry_period, 0.5))
+                stop.wait(min(self.settings.retry_period, 0.5))
             if stop.is_set():
                 return
             if not renewed:
@@ -172,12 +189,12 @@ class LeaderElector:
         self._leading = leading
         if leading:
             self.transitions += 1
-            log.info("became leader", extra={"lease": f"{self.namespace}/{self.name}", "id": self.identity})
+            log.info("became leader", extra={"lease": self.lease, "id": self.settings.identity})
             callback = self.on_started_leading
         else:
             log.warning(
                 "lost leadership: stopped acting",
-                extra={"lease": f"{self.namespace}/{self.name}", "id": self.identity, "why": why},
+                extra={"lease": self.lease, "id": self.settings.identity, "why": why},
             )
             callback = self.on_stopped_leading
         if callback is not None:
@@ -195,7 +212,7 @@ class LeaderElector:
     def _try(self) -> bool:
         started = self.clock()
         now = _micro_time()
-        timeout = max(1.0, min(self.renew_deadline, self.retry_period * 2))
+        timeout = max(1.0, min(self.settings.renew_deadline, self.settings.retry_period * 2))
         try:
             lease = self.client.request("GET", self.path, timeout=timeout)
         except ApiError as exc:
@@ -212,18 +229,18 @@ class LeaderElector:
             self._observed_at = started
         self._observed = lease
         holder = spec.get("holderIdentity") or ""
-        if holder != self.identity:
+        if holder != self.settings.identity:
             if self._leading:
                 self._set_leading(False, f"the lease is now held by {holder or 'nobody'}")
-            duration = spec.get("leaseDurationSeconds") or self.lease_duration
+            duration = spec.get("leaseDurationSeconds") or self.settings.lease_duration
             if holder and started - self._observed_at < duration:
                 return False  # held, and still valid by our clock
         desired = {
-            "holderIdentity": self.identity,
+            "holderIdentity": self.settings.identity,
             "leaseDurationSeconds": self._lease_seconds,
-            "acquireTime": spec.get("acquireTime") if holder == self.identity else now,
+            "acquireTime": spec.get("acquireTime") if holder == self.settings.identity else now,
             "renewTime": now,
-            "leaseTransitions": (spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1),
+            "leaseTransitions": (spec.get("leaseTransitions") or 0) + (0 if holder == self.settings.identity else 1),
         }
         body = {**lease, "spec": desired}
         try:
@@ -242,9 +259,9 @@ class LeaderElector:
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
+            "metadata": {"name": self.settings.name, "namespace": self.settings.namespace},
             "spec": {
-                "holderIdentity": self.identity,
+                "holderIdentity": self.settings.identity,
                 "leaseDurationSeconds": self._lease_seconds,
                 "acquireTime": now,
                 "renewTime": now,
@@ -253,7 +270,10 @@ class LeaderElector:
         }
         try:
             created = self.client.request(
-                "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body, timeout=timeout
+                "POST",
+                f"/apis/coordination.k8s.io/v1/namespaces/{self.settings.namespace}/leases",
+                body,
+                timeout=timeout,
             )
         except Exception as exc:
             if not (isinstance(exc, ApiError) and exc.status == 409):
@@ -281,7 +301,11 @@ class LeaderElector:
             if was_leading:
                 self._set_leading(False, "released on shutdown")
             lease = self._observed
-            if not was_leading or lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+            if (
+                not was_leading
+                or lease is None
+                or (lease.get("spec") or {}).get("holderIdentity") != self.settings.identity
+            ):
                 return False
             now = _micro_time()
             spec = {
@@ -296,30 +320,5 @@ class LeaderElector:
             except Exception as exc:
                 log.warning("could not release the lease", extra={"error": str(exc)[:300]})
                 return False
-            log.info("released the lease", extra={"lease": f"{self.namespace}/{self.name}", "id": self.identity})
+            log.info("released the lease", extra={"lease": self.lease, "id": self.settings.identity})
             return True
-
-
-@dataclass(frozen=True)
-class LeaderSettings:
-    """`--leader-elect` and friends; durations in seconds, client-go's defaults."""
-
-    name: str = "regokite-controller"
-    namespace: str | None = None
-    identity: str | None = None
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-
-    def elector(self, kubeconfig: str | None) -> LeaderElector:
-        # its own client (and connection pool): renewals never wait behind busy workers,
-        # and the Lease is not subject to the leader-only write guard
-        return LeaderElector(
-            KubeClient(kubeconfig, pool_size=4),
-            name=self.name,
-            namespace=self.namespace or default_namespace(),
-            identity=self.identity or default_identity(),
-            lease_duration=self.lease_duration,
-            renew_deadline=self.renew_deadline,
-            retry_period=self.retry_period,
-        )

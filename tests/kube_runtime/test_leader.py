@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from regokite.errors import RegokiteError
-from regokite.kube.leader import LeaderElector
+from regokite.kube.leader import LeaderElector, LeaderSettings
 from tests.kube_runtime.fake import FakeKube
 
 
@@ -20,16 +20,8 @@ class Clock:
 
 
 def elector(kube: FakeKube, identity: str, clock: Clock) -> LeaderElector:
-    return LeaderElector(
-        kube,  # type: ignore[arg-type]
-        name="lead",
-        namespace="ns",
-        identity=identity,
-        lease_duration=15,
-        renew_deadline=10,
-        retry_period=2,
-        clock=clock,
-    )
+    settings = LeaderSettings(name="lead", namespace="ns", identity=identity)
+    return LeaderElector(kube, settings, clock=clock)  # type: ignore[arg-type]
 
 
 def lead(e: LeaderElector) -> None:
@@ -80,4 +72,4 @@ def test_release_hands_over_at_once() -> None:
 
 def test_timings_that_could_give_two_leaders_are_refused() -> None:
     with pytest.raises(RegokiteError, match="greater than the renew deadline"):
-        LeaderElector(FakeKube(), name="l", namespace="n", identity="a", lease_duration=5, renew_deadline=5)  # type: ignore[arg-type]
+        LeaderElector(FakeKube(), LeaderSettings("l", "n", "a", lease_duration=5, renew_deadline=5))  # type: ignore[arg-type]
