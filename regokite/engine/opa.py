@@ -477,24 +477,21 @@ class _ControlClient(OpaClient):
         return f"{self.root_url}/data/" + "/".join(quote(p, safe="") for p in path)
 
     def put_json(self, path: tuple[str, ...], value: Any) -> None:
-        response = self._session.put(
-            self._data_url(path),
-            data=_dumps(value),
-            headers={"Content-Type": "application/json"},
-            timeout=self.timeout,
-        )
-        if response.status_code != 204:
-            _raise_data_error("write", path, response)
+        self._write_json("PUT", path, value, "application/json")
 
     def patch_json(self, path: tuple[str, ...], ops: list[dict[str, Any]]) -> None:
-        response = self._session.patch(
+        self._write_json("PATCH", path, ops, "application/json-patch+json")
+
+    def _write_json(self, method: str, path: tuple[str, ...], body: Any, content_type: str) -> None:
+        response = self._session.request(
+            method,
             self._data_url(path),
-            data=_dumps(ops),
-            headers={"Content-Type": "application/json-patch+json"},
+            data=_dumps(body),
+            headers={"Content-Type": content_type},
             timeout=self.timeout,
         )
         if response.status_code != 204:
-            _raise_data_error("patch", path, response)
+            _raise_data_error("write" if method == "PUT" else "patch", path, response)
 
     def delete_json(self, path: tuple[str, ...]) -> None:
         response = self._session.delete(self._data_url(path), timeout=self.timeout)

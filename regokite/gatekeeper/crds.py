@@ -20,6 +20,20 @@ _ANY = {"x-kubernetes-preserve-unknown-fields": True}
 _ANY_OBJECT = {"type": "object", **_ANY}
 
 
+def _versions(names: tuple[str, ...], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """All served with one schema and a status subresource; the first stored, as Gatekeeper's CRDs do."""
+    return [
+        {
+            "name": v,
+            "served": True,
+            "storage": v == names[0],
+            "schema": copy.deepcopy(schema),
+            "subresources": {"status": {}},
+        }
+        for v in names
+    ]
+
+
 def template_crd() -> dict[str, Any]:
     """The CRD of ConstraintTemplate (templates.gatekeeper.sh v1, v1beta1, v1alpha1)."""
     schema = {
@@ -28,16 +42,7 @@ def template_crd() -> dict[str, Any]:
             "properties": {"spec": _ANY_OBJECT, "status": _ANY_OBJECT},
         }
     }
-    versions = [
-        {
-            "name": v,
-            "served": True,
-            "storage": v == "v1",
-            "schema": copy.deepcopy(schema),
-            "subresources": {"status": {}},
-        }
-        for v in ("v1", "v1beta1", "v1alpha1")
-    ]
+    versions = _versions(("v1", "v1beta1", "v1alpha1"), schema)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -74,16 +79,7 @@ def constraint_crd(template: Template) -> dict[str, Any]:
         },
     }
     schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _ANY_OBJECT}}}
-    versions = [
-        {
-            "name": v,
-            "served": True,
-            "storage": v == "v1beta1",
-            "schema": copy.deepcopy(schema),
-            "subresources": {"status": {}},
-        }
-        for v in ("v1beta1", "v1alpha1")
-    ]
+    versions = _versions(("v1beta1", "v1alpha1"), schema)
     kind = template.kind
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -108,8 +108,7 @@ def read_documents(path: Path, shown: str) -> list[tuple[Any, yaml.Node | None]]
 
 def parse_template(doc: dict[str, Any], node: yaml.Node | None, file: str) -> Template:
     """A template from its document; raises ResourceError naming the field."""
-    meta = doc.get("metadata") or {}
-    name = meta.get("name") if isinstance(meta, dict) else None
+    name = _dig(doc, "metadata", "name")
     spec = doc.get("spec")
     where = f"{file}: ConstraintTemplate {name or '?'}"
     if not isinstance(name, str) or not isinstance(spec, dict):
@@ -180,8 +179,7 @@ def _source(text: str, node: yaml.Node | None, file: str, role: str) -> RegoSour
 
 
 def parse_constraint(doc: dict[str, Any], file: str) -> Constraint:
-    meta = doc.get("metadata") or {}
-    name = meta.get("name") if isinstance(meta, dict) else None
+    name = _dig(doc, "metadata", "name")
     kind = doc.get("kind")
     where = f"{file}: {kind} {name or '?'}"
     if not isinstance(name, str) or not isinstance(kind, str):
