@@ -139,9 +139,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         print_ca_bundle(files.ca_pem())
     settings = AdmissionSettings(
         policies=args.policies,
-        engine=args.engine,
-        opa_url=args.opa_url,
-        v0_compatible=args.v0_compatible,
+        **_engine_choice(args),
         host=args.host,
         port=args.port,
         tls_cert=cert,
@@ -232,9 +230,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     settings = AuditSettings(
         policies=args.policies,
         kubeconfig=args.kubeconfig,
-        engine=args.engine,
-        opa_url=args.opa_url,
-        v0_compatible=args.v0_compatible,
+        **_engine_choice(args),
         write_reports=not args.no_reports,
         replicate_path=args.replicate_path,
         jobs=args.jobs,
@@ -356,9 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=_cmd_eval)
 
     adm = sub.add_parser("admission", help="serve validating and mutating admission webhooks over HTTPS")
-    adm.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
-    adm.add_argument("--host", default="0.0.0.0")
-    adm.add_argument("--port", type=int, default=8443)
+    _add_policies_arg(adm)
+    _add_listen_args(adm, 8443)
     adm.add_argument("--tls-cert", metavar="FILE")
     adm.add_argument("--tls-key", metavar="FILE")
     adm.add_argument("--self-signed", action="store_true", help="make a CA and certificate; print the caBundle")
@@ -398,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)
     chk = sub.add_parser("check", help="offline: the admission policies on manifests, as CREATE reviews")
-    chk.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    _add_policies_arg(chk)
     chk.add_argument(
         "-f", "--filename", action="append", required=True, metavar="FILE|DIR|-", help="manifests (repeatable)"
     )
@@ -414,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bundle_args(chk)
     chk.set_defaults(func=_cmd_check)
     aud = sub.add_parser("audit", help="the admission policies on existing objects: PolicyReports, or once for CI")
-    aud.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    _add_policies_arg(aud)
     aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
     aud.add_argument("--format", choices=["pretty", "json"], default="pretty", help="with --once")
     aud.add_argument("--no-reports", action="store_true", help="do not write PolicyReports")
@@ -451,9 +446,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             workers=args.workers,
             **({"hook_processes": args.hook_processes} if args.hook_processes else {}),
-            engine=args.engine,
-            opa_url=args.opa_url,
-            v0_compatible=args.v0_compatible,
+            **_engine_choice(args),
             metrics_port=args.metrics_port,
             vars=args.var,
             field_manager=args.field_manager,
@@ -486,9 +479,7 @@ def _cmd_hooks(args: argparse.Namespace) -> int:
         args.policies,
         host=args.host,
         port=args.port,
-        engine=args.engine,
-        opa_url=args.opa_url,
-        v0_compatible=args.v0_compatible,
+        **_engine_choice(args),
         options=_extension_options(args),
         replicate=_replicate_args(args),
         replicate_path=args.replicate_path,
@@ -517,7 +508,7 @@ def _add_controller_commands(sub: Any) -> None:
     ctl = sub.add_parser(
         "controller", help="run Metacontroller Composite/DecoratorControllers and regokite Watches whose hooks are Rego"
     )
-    ctl.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+    _add_policies_arg(ctl)
     ctl.add_argument("--controllers", action="append", default=[], metavar="PATH", help="definitions file or dir")
     ctl.add_argument(
         "--watch-definitions",
@@ -553,9 +544,8 @@ def _add_controller_commands(sub: Any) -> None:
     ctl.set_defaults(func=_cmd_controller)
 
     hooks = sub.add_parser("hooks", help="serve Rego packages as Metacontroller webhooks over HTTP")
-    hooks.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
-    hooks.add_argument("--host", default="0.0.0.0")
-    hooks.add_argument("--port", type=int, default=8181)
+    _add_policies_arg(hooks)
+    _add_listen_args(hooks, 8181)
     _add_engine_args(hooks)
     _add_bundle_args(hooks)
     _add_replicate_args(hooks)
@@ -575,6 +565,20 @@ def _add_controller_commands(sub: Any) -> None:
     plan.add_argument("--format", choices=["pretty", "json"], default="pretty")
     _add_bundle_args(plan)
     plan.set_defaults(func=_cmd_plan)
+
+
+def _add_policies_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+
+
+def _add_listen_args(p: argparse.ArgumentParser, port: int) -> None:
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, default=port)
+
+
+def _engine_choice(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine options every evaluating command passes on (as keyword arguments)."""
+    return {"engine": args.engine, "opa_url": args.opa_url, "v0_compatible": args.v0_compatible}
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
