@@ -18,6 +18,7 @@ from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
+from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, same_version
 
 ParentKey = tuple[str, str]  # (namespace or "", name)
@@ -122,5 +123,7 @@ class RelatedResources:
                     if (r.api_version, r.resource) == k and any(o is not None and r.matches(o) for o in (new, old)):
                         hit.append(key)
                         break
-        for ns, name in hit:
-            self.enqueue(ns, name)
+        name = (self.controller.get("metadata") or {}).get("name", "")
+        metrics.related_events.labels(name, "requeued" if hit else "ignored").inc()
+        for ns, parent in hit:
+            self.enqueue(ns, parent)

@@ -32,6 +32,11 @@ evaluation_latency = Histogram(
     ["controller", "package"],
     buckets=LATENCY_BUCKETS,
 )
+related_events = Counter(
+    "regokite_controller_related_events_total",
+    "Changes to related objects (the customize hook's), by outcome: requeued parents, or ignored (none relate it).",
+    ["controller", "result"],
+)
 watch_errors = Counter("regokite_controller_watch_errors_total", "Watches that failed and were retried.", ["resource"])
 informer_objects = Gauge("regokite_controller_informer_objects", "Objects in an informer's cache.", ["informer"])
 leader = Gauge("regokite_leader", "1 while this replica holds the leader Lease (always 1 without --leader-elect).")

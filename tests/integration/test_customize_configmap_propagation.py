@@ -80,16 +80,24 @@ def test_a_source_change_reaches_exactly_the_propagations_that_relate_it(
             )
         assert time.monotonic() - changed < 5
         # Only the red propagation was synced for it: one sync (two at most, with the status write).
-        time.sleep(0.5)
+        # Its last copy is written before the sync is counted, hence the wait.
+        kube.wait_for(lambda: _syncs(ctl.metrics()) - syncs_before, lambda n: n >= 1, what="the red sync counted")
         assert _syncs(ctl.metrics()) - syncs_before <= 3
         assert get(api, cms.format(a, "blue"))["metadata"]["resourceVersion"] == blue["metadata"]["resourceVersion"]
         assert get(api, f"{PARENTS}/{two}")["metadata"]["resourceVersion"] == blue_parent_rv
 
-        # An unrelated ConfigMap in the source namespace triggers nothing.
-        before = _syncs(ctl.metrics())
+        # An unrelated ConfigMap in the source namespace re-queues no parent; the blue source's
+        # change, which comes after it on the same watch, re-queues one.
+        requeued = _related(ctl.metrics(), "requeued")
         create(api, f"/api/v1/namespaces/{src}/configmaps", configmap(src, "green", {"color": "green"}))
-        time.sleep(1)
-        assert _syncs(ctl.metrics()) == before
+        merge_patch(api, cms.format(src, "blue"), {"data": {"color": "navy"}})
+        kube.wait_for(
+            lambda: get(api, cms.format(a, "blue")),
+            lambda c: c["data"] == {"color": "navy"},
+            what="the blue copy updated",
+            timeout=10,
+        )
+        assert _related(ctl.metrics(), "requeued") - requeued == 1
 
         # The source disappears: no copies are wanted any more.
         kube.delete(api, cms.format(src, "red"))
@@ -100,9 +108,17 @@ def test_a_source_change_reaches_exactly_the_propagations_that_relate_it(
         assert ctl.stop() == 0
 
 
+def _related(text: str, result: str) -> float:
+    return _sum(text, "regokite_controller_related_events_total{", f'result="{result}"')
+
+
 def _syncs(text: str) -> float:
+    return _sum(text, "regokite_controller_reconciles_total{", "")
+
+
+def _sum(text: str, series: str, label: str) -> float:
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("regokite_controller_reconciles_total{") and 'controller="configmap-propagation"' in line:
+        if line.startswith(series) and 'controller="configmap-propagation"' in line and label in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
