@@ -197,8 +197,9 @@ def _replicate_args(args: argparse.Namespace) -> tuple[Any, ...]:
     )
 
 
-def _add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False) -> None:
-    """`declared`: admission policies' `replicate` declarations add to the flags."""
+def _add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False, kubeconfig: bool = True) -> None:
+    """`declared`: admission policies' `replicate` declarations add to the flags; `kubeconfig`: the
+    command has no --kubeconfig of its own."""
     group = p.add_argument_group("cluster data (kube-mgmt's layout: data.<path>.<resource>[.<namespace>].<name>)")
     group.add_argument(
         "--replicate",
@@ -216,7 +217,8 @@ def _add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False) -
         help="replicate a cluster-scoped resource (repeatable)",
     )
     group.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
-    group.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+    if kubeconfig:
+        group.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
@@ -453,6 +455,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             leader=_leader_settings(args),
             extensions=_extension_options(args),
             watch_definitions=args.watch_definitions,
+            replicate=_replicate_args(args),
+            replicate_path=args.replicate_path,
         )
     )
 
@@ -539,6 +543,7 @@ def _add_controller_commands(sub: Any) -> None:
     le.add_argument("--leader-election-lease-duration", type=float, default=15.0, metavar="SECONDS")
     le.add_argument("--leader-election-renew-deadline", type=float, default=10.0, metavar="SECONDS")
     le.add_argument("--leader-election-retry-period", type=float, default=2.0, metavar="SECONDS")
+    _add_replicate_args(ctl, kubeconfig=False)
     _add_engine_args(ctl)
     _add_bundle_args(ctl)
     ctl.set_defaults(func=_cmd_controller)

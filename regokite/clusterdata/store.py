@@ -9,6 +9,7 @@ reloads the whole document.
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections import deque
@@ -182,7 +183,31 @@ class ReplicaStore:
                 return []
             if not self._log or self._log[0][0] > generation + 1:
                 return None
-            return [c for g, c in self._log if g > generation]
+            behind = self.generation - generation  # generations are consecutive: the log's last entries
+            return [c for _, c in itertools.islice(reversed(self._log), behind)][::-1]
+
+    # -- a mirror: a copy in another process, fed by the changes of this one (controller hook workers)
+
+    def apply(self, changes: Iterable[Change]) -> None:
+        """Make the same edits another store made (its `changes_since`), in order."""
+        with self.lock:
+            for change in changes:
+                *parents, last = change.path
+                node = self.document
+                for key in parents:
+                    node = node.setdefault(key, {})
+                if change.value is None:
+                    node.pop(last, None)
+                else:
+                    node[last] = change.value
+                self._record(change)
+
+    def replace(self, document: dict[str, Any]) -> None:
+        """Hold `document` whole: followers reload (the log no longer reaches back to them)."""
+        with self.lock:
+            self.document = document
+            self._log.clear()
+            self.generation += 1
 
     def rooted(self, value: Any, path: Path = ()) -> dict[str, Any]:
         """`value` placed at `<root>/<path>` as a nested document."""
@@ -250,3 +275,12 @@ def check_replica_root(bundle_data: dict[str, Any], store: ReplicaStore) -> None
         if not isinstance(node, dict) or depth == len(store.root):
             where = "data." + ".".join(store.root[:depth])
             raise ReplicationError(f"the policies' own data defines {where}, where replicated objects go")
+
+
+def encode_changes(changes: Iterable[Change]) -> list[list[Any]]:
+    """Changes as JSON-able rows, for a mirror in another process."""
+    return [[list(c.path), c.value, c.created] for c in changes]
+
+
+def decode_changes(rows: Iterable[list[Any]]) -> list[Change]:
+    return [Change(tuple(path), value, created) for path, value, created in rows]

@@ -16,6 +16,12 @@ Workers are forked from a fork server started fresh (multiprocessing's
 `forkserver`), never from the controller's own threaded process, where a
 fork could copy a lock some other thread holds. `reload(bundle)` moves every
 later call onto workers built for a new policy set.
+
+With replicated cluster data (`store`), each worker holds a mirror of it: a
+call carries the store's changes since the generation that worker last got
+(nothing when none), or the whole document for a worker that has none yet (a
+new or replacing one), so a hook always sees the data as it was when its
+call was handed over, and no change is ever sent twice to one worker.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from regokite.bundle import Bundle
+from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_changes
 from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
 from regokite.controllers.schema import DEFAULT_HOOK_TIMEOUT, HookTarget
 from regokite.engine.extensions import ExtensionOptions
@@ -56,14 +63,23 @@ class Worker:
     slot: int
     generation: int
     note: Any = field(repr=False)  # the watchdog tracker of `slot`
+    seen: int | None = None  # the replica generation its mirror holds; None: no data sent yet
 
 
 class HookWorkers:
     """`processes` evaluation processes over `bundle`; `evaluate` is safe from any number of threads."""
 
-    def __init__(self, bundle: Bundle, *, processes: int = 1, options: ExtensionOptions | None = None) -> None:
+    def __init__(
+        self,
+        bundle: Bundle,
+        *,
+        processes: int = 1,
+        options: ExtensionOptions | None = None,
+        store: ReplicaStore | None = None,
+    ) -> None:
         self.processes = max(1, processes)
         self._bundle = bundle
+        self._store = store
         self._options = options or ExtensionOptions()
         # a worker of an older policy set may still be busy (until its call's timeout) beside the new set
         self._watchdog = Watchdog(3 * self.processes, DEFAULT_HOOK_TIMEOUT)
@@ -88,9 +104,10 @@ class HookWorkers:
     def evaluate(self, hook: ResolvedHook, request: Mapping[str, Any]) -> dict[str, Any]:
         """The raw response document; HookError when the policy fails, or with reason HookTimeout when
         the call outlived `hook.timeout` (its worker is replaced)."""
-        payload = json.dumps([hook.package, list(hook.rules), hook.whole_rule, request]).encode()
+        call = [hook.package, list(hook.rules), hook.whole_rule, request]
         for _attempt in range(self.processes + 1):  # a worker that died while idle: the call goes on to another
             worker = self._take()
+            payload, seen = self._payload(worker, call)
             worker.note(hook.package, hook.timeout)
             try:
                 worker.conn.send_bytes(payload)
@@ -112,6 +129,7 @@ class HookWorkers:
                     ) from None
                 raise HookError(hook.package, None, "the evaluation process exited", reason="PolicyError") from None
             worker.note(None)
+            worker.seen = seen
             self._give_back(worker)
             answer = json.loads(reply)
             if "error" in answer:
@@ -119,6 +137,20 @@ class HookWorkers:
                 raise HookError(package, rule, message, reason)
             return answer["ok"]
         raise HookError(hook.package, None, "no evaluation process could take the call", reason="PolicyError")
+
+    def _payload(self, worker: Worker, call: list[Any]) -> tuple[bytes, int | None]:
+        """The call for `worker`, with the replicated data it lacks; the generation it will then hold."""
+        store = self._store
+        if store is None:
+            return json.dumps([*call, None]).encode(), None
+        if worker.seen is not None:
+            changes = store.changes_since(worker.seen)
+            if changes is not None:
+                sync = {"changes": encode_changes(changes)} if changes else None
+                return json.dumps([*call, sync]).encode(), worker.seen + len(changes)
+        whole: list[str] = []
+        generation = store.full(lambda document: whole.append(json.dumps(document)))
+        return (json.dumps(call)[:-1] + ', {"full": ' + whole[0] + "}]").encode(), generation
 
     # -- the policy set
 
@@ -166,7 +198,13 @@ class HookWorkers:
         ours, theirs = _CONTEXT.Pipe()
         process = _CONTEXT.Process(
             target=serve_calls,
-            args=(theirs, bundle, self._options, logging.getLevelName(logging.getLogger().getEffectiveLevel())),
+            args=(
+                theirs,
+                bundle,
+                self._options,
+                logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+                "/".join(self._store.root) if self._store is not None else None,
+            ),
             name=f"regokite-hooks-{slot}",
             daemon=True,
         )
@@ -254,14 +292,21 @@ def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
     return max(1, cores)
 
 
-def serve_calls(conn: Connection, bundle: Bundle, options: ExtensionOptions, log_level: str) -> None:
-    """A worker's life: build the engine, say ready (or why not), then answer calls until the pipe closes."""
+def serve_calls(
+    conn: Connection, bundle: Bundle, options: ExtensionOptions, log_level: str, replica_root: str | None = None
+) -> None:
+    """A worker's life: build the engine, say ready (or why not), then answer calls until the pipe closes.
+    With `replica_root`, the engine follows a mirror of the controller's replicated data, which every
+    call brings up to date first (exactly: no lag allowed, a hook's answer is written to the cluster)."""
     from regokite.engine.embedded import EmbeddedEngine
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the controller stops us
     ops_logging.configure(log_level)
+    mirror = ReplicaStore(replica_root) if replica_root else None
     try:
         engine = EmbeddedEngine(bundle, options)
+        if mirror is not None:
+            engine.follow(mirror)
     except RegokiteError as exc:
         conn.send_bytes(json.dumps({"error": str(exc)}).encode())
         return
@@ -271,7 +316,12 @@ def serve_calls(conn: Connection, bundle: Bundle, options: ExtensionOptions, log
             message = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        package, rules, whole_rule, request = json.loads(message)
+        package, rules, whole_rule, request, sync = json.loads(message)
+        if sync is not None and mirror is not None:
+            if "full" in sync:
+                mirror.replace(sync["full"])
+            else:
+                mirror.apply(decode_changes(sync["changes"]))
         hook = ResolvedHook(HookTarget(package), tuple(rules), whole_rule)
         try:
             answer: dict[str, Any] = {"ok": evaluate_hook(engine, hook, request)}

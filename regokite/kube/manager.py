@@ -53,6 +53,14 @@ class Reconciler(Protocol):
     def reconcile(self, namespace: str, name: str) -> float | None: ...
 
 
+class DataGate(Protocol):
+    """Replicated cluster data (clusterdata.replicate.Replicator): ready once every initial list is in."""
+
+    def ready(self) -> bool: ...
+
+    def pending(self) -> list[str]: ...
+
+
 class Manager:
     def __init__(self, client: KubeClient, *, namespace: str | None = None, workers: int = 2) -> None:
         self.client = client
@@ -71,6 +79,7 @@ class Manager:
         self.elector: LeaderElector | None = None
         self._leading = threading.Event()
         self.on_stop: list[Callable[[], None]] = []  # run after in-flight syncs finish (e.g. close hook workers)
+        self.data: DataGate | None = None  # replicated cluster data the hooks read: no sync before it is in
 
     # -- leadership
 
@@ -189,7 +198,8 @@ class Manager:
 
     def _work(self, queue: WorkQueue) -> None:
         while True:
-            while not self._leading.is_set():  # a standby: caches warm, hands off
+            # a standby: caches warm, hands off; and no hook decides on a partial inventory
+            while not self._leading.is_set() or not self._data_ready():
                 if self._stopping.wait(0.1):
                     return
             key = queue.get(timeout=0.5)
@@ -247,15 +257,20 @@ class Manager:
 
     # -- health
 
+    def _data_ready(self) -> bool:
+        return self.data is None or self.data.ready()
+
     def ready(self) -> bool:
         knows_leader = self.elector is None or self.elector.knows_holder
-        return self.informers.synced() and knows_leader and not self._stopping.is_set()
+        return self.informers.synced() and self._data_ready() and knows_leader and not self._stopping.is_set()
 
     def readiness(self) -> dict[str, Any]:
         """What `/readyz` answers: ready when every informer has synced and, under election, the Lease has been read
         (a standby is ready too, and can say who leads)."""
         informers = {i.name: i.synced.is_set() for i in self.informers.informers}
         detail: dict[str, Any] = {"ready": self.ready(), "stopping": self._stopping.is_set(), "informers": informers}
+        if self.data is not None:
+            detail["replicated"] = {"ready": self.data.ready(), "pending": self.data.pending()}
         if self.elector is not None:
             detail["leader"] = self.elector.describe()
         else:

@@ -12,6 +12,8 @@ from typing import Any
 
 from regokite import outline
 from regokite.bundle import load_bundle
+from regokite.clusterdata.replicate import Replicator, check_access
+from regokite.clusterdata.store import ReplicaStore, ResourceRef, check_replica_root
 from regokite.controllers import customize, decorator, definitions
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
 from regokite.controllers.hookworkers import HookWorkers, usable_cpus
@@ -52,6 +54,8 @@ class ControllerSettings:
     leader: LeaderSettings | None = None  # --leader-elect
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     watch_definitions: bool = False  # --watch-definitions: also run the definitions the API server holds
+    replicate: tuple[ResourceRef, ...] = ()  # --replicate, --replicate-cluster: data.<replicate_path> for hooks
+    replicate_path: str = "kubernetes"
     definitions_poll: float = 2.0  # seconds between reads of the definitions on the API server
 
 
@@ -96,19 +100,41 @@ def _resolve(d: Any, packages: Any) -> tuple[ResolvedHook, ResolvedHook | None, 
     return sync, finalize, resolve_hook(custom, packages, customize.RESPONSE_FIELDS) if custom else None
 
 
-def hook_evaluator(settings: ControllerSettings, engine: Engine) -> HookEvaluator:
+def hook_evaluator(settings: ControllerSettings, engine: Engine, replica: Replicator | None = None) -> HookEvaluator:
     """The embedded engine evaluates hooks in worker processes that enforce each hook's timeout
-    (`engine` has already checked the bundle loads); a sidecar OPA is asked from here."""
+    (`engine` has already checked the bundle loads); a sidecar OPA is asked from here. Both see
+    `replica`'s objects, exactly as they are when a call is made."""
+    store = replica.store if replica is not None else None
+    if store is not None:
+        check_replica_root(engine.bundle.data, store)
     if settings.engine != "embedded":
+        if store is not None:
+            engine.follow(store)
         return LocalHooks(engine)
     engine.close()
-    return HookWorkers(engine.bundle, processes=settings.hook_processes, options=settings.extensions)
+    return HookWorkers(engine.bundle, processes=settings.hook_processes, options=settings.extensions, store=store)
+
+
+def start_replication(settings: ControllerSettings) -> Replicator | None:
+    """Replicate what `--replicate`/`--replicate-cluster` name, once for every controller set this process
+    runs; a resource that cannot be listed stops the start, naming it."""
+    if not settings.replicate:
+        return None
+    client = KubeClient(settings.kubeconfig, pool_size=4)
+    check_access(client, settings.replicate)
+    replica = Replicator(client, ReplicaStore(settings.replicate_path))
+    replica.ensure(settings.replicate)
+    return replica
 
 
 def build(
-    settings: ControllerSettings, cluster: Sequence[Any] = (), refused: dict[str, Exception] | None = None
+    settings: ControllerSettings,
+    cluster: Sequence[Any] = (),
+    refused: dict[str, Exception] | None = None,
+    replica: Replicator | None = None,
 ) -> tuple[Manager, list[CompositeRunner]]:
-    """The manager with every runner; `cluster` definitions that cannot run go to `refused` (see load_hooks)."""
+    """The manager with every runner; `cluster` definitions that cannot run go to `refused` (see load_hooks).
+    With `replica`, hooks read its objects and no sync starts before its initial lists are in."""
     loaded, engine, hooks = load_hooks(
         settings.policies,
         settings.controllers,
@@ -120,9 +146,10 @@ def build(
         refused=refused,
     )
     from_cluster = {d.name for d in cluster}
-    evaluator = hook_evaluator(settings, engine)
+    evaluator = hook_evaluator(settings, engine, replica)
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
     manager = Manager(client, namespace=settings.namespace, workers=settings.workers)
+    manager.data = replica
     if (close := getattr(evaluator, "close", None)) is not None:
         manager.on_stop.append(close)
     discovery = Discovery(client)
@@ -189,15 +216,20 @@ def build(
 
 
 def serve(settings: ControllerSettings) -> int:
-    if settings.watch_definitions:
-        return serve_live(settings)
-    manager, _ = build(settings)
-    if settings.leader is not None:
-        manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
-    return manager.run(metrics_port=settings.metrics_port, metrics_host=settings.metrics_host)
+    replica = start_replication(settings)
+    try:
+        if settings.watch_definitions:
+            return serve_live(settings, replica)
+        manager, _ = build(settings, replica=replica)
+        if settings.leader is not None:
+            manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
+        return manager.run(metrics_port=settings.metrics_port, metrics_host=settings.metrics_host)
+    finally:
+        if replica is not None:
+            replica.stop()
 
 
-def serve_live(settings: ControllerSettings) -> int:
+def serve_live(settings: ControllerSettings, replica: Replicator | None = None) -> int:
     """Run the definitions of `--controllers` files and of the API server, rebuilding when the server's
     definitions change (one applied, edited or deleted; a refused one's types now served) or a file under
     `--policies` does. The new set is built beside the running one; only when it loads is the old manager
@@ -217,7 +249,7 @@ def serve_live(settings: ControllerSettings) -> int:
     while not stopping.is_set():
         attempt: dict[str, Exception] = {}
         try:
-            new, _ = build(settings, current.controllers, attempt)
+            new, _ = build(settings, current.controllers, attempt, replica)
         except RegokiteError as exc:
             if manager is None:
                 raise
