@@ -19,6 +19,7 @@ from regokite.clusterdata.store import Obj, ReplicaStore, ResourceRef
 from regokite.input_guard import InputRejected
 from regokite.kube.client import ApiError, KubeClient, resource_path
 from regokite.kube.informer import Informer
+from regokite.ops.replication_metrics import replicated_events, replicated_objects
 
 log = logging.getLogger("regokite.clusterdata")
 
@@ -82,6 +83,7 @@ class Replicator:
             self._seeded.add(ref)
             if self._seeded >= self._informers.keys():
                 self._ready.set()
+        replicated_objects.labels(str(ref)).set(len(informer))
         log.info("replicated", extra={"resource": str(ref), "objects": len(informer)})
 
     def _on_event(self, ref: ResourceRef, event: str, new: Obj | None, old: Obj | None) -> None:
@@ -93,6 +95,10 @@ class Replicator:
                 )
             elif new is not None:
                 self._put(ref, new)
+            informer = self._informers.get(ref)
+        replicated_events.labels(str(ref), event).inc()
+        if informer is not None:
+            replicated_objects.labels(str(ref)).set(len(informer))
 
     def _put(self, ref: ResourceRef, obj: Obj) -> None:
         try:

@@ -24,6 +24,20 @@ def _common(p: argparse.ArgumentParser, default_name: str) -> None:
     p.add_argument("--v0-compatible", action="store_true", help="Rego v0 policies (OPA runs with --v0-compatible)")
 
 
+def _replicate_options(p: argparse.ArgumentParser, note: str = "") -> None:
+    """What the command replicates into data: the container's flags, and read access to each resource."""
+    p.add_argument(
+        "--replicate", action="append", default=[], metavar="[GROUP/]VERSION/RESOURCE", help="namespaced, repeatable"
+    )
+    p.add_argument(
+        "--replicate-cluster",
+        action="append",
+        default=[],
+        metavar="[GROUP/]VERSION/RESOURCE",
+        help="cluster-scoped, repeatable" + (f" ({note})" if note else ""),
+    )
+
+
 def add_manifests_commands(sub: Any) -> None:
     man = sub.add_parser("manifests", help="print the Kubernetes manifests that run regokite (multi-document YAML)")
     kinds = man.add_subparsers(dest="manifests_kind", metavar="KIND", required=True)
@@ -35,16 +49,7 @@ def add_manifests_commands(sub: Any) -> None:
     tls.add_argument("--ca-bundle-file", metavar="PEM", help="the CA that signed the serving certificate")
     adm.add_argument("--timeout-seconds", type=int, default=5, help="webhook timeoutSeconds (default 5)")
     adm.add_argument("--opa-wait", type=float, default=30.0, metavar="SECONDS", help="wait this long for the sidecar")
-    adm.add_argument(
-        "--replicate", action="append", default=[], metavar="[GROUP/]VERSION/RESOURCE", help="namespaced, repeatable"
-    )
-    adm.add_argument(
-        "--replicate-cluster",
-        action="append",
-        default=[],
-        metavar="[GROUP/]VERSION/RESOURCE",
-        help="cluster-scoped, repeatable (policies' `replicate` declarations need no flag)",
-    )
+    _replicate_options(adm, "policies' `replicate` declarations need no flag")
     adm.set_defaults(func=_cmd_admission)
 
     aud = kinds.add_parser(
@@ -84,6 +89,7 @@ def add_manifests_commands(sub: Any) -> None:
         metavar="API_VERSION/RESOURCE",
         help="a resource watch policies `apply` or `delete`, e.g. v1/resourcequotas (repeatable)",
     )
+    _replicate_options(ctl)
     ctl.set_defaults(func=_cmd_controller)
 
 
@@ -165,6 +171,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         include_crds=args.include_crds,
         related=args.related,
         writes=args.writes,
+        replicate=args.replicate,
+        replicate_cluster=args.replicate_cluster,
     )
     header = "regokite controller manifests (`regokite manifests controller`); RBAC computed from the definitions."
     print(generate.to_yaml(generate.controller_manifests(opts), header), end="")

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from regokite import __version__, yamldoc
-from regokite.clusterdata.store import parse_resource
+from regokite.clusterdata.store import ResourceRef, parse_resource
 from regokite.manifests import definition_crds, rbac, webhooks
 from regokite.manifests import workloads as w
 
@@ -67,9 +67,25 @@ class ControllerOptions(Common):
     include_crds: bool = True
     related: list[str] = field(default_factory=list)  # "apps/v1/deployments": read by customize hooks
     writes: list[str] = field(default_factory=list)  # "v1/resourcequotas": applied or deleted by watch policies
+    replicate: list[str] = field(default_factory=list)  # --replicate: namespaced resources hooks read from data
+    replicate_cluster: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def _replicated(opts: AdmissionOptions | ControllerOptions) -> list[ResourceRef]:
+    return [
+        *(parse_resource(r, namespaced=True) for r in opts.replicate),
+        *(parse_resource(r, namespaced=False) for r in opts.replicate_cluster),
+    ]
+
+
+def _replicate_flags(opts: AdmissionOptions | ControllerOptions) -> list[str]:
+    return [
+        *(a for r in opts.replicate for a in ("--replicate", r)),
+        *(a for r in opts.replicate_cluster for a in ("--replicate-cluster", r)),
+    ]
 
 
 def _policy_mount(opts: Common, name: str, component: str) -> tuple[list[Obj], list[Obj], list[str], list[Obj]]:
@@ -110,11 +126,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         policies = list(policy_set.policies)
     finally:
         policy_set.close()
-    flagged = [
-        *(parse_resource(r, namespaced=True) for r in opts.replicate),
-        *(parse_resource(r, namespaced=False) for r in opts.replicate_cluster),
-    ]
-    replicated = sorted({*flagged, *policy_set.replicate})
+    replicated = sorted({*_replicated(opts), *policy_set.replicate})
     objects = _prelude(opts, opts.name, component, automount=bool(replicated))
     if replicated:
         perms = rbac.Permissions()
@@ -126,8 +138,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
     cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
     objects += cm_objects
     args = ["admission", *policy_args, *_engine_args(opts)]
-    args += [a for r in opts.replicate for a in ("--replicate", r)]
-    args += [a for r in opts.replicate_cluster for a in ("--replicate-cluster", r)]
+    args += _replicate_flags(opts)
     if opts.engine == "opa":
         args += ["--opa-wait", f"{opts.opa_wait:g}"]
     args += [
@@ -247,6 +258,8 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         watched=[rbac.watched_rule(w) for w in watches],
         written=[_resource_rule(r, "--writes") for r in opts.writes],
     )
+    for ref in _replicated(opts):
+        perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
     objects = _prelude(opts, opts.name, component, automount=True)
     objects += rbac.rbac_objects(
         perms,
@@ -280,6 +293,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         "--metrics-port",
         str(opts.metrics_port),
     ]
+    args += _replicate_flags(opts)
     if opts.watch_namespace:
         args += ["--namespace", opts.watch_namespace]
     if opts.leader_elect:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,14 @@ class ControllerProcess:
                 pass
             time.sleep(0.1)
         raise AssertionError(f"regokite controller not ready after {timeout}s:\n{self.logs()}")
+
+    def readiness(self) -> dict:
+        """/readyz's detail (its status code aside)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=5) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return json.loads(exc.read())
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:

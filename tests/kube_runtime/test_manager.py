@@ -87,3 +87,49 @@ def test_writes_are_refused_unless_leading_and_a_new_leader_resyncs_everything()
     assert manager.leading and resynced == ["r"]
     elector.on_stopped_leading()  # type: ignore[misc]
     assert not manager.leading
+
+
+class Gate:
+    """Replicated data that is not in until `open` is set."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+
+    def ready(self) -> bool:
+        return self.open.is_set()
+
+    def pending(self) -> list[str]:
+        return [] if self.open.is_set() else ["v1/configmaps"]
+
+
+class Recorder:
+    """Notes whether the data was in at each sync."""
+
+    name = "recorder"
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate, self.seen, self.called = gate, [], threading.Event()
+
+    def reconcile(self, namespace: str, name: str) -> None:
+        self.seen.append(self.gate.ready())
+        self.called.set()
+
+
+def test_no_sync_runs_before_the_replicated_data_is_in() -> None:
+    manager = Manager(FakeKube(), workers=2)  # type: ignore[arg-type]
+    gate = Gate()
+    manager.data = gate
+    recorder = Recorder(gate)
+    manager.register(recorder)
+    manager.start(sync_timeout=0)
+    try:
+        manager.enqueue("recorder", "ns", "a")
+        detail = manager.readiness()
+        assert not detail["ready"] and detail["replicated"] == {"ready": False, "pending": ["v1/configmaps"]}
+        recorder.called.wait(0.3)  # a worker that did not wait would have synced by now
+        gate.open.set()
+        assert recorder.called.wait(5)
+        assert recorder.seen == [True]
+        assert manager.readiness()["ready"]
+    finally:
+        manager.stop(timeout=2)

@@ -203,3 +203,19 @@ def test_watches_get_their_resource_and_the_writes_named_for_their_policies() ->
     )
     text = next(iter(definitions["data"].values()))
     assert "kind: Watch" in text and "name: deployment-scaler" in text
+
+
+def test_a_controller_replicating_data_may_read_exactly_that_cluster_wide() -> None:
+    objects = controller(replicate=["v1/configmaps"], replicate_cluster=["v1/namespaces"], watch_namespace="team")
+    reads = [
+        r
+        for o in objects
+        if o["kind"] == "ClusterRole"
+        for r in o["rules"]
+        if "configmaps" in r["resources"] or "namespaces" in r["resources"]
+    ]
+    assert {res for r in reads for res in r["resources"]} >= {"configmaps", "namespaces"}
+    assert all(r["verbs"] == ["get", "list", "watch"] for r in reads)
+    args = pod_spec(objects)["containers"][0]["args"]
+    assert args[args.index("--replicate") + 1] == "v1/configmaps"
+    assert args[args.index("--replicate-cluster") + 1] == "v1/namespaces"
