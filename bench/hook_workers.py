@@ -7,6 +7,9 @@
    per-call overhead.
 2. A CPU-heavy hook (about 5 ms) called from 4 threads: calls per second through 1 and 2
    worker processes.
+3. Replicated data (`--objects`, default 10,000 ConfigMaps) mirrored in 1 worker process: the
+   first call (the whole document sent), a call with nothing new, a call after a creation
+   (merged in) and after an edit (the worker's data reloaded), and the worker's RSS.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from bench.common import percentiles
 from bench.controller_converge import HEAVY, POLICY, STATUS
 from regokite import outline
 from regokite.bundle import load_bundle
+from regokite.clusterdata.store import ReplicaStore
 from regokite.controllers.hooks import LocalHooks, resolve_hook
 from regokite.controllers.hookworkers import HookWorkers
 from regokite.controllers.schema import HookTarget
@@ -53,6 +57,7 @@ def timed(evaluate, hook, n: int) -> list[float]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--objects", type=int, default=10_000, help="replicated ConfigMaps for part 3")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "light").mkdir()
@@ -82,7 +87,41 @@ def main() -> int:
         elapsed = time.perf_counter() - t0
         pool.close()
         print(f"5 ms hook, {processes} process(es)   : {calls / elapsed:6.1f} calls/s ({calls} calls from 4 threads)")
+    replicated(light, hook, args.objects)
     return 0
+
+
+def configmap(i: int, rv: int) -> dict:
+    meta = {"name": f"cm-{i}", "namespace": f"ns-{i % 100}", "resourceVersion": str(rv), "uid": f"u-{i}"}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"key": "x" * 200, "n": str(i)}}
+
+
+def replicated(bundle, hook, objects: int) -> None:
+    store = ReplicaStore()
+    store.declare("configmaps")
+    for i in range(objects):
+        store.put("configmaps", configmap(i, 1), namespaced=True)
+    pool = HookWorkers(bundle, processes=1, store=store)
+
+    def call() -> float:
+        t0 = time.perf_counter()
+        pool.evaluate(hook, REQUEST)
+        return (time.perf_counter() - t0) * 1000
+
+    first = call()
+    idle = percentiles([call() / 1000 for _ in range(200)])["p50"]
+    store.put("configmaps", configmap(objects, 1), namespaced=True)
+    created = call()
+    store.put("configmaps", configmap(0, 2), namespaced=True)
+    edited = call()
+    rss = Path(f"/proc/{pool.pids()[0]}/status").read_text().split("VmRSS:")[1].split()[0]
+    pool.close()
+    print(f"{objects:,} replicated objects, 1 worker process:")
+    print(f"  first call (whole document) : {first:8.1f} ms")
+    print(f"  call, nothing new (p50)     : {idle:8.3f} ms")
+    print(f"  call after a creation       : {created:8.2f} ms")
+    print(f"  call after an edit (reload) : {edited:8.2f} ms")
+    print(f"  worker RSS                  : {int(rss) / 1024:8.1f} MiB")
 
 
 if __name__ == "__main__":
