@@ -438,8 +438,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_controller(args: argparse.Namespace) -> int:
     from regokite.kube.serve import ControllerSettings, serve
 
-    if not args.controllers and not args.watch_definitions:
-        raise RegokiteError("regokite controller: give --controllers PATH, --watch-definitions, or both")
     return serve(
         ControllerSettings(
             policies=args.policies,
@@ -454,7 +452,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             field_manager=args.field_manager,
             leader=_leader_settings(args),
             extensions=_extension_options(args),
-            watch_definitions=args.watch_definitions,
+            watch_definitions=args.watch_definitions or not args.controllers,  # no files: the cluster's
             replicate=_replicate_args(args),
             replicate_path=args.replicate_path,
         )
@@ -518,7 +516,8 @@ def _add_controller_commands(sub: Any) -> None:
         "--watch-definitions",
         action="store_true",
         help="also run the CompositeControllers and DecoratorControllers on the API server: applied, edited "
-        "and deleted definitions start, reconfigure and stop their controllers; each gets an Accepted status",
+        "and deleted definitions start, reconfigure and stop their controllers; each gets an Accepted status "
+        "(the default when no --controllers is given)",
     )
     ctl.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     ctl.add_argument("--namespace", help="only watch namespaced resources in this namespace")

@@ -27,6 +27,8 @@ __all__ = ["Selector", "SelectorError", "parse_selector"]  # re-exported: the co
 
 CONTROLLER_UID_LABEL = "controller-uid"
 HASH_ANNOTATION = "regokite.dev/applied-hash"
+# what Metacontroller's client-side apply remembers on each child (as kubectl's annotation does)
+METACONTROLLER_LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 
 
 def parent_selector(definition: CompositeController, parent: Mapping[str, Any]) -> Selector:
@@ -131,6 +133,7 @@ class Action:
     body: dict[str, Any] | None = None
     uid: str | None = None
     reason: str = ""
+    cleanup: dict[str, Any] | None = None  # after the apply: a merge patch removing what a previous applier set
 
     def describe(self) -> str:
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
@@ -170,6 +173,9 @@ def plan_children(
                 continue
             new_hash = body["metadata"]["annotations"][HASH_ANNOTATION]
             old_hash = ((current["metadata"].get("annotations")) or {}).get(HASH_ANNOTATION)
+            if old_hash is None:  # never applied by regokite: created by Metacontroller (or adopted)
+                actions.append(take_over(t, ident, body, current, recreate=method in ("Recreate", "RollingRecreate")))
+                continue
             if method in ("Recreate", "RollingRecreate"):  # rolling: regokite.kube.rolling picks what differs
                 if new_hash != old_hash:
                     actions.append(
@@ -181,6 +187,60 @@ def plan_children(
             if ident not in wanted[key] and not current["metadata"].get("deletionTimestamp"):
                 actions.append(Action("delete", t, ident[0], ident[1], uid=current["metadata"].get("uid")))
     return actions
+
+
+def take_over(
+    t: ChildType, ident: tuple[str | None, str], body: dict[str, Any], current: Mapping[str, Any], *, recreate: bool
+) -> Action:
+    """The first write to a child regokite did not create, as Metacontroller would make it on switch-over.
+
+    Metacontroller applies client-side, remembering what it applied in an annotation, and removes
+    what it applied before but the hook no longer returns (a three-way merge). Taking over, regokite
+    applies (server-side, taking the fields) and then removes, in one merge patch, those fields and the
+    annotation. A Recreate child is recreated only if it differs from the desired state, as
+    Metacontroller would have done; an unchanged one is kept (same uid) and applied in place."""
+    annotations = (current["metadata"].get("annotations")) or {}
+    stale: dict[str, Any] = {}
+    if METACONTROLLER_LAST_APPLIED in annotations:
+        try:
+            last = json.loads(annotations[METACONTROLLER_LAST_APPLIED])
+        except ValueError:
+            last = {}
+        stale = removed_fields(last, body) if isinstance(last, dict) else {}
+    metadata = body["metadata"]
+    compare = {**body, "metadata": {**metadata, "annotations": _without(metadata["annotations"], HASH_ANNOTATION)}}
+    same = is_subset(compare, current) and not stale
+    cleanup = None
+    if METACONTROLLER_LAST_APPLIED in annotations:
+        cleanup = {**stale, "metadata": {**stale.get("metadata", {})}}
+        cleanup["metadata"]["annotations"] = {
+            **cleanup["metadata"].get("annotations", {}),
+            METACONTROLLER_LAST_APPLIED: None,
+        }
+    if recreate and not same:
+        return Action("recreate", t, ident[0], ident[1], body, current["metadata"].get("uid"), "changed")
+    reason = "taken over" if same else "taken over, changed"
+    return Action("update", t, ident[0], ident[1], body, reason=reason, cleanup=cleanup)
+
+
+def _without(mapping: Mapping[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in mapping.items() if k != key}
+
+
+def removed_fields(last: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch nulling the map keys `last` set that `desired` does not (lists are replaced whole
+    by the apply, so only maps need it)."""
+    patch: dict[str, Any] = {}
+    for key, value in last.items():
+        if key not in desired:
+            patch[key] = None
+        elif (
+            isinstance(value, dict)
+            and isinstance(desired[key], dict)
+            and (inner := removed_fields(value, desired[key]))
+        ):
+            patch[key] = inner
+    return patch
 
 
 def desired_status(parent: Mapping[str, Any], status: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -127,7 +127,9 @@ class Actuator:
         """One child action of a sync plan."""
         if action.verb in ("create", "update"):
             assert action.body is not None
-            self.apply(action.type, action.body, controller=controller, verb=action.verb)
+            applied = self.apply(action.type, action.body, controller=controller, verb=action.verb)
+            if action.cleanup:
+                self.patch(action.type, applied, action.cleanup, controller=controller, verb="take-over")
         elif action.verb in ("delete", "recreate"):
             self.delete(action.type, action.namespace, action.name, action.uid, controller=controller, verb=action.verb)
         else:

@@ -139,3 +139,41 @@ def test_status_gets_observed_generation_and_is_skipped_when_unchanged() -> None
     assert desired_status(PARENT, {"pods": 1}) == {"pods": 1, "observedGeneration": 3}
     settled = {**PARENT, "status": {"pods": 1, "observedGeneration": 3}}
     assert desired_status(settled, {"pods": 1}) is None
+
+
+def by_metacontroller(obj: dict, d: CompositeController) -> dict:
+    """A child as Metacontroller leaves it: its controllerRef and labels, its last-applied annotation, no hash."""
+    import json
+
+    from regokite.controllers.composite import METACONTROLLER_LAST_APPLIED
+
+    decorated = owned(obj, d)
+    meta = decorated["metadata"]
+    annotations = {k: v for k, v in meta["annotations"].items() if k != HASH_ANNOTATION}
+    annotations[METACONTROLLER_LAST_APPLIED] = json.dumps(obj)
+    return {**decorated, "metadata": {**meta, "annotations": annotations}}
+
+
+def test_children_metacontroller_made_are_taken_over_in_place_when_unchanged() -> None:
+    from regokite.controllers.composite import METACONTROLLER_LAST_APPLIED
+
+    child = cm("a", {"k": "1"})
+    for method in ("InPlace", "Recreate"):
+        d = definition(method)
+        [action] = plan_children(d, PARENT, [CM], {CM.key: [by_metacontroller(child, d)]}, [child])
+        assert (action.verb, action.reason) == ("update", "taken over"), method  # never a recreate
+        assert action.cleanup == {"metadata": {"annotations": {METACONTROLLER_LAST_APPLIED: None}}}
+
+
+def test_taking_over_removes_what_metacontroller_applied_and_the_hook_no_longer_returns() -> None:
+    before = cm("a", {"k": "1", "gone": "x"}, labels={"tier": "old"})
+    after = cm("a", {"k": "1"})
+    d = definition("InPlace")
+    [action] = plan_children(d, PARENT, [CM], {CM.key: [by_metacontroller(before, d)]}, [after])
+    assert action.verb == "update" and action.reason == "taken over, changed"
+    assert action.cleanup is not None
+    assert action.cleanup["data"] == {"gone": None}
+    assert action.cleanup["metadata"]["labels"] == {"tier": None}
+    d = definition("Recreate")  # a Recreate child that differs is recreated, as Metacontroller would
+    [action] = plan_children(d, PARENT, [CM], {CM.key: [by_metacontroller(before, d)]}, [after])
+    assert action.verb == "recreate"
