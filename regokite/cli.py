@@ -236,6 +236,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         write_reports=not args.no_reports,
         replicate_path=args.replicate_path,
         jobs=args.jobs,
+        constraint_violations_limit=args.constraint_violations_limit,
     )
     audit = Audit(settings, KubeClient(args.kubeconfig))
     if not args.once:
@@ -421,6 +422,13 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
     aud.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
+    aud.add_argument(
+        "--constraint-violations-limit",
+        type=int,
+        default=20,
+        metavar="N",
+        help="violations listed in a Gatekeeper constraint's status (all are counted), as Gatekeeper's flag",
+    )
     _add_engine_args(aud)
     _add_bundle_args(aud)
     aud.set_defaults(func=_cmd_audit)

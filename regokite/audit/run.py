@@ -28,8 +28,12 @@ from regokite.clusterdata.replicate import Replicator, check_access
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.crds import constraint_plural
+from regokite.gatekeeper.resources import CONSTRAINT_GROUP
+from regokite.gatekeeper.status import DEFAULT_VIOLATIONS_LIMIT, constraint_statuses, same_findings
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient, resource_path
+from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.ops import audit_metrics as metrics
 from regokite.resources import ChildType
@@ -56,6 +60,7 @@ class AuditSettings:
     flush_interval: float = 0.5  # how often changed namespaces' reports are written
     page_size: int = 500
     jobs: int = 1  # --once: processes deciding pages (embedded engine)
+    constraint_violations_limit: int = DEFAULT_VIOLATIONS_LIMIT  # Gatekeeper's --constraint-violations-limit
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -72,6 +77,8 @@ class Audit:
         self.skipped: list[str] = []
         self.findings: dict[Key, tuple[Subject, Results]] = {}  # objects with findings only
         self.covered = 0
+        self.discovery = Discovery(client)
+        self.constraint_status: dict[str, dict[str, Any]] = {}  # as last written, by constraint name
 
     def load(self) -> None:
         """(Re)load the policies: a failure keeps the last good set (and is raised on the first load)."""
@@ -81,7 +88,7 @@ class Audit:
             opa_url=self.settings.opa_url,
             v0_compatible=self.settings.v0_compatible,
         )
-        candidates, skipped = audited_resources(policy_set, self._preferred_version)
+        candidates, skipped = audited_resources(policy_set, self._preferred_version, self._resolve_kind)
         resources = [r for r in candidates if self._served(r)]
         check_access(self.client, resources)
         if policy_set.replicate:
@@ -103,6 +110,15 @@ class Audit:
         if not group:
             return "v1"
         return self.client.get(f"/apis/{group}")["preferredVersion"]["version"]
+
+    def _resolve_kind(self, group: str, kind: str) -> ResourceRef | None:
+        """A constraint's kind as the resource to list (the group's preferred version); None when not served."""
+        try:
+            version = self._preferred_version(group)
+            t = self.discovery.resolve_kind(f"{group}/{version}" if group else version, kind)
+        except (ApiError, DiscoveryError):
+            return None
+        return ResourceRef(group, version, t.resource, t.namespaced)
 
     def _served(self, ref: ResourceRef) -> bool:
         """Whether the API server serves `ref` (a rule's groups and resources combine freely)."""
@@ -142,6 +158,26 @@ class Audit:
                 self.actuator.apply(REPORT_TYPES[bool(ns)], report, controller="audit")
             except ApiError as exc:
                 log.error("could not write the audit report", extra={"namespace": ns, "error": str(exc)})
+
+    def write_constraint_status(self, *, changed_only: bool = False) -> None:
+        """Each constraint's status as Gatekeeper's audit writes it (`changed_only`: skip those whose
+        violations are as last written). A constraint that is only in files (not in the cluster) is skipped."""
+        assert self.policy_set is not None
+        kinds = {p.name: p.constraint_kind for p in self.policy_set.policies if p.constraint_kind}
+        statuses = constraint_statuses(kinds, self.findings.values(), limit=self.settings.constraint_violations_limit)
+        for name, status in statuses.items():
+            if changed_only and same_findings(self.constraint_status.get(name), status):
+                continue
+            kind = kinds[name]
+            t = ChildType(f"{CONSTRAINT_GROUP}/v1beta1", constraint_plural(kind), kind, False, True)
+            target = {"metadata": {"name": name}}
+            try:
+                self.actuator.patch(t, target, {"status": status}, controller="audit", sub="status", precondition=False)
+            except ApiError as exc:
+                if exc.status != 404:
+                    log.error("could not write the constraint's status", extra={"constraint": name, "error": str(exc)})
+                continue
+            self.constraint_status[name] = status
 
     def existing_reports(self) -> set[str]:
         """Namespaces that hold a regokite audit report now ("" for the cluster one)."""
@@ -209,6 +245,7 @@ def run_once(audit: Audit) -> None:
     audit.update_metrics()
     if audit.settings.write_reports:
         audit.write(audit.report_namespaces() | audit.existing_reports())
+        audit.write_constraint_status()
     _stop_replica(audit)
 
 
@@ -332,6 +369,7 @@ class Continuous:
             dirty |= audit.existing_reports()
         files = fingerprint(audit.settings.policies)
         checked = flushed = time.monotonic()
+        constraints_due = True  # every constraint's status after a full pass, then those that change
         log.info("auditing", extra={"resources": [str(r) for r in audit.resources]})
         while not self.stop.is_set():
             self.wake.wait(min(audit.settings.flush_interval, audit.settings.reload_interval))
@@ -349,15 +387,18 @@ class Continuous:
                 audit.covered = sum(len(self.informers[r]) for r in audit.resources)
                 audit.update_metrics()
             now = time.monotonic()
-            if dirty and now - flushed >= audit.settings.flush_interval:
+            if (dirty or constraints_due) and now - flushed >= audit.settings.flush_interval:
                 audit.write(dirty)
-                dirty, flushed = set(), now
+                if audit.settings.write_reports:
+                    audit.write_constraint_status(changed_only=not constraints_due)
+                dirty, flushed, constraints_due = set(), now, False
             if now - checked >= audit.settings.reload_interval:
                 checked = now
                 current = fingerprint(audit.settings.policies)
                 if current != files:
                     files = current
                     dirty |= self._reload()
+                    constraints_due = True
         _stop_replica(audit)
         for informer in self.informers.values():
             informer.stop()

@@ -58,14 +58,19 @@ class Subject:
         return {**ref, "namespace": self.namespace} if self.namespace else ref
 
 
+KindResolver = Callable[[str, str], "ResourceRef | None"]  # (group, kind) -> its resource, None: not served
+
+
 def audited_resources(
-    policy_set: PolicySet, preferred_version: Callable[[str], str]
+    policy_set: PolicySet, preferred_version: Callable[[str], str], resolve_kind: KindResolver | None = None
 ) -> tuple[list[ResourceRef], list[str]]:
     """The resources the validating policies' `match` names for CREATE, and what cannot be audited.
 
     Audit lists what it checks, so a rule must name its groups and resources:
     a `*` group or resource, or a policy without `match`, is reported as not
     audited rather than guessed. A `*` version means the group's preferred one.
+    A Gatekeeper constraint names kinds: `resolve_kind` (discovery) finds their
+    resources; without it (offline) constraints are not audited.
     """
     found: set[ResourceRef] = set()
     skipped: list[str] = []
@@ -73,9 +78,10 @@ def audited_resources(
         if not policy.validating:
             continue
         if not isinstance(policy.match, Match):
-            skipped.append(
-                f"{policy.name}: a {policy.constraint_kind} constraint (audit does not list constraints' kinds yet)"
-            )
+            refs, reason = constraint_resources(policy.match, resolve_kind)
+            found |= refs
+            if reason:
+                skipped.append(f"{policy.name}: {reason}")
             continue
         if not policy.match.raw:
             skipped.append(f"{policy.name}: no match declaration (it would have to list every resource)")
@@ -92,6 +98,24 @@ def audited_resources(
                     if "/" not in resource:  # subresources are not objects of their own
                         found.add(ResourceRef(group, versions[0], resource, rule.scope != "Cluster"))
     return sorted(found), skipped
+
+
+def constraint_resources(match: Any, resolve_kind: KindResolver | None) -> tuple[set[ResourceRef], str]:
+    """The resources of a constraint's `match.kinds`, and why some cannot be audited (or "")."""
+    if resolve_kind is None:
+        return set(), "a constraint: its kinds need discovery (audit a cluster)"
+    if not match.kinds:
+        return set(), "a constraint matching every kind (match.kinds empty): name its kinds to audit it"
+    found: set[ResourceRef] = set()
+    for groups, kinds in match.kinds:
+        if "*" in groups or "*" in kinds:
+            return found, "a constraint with a * group or kind"
+        for group in groups:
+            for kind in kinds:
+                ref = resolve_kind(group, kind)
+                if ref is not None:
+                    found.add(ref)
+    return found, ""
 
 
 def audit_object(policy_set: PolicySet, obj: Obj, ref: ResourceRef) -> Results:

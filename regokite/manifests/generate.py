@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 from regokite import __version__, yamldoc
-from regokite.clusterdata.store import ResourceRef, parse_resource
+from regokite.clusterdata.store import ResourceRef, guess_resource, parse_resource
+from regokite.gatekeeper.resources import CONSTRAINT_GROUP
 from regokite.manifests import definition_crds, rbac, webhooks
 from regokite.manifests import workloads as w
 
@@ -355,13 +356,17 @@ def audit_manifests(opts: AuditOptions) -> list[Obj]:
     policy_set = load_policy_set(opts.policies, v0_compatible=opts.v0_compatible)
     try:
         # RBAC names groups and resources only: versions need no discovery here
-        audited, _ = audited_resources(policy_set, lambda _group: "*")
+        guess = lambda group, kind: ResourceRef(group, "*", guess_resource(kind), True)  # noqa: E731
+        audited, _ = audited_resources(policy_set, lambda _group: "*", guess)
         replicated = policy_set.replicate
+        constraints = any(p.constraint_kind for p in policy_set.policies)
     finally:
         policy_set.close()
     perms = rbac.Permissions()
     for ref in (*audited, *replicated):
         perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+    if constraints:  # Gatekeeper's audit status on each Constraint
+        perms.grant(perms.cluster, CONSTRAINT_GROUP, "*", ("get", "patch"))
     for plural in ("policyreports", "clusterpolicyreports"):
         perms.grant(perms.cluster, GROUP, plural, ("get", "list", "create", "patch"))
     objects = _prelude(opts, opts.name, component, automount=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 import kube
 import pytest
 import yaml
-from kube import create, delete, get
+from kube import create, delete, get, merge_patch
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -221,3 +221,64 @@ def test_unique_ingress_host_reads_what_a_gatekeeper_config_syncs(
             )
         finally:
             delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+
+
+def test_audit_writes_each_constraints_status_as_gatekeeper_does(
+    cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync
+) -> None:
+    from regokite.audit.crds import report_crds
+    from regokite.audit.run import Audit, AuditSettings, run_once
+
+    for crd in report_crds():
+        kube.install_crd(api, crd)
+    label = kube.unique_name("gk")
+    assert kubectl(cluster, "apply", "-f", str(FIXTURES / "library/requiredlabels/template.yaml")).returncode == 0
+    sync.sync_once()
+    kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established")
+    name = f"{label}-audit"
+    kube.wait_for(
+        lambda: kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, label, "dryrun")).returncode,
+        lambda rc: rc == 0,
+        what="the constraint CRD to be served",
+    )
+    sync.sync_once()
+    bad, good = kube.unique_name("ns"), kube.unique_name("ns")
+    labelled = yaml.safe_load(namespace(good, label))
+    labelled["metadata"]["labels"]["owner"] = "me"
+    create(api, "/api/v1/namespaces", yaml.safe_load(namespace(bad, label)))
+    create(api, "/api/v1/namespaces", labelled)
+    constraints = "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels"
+
+    def audit() -> dict:
+        run_once(Audit(AuditSettings(policies=[str(sync.out)], kubeconfig=str(cluster.kubeconfig)), KubeClient(
+            cluster.kubeconfig)))  # fmt: skip
+        return get(api, f"{constraints}/{name}")["status"]
+
+    try:
+        status = audit()
+        assert status["totalViolations"] == 1
+        assert status["violations"] == [
+            {
+                "enforcementAction": "dryrun",
+                "group": "",
+                "version": "v1",
+                "kind": "Namespace",
+                "name": bad,
+                "message": 'you must provide labels: {"owner"}',
+            }
+        ]
+        assert status["auditTimestamp"].endswith("Z")
+        from regokite.audit import reports
+
+        cluster_report = get(api, f"/apis/{reports.API_VERSION}/clusterpolicyreports/{reports.REPORT_NAME}")
+        assert any(
+            r["policy"] == name and r["resources"][0]["name"] == bad for r in cluster_report["results"]
+        )  # and in the PolicyReport
+        # fixed: the next audit finds none
+        merge_patch(api, f"/api/v1/namespaces/{bad}", {"metadata": {"labels": {"owner": "you"}}})
+        assert audit()["totalViolations"] == 0
+        assert audit()["violations"] == []
+    finally:
+        for ns in (bad, good):
+            with contextlib.suppress(ApiException):
+                delete(api, f"/api/v1/namespaces/{ns}")

@@ -1,0 +1,63 @@
+"""A Constraint's audit status, as Gatekeeper's audit writes it: pure, no I/O.
+
+Gatekeeper's audit puts on each Constraint `status.auditTimestamp`,
+`status.totalViolations` and `status.violations[]` (each `enforcementAction`,
+`group`, `version`, `kind`, `namespace`, `name`, `message`), the list capped
+by `--constraint-violations-limit` (default 20) while the total counts all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+DEFAULT_VIOLATIONS_LIMIT = 20
+
+
+def violation(subject: Any, message: str, enforcement: str) -> dict[str, str]:
+    """One `status.violations[]` entry for an audited object (an audit.scan.Subject)."""
+    group, _, version = subject.api_version.rpartition("/")
+    entry = {
+        "enforcementAction": enforcement,
+        "group": group,
+        "version": version,
+        "kind": subject.kind,
+        "name": subject.name,
+        "message": message,
+    }
+    if subject.namespace:
+        entry["namespace"] = subject.namespace
+    return entry
+
+
+def constraint_statuses(
+    constraints: Iterable[str],
+    findings: Iterable[tuple[Any, Iterable[Any]]],
+    *,
+    limit: int = DEFAULT_VIOLATIONS_LIMIT,
+    now: dt.datetime | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The status of each named constraint from the audit's findings ((subject, results) pairs):
+    every fail or warn result of a constraint is one violation (dryrun and warn ones too)."""
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    found: dict[str, list[dict[str, str]]] = {name: [] for name in constraints}
+    for subject, results in findings:
+        for r in results:
+            if r.policy in found and r.result in ("fail", "warn"):
+                found[r.policy].append(violation(subject, r.message, r.enforcement))
+    return {name: status(entries, limit, stamp) for name, entries in found.items()}
+
+
+def status(entries: list[dict[str, str]], limit: int, stamp: str) -> dict[str, Any]:
+    ordered = sorted(entries, key=lambda v: (v.get("namespace", ""), v["kind"], v["name"], v["message"]))
+    return {"auditTimestamp": stamp, "totalViolations": len(entries), "violations": ordered[: max(0, limit)]}
+
+
+def same_findings(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether a status says the same but for its timestamp (no write needed between passes)."""
+    if not old:
+        return False
+    return {k: v for k, v in old.items() if k != "auditTimestamp"} == {
+        k: v for k, v in new.items() if k != "auditTimestamp"
+    }
