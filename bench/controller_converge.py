@@ -283,6 +283,7 @@ def main() -> int:
                         namespace=ns,
                         workers=args.workers,
                         extra=[] if count is None else ["--hook-processes", str(count)],
+                        log_level="info",  # as deployed (the Kopf peer runs --quiet)
                     ) as ctl:
                         who = "regokite" if count is None else f"regokite p={count}"
                         runs[who] = measure(api, ns, n, args.samples, ctl.proc.pid, bare, who)

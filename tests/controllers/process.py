@@ -31,10 +31,11 @@ class ControllerProcess:
         namespace: str | None = None,
         workers: int = 2,
         extra: list[str] = (),  # type: ignore[assignment]
+        log_level: str = "debug",  # tests read the debug lines; benches run as deployed (info)
     ) -> None:
         self.port = free_port()
         self.log_file = Path(tempfile.mkstemp(prefix="regokite-controller-", suffix=".log")[1])
-        self.argv = [sys.executable, "-m", "regokite.cli", "--log-level", "debug", "controller"]
+        self.argv = [sys.executable, "-m", "regokite.cli", "--log-level", log_level, "controller"]
         for p in policies:
             self.argv += ["--policies", str(p)]
         for c in controllers:
