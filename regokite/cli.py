@@ -79,6 +79,26 @@ def _cmd_gatekeeper(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_configmaps(args: argparse.Namespace) -> int:
+    import threading
+
+    from regokite.kube.client import KubeClient
+    from regokite.kube.configmap_policies import ConfigMapSync
+
+    namespaces = [n for value in args.policy_namespaces for n in value.split(",") if n]
+    sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, v0_compatible=args.v0_compatible)
+    sync.start()
+    try:
+        if args.once:
+            for ident, error in sync.sync_now().items():
+                print(f"{ident}: {error or 'ok'}")
+            return 0
+        sync.run(threading.Event())
+    finally:
+        sync.stop()
+    return 0
+
+
 def _read_input(source: str | None) -> Any:
     from regokite.engine import UNDEFINED
 
@@ -343,6 +363,23 @@ def build_parser() -> argparse.ArgumentParser:
     gk.add_argument("--interval", type=float, default=2.0, help="seconds between passes (default 2)")
     gk.add_argument("--once", action="store_true", help="one pass, print each template's outcome")
     gk.set_defaults(func=_cmd_gatekeeper)
+
+    cms = sub.add_parser(
+        "configmaps",
+        help="kube-mgmt's policy and data ConfigMaps, written as a policy directory other commands serve",
+    )
+    cms.add_argument("--out", required=True, help="directory to write them into (a --policies of admission etc.)")
+    cms.add_argument(
+        "--policy-namespaces",
+        action="append",
+        required=True,
+        metavar="NS[,NS...]",
+        help="namespaces whose labelled ConfigMaps are loaded (repeatable; * for all), as kube-mgmt's --namespaces",
+    )
+    cms.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+    cms.add_argument("--once", action="store_true", help="one pass, print each ConfigMap's outcome")
+    cms.add_argument("--v0-compatible", action="store_true", help="the modules are Rego v0")
+    cms.set_defaults(func=_cmd_configmaps)
 
     ev = sub.add_parser("eval", help="evaluate a query like `opa eval`")
     ev.add_argument("query", metavar="QUERY")

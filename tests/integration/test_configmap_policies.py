@@ -1,0 +1,81 @@
+"""kube-mgmt's ConfigMaps on the real API server: `regokite configmaps` writes the labelled policy and
+data ConfigMaps of a namespace as a policy directory, `regokite admission` serves it; each ConfigMap
+gets kube-mgmt's status annotation; a broken edit says where and the last good policy keeps deciding."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import kube
+from kube import Cluster, create, get, merge_patch
+from kubernetes import client
+
+from regokite.kube.client import KubeClient
+from regokite.kube.configmap_policies import STATUS_ANNOTATION, ConfigMapSync
+from tests.admission.reviews import review
+from tests.admission.server import admission_server
+
+POLICY = """package kubernetes.admission
+
+deny contains msg if {{
+	some c in input.request.object.spec.containers
+	endswith(c.image, data["{ns}"].settings["s.json"].banned)
+	msg := sprintf("image %s is banned", [c.image])
+}}
+"""
+
+
+def pod(image: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": image}]}}  # fmt: skip
+
+
+def status(api: client.ApiClient, path: str) -> dict:
+    return json.loads((get(api, path)["metadata"].get("annotations") or {}).get(STATUS_ANNOTATION, "{}"))
+
+
+def test_configmap_policies_are_served_and_report_their_status(
+    cluster: Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    cms = f"/api/v1/namespaces/{namespace}/configmaps"
+    create(api, cms, {"metadata": {"name": "settings", "labels": {"openpolicyagent.org/data": "opa"}},
+                      "data": {"s.json": json.dumps({"banned": ":latest"})}})  # fmt: skip
+    create(api, cms, {"metadata": {"name": "images", "labels": {"openpolicyagent.org/policy": "rego"}},
+                      "data": {"images.rego": POLICY.format(ns=namespace)}})  # fmt: skip
+    out = tmp_path / "policies"
+    sync = ConfigMapSync(KubeClient(cluster.kubeconfig), out, [namespace])
+    sync.start()
+    stop = threading.Event()
+    runner = threading.Thread(target=sync.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        for name in ("settings", "images"):
+            kube.wait_for(lambda n=name: status(api, f"{cms}/{n}"), lambda s: s == {"status": "ok"}, what=name)
+        (tmp_path / "server").mkdir()
+        with admission_server(out, tmp_path / "server") as server, server.client() as http:
+
+            def verdict(image: str) -> dict:
+                return http.post("/validate", json=review(pod(image))).json()["response"]
+
+            assert not verdict("nginx:latest")["allowed"]
+            assert "image nginx:latest is banned" in verdict("nginx:latest")["status"]["message"]
+            assert verdict("nginx:1.27")["allowed"]
+
+            # the data ConfigMap changes the decision
+            merge_patch(api, f"{cms}/settings", {"data": {"s.json": json.dumps({"banned": ":1.27"})}})
+            kube.wait_for(lambda: verdict("nginx:1.27")["allowed"], lambda a: a is False, what="the new data")
+
+            # a broken edit: the annotation says where, the last good policy keeps deciding
+            merge_patch(api, f"{cms}/images", {"data": {"images.rego": "package kubernetes.admission\n\ndeny := \n"}})
+            broken = kube.wait_for(
+                lambda: status(api, f"{cms}/images"), lambda s: s.get("status") == "error", what="the error status"
+            )
+            assert f"configmap/{namespace}/images/images.rego:4:1" in broken["error"]
+            assert not verdict("nginx:1.27")["allowed"]
+            assert status(api, f"{cms}/settings") == {"status": "ok"}
+    finally:
+        stop.set()
+        runner.join(5)
+        sync.stop()
