@@ -218,8 +218,18 @@ class ConfigMapSync:
             return None
 
     def _write(self, files: Files) -> None:
-        """Make `out` hold exactly `files` (each written atomically, only when it changed)."""
-        self.out.mkdir(parents=True, exist_ok=True)
+        """Make `out` hold exactly `files` (each written atomically, only when it changed). The first
+        pass builds the directory beside `out` and renames it into place: a server given `--policies
+        out` never sees part of the first set (before it, it does not start: fail closed)."""
+        if not self.out.exists():
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            first = Path(tempfile.mkdtemp(dir=self.out.parent, prefix=f".{self.out.name}-"))
+            first.chmod(0o755)  # mkdtemp makes it private; the server may run as another user
+            for path, text in files.items():
+                (first / path).parent.mkdir(parents=True, exist_ok=True)
+                (first / path).write_text(text, encoding="utf-8")
+            first.replace(self.out)
+            return
         for path, text in files.items():
             target = self.out / path
             if target.exists() and target.read_text(encoding="utf-8") == text:
