@@ -238,6 +238,7 @@ class ConfigMapSync:
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".configmap-")
             with open(fd, "w", encoding="utf-8") as f:
                 f.write(text)
+            Path(tmp).chmod(0o644)  # mkstemp makes it private; the server may run as another user
             Path(tmp).replace(target)
         for existing in sorted(self.out.rglob("*"), reverse=True):
             relative = str(existing.relative_to(self.out))
