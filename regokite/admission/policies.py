@@ -161,7 +161,13 @@ def build_policy_set(
     sources = read_sources(source) if gatekeeper_sources is None else gatekeeper_sources
     synced = sources.synced
     namespaces = ReplicatedNamespaces()
-    gatekeeper = prepare(list(sources.templates), list(sources.constraints), lookup=namespaces, options=options)
+    gatekeeper = prepare(
+        list(sources.templates),
+        list(sources.constraints),
+        lookup=namespaces,
+        options=options,
+        excluded=sources.excluded,
+    )
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)

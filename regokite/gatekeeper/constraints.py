@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from regokite.bundle import Module
@@ -27,6 +27,7 @@ from regokite.gatekeeper.resources import (
     is_constraint,
     is_template,
     may_hold_resources,
+    parse_config_match,
     parse_constraint,
     parse_sync_only,
     parse_template,
@@ -62,12 +63,24 @@ class GatekeeperSources:
     constraints: tuple[Constraint, ...] = ()
     problems: tuple[str, ...] = ()
     synced: tuple[ResourceRef, ...] = ()
+    excluded: tuple[str, ...] = ()  # Config spec.match namespaces excluded from the webhook and audit
 
 
 def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
-    roots = list(roots)
-    templates, constraints, problems = read_resources(roots)
-    return GatekeeperSources(tuple(templates), tuple(constraints), tuple(problems), tuple(read_sync_only(roots)))
+    """One read of every Gatekeeper file below `roots`."""
+    templates: list[Template] = []
+    constraints: list[Constraint] = []
+    syncs: list[tuple[str, str, str]] = []
+    problems: list[str] = []
+    entries: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    _read(roots, templates, constraints, syncs, problems, entries)
+    # regokite's webhook and audit share one decision: an entry for either excludes the namespace from both
+    excluded = {
+        ns for namespaces, processes in entries if {"*", "webhook", "audit"} & set(processes) for ns in namespaces
+    }
+    return GatekeeperSources(
+        tuple(templates), tuple(constraints), tuple(problems), _synced(syncs), tuple(sorted(excluded))
+    )
 
 
 def read_resources(roots: Iterable[str | Path]) -> tuple[list[Template], list[Constraint], list[str]]:
@@ -79,12 +92,8 @@ def read_resources(roots: Iterable[str | Path]) -> tuple[list[Template], list[Co
     return templates, constraints, problems
 
 
-def read_sync_only(roots: Iterable[str | Path]) -> list[ResourceRef]:
-    """What Gatekeeper `Config` objects below `roots` ask to replicate (`spec.sync.syncOnly`),
-    as resources: the plural guessed from the kind as kubectl does offline."""
-    syncs: list[tuple[str, str, str]] = []
-    _read(roots, [], [], syncs, [])  # templates' and constraints' problems: read_resources reports them
-    return sorted({ResourceRef(g, v, guess_resource(k), namespaced=k not in CLUSTER_KINDS) for g, v, k in syncs})
+def _synced(syncs: Iterable[tuple[str, str, str]]) -> tuple[ResourceRef, ...]:
+    return tuple(sorted({ResourceRef(g, v, guess_resource(k), namespaced=k not in CLUSTER_KINDS) for g, v, k in syncs}))
 
 
 def _read(
@@ -93,6 +102,7 @@ def _read(
     constraints: list[Constraint],
     syncs: list[tuple[str, str, str]],
     problems: list[str],
+    exclusions: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
 ) -> None:
     for path in gatekeeper_files(roots):
         if not may_hold_resources(path):
@@ -105,6 +115,8 @@ def _read(
         for doc, node in documents:
             if is_config(doc):  # a bad Config fails the load: constraints would see no inventory
                 syncs.extend(parse_sync_only(doc, str(path)))
+                if exclusions is not None:
+                    exclusions.extend(parse_config_match(doc, str(path)))
                 continue
             try:
                 if is_template(doc):
@@ -121,7 +133,10 @@ def prepare(
     *,
     lookup: NamespaceLookup | None = None,
     options: ExtensionOptions | None = None,
+    excluded: Sequence[str] = (),
 ) -> GatekeeperSet:
+    """Compile the templates and ready each constraint; `excluded` namespaces (the Config's) are
+    added to every constraint's excludedNamespaces, as Gatekeeper skips them before any constraint."""
     good, bad = compile_all(templates, options=options)
     problems = [str(exc) for exc in bad.values()]
     ready = []
@@ -132,6 +147,8 @@ def prepare(
             raise PolicyLoadError(f"{where}: a second constraint of this kind and name")
         seen.add((c.kind, c.name))
         match = parse_constraint_match(c.match, f"{where}: spec.match", lookup)
+        if excluded:
+            match = replace(match, excluded_namespaces=(*match.excluded_namespaces, *excluded))
         broken = None
         if c.kind in bad:
             broken = f"its ConstraintTemplate did not load: {bad[c.kind]}"

@@ -90,6 +90,27 @@ def parse_sync_only(doc: dict[str, Any], file: str) -> list[tuple[str, str, str]
     return found  # type: ignore[return-value]
 
 
+CONFIG_PROCESSES = ("*", "audit", "webhook", "sync", "mutation-webhook")
+
+
+def parse_config_match(doc: dict[str, Any], file: str) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """A Config's `spec.match`: (excludedNamespaces, processes) entries; errors name the field."""
+    entries = _dig(doc, "spec", "match") or []
+    if not isinstance(entries, list):
+        raise ResourceError(f"{file}: Config spec.match must be a list")
+    found = []
+    for i, entry in enumerate(entries):
+        where = f"{file}: Config spec.match[{i}]"
+        namespaces = entry.get("excludedNamespaces") if isinstance(entry, dict) else None
+        processes = entry.get("processes") if isinstance(entry, dict) else None
+        if not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces):
+            raise ResourceError(f"{where}.excludedNamespaces must be a list of strings")
+        if not isinstance(processes, list) or not all(p in CONFIG_PROCESSES for p in processes):
+            raise ResourceError(f"{where}.processes must list some of {', '.join(CONFIG_PROCESSES)}")
+        found.append((tuple(namespaces), tuple(processes)))
+    return found
+
+
 def _group(doc: dict[str, Any]) -> str:
     api_version = doc.get("apiVersion")
     return api_version.partition("/")[0] if isinstance(api_version, str) else ""

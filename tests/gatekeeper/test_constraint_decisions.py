@@ -159,3 +159,33 @@ def test_a_gatekeeper_config_names_what_to_replicate(tmp_path: Path) -> None:
     )
     with pytest.raises(PolicyLoadError, match=r"syncOnly\[1\] needs version and kind"):
         load_policy_set([str(tmp_path)])
+
+
+CONFIG_MATCH = """apiVersion: config.gatekeeper.sh/v1alpha1
+kind: Config
+metadata: {name: config, namespace: gatekeeper-system}
+spec:
+  match:
+    - excludedNamespaces: ["kube-*", "team-x"]
+      processes: ["*"]
+    - excludedNamespaces: ["only-synced"]
+      processes: ["sync"]
+"""
+
+
+def test_a_config_excludes_namespaces_from_every_constraint_as_gatekeeper_does(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(CONFIG_MATCH)
+    ps = load_policy_set([str(FIXTURES / "library"), str(tmp_path)])
+    try:
+        assert judge(ps, namespace("team-x", team="ok")).verdict.allowed  # excluded by name
+        assert judge(ps, namespace("kube-public")).verdict.allowed  # by prefix glob
+        assert not judge(ps, namespace("only-synced")).verdict.allowed  # a sync-only entry excludes nothing here
+        assert not judge(ps, namespace("team-y")).verdict.allowed
+    finally:
+        ps.close()
+
+
+def test_a_malformed_config_match_fails_the_load(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(CONFIG_MATCH.replace('processes: ["sync"]', 'processes: ["everything"]'))
+    with pytest.raises(PolicyLoadError, match=r"spec.match\[1\].processes must list some of"):
+        load_policy_set([str(FIXTURES / "library"), str(tmp_path)])
