@@ -80,6 +80,7 @@ class Manager:
         self._leading = threading.Event()
         self.on_stop: list[Callable[[], None]] = []  # run after in-flight syncs finish (e.g. close hook workers)
         self.data: DataGate | None = None  # replicated cluster data the hooks read: no sync before it is in
+        self.detail: dict[str, Any] = {}  # more for /readyz (the definitions' reload state)
 
     # -- leadership
 
@@ -271,6 +272,7 @@ class Manager:
         detail: dict[str, Any] = {"ready": self.ready(), "stopping": self._stopping.is_set(), "informers": informers}
         if self.data is not None:
             detail["replicated"] = {"ready": self.data.ready(), "pending": self.data.pending()}
+        detail.update(self.detail)
         if self.elector is not None:
             detail["leader"] = self.elector.describe()
         else:

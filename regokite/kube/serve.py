@@ -246,6 +246,7 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
     manager: Manager | None = None
     refused: dict[str, Exception] = {}
     reason = ""
+    generation = 0  # of the running definition set, for /readyz
     while not stopping.is_set():
         attempt: dict[str, Exception] = {}
         try:
@@ -255,10 +256,18 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
                 raise
             definitions_reload_errors.inc()
             log.error("new policies or definitions refused: the last good set keeps running", extra={"error": str(exc)})
+            manager.detail["definitions"] = {**manager.detail["definitions"], "reload_error": str(exc)[:2000]}
         else:
             if manager is not None:
                 manager.stop()
             manager, refused = new, attempt
+            generation += 1
+            manager.detail["definitions"] = {
+                "generation": generation,
+                "running": current.names(),
+                "refused": {name: str(exc)[:500] for name, exc in refused.items()},
+                "reload_error": None,
+            }
             if settings.leader is not None:
                 manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
             if settings.metrics_port is not None:

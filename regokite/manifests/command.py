@@ -63,7 +63,13 @@ def add_manifests_commands(sub: Any) -> None:
 
     ctl = kinds.add_parser("controller", help="controllers, with RBAC computed from their definitions")
     _common(ctl, "regokite-controller")
-    ctl.add_argument("--controllers", action="append", required=True, metavar="PATH", help="definitions file or dir")
+    ctl.add_argument("--controllers", action="append", default=[], metavar="PATH", help="definitions file or dir")
+    ctl.add_argument(
+        "--watch-definitions",
+        action="store_true",
+        help="also run the definitions on the API server: read them, write their status (grant what they act on "
+        "with --related and --writes)",
+    )
     ctl.add_argument("--watch-namespace", help="run the controller with --namespace: a Role there, not a ClusterRole")
     ctl.add_argument(
         "--no-leader-elect", dest="leader_elect", action="store_false", help="one replica, no leader election"
@@ -140,6 +146,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         opa_wait=args.opa_wait,
         replicate=args.replicate,
         replicate_cluster=args.replicate_cluster,
+        watch_definitions=args.watch_definitions or not args.controllers,
     )
     header = "regokite admission manifests (`regokite manifests admission`)."
     if not (opts.cert_manager or opts.ca_bundle):
@@ -173,6 +180,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         writes=args.writes,
         replicate=args.replicate,
         replicate_cluster=args.replicate_cluster,
+        watch_definitions=args.watch_definitions or not args.controllers,
     )
     header = "regokite controller manifests (`regokite manifests controller`); RBAC computed from the definitions."
     print(generate.to_yaml(generate.controller_manifests(opts), header), end="")

@@ -28,6 +28,10 @@ Obj = dict[str, Any]
 DEFAULT_IMAGE = f"regokite/regokite:{__version__}"
 POLICIES_DIR = "/etc/regokite/policies"
 CONTROLLERS_DIR = "/etc/regokite/controllers"
+DEFINITION_RESOURCES = (
+    ("metacontroller.k8s.io", "compositecontrollers"),
+    ("metacontroller.k8s.io", "decoratorcontrollers"),
+)
 TLS_DIR = "/etc/regokite/tls"
 
 
@@ -70,6 +74,7 @@ class ControllerOptions(Common):
     writes: list[str] = field(default_factory=list)  # "v1/resourcequotas": applied or deleted by watch policies
     replicate: list[str] = field(default_factory=list)  # --replicate: namespaced resources hooks read from data
     replicate_cluster: list[str] = field(default_factory=list)
+    watch_definitions: bool = False  # also run the definitions on the API server (read them, write their status)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -241,10 +246,10 @@ def customize_hooks(definitions: list[Any]) -> list[str]:
 
 
 def controller_manifests(opts: ControllerOptions) -> list[Obj]:
-    from regokite.controllers.definitions import load
+    from regokite.controllers.definitions import Definitions, load
 
     component = "controller"
-    loaded = load(opts.controllers)  # validates; refuses what it cannot run
+    loaded = load(opts.controllers) if opts.controllers else Definitions()  # validates; refuses what it cannot run
     definitions, watches = list(loaded.controllers), loaded.watches
     raw_definitions = [d.raw for d in definitions] + [w.raw for w in watches]
     crd_docs = list(loaded.crds)
@@ -261,6 +266,10 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     )
     for ref in _replicated(opts):
         perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+    if opts.watch_definitions:  # the definitions and their Accepted status; what they act on: --related, --writes
+        for group, plural in DEFINITION_RESOURCES:
+            perms.grant(perms.cluster, group, plural, rbac.READ)
+            perms.grant(perms.cluster, group, f"{plural}/status", ("update", "patch"))
     objects = _prelude(opts, opts.name, component, automount=True)
     objects += rbac.rbac_objects(
         perms,
@@ -286,8 +295,8 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     args = [
         "controller",
         *policy_args,
-        "--controllers",
-        f"{CONTROLLERS_DIR}/controllers.yaml",
+        *(["--controllers", f"{CONTROLLERS_DIR}/controllers.yaml"] if opts.controllers else []),
+        *(["--watch-definitions"] if opts.watch_definitions else []),
         *_engine_args(opts),
         "--workers",
         str(opts.workers),

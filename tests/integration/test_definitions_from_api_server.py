@@ -131,8 +131,8 @@ def test_an_edited_policy_file_recreates_the_pod_and_a_broken_one_keeps_the_last
     rego = policies / "hello_world.rego"
     name = kube.unique_name("hello-live")
     pod_path = f"/api/v1/namespaces/{namespace}/pods/pl"
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[policies], controllers=[], namespace=namespace, extra=["--watch-definitions"]
+    with ControllerProcess(  # no --controllers: the definitions on the API server are run
+        cluster.kubeconfig, policies=[policies], controllers=[], namespace=namespace
     ) as ctl:
         create(api, DEFINITIONS, controller(name, "live"))
         try:
@@ -143,6 +143,8 @@ def test_an_edited_policy_file_recreates_the_pod_and_a_broken_one_keeps_the_last
 
             (policies / "broken.rego").write_text("package broken\n\nallow if {\n")
             kube.wait_for(ctl.logs, lambda text: "last good set keeps running" in text, what="the refusal logged")
+            state = ctl.readiness()["definitions"]
+            assert name in state["running"] and "broken" in state["reload_error"]  # /readyz: still the last good set
             rego.write_text(rego.read_text().replace("Hello, %s!", "Howdy, %s!"))
             (policies / "broken.rego").unlink()
             howdy = kube.wait_for(

@@ -219,3 +219,15 @@ def test_a_controller_replicating_data_may_read_exactly_that_cluster_wide() -> N
     args = pod_spec(objects)["containers"][0]["args"]
     assert args[args.index("--replicate") + 1] == "v1/configmaps"
     assert args[args.index("--replicate-cluster") + 1] == "v1/namespaces"
+
+
+def test_a_controller_running_the_clusters_definitions_may_read_them_and_write_their_status() -> None:
+    opts = generate.ControllerOptions(policies=[str(HELLO)], watch_definitions=True, writes=["v1/pods"])
+    objects = generate.controller_manifests(opts)
+    rules = [r for o in objects if o["kind"] == "ClusterRole" for r in o["rules"]]
+    granted = {(g, res): set(r["verbs"]) for r in rules for g in r["apiGroups"] for res in r["resources"]}
+    for plural in ("compositecontrollers", "decoratorcontrollers"):
+        assert {"get", "list", "watch"} <= granted[("metacontroller.k8s.io", plural)]
+        assert {"update", "patch"} <= granted[("metacontroller.k8s.io", f"{plural}/status")]
+    args = pod_spec(objects)["containers"][0]["args"]
+    assert "--watch-definitions" in args and "--controllers" not in args
