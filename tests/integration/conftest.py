@@ -75,6 +75,15 @@ def dynamic(api: client.ApiClient) -> DynamicClient:
     return DynamicClient(api)
 
 
+@pytest.fixture(scope="session")
+def hello_crd(api: client.ApiClient) -> None:
+    """Metacontroller's HelloWorld CRD (policies/controllers/hello_world), installed once and left:
+    the garbage collector needs time to learn a new kind."""
+    import yaml
+
+    kube.install_crd(api, yaml.safe_load((HERE.parents[1] / "policies/controllers/hello_world/crd.yaml").read_text()))
+
+
 @pytest.fixture
 def namespace(api: client.ApiClient) -> Iterator[str]:
     """A fresh namespace, labelled with its own name so webhooks can select it."""

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import kube
-import pytest
-import yaml
 from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
@@ -15,12 +12,6 @@ from tests.controllers.process import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
-
-
-@pytest.fixture(scope="module")
-def hello_crd(api: client.ApiClient) -> Iterator[None]:
-    kube.install_crd(api, yaml.safe_load((HELLO / "crd.yaml").read_text()))
-    yield  # left installed: other modules may share it, and the GC needs time to learn new kinds
 
 
 def hello(namespace: str, name: str, who: str) -> dict:

@@ -5,12 +5,9 @@ real API server. The object exists before the controller starts, so the first ch
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import kube
-import pytest
-import yaml
 from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
@@ -48,12 +45,6 @@ spec:
     sync:
       rego: {package: controllers.greeting}
 """
-
-
-@pytest.fixture(scope="module")
-def hello_crd(api: client.ApiClient) -> Iterator[None]:
-    kube.install_crd(api, yaml.safe_load((HELLO / "crd.yaml").read_text()))
-    yield
 
 
 def test_hooks_read_replicated_objects_loaded_before_the_first_sync(

@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 
 import kube
-import pytest
-import yaml
 from kube import Cluster, create, get
 from kubernetes import client
 
@@ -19,11 +17,6 @@ from tests.controllers.process import ControllerProcess
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
 LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
-
-
-@pytest.fixture(scope="module")
-def hello_crd(api: client.ApiClient) -> None:
-    kube.install_crd(api, yaml.safe_load((HELLO / "crd.yaml").read_text()))
 
 
 def test_a_pod_metacontroller_created_is_taken_over_without_being_recreated(
