@@ -69,7 +69,7 @@ def _cmd_gatekeeper(args: argparse.Namespace) -> int:
     from regokite.kube.client import KubeClient
     from regokite.kube.gatekeeper import GatekeeperSync
 
-    sync = GatekeeperSync(KubeClient(args.kubeconfig), Path(args.out))
+    sync = GatekeeperSync(KubeClient(args.kubeconfig), Path(args.out), args.config_namespace)
     sync.install()
     if args.once:
         for kind, error in sync.sync_once().items():
@@ -362,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gk.add_argument("--interval", type=float, default=2.0, help="seconds between passes (default 2)")
     gk.add_argument("--once", action="store_true", help="one pass, print each template's outcome")
+    gk.add_argument(
+        "--config-namespace", default="gatekeeper-system", help="where Gatekeeper's Config (named config) is read"
+    )
     gk.set_defaults(func=_cmd_gatekeeper)
 
     cms = sub.add_parser(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from regokite.gatekeeper.resources import CONSTRAINT_GROUP, TEMPLATE_GROUP, Template
+from regokite.gatekeeper.resources import CONFIG_GROUP, CONSTRAINT_GROUP, TEMPLATE_GROUP, Template
 
 POD_ID = "regokite"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "regokite", "gatekeeper.sh/constraint": "yes"}
@@ -36,22 +36,27 @@ def _versions(names: tuple[str, ...], schema: dict[str, Any]) -> list[dict[str, 
 
 def template_crd() -> dict[str, Any]:
     """The CRD of ConstraintTemplate (templates.gatekeeper.sh v1, v1beta1, v1alpha1)."""
-    schema = {
-        "openAPIV3Schema": {
-            "type": "object",
-            "properties": {"spec": _ANY_OBJECT, "status": _ANY_OBJECT},
-        }
-    }
-    versions = _versions(("v1", "v1beta1", "v1alpha1"), schema)
+    return _open_crd(TEMPLATE_GROUP, "ConstraintTemplate", "Cluster", ("v1", "v1beta1", "v1alpha1"))
+
+
+def config_crd() -> dict[str, Any]:
+    """The CRD of Gatekeeper's Config (config.gatekeeper.sh v1alpha1, namespaced)."""
+    return _open_crd(CONFIG_GROUP, "Config", "Namespaced", ("v1alpha1",))
+
+
+def _open_crd(group: str, kind: str, scope: str, versions: tuple[str, ...]) -> dict[str, Any]:
+    """A CRD of one of Gatekeeper's own kinds: `spec` and `status` kept as given (regokite checks them)."""
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": _ANY_OBJECT, "status": _ANY_OBJECT}}}
+    plural = kind.lower() + "s"
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"constrainttemplates.{TEMPLATE_GROUP}", "labels": {"app.kubernetes.io/name": "regokite"}},
+        "metadata": {"name": f"{plural}.{group}", "labels": {"app.kubernetes.io/name": "regokite"}},
         "spec": {
-            "group": TEMPLATE_GROUP,
-            "names": {"kind": "ConstraintTemplate", "plural": "constrainttemplates", "singular": "constrainttemplate"},
-            "scope": "Cluster",
-            "versions": versions,
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "scope": scope,
+            "versions": _versions(versions, schema),
         },
     }
 

@@ -3,8 +3,8 @@
 Each pass lists the ConstraintTemplates, compiles each on its own, applies
 the Constraint CRD of every template that compiled (and deletes the CRDs of
 templates that are gone or broken), writes each template's status, lists
-the constraints of every served kind, and writes templates and constraints
-as YAML into a directory that `regokite admission --policies` reloads. A
+the constraints of every served kind and Gatekeeper's `Config`, and writes
+them as YAML into a directory that `regokite admission --policies` reloads. A
 file is rewritten only when its content changed.
 """
 
@@ -23,30 +23,39 @@ from regokite.errors import PolicyLoadError
 from regokite.gatekeeper.compile import compile_template
 from regokite.gatekeeper.crds import (
     MANAGED_BY,
+    config_crd,
     constraint_crd,
     constraint_crd_name,
     constraint_plural,
     template_crd,
     template_status,
 )
-from regokite.gatekeeper.resources import CONSTRAINT_GROUP, TEMPLATE_GROUP, ResourceError, Template, parse_template
+from regokite.gatekeeper.resources import (
+    CONFIG_GROUP,
+    CONSTRAINT_GROUP,
+    TEMPLATE_GROUP,
+    ResourceError,
+    Template,
+    parse_template,
+)
 from regokite.kube.client import ApiError, KubeClient
 
 log = logging.getLogger("regokite.gatekeeper")
 MANAGER = "regokite-gatekeeper"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 TEMPLATES = f"/apis/{TEMPLATE_GROUP}/v1/constrainttemplates"
+CONFIGS_PATH = f"/apis/{CONFIG_GROUP}/v1alpha1"
 _SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields")
 
 
 class GatekeeperSync:
-    def __init__(self, client: KubeClient, out: Path) -> None:
-        self.client, self.out = client, out
+    def __init__(self, client: KubeClient, out: Path, config_namespace: str = "gatekeeper-system") -> None:
+        self.client, self.out, self.config_namespace = client, out, config_namespace
 
     def install(self) -> None:
-        """The ConstraintTemplate CRD, so templates can be applied where Gatekeeper is not installed."""
-        crd = template_crd()
-        self.client.apply(f"{CRDS}/{crd['metadata']['name']}", crd, MANAGER)
+        """The ConstraintTemplate and Config CRDs, so both can be applied where Gatekeeper is not installed."""
+        for crd in (template_crd(), config_crd()):
+            self.client.apply(f"{CRDS}/{crd['metadata']['name']}", crd, MANAGER)
 
     def sync_once(self) -> dict[str, str | None]:
         """One pass; returns each template's kind and its error (None when it serves)."""
@@ -71,6 +80,7 @@ class GatekeeperSync:
         documents = [_clean(doc) for _, doc in served]
         for template, _ in served:
             documents += [_clean(c) for c in self._constraints(template.kind)]
+        documents += [_clean(c) for c in self._configs()]
         _write(self.out / "gatekeeper.yaml", yaml.safe_dump_all(documents, sort_keys=True))
         return outcome
 
@@ -81,6 +91,17 @@ class GatekeeperSync:
             if exc.status == 404:  # the CRD is not served yet: next pass
                 return []
             raise
+
+    def _configs(self) -> list[dict[str, Any]]:
+        """Gatekeeper's `Config` (in Gatekeeper's namespace, named `config`): what to replicate
+        (`spec.sync.syncOnly`) and the namespaces every constraint skips (`spec.match`)."""
+        try:
+            found = self.client.get(f"{CONFIGS_PATH}/namespaces/{self.config_namespace}/configs/config")
+        except ApiError as exc:
+            if exc.status == 404:  # no Config, or Gatekeeper's CRDs not installed
+                return []
+            raise
+        return [found]
 
     def _drop_crds(self, kinds: set[str]) -> None:
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())

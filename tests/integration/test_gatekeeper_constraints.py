@@ -242,7 +242,7 @@ def test_audit_writes_each_constraints_status_as_gatekeeper_does(
         what="the constraint CRD to be served",
     )
     sync.sync_once()
-    bad, good = kube.unique_name("ns"), kube.unique_name("ns")
+    bad, good, other = kube.unique_name("ns"), kube.unique_name("ns"), kube.unique_name("ns")
     labelled = yaml.safe_load(namespace(good, label))
     labelled["metadata"]["labels"]["owner"] = "me"
     create(api, "/api/v1/namespaces", yaml.safe_load(namespace(bad, label)))
@@ -278,7 +278,22 @@ def test_audit_writes_each_constraints_status_as_gatekeeper_does(
         merge_patch(api, f"/api/v1/namespaces/{bad}", {"metadata": {"labels": {"owner": "you"}}})
         assert audit()["totalViolations"] == 0
         assert audit()["violations"] == []
+
+        # Gatekeeper's Config, applied with kubectl, excludes a namespace from every constraint
+        create(api, "/api/v1/namespaces", yaml.safe_load(namespace(other, label)))
+        assert audit()["totalViolations"] == 1
+        with contextlib.suppress(ApiException):
+            create(api, "/api/v1/namespaces", {"metadata": {"name": "gatekeeper-system"}})
+        config = {"apiVersion": "config.gatekeeper.sh/v1alpha1", "kind": "Config",
+                  "metadata": {"name": "config", "namespace": "gatekeeper-system"},
+                  "spec": {"match": [{"excludedNamespaces": [other], "processes": ["*"]}]}}  # fmt: skip
+        applied = kubectl(cluster, "apply", "-f", "-", stdin=yaml.safe_dump(config))
+        assert applied.returncode == 0, applied.stderr
+        sync.sync_once()
+        assert audit()["totalViolations"] == 0
+        kubectl(cluster, "delete", "-f", "-", stdin=yaml.safe_dump(config))
+        sync.sync_once()
     finally:
-        for ns in (bad, good):
+        for ns in (bad, good, other):
             with contextlib.suppress(ApiException):
                 delete(api, f"/api/v1/namespaces/{ns}")
