@@ -276,14 +276,16 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
             if reason:  # counted once the old set has stopped: from here on only the new one acts
                 log.info(f"{reason}: controllers restarted", extra={"controllers": current.names()})
                 definitions_reloads.inc()
-        cluster_definitions.report(current, actuator, refused)
+        if manager is not None and manager.leading:  # one writer of the definitions' status: the leader
+            cluster_definitions.report(current, actuator, refused)
         while not stopping.wait(settings.definitions_poll):
             try:
                 found = cluster_definitions.read(client, Discovery(client))
             except (ApiError, OSError) as exc:  # the API server away for a moment: keep running what runs
                 log.warning("could not read definitions", extra={"error": str(exc)[:500]})
                 continue
-            cluster_definitions.report(found, actuator, refused)
+            if manager is not None and manager.leading:
+                cluster_definitions.report(found, actuator, refused)
             files = _files_fingerprint(settings.policies)
             if found.fingerprint() != current.fingerprint() or files != policies:
                 reason = "definitions changed" if files == policies else "policies changed"
