@@ -563,7 +563,7 @@ def _add_controller_commands(sub: Any) -> None:
     ctl.add_argument(
         "--watch-definitions",
         action="store_true",
-        help="also run the CompositeControllers and DecoratorControllers on the API server: applied, edited "
+        help="also run the CompositeControllers, DecoratorControllers and Watches on the API server: applied, edited "
         "and deleted definitions start, reconfigure and stop their controllers; each gets an Accepted status "
         "(the default when no --controllers is given)",
     )

@@ -1,4 +1,5 @@
-"""CompositeControllers and DecoratorControllers read from the API server, each given a status.
+"""CompositeControllers, DecoratorControllers and regokite Watches read from the API server, each
+given a status.
 
 The definitions parse exactly as a `--controllers` file would (the same checker, the same field
 paths in every error). Each object's `status` says whether it was accepted: an `Accepted`
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from regokite.controllers import definitions
+from regokite.controllers import definitions, watch
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
@@ -32,15 +33,17 @@ class ClusterDefinitions:
     """What the API server holds now: the accepted definitions and every object as read."""
 
     controllers: list[Any] = field(default_factory=list)
+    watches: list[watch.Watch] = field(default_factory=list)  # named <namespace>/<name>
     objects: list[tuple[ChildType, Obj, list[str]]] = field(default_factory=list)  # (type, object, its problems)
 
     def fingerprint(self) -> str:
         """Changes exactly when an accepted definition's spec does (or one comes or goes): when to rebuild."""
-        specs = sorted((d.raw["kind"], d.name, json.dumps(d.raw.get("spec"), sort_keys=True)) for d in self.controllers)
+        found = [*self.controllers, *self.watches]
+        specs = sorted((d.raw["kind"], d.name, json.dumps(d.raw.get("spec"), sort_keys=True)) for d in found)
         return json.dumps(specs)
 
     def names(self) -> list[str]:
-        return sorted(d.name for d in self.controllers)
+        return sorted(d.name for d in [*self.controllers, *self.watches])
 
 
 def rules(definition: Any) -> list[Any]:
@@ -70,7 +73,35 @@ def read(client: KubeClient, discovery: Discovery) -> ClusterDefinitions:
             if definition is not None and not problems:
                 found.controllers.append(definition)
             found.objects.append((t, obj, problems))
+    _read_watches(client, discovery, found)
     return found
+
+
+def _read_watches(client: KubeClient, discovery: Discovery, found: ClusterDefinitions) -> None:
+    """regokite's Watch objects, in every namespace; each runs under the name `<namespace>/<name>`."""
+    try:
+        t = discovery.resolve(watch.API_VERSION, "watches", wait=0.0)
+    except DiscoveryError:
+        return
+    try:
+        items = client.get(f"/apis/{watch.API_VERSION}/watches").get("items", [])
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return
+    for obj in items:
+        problems: list[str] = []
+        key = object_key(obj)
+        parsed = watch.parse_watch(_as_written(obj), f"watch/{key}", problems)
+        if parsed is not None and not problems:
+            found.watches.append(replace(parsed, name=key))
+        found.objects.append((t, obj, problems))
+
+
+def object_key(obj: Obj) -> str:
+    """How a definition is named among the running ones: `name`, or `namespace/name` for a Watch."""
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
 
 def status_of(obj: Obj, problems: list[str]) -> Obj:
@@ -89,7 +120,7 @@ def report(found: ClusterDefinitions, actuator: Actuator, refused: dict[str, Exc
     """Write each definition's status where it differs from what it says now; `refused`: definitions that
     parse but cannot run (a hook naming no loaded package, a type not served), by name."""
     for t, obj, parsed in found.objects:
-        problems = parsed or [f"{t.kind.lower()}/{obj['metadata']['name']}: {e}" for e in _get(refused, obj)]
+        problems = parsed or [f"{t.kind.lower()}/{object_key(obj)}: {e}" for e in _get(refused, obj)]
         wanted = status_of(obj, problems)
         if obj.get("status") == wanted:
             continue
@@ -105,7 +136,7 @@ def report(found: ClusterDefinitions, actuator: Actuator, refused: dict[str, Exc
 
 
 def _get(refused: dict[str, Exception] | None, obj: Obj) -> list[Exception]:
-    found = (refused or {}).get(obj["metadata"]["name"])
+    found = (refused or {}).get(object_key(obj))
     return [found] if found is not None else []
 
 

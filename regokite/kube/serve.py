@@ -132,6 +132,7 @@ def build(
     cluster: Sequence[Any] = (),
     refused: dict[str, Exception] | None = None,
     replica: Replicator | None = None,
+    cluster_watches: Sequence[Any] = (),
 ) -> tuple[Manager, list[CompositeRunner]]:
     """The manager with every runner; `cluster` definitions that cannot run go to `refused` (see load_hooks).
     With `replica`, hooks read its objects and no sync starts before its initial lists are in."""
@@ -201,6 +202,16 @@ def build(
         discovery=discovery,
         discovery_wait=settings.discovery_wait,
     )
+    taken = {w.name for w in loaded.watches}
+    for w in cluster_watches:  # one that cannot run is refused alone, as a cluster definition is
+        try:
+            if w.name in taken:
+                raise RegokiteError(f"a --controllers file already defines Watch {w.name}")
+            build_watches([w], settings.vars, manager=manager, evaluator=evaluator, actuator=actuator,
+                          discovery=discovery, discovery_wait=0.0)  # fmt: skip
+        except (RegokiteError, DiscoveryError) as exc:
+            if refused is not None:
+                refused[w.name] = exc
     for r in runners:
         log.info(
             "controller loaded",
@@ -250,7 +261,7 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
     while not stopping.is_set():
         attempt: dict[str, Exception] = {}
         try:
-            new, _ = build(settings, current.controllers, attempt, replica)
+            new, _ = build(settings, current.controllers, attempt, replica, current.watches)
         except RegokiteError as exc:
             if manager is None:
                 raise

@@ -31,6 +31,7 @@ CONTROLLERS_DIR = "/etc/regokite/controllers"
 DEFINITION_RESOURCES = (
     ("metacontroller.k8s.io", "compositecontrollers"),
     ("metacontroller.k8s.io", "decoratorcontrollers"),
+    ("regokite.dev", "watches"),
 )
 TLS_DIR = "/etc/regokite/tls"
 

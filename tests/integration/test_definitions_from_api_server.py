@@ -157,3 +157,37 @@ def test_an_edited_policy_file_recreates_the_pod_and_a_broken_one_keeps_the_last
             assert ctl.proc is not None and ctl.proc.poll() is None, "no restart of the process"
         finally:
             kube.delete(api, f"{DEFINITIONS}/{name}")
+
+
+def test_a_watch_applied_to_the_cluster_runs_and_says_so_in_its_status(
+    cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None
+) -> None:
+    scaler = ROOT / "policies" / "watches" / "deployment_scaler"
+    doc = yaml.safe_load((scaler / "watch.yaml").read_text())
+    doc["metadata"]["namespace"] = namespace
+    doc["spec"]["namespace"] = namespace
+    watches = f"/apis/regokite.dev/v1alpha1/namespaces/{namespace}/watches"
+    deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    with ControllerProcess(cluster.kubeconfig, policies=[scaler], controllers=[], namespace=namespace) as ctl:
+        create(api, watches, doc)
+        accepted = kube.wait_for_condition(api, f"{watches}/deployment-scaler", "Accepted", timeout=30)
+        assert accepted["status"]["observedGeneration"] == accepted["metadata"]["generation"]
+        create(api, deployments, {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "big", "namespace": namespace, "labels": {"enforce-max-replicas": "true"}},
+            "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "big"}},
+                     "template": {"metadata": {"labels": {"app": "big"}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+        })  # fmt: skip
+        kube.wait_for(lambda: get(api, f"{deployments}/big"), lambda d: d["spec"]["replicas"] == 3, what="capped")
+        assert f"{namespace}/deployment-scaler" in ctl.readiness()["definitions"]["running"]
+
+        # a Watch naming a package the policies lack is refused in its status, the other keeps running
+        bad = copy.deepcopy(doc)
+        bad["metadata"]["name"] = "no-policy"
+        bad["spec"]["policy"]["package"] = "watches.nothing_here"
+        create(api, watches, bad)
+        refused = kube.wait_for_condition(api, f"{watches}/no-policy", "Accepted", status="False", timeout=30)
+        assert "watches.nothing_here" in refused["status"]["conditions"][0]["message"]
+        merge_patch(api, f"{deployments}/big", {"spec": {"replicas": 8}})
+        kube.wait_for(lambda: get(api, f"{deployments}/big"), lambda d: d["spec"]["replicas"] == 3, what="still capped")
