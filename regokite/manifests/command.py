@@ -146,7 +146,6 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         opa_wait=args.opa_wait,
         replicate=args.replicate,
         replicate_cluster=args.replicate_cluster,
-        watch_definitions=args.watch_definitions or not args.controllers,
     )
     header = "regokite admission manifests (`regokite manifests admission`)."
     if not (opts.cert_manager or opts.ca_bundle):

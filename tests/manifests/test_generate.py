@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from regokite.manifests import generate, workloads
@@ -231,3 +232,28 @@ def test_a_controller_running_the_clusters_definitions_may_read_them_and_write_t
         assert {"update", "patch"} <= granted[("metacontroller.k8s.io", f"{plural}/status")]
     args = pod_spec(objects)["containers"][0]["args"]
     assert "--watch-definitions" in args and "--controllers" not in args
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["admission", "--policies", "policies/admission", "--policies", "policies/lib", "--replicate", "v1/services"],
+        ["audit", "--policies", "policies/admission", "--policies", "policies/lib"],
+        [
+            "controller",
+            "--policies",
+            str(HELLO),
+            "--controllers",
+            str(HELLO / "controller.yaml"),
+            "--replicate",
+            "v1/configmaps",
+        ],
+        ["controller", "--policies", str(HELLO), "--writes", "v1/pods"],
+    ],
+    ids=["admission", "audit", "controller", "controller-from-the-cluster"],
+)
+def test_every_kind_of_manifests_is_printed_from_the_command_line(argv: list[str], capsys) -> None:
+    from regokite.cli import main
+
+    assert main(["manifests", *argv]) == 0
+    assert "kind: Deployment" in capsys.readouterr().out
