@@ -11,6 +11,14 @@ from regokite.manifests import generate
 def _common(p: argparse.ArgumentParser, default_name: str) -> None:
     p.add_argument("--policies", action="append", metavar="DIR", help="policy dir (repeatable), put in a ConfigMap")
     p.add_argument("--baked-policies", action="store_true", help="policies are in the image at /policies")
+    _placement(p, default_name)
+    p.add_argument("--engine", choices=["embedded", "opa"], default="embedded", help="opa: an OPA sidecar container")
+    p.add_argument("--opa-image", default=generate.w.OPA_IMAGE)
+    p.add_argument("--v0-compatible", action="store_true", help="Rego v0 policies (OPA runs with --v0-compatible)")
+
+
+def _placement(p: argparse.ArgumentParser, default_name: str) -> None:
+    """Where and as what the workload runs."""
     p.add_argument("--namespace", default="regokite-system", help="where regokite runs (default regokite-system)")
     p.add_argument("--no-namespace", action="store_true", help="do not emit the Namespace object")
     p.add_argument(
@@ -19,9 +27,6 @@ def _common(p: argparse.ArgumentParser, default_name: str) -> None:
     p.add_argument("--image", default=generate.DEFAULT_IMAGE)
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--engine", choices=["embedded", "opa"], default="embedded", help="opa: an OPA sidecar container")
-    p.add_argument("--opa-image", default=generate.w.OPA_IMAGE)
-    p.add_argument("--v0-compatible", action="store_true", help="Rego v0 policies (OPA runs with --v0-compatible)")
 
 
 def _replicate_options(p: argparse.ArgumentParser, note: str = "") -> None:
@@ -38,19 +43,33 @@ def _replicate_options(p: argparse.ArgumentParser, note: str = "") -> None:
     )
 
 
+def _serving_options(p: argparse.ArgumentParser, *, timeout: int) -> None:
+    tls = p.add_mutually_exclusive_group()
+    tls.add_argument("--cert-manager", action="store_true", help="a cert-manager Certificate; CA injected")
+    tls.add_argument("--ca-bundle-file", metavar="PEM", help="the CA that signed the serving certificate")
+    p.add_argument("--timeout-seconds", type=int, default=timeout, help=f"webhook timeoutSeconds (default {timeout})")
+
+
 def add_manifests_commands(sub: Any) -> None:
     man = sub.add_parser("manifests", help="print the Kubernetes manifests that run regokite (multi-document YAML)")
     kinds = man.add_subparsers(dest="manifests_kind", metavar="KIND", required=True)
 
     adm = kinds.add_parser("admission", help="admission server, Service, webhook configurations from the policies")
     _common(adm, "regokite-admission")
-    tls = adm.add_mutually_exclusive_group()
-    tls.add_argument("--cert-manager", action="store_true", help="a cert-manager Certificate; CA injected")
-    tls.add_argument("--ca-bundle-file", metavar="PEM", help="the CA that signed the serving certificate")
-    adm.add_argument("--timeout-seconds", type=int, default=5, help="webhook timeoutSeconds (default 5)")
+    _serving_options(adm, timeout=5)
     adm.add_argument("--opa-wait", type=float, default=30.0, metavar="SECONDS", help="wait this long for the sidecar")
     _replicate_options(adm, "policies' `replicate` declarations need no flag")
     adm.set_defaults(func=_cmd_admission)
+
+    gk = kinds.add_parser(
+        "gatekeeper",
+        help="Gatekeeper's role: the template syncer and the admission server in one Deployment, one webhook",
+    )
+    _placement(gk, "regokite-gatekeeper")
+    _serving_options(gk, timeout=3)
+    gk.add_argument("--config-namespace", default="gatekeeper-system", help="where Gatekeeper's Config is read")
+    _replicate_options(gk, "what the Config syncs: the server replicates it and needs to read it")
+    gk.set_defaults(func=_cmd_gatekeeper)
 
     aud = kinds.add_parser(
         "audit",
@@ -97,6 +116,29 @@ def add_manifests_commands(sub: Any) -> None:
     )
     _replicate_options(ctl)
     ctl.set_defaults(func=_cmd_controller)
+
+
+def _cmd_gatekeeper(args: argparse.Namespace) -> int:
+    opts = generate.GatekeeperOptions(
+        namespace=args.namespace,
+        include_namespace=not args.no_namespace,
+        name=args.name,
+        image=args.image,
+        replicas=args.replicas,
+        workers=args.workers,
+        cert_manager=args.cert_manager,
+        ca_bundle=generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
+        timeout_seconds=args.timeout_seconds,
+        replicate=args.replicate,
+        replicate_cluster=args.replicate_cluster,
+        config_namespace=args.config_namespace,
+    )
+    header = (
+        "regokite in Gatekeeper's role (`regokite manifests gatekeeper`): apply ConstraintTemplates, Constraints"
+        "\nand the Config with kubectl. Grant reads of what the Config syncs with --replicate/--replicate-cluster."
+    )
+    print(generate.to_yaml(generate.gatekeeper_manifests(opts), header), end="")
+    return 0
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:

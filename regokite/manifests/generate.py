@@ -20,6 +20,7 @@ import yaml
 
 from regokite import __version__, yamldoc
 from regokite.clusterdata.store import ResourceRef, guess_resource, parse_resource
+from regokite.errors import RegokiteError
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
 from regokite.manifests import definition_crds, rbac, webhooks
 from regokite.manifests import workloads as w
@@ -228,6 +229,93 @@ def cert_manager_objects(name: str, ns: str) -> list[Obj]:
     ]
 
 
+# --------------------------------------------------------------------------- gatekeeper
+
+
+@dataclass
+class GatekeeperOptions(AdmissionOptions):
+    name: str = "regokite-gatekeeper"
+    timeout_seconds: int = 3  # Gatekeeper's
+    config_namespace: str = "gatekeeper-system"
+
+
+GATEKEEPER_DIR = "/var/run/regokite/gatekeeper"
+GATEKEEPER_READS = (
+    ("templates.gatekeeper.sh", "constrainttemplates", rbac.READ),
+    ("templates.gatekeeper.sh", "constrainttemplates/status", ("get", "update", "patch")),
+    ("constraints.gatekeeper.sh", "*", rbac.READ),
+    ("config.gatekeeper.sh", "configs", rbac.READ),
+    ("apiextensions.k8s.io", "customresourcedefinitions", (*rbac.READ, "create", "update", "patch", "delete")),
+)
+
+
+def gatekeeper_manifests(opts: GatekeeperOptions) -> list[Obj]:
+    """Gatekeeper's role in one Deployment: `regokite gatekeeper` (templates -> constraint CRDs, status,
+    files) and `regokite admission` serving those files, sharing an emptyDir; one webhook for every
+    resource, as Gatekeeper's (constraints are matched in process, so a new template needs no new webhook)."""
+    if opts.engine != "embedded":
+        raise RegokiteError("regokite manifests gatekeeper: templates run on the embedded engine (no --engine opa)")
+    component = "gatekeeper"
+    perms = rbac.Permissions()
+    for group, resource, verbs in GATEKEEPER_READS:
+        perms.grant(perms.cluster, group, resource, verbs)
+    for ref in _replicated(opts):
+        perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+    objects = _prelude(opts, opts.name, component, automount=True)
+    objects += rbac.rbac_objects(
+        perms, name=opts.name, namespace=opts.namespace, service_account=opts.name, labels=w.labels(component)
+    )
+    shared = {"name": "gatekeeper", "mountPath": str(Path(GATEKEEPER_DIR).parent)}
+    sync_args = ["gatekeeper", "--out", GATEKEEPER_DIR, "--config-namespace", opts.config_namespace]
+    [syncer] = _containers(opts, sync_args, port=None, probes={}, cpu_limit="1", mounts=[shared])
+    syncer["name"] = "gatekeeper-sync"
+    args = ["admission", "--policies", GATEKEEPER_DIR, *_replicate_flags(opts), "--tls-cert", f"{TLS_DIR}/tls.crt"]
+    args += ["--tls-key", f"{TLS_DIR}/tls.key", "--port", "8443", "--workers", str(opts.workers)]
+    server = _containers(
+        opts,
+        args,
+        port={"name": "https", "containerPort": 8443, "protocol": "TCP"},
+        probes={
+            "livenessProbe": w.probe("/healthz", "https", "HTTPS"),
+            "readinessProbe": w.probe("/readyz", "https", "HTTPS", period=5),
+        },
+        cpu_limit="2",
+        mounts=[shared, {"name": "tls", "mountPath": TLS_DIR, "readOnly": True}],
+    )
+    volumes = [
+        {"name": "gatekeeper", "emptyDir": {}},
+        {"name": "tls", "secret": {"secretName": f"{opts.name}-tls"}},
+        w.tmp_volume(),
+    ]
+    objects.append(
+        w.deployment(
+            opts.name,
+            opts.namespace,
+            component,
+            replicas=opts.replicas,
+            service_account=opts.name,
+            containers=[syncer, *server],
+            volumes=volumes,
+            automount_token=True,
+        )
+    )
+    objects.append(w.service(opts.name, opts.namespace, component, port=443, target="https", port_name="https"))
+    if opts.replicas >= 2:
+        objects.append(w.pod_disruption_budget(opts.name, opts.namespace, component))
+    if opts.cert_manager:
+        objects += cert_manager_objects(opts.name, opts.namespace)
+    target = webhooks.WebhookTarget(
+        name=opts.name,
+        namespace=opts.namespace,
+        service=opts.name,
+        ca_bundle=None if opts.cert_manager else (opts.ca_bundle or w.placeholder_ca_bundle()),
+        cert_manager_certificate=f"{opts.namespace}/{opts.name}" if opts.cert_manager else None,
+        timeout_seconds=opts.timeout_seconds,
+    )
+    objects.append(webhooks.catch_all_configuration(target))
+    return objects
+
+
 # --------------------------------------------------------------------------- controller
 
 
@@ -417,7 +505,7 @@ def _containers(
     opts: Common,
     args: list[str],
     *,
-    port: Obj,
+    port: Obj | None,
     probes: Obj,
     cpu_limit: str,
     mounts: list[Obj],
@@ -428,7 +516,7 @@ def _containers(
     if env is not None:
         container["env"] = env
     container |= {
-        "ports": [port],
+        **({"ports": [port]} if port else {}),
         **probes,
         "resources": w.resources("100m", "128Mi", cpu_limit, "512Mi"),
         "securityContext": w.container_security_context(),

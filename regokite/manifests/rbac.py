@@ -21,7 +21,9 @@ derived offline, discovery-free:
 Related resources come from a customize hook at run time, so they cannot be
 read off the definitions: name them (`related`) to grant get, list, watch.
 
-Never a wildcard. API discovery (`/api`, `/apis`) needs no rule: Kubernetes'
+Never a wildcard, but for the resources of `constraints.gatekeeper.sh`: a group that holds only
+Constraint kinds, one per ConstraintTemplate, created at run time (Gatekeeper grants the same).
+API discovery (`/api`, `/apis`) needs no rule: Kubernetes'
 default `system:discovery` role grants it to every authenticated user.
 """
 
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 READ = ("get", "list", "watch")
+ANY_RESOURCE_GROUPS = {"constraints.gatekeeper.sh"}  # every resource of these groups is made at run time
 CRUD = ("get", "list", "watch", "create", "update", "patch", "delete")
 VERB_ORDER = {v: i for i, v in enumerate((*CRUD, "deletecollection"))}
 
@@ -198,7 +201,7 @@ def policy_rules(grants: dict[tuple[str, str], set[str]]) -> list[dict[str, Any]
     """RBAC rules, one per apiGroup and verb set, resources sorted: short and stable."""
     merged: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for (group, resource), verbs in grants.items():
-        if not verbs or "*" in verbs or resource == "*" or group == "*":
+        if not verbs or "*" in verbs or (resource == "*" and group not in ANY_RESOURCE_GROUPS) or group == "*":
             raise ValueError(f"refusing a wildcard or empty rule for {group}/{resource}: {sorted(verbs)}")
         ordered = tuple(sorted(verbs, key=lambda v: (VERB_ORDER.get(v, 99), v)))
         merged.setdefault((group, ordered), []).append(resource)

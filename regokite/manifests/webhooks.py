@@ -58,6 +58,41 @@ def webhook_configurations(policies: list[AdmissionPolicy], target: WebhookTarge
     return configs
 
 
+GATEKEEPER_IGNORE_LABEL = "admission.gatekeeper.sh/ignore"
+
+
+def catch_all_configuration(target: WebhookTarget) -> dict[str, Any]:
+    """One webhook for CREATE and UPDATE of every resource to `/validate`, as Gatekeeper registers
+    its own (failurePolicy Ignore, namespaces labelled admission.gatekeeper.sh/ignore skipped): the
+    constraints are matched in process, so templates and constraints come and go without a new webhook."""
+    metadata: dict[str, Any] = {"name": target.name, "labels": {"app.kubernetes.io/name": "regokite"}}
+    if target.cert_manager_certificate:
+        metadata["annotations"] = {"cert-manager.io/inject-ca-from": target.cert_manager_certificate}
+    policy = AdmissionPolicy("all", (), Match(), failure_policy="Ignore")
+    hook = _webhook(policy, "validate", target)
+    clients = hook["clientConfig"]
+    if "service" in clients:
+        clients["service"]["path"] = "/validate"
+    else:
+        clients["url"] = target.url.rstrip("/") + "/validate"  # type: ignore[union-attr]
+    selector = _namespace_selector(None, (), (), target.namespace)
+    selector["matchExpressions"].append({"key": GATEKEEPER_IGNORE_LABEL, "operator": "DoesNotExist"})
+    rule = {
+        "operations": ["CREATE", "UPDATE"],
+        "apiGroups": ["*"],
+        "apiVersions": ["*"],
+        "resources": ["*"],
+        "scope": "*",
+    }
+    hook.update(name=f"validation.{target.name}.regokite.dev", rules=[rule], namespaceSelector=selector)
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": [hook],
+    }
+
+
 def _webhooks(policies: list[AdmissionPolicy], mode: str, target: WebhookTarget) -> list[dict[str, Any]]:
     hooks = [_webhook(p, mode, target) for p in policies if p.constraint_kind is None]
     kinds = sorted({p.constraint_kind for p in policies if p.constraint_kind is not None})

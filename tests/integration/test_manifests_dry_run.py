@@ -118,6 +118,14 @@ def variants() -> dict[str, list[dict[str, Any]]]:
         deploy.controller_options(watch_namespace="team-a", engine="opa")
     )
     found["manifests admission --replicas 1"] = generate.admission_manifests(deploy.admission_options(replicas=1))
+    found["manifests gatekeeper --replicate-cluster v1/namespaces"] = generate.gatekeeper_manifests(
+        generate.GatekeeperOptions(replicate_cluster=["v1/namespaces"])
+    )
+    found["manifests controller (definitions from the cluster)"] = generate.controller_manifests(
+        generate.ControllerOptions(
+            policies=["policies/controllers/hello_world"], writes=["v1/pods"], watch_definitions=True
+        )
+    )
     return found
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from regokite.errors import RegokiteError
 from regokite.manifests import generate, workloads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -249,11 +250,31 @@ def test_a_controller_running_the_clusters_definitions_may_read_them_and_write_t
             "v1/configmaps",
         ],
         ["controller", "--policies", str(HELLO), "--writes", "v1/pods"],
+        ["gatekeeper", "--replicate-cluster", "v1/namespaces"],
     ],
-    ids=["admission", "audit", "controller", "controller-from-the-cluster"],
+    ids=["admission", "audit", "controller", "controller-from-the-cluster", "gatekeeper"],
 )
 def test_every_kind_of_manifests_is_printed_from_the_command_line(argv: list[str], capsys) -> None:
     from regokite.cli import main
 
     assert main(["manifests", *argv]) == 0
     assert "kind: Deployment" in capsys.readouterr().out
+
+
+def test_gatekeeper_runs_the_syncer_beside_the_server_with_one_webhook_for_everything() -> None:
+    objects = generate.gatekeeper_manifests(generate.GatekeeperOptions(replicate_cluster=["v1/namespaces"]))
+    spec = pod_spec(objects)
+    syncer, server = spec["containers"]
+    assert syncer["args"][:3] == ["gatekeeper", "--out", generate.GATEKEEPER_DIR]
+    assert server["args"][:3] == ["admission", "--policies", generate.GATEKEEPER_DIR]
+    assert {m["name"] for m in syncer["volumeMounts"]} & {m["name"] for m in server["volumeMounts"]} >= {"gatekeeper"}
+    [config] = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
+    [hook] = config["webhooks"]
+    assert hook["clientConfig"]["service"]["path"] == "/validate" and hook["failurePolicy"] == "Ignore"
+    assert hook["rules"] == [
+        {"operations": ["CREATE", "UPDATE"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "scope": "*"}
+    ]
+    rules = [r for o in objects if o["kind"] == "ClusterRole" for r in o["rules"]]
+    assert {"apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": ["get", "list", "watch"]} in rules
+    with pytest.raises(RegokiteError, match="embedded engine"):
+        generate.gatekeeper_manifests(generate.GatekeeperOptions(engine="opa"))
