@@ -133,7 +133,13 @@ def _write(path: Path, text: str) -> None:
     """Replace `path` atomically, and only when the text changed (a reload costs the server)."""
     if path.exists() and path.read_text(encoding="utf-8") == text:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.exists():  # the first pass: the directory appears with its file (a server waits for it)
+        path.parent.parent.mkdir(parents=True, exist_ok=True)
+        first = Path(tempfile.mkdtemp(dir=path.parent.parent, prefix=f".{path.parent.name}-"))
+        first.chmod(0o755)
+        (first / path.name).write_text(text, encoding="utf-8")
+        first.replace(path.parent)
+        return
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gatekeeper-")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
