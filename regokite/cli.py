@@ -360,7 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     gk.add_argument(
         "--out", required=True, help="directory to write templates and constraints into (an admission --policies)"
     )
-    gk.add_argument("--interval", type=float, default=2.0, help="seconds between passes (default 2)")
+    gk.add_argument(
+        "--interval", type=float, default=60.0, help="seconds between passes besides those on changes (watched)"
+    )
     gk.add_argument("--once", action="store_true", help="one pass, print each template's outcome")
     gk.add_argument(
         "--config-namespace", default="gatekeeper-system", help="where Gatekeeper's Config (named config) is read"

@@ -4,7 +4,8 @@ Each pass lists the ConstraintTemplates, compiles each on its own, applies
 the Constraint CRD of every template that compiled (and deletes the CRDs of
 templates that are gone or broken), writes each template's status, lists
 the constraints of every served kind and Gatekeeper's `Config`, and writes
-them as YAML into a directory that `regokite admission --policies` reloads. A
+them as YAML into a directory (a pass on every change, seen through watches,
+and every interval) that `regokite admission --policies` reloads. A
 file is rewritten only when its content changed.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from regokite.gatekeeper.resources import (
     parse_template,
 )
 from regokite.kube.client import ApiError, KubeClient
+from regokite.kube.informer import Informer
 
 log = logging.getLogger("regokite.gatekeeper")
 MANAGER = "regokite-gatekeeper"
@@ -114,14 +116,38 @@ class GatekeeperSync:
                     if exc.status != 404:
                         raise
 
-    def run(self, interval: float) -> None:
-        while True:
-            started = time.monotonic()
-            try:
-                self.sync_once()
-            except ApiError as exc:
-                log.error("gatekeeper sync failed; retrying", extra={"error": str(exc)})
-            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    def run(self, interval: float, stop: threading.Event | None = None) -> None:
+        """Sync whenever a template, a constraint or the Config changes (watches), and every `interval`
+        seconds regardless; a failed pass is retried at the next change or interval."""
+        stop = stop or threading.Event()
+        changed = threading.Event()
+        watched: dict[str, Informer] = {}
+
+        def watch(api_version: str, resource: str, namespace: str | None = None) -> None:
+            key = f"{api_version}/{resource}"
+            if key in watched:
+                return
+            informer = Informer(self.client, api_version, resource, namespace=namespace)
+            informer.add_handler(lambda *_: changed.set())
+            watched[key] = informer
+            informer.start()
+
+        watch(f"{TEMPLATE_GROUP}/v1", "constrainttemplates")
+        watch(f"{CONFIG_GROUP}/v1alpha1", "configs", self.config_namespace)
+        try:
+            while not stop.is_set():
+                changed.clear()
+                try:
+                    for kind, error in self.sync_once().items():
+                        if error is None:  # its constraints: a change to one syncs too
+                            watch(f"{CONSTRAINT_GROUP}/v1beta1", constraint_plural(kind))
+                except ApiError as exc:
+                    log.error("gatekeeper sync failed; retrying", extra={"error": str(exc)})
+                if changed.wait(interval):
+                    stop.wait(0.1)  # events come in bursts (kubectl apply -f dir): one pass for the burst
+        finally:
+            for informer in watched.values():
+                informer.stop()
 
 
 def _clean(doc: dict[str, Any]) -> dict[str, Any]:

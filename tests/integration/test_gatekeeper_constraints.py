@@ -297,3 +297,30 @@ def test_audit_writes_each_constraints_status_as_gatekeeper_does(
         for ns in (bad, good, other):
             with contextlib.suppress(ApiException):
                 delete(api, f"/api/v1/namespaces/{ns}")
+
+
+def test_the_syncer_follows_templates_and_constraints_through_watches(
+    cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync
+) -> None:
+    import threading
+
+    stop = threading.Event()
+    runner = threading.Thread(target=sync.run, args=(300.0, stop), daemon=True)  # no periodic pass in this test
+    runner.start()
+    out = sync.out / "gatekeeper.yaml"
+    try:
+        assert kubectl(cluster, "apply", "-f", str(FIXTURES / "library/requiredlabels/template.yaml")).returncode == 0
+        kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established", timeout=30)
+        name = kube.unique_name("watched")
+        kube.wait_for(
+            lambda: kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, name)).returncode,
+            lambda rc: rc == 0,
+            what="the constraint CRD to be served",
+        )
+        kube.wait_for(lambda: out.exists() and name in out.read_text(), what="the constraint written", timeout=30)
+        assert kubectl(cluster, "delete", "constrainttemplate", "k8srequiredlabels").returncode == 0
+        kube.wait_for_deletion(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", timeout=30)
+        kube.wait_for(lambda: "K8sRequiredLabels" not in out.read_text(), what="the template's files gone")
+    finally:
+        stop.set()
+        runner.join(10)
