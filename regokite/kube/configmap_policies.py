@@ -27,7 +27,7 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,6 @@ class Source:
 
     namespace: str
     name: str
-    policy: bool
     files: Files
     annotations: Mapping[str, str]
 
@@ -83,7 +82,7 @@ def source_of(cm: Mapping[str, Any]) -> tuple[Source | None, str | None]:
         if not isinstance(value, dict):
             return None, f"{SHOWN_AS}/{ns}/{name}/{key}: a data key must hold a JSON object"
         files[f"{ns}/{name}/{key}/data.json"] = json.dumps(value, sort_keys=True)
-    return Source(ns, name, is_policy, files, meta.get("annotations") or {}), None
+    return Source(ns, name, files, meta.get("annotations") or {}), None
 
 
 def status_annotation(error: str | None) -> str:
@@ -96,7 +95,7 @@ class ConfigMapSync:
     """Follows the labelled ConfigMaps of `namespaces` (`*`: all) and keeps `out` equal to what loads."""
 
     def __init__(
-        self, client: KubeClient, out: Path, namespaces: Iterable[str], *, v0_compatible: bool = False
+        self, client: KubeClient, out: Path, namespaces: Sequence[str], *, v0_compatible: bool = False
     ) -> None:
         self.client, self.out, self.v0_compatible = client, out, v0_compatible
         scopes = [None] if "*" in namespaces else sorted(set(namespaces))
@@ -160,9 +159,7 @@ class ConfigMapSync:
             if source is not None:
                 sources[ident] = source
             elif error is not None:
-                sources[ident] = Source(
-                    meta.get("namespace", ""), meta["name"], False, {}, meta.get("annotations") or {}
-                )
+                sources[ident] = Source(meta.get("namespace", ""), meta["name"], {}, meta.get("annotations") or {})
         candidate = {i: s.files for i, s in sources.items() if i not in errors}
         accepted = self._compile(candidate, errors)
         for ident in errors:  # refused now: its last good content keeps serving

@@ -229,31 +229,26 @@ def build(
 def serve(settings: ControllerSettings) -> int:
     replica = start_replication(settings)
     try:
-        if settings.watch_definitions:
-            return serve_live(settings, replica)
-        manager, _ = build(settings, replica=replica)
-        if settings.leader is not None:
-            manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
-        return manager.run(metrics_port=settings.metrics_port, metrics_host=settings.metrics_host)
+        return serve_live(settings, replica)
     finally:
         if replica is not None:
             replica.stop()
 
 
 def serve_live(settings: ControllerSettings, replica: Replicator | None = None) -> int:
-    """Run the definitions of `--controllers` files and of the API server, rebuilding when the server's
-    definitions change (one applied, edited or deleted; a refused one's types now served) or a file under
-    `--policies` does. The new set is built beside the running one; only when it loads is the old manager
-    stopped (in-flight syncs finish, children are left alone) and the new one started, its informers
-    re-syncing every parent. A set that does not load is logged and the last good one keeps running.
-    Blocks until SIGTERM/SIGINT."""
+    """Run the definitions of `--controllers` files and (`--watch-definitions`) of the API server,
+    rebuilding when the server's definitions change (one applied, edited or deleted; a refused one's
+    types now served) or a file under `--policies` or `--controllers` does. The new set is built beside
+    the running one; only when it loads is the old manager stopped (in-flight syncs finish, children
+    are left alone) and the new one started, its informers re-syncing every parent. A set that does
+    not load is logged and the last good one keeps running. Blocks until SIGTERM/SIGINT."""
     client = KubeClient(settings.kubeconfig, pool_size=8)
     actuator = Actuator(client, settings.field_manager)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
-    current = cluster_definitions.read(client, Discovery(client))
-    policies = _files_fingerprint(settings.policies)
+    current = read_definitions(settings, client)
+    policies = _files_fingerprint([*settings.policies, *settings.controllers])
     manager: Manager | None = None
     refused: dict[str, Exception] = {}
     reason = ""
@@ -291,13 +286,13 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
             cluster_definitions.report(current, actuator, refused)
         while not stopping.wait(settings.definitions_poll):
             try:
-                found = cluster_definitions.read(client, Discovery(client))
+                found = read_definitions(settings, client)
             except (ApiError, OSError) as exc:  # the API server away for a moment: keep running what runs
                 log.warning("could not read definitions", extra={"error": str(exc)[:500]})
                 continue
             if manager is not None and manager.leading:
                 cluster_definitions.report(found, actuator, refused)
-            files = _files_fingerprint(settings.policies)
+            files = _files_fingerprint([*settings.policies, *settings.controllers])
             if found.fingerprint() != current.fingerprint() or files != policies:
                 reason = "definitions changed" if files == policies else "policies changed"
             elif _now_served(refused, found, Discovery(client)):
@@ -309,6 +304,13 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
     if manager is not None:
         manager.stop()
     return 0
+
+
+def read_definitions(settings: ControllerSettings, client: KubeClient) -> cluster_definitions.ClusterDefinitions:
+    """The definitions on the API server with --watch-definitions; none without it."""
+    if not settings.watch_definitions:
+        return cluster_definitions.ClusterDefinitions()
+    return cluster_definitions.read(client, Discovery(client))
 
 
 def _files_fingerprint(paths: Sequence[str]) -> list[tuple[str, int, int]]:

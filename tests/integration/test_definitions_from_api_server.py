@@ -191,3 +191,28 @@ def test_a_watch_applied_to_the_cluster_runs_and_says_so_in_its_status(
         assert "watches.nothing_here" in refused["status"]["conditions"][0]["message"]
         merge_patch(api, f"{deployments}/big", {"spec": {"replicas": 8}})
         kube.wait_for(lambda: get(api, f"{deployments}/big"), lambda d: d["spec"]["replicas"] == 3, what="still capped")
+
+
+def test_policy_files_reload_without_watching_the_clusters_definitions(
+    cluster: Cluster, api: client.ApiClient, namespace: str, hello_crd: None, tmp_path: Path
+) -> None:
+    policies = tmp_path / "hello"
+    shutil.copytree(HELLO, policies)
+    rego = policies / "hello_world.rego"
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/pf"
+    with ControllerProcess(
+        cluster.kubeconfig, policies=[policies], controllers=[policies / "controller.yaml"], namespace=namespace
+    ) as ctl:
+        create(api, f"/apis/example.com/v1/namespaces/{namespace}/helloworlds", hello(namespace, "pf", "any", "Y"))
+        first = kube.wait_for(lambda: get(api, pod_path), what="the pod", timeout=30)
+        assert greeting(first) == ["echo", "Hello, Y!"]
+        rego.write_text(rego.read_text().replace("Hello, %s!", "Howdy, %s!"))
+        howdy = kube.wait_for(
+            lambda: get(api, pod_path),
+            lambda p: greeting(p) == ["echo", "Howdy, Y!"],
+            what="the pod recreated by the edited policy",
+            timeout=30,
+        )
+        assert howdy["metadata"]["uid"] != first["metadata"]["uid"]
+        assert ctl.proc is not None and ctl.proc.poll() is None, "no restart of the process"
+        assert "definitions" in ctl.readiness()
