@@ -124,13 +124,7 @@ def _cmd_gatekeeper(args: argparse.Namespace) -> int:
         include_namespace=not args.no_namespace,
         name=args.name,
         image=args.image,
-        replicas=args.replicas,
-        workers=args.workers,
-        cert_manager=args.cert_manager,
-        ca_bundle=generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
-        timeout_seconds=args.timeout_seconds,
-        replicate=args.replicate,
-        replicate_cluster=args.replicate_cluster,
+        **_serving(args),
         config_namespace=args.config_namespace,
     )
     header = (
@@ -167,6 +161,19 @@ def _shared(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _serving(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of an admission server's manifests (`_serving_options`, `_replicate_options`)."""
+    return {
+        "replicas": args.replicas,
+        "workers": args.workers,
+        "cert_manager": args.cert_manager,
+        "ca_bundle": generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
+        "timeout_seconds": args.timeout_seconds,
+        "replicate": args.replicate,
+        "replicate_cluster": args.replicate_cluster,
+    }
+
+
 def _check_policies(args: argparse.Namespace) -> list[str]:
     from regokite.errors import RegokiteError
 
@@ -180,14 +187,8 @@ def _check_policies(args: argparse.Namespace) -> list[str]:
 def _cmd_admission(args: argparse.Namespace) -> int:
     opts = generate.AdmissionOptions(
         **_shared(args),
-        replicas=args.replicas,
-        workers=args.workers,
-        cert_manager=args.cert_manager,
-        ca_bundle=generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
-        timeout_seconds=args.timeout_seconds,
+        **_serving(args),
         opa_wait=args.opa_wait,
-        replicate=args.replicate,
-        replicate_cluster=args.replicate_cluster,
     )
     header = "regokite admission manifests (`regokite manifests admission`)."
     if not (opts.cert_manager or opts.ca_bundle):

@@ -149,17 +149,30 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
     args += _replicate_flags(opts)
     if opts.engine == "opa":
         args += ["--opa-wait", f"{opts.opa_wait:g}"]
-    args += [
-        "--tls-cert",
-        f"{TLS_DIR}/tls.crt",
-        "--tls-key",
-        f"{TLS_DIR}/tls.key",
-        "--port",
-        "8443",
-        "--workers",
-        str(opts.workers),
-    ]
-    containers = _containers(
+    served, target = _webhook_server(
+        opts, component, args, mounts=mounts, volumes=volumes, automount=bool(replicated), webhook_name="regokite"
+    )
+    objects += served
+    objects += webhooks.webhook_configurations(policies, target)
+    return objects
+
+
+def _webhook_server(
+    opts: AdmissionOptions,
+    component: str,
+    args: list[str],
+    *,
+    mounts: list[Obj],
+    volumes: list[Obj],
+    automount: bool,
+    webhook_name: str,
+    first: Obj | None = None,
+) -> tuple[list[Obj], webhooks.WebhookTarget]:
+    """`regokite admission` over HTTPS (after `first`, a container beside it): its Deployment, Service,
+    PodDisruptionBudget and cert-manager objects, and where its webhooks point."""
+    args = [*args, "--tls-cert", f"{TLS_DIR}/tls.crt", "--tls-key", f"{TLS_DIR}/tls.key"]
+    args += ["--port", "8443", "--workers", str(opts.workers)]
+    server = _containers(
         opts,
         args,
         port={"name": "https", "containerPort": 8443, "protocol": "TCP"},
@@ -170,37 +183,33 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         cpu_limit="2",
         mounts=[*mounts, {"name": "tls", "mountPath": TLS_DIR, "readOnly": True}],
     )
-    volumes += [
-        {"name": "tls", "secret": {"secretName": f"{opts.name}-tls"}},
-        w.tmp_volume(),
-    ]
-    objects.append(
+    volumes = [*volumes, {"name": "tls", "secret": {"secretName": f"{opts.name}-tls"}}, w.tmp_volume()]
+    objects = [
         w.deployment(
             opts.name,
             opts.namespace,
             component,
             replicas=opts.replicas,
             service_account=opts.name,
-            containers=containers,
+            containers=[first, *server] if first else server,
             volumes=volumes,
-            automount_token=bool(replicated),
-        )
-    )
-    objects.append(w.service(opts.name, opts.namespace, component, port=443, target="https", port_name="https"))
+            automount_token=automount,
+        ),
+        w.service(opts.name, opts.namespace, component, port=443, target="https", port_name="https"),
+    ]
     if opts.replicas >= 2:
         objects.append(w.pod_disruption_budget(opts.name, opts.namespace, component))
     if opts.cert_manager:
         objects += cert_manager_objects(opts.name, opts.namespace)
     target = webhooks.WebhookTarget(
-        name="regokite",
+        name=webhook_name,
         namespace=opts.namespace,
         service=opts.name,
         ca_bundle=None if opts.cert_manager else (opts.ca_bundle or w.placeholder_ca_bundle()),
         cert_manager_certificate=f"{opts.namespace}/{opts.name}" if opts.cert_manager else None,
         timeout_seconds=opts.timeout_seconds,
     )
-    objects += webhooks.webhook_configurations(policies, target)
-    return objects
+    return objects, target
 
 
 def cert_manager_objects(name: str, ns: str) -> list[Obj]:
@@ -269,49 +278,12 @@ def gatekeeper_manifests(opts: GatekeeperOptions) -> list[Obj]:
     sync_args = ["gatekeeper", "--out", GATEKEEPER_DIR, "--config-namespace", opts.config_namespace]
     [syncer] = _containers(opts, sync_args, port=None, probes={}, cpu_limit="1", mounts=[shared])
     syncer["name"] = "gatekeeper-sync"
-    args = ["admission", "--policies", GATEKEEPER_DIR, *_replicate_flags(opts), "--tls-cert", f"{TLS_DIR}/tls.crt"]
-    args += ["--tls-key", f"{TLS_DIR}/tls.key", "--port", "8443", "--workers", str(opts.workers)]
-    server = _containers(
-        opts,
-        args,
-        port={"name": "https", "containerPort": 8443, "protocol": "TCP"},
-        probes={
-            "livenessProbe": w.probe("/healthz", "https", "HTTPS"),
-            "readinessProbe": w.probe("/readyz", "https", "HTTPS", period=5),
-        },
-        cpu_limit="2",
-        mounts=[shared, {"name": "tls", "mountPath": TLS_DIR, "readOnly": True}],
+    volumes = [{"name": "gatekeeper", "emptyDir": {}}]
+    args = ["admission", "--policies", GATEKEEPER_DIR, *_replicate_flags(opts)]
+    served, target = _webhook_server(
+        opts, component, args, mounts=[shared], volumes=volumes, automount=True, webhook_name=opts.name, first=syncer
     )
-    volumes = [
-        {"name": "gatekeeper", "emptyDir": {}},
-        {"name": "tls", "secret": {"secretName": f"{opts.name}-tls"}},
-        w.tmp_volume(),
-    ]
-    objects.append(
-        w.deployment(
-            opts.name,
-            opts.namespace,
-            component,
-            replicas=opts.replicas,
-            service_account=opts.name,
-            containers=[syncer, *server],
-            volumes=volumes,
-            automount_token=True,
-        )
-    )
-    objects.append(w.service(opts.name, opts.namespace, component, port=443, target="https", port_name="https"))
-    if opts.replicas >= 2:
-        objects.append(w.pod_disruption_budget(opts.name, opts.namespace, component))
-    if opts.cert_manager:
-        objects += cert_manager_objects(opts.name, opts.namespace)
-    target = webhooks.WebhookTarget(
-        name=opts.name,
-        namespace=opts.namespace,
-        service=opts.name,
-        ca_bundle=None if opts.cert_manager else (opts.ca_bundle or w.placeholder_ca_bundle()),
-        cert_manager_certificate=f"{opts.namespace}/{opts.name}" if opts.cert_manager else None,
-        timeout_seconds=opts.timeout_seconds,
-    )
+    objects += served
     objects.append(webhooks.catch_all_configuration(target))
     return objects
 
