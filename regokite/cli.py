@@ -500,7 +500,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
             metrics_port=args.metrics_port,
             vars=args.var,
             field_manager=args.field_manager,
-            leader=_leader_settings(args),
+            leader=_leader_settings(args) if args.leader_elect else None,
+            shards=_leader_settings(args) if args.shards else None,
             extensions=_extension_options(args),
             watch_definitions=args.watch_definitions or not args.controllers,  # no files: the cluster's
             replicate=_replicate_args(args),
@@ -510,8 +511,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
 
 
 def _leader_settings(args: argparse.Namespace) -> Any:
-    if not args.leader_elect:
-        return None
+    """The Lease options, for the leader Lease or (--shards) each replica's membership Lease."""
     from regokite.kube.leader import LeaderSettings
 
     return LeaderSettings(
@@ -584,9 +584,15 @@ def _add_controller_commands(sub: Any) -> None:
         "--var", action="append", default=[], metavar="[WATCH/]KEY=VALUE", help="set a Watch param (VALUE is YAML)"
     )
     ctl.add_argument("--field-manager", default="regokite", help="field manager of every write (default regokite)")
-    le = ctl.add_argument_group("leader election (coordination.k8s.io/v1 Lease)")
-    le.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease; standbys stay warm")
-    le.add_argument("--leader-election-name", default="regokite-controller", help="the Lease's name")
+    le = ctl.add_argument_group(
+        "leader election or sharding (coordination.k8s.io/v1 Leases)",
+        "--shards splits the objects between every replica started with --shards and the same Lease name, "
+        "each holding a Lease <name>-<identity>; an object moves only after its owner has stopped acting on it",
+    )
+    one = le.add_mutually_exclusive_group()
+    one.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease; standbys stay warm")
+    one.add_argument("--shards", action="store_true", help="act on this replica's share of the objects (see above)")
+    le.add_argument("--leader-election-name", default="regokite-controller", help="the Lease's name (--shards: prefix)")
     le.add_argument("--leader-election-namespace", help="the Lease's namespace (default: $POD_NAMESPACE, in-cluster)")
     le.add_argument("--leader-election-id", help="this replica's identity (default: $POD_NAME, else hostname_<id>)")
     le.add_argument("--leader-election-lease-duration", type=float, default=15.0, metavar="SECONDS")

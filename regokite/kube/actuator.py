@@ -48,8 +48,9 @@ class Actuator:
         return self.path(t, meta.get("namespace"), meta["name"], sub)
 
     @staticmethod
-    def _count(controller: str, t: ChildType, verb: str) -> None:
+    def _count(controller: str, t: ChildType, verb: str, path: str) -> None:
         metrics.applies.labels(controller, t.kind, verb).inc()
+        log.debug("wrote", extra={"controller": controller, "verb": verb, "path": path})  # a write audit
 
     # -- reads
 
@@ -74,8 +75,9 @@ class Actuator:
         field_manager: str | None = None,
     ) -> dict[str, Any]:
         """Server-side apply, forced, under `field_manager` (default: the controller's --field-manager)."""
-        result = self.client.apply(self._path_of(t, obj), obj, field_manager or self.manager, force=True)
-        self._count(controller, t, verb)
+        path = self._path_of(t, obj)
+        result = self.client.apply(path, obj, field_manager or self.manager, force=True)
+        self._count(controller, t, verb, path)
         return result
 
     def patch(
@@ -102,8 +104,9 @@ class Actuator:
                 body.setdefault("metadata", {})["resourceVersion"] = rv
             content_type = MERGE_PATCH
         query = {"fieldManager": field_manager} if field_manager else {}
-        result = self.client.patch(self._path_of(t, obj, sub), body, content_type, **query)
-        self._count(controller, t, verb)
+        path = self._path_of(t, obj, sub)
+        result = self.client.patch(path, body, content_type, **query)
+        self._count(controller, t, verb, path)
         return result
 
     def delete(
@@ -114,13 +117,14 @@ class Actuator:
         body: dict[str, Any] = {"propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
+        path = self.path(t, namespace, name)
         try:
-            self.client.delete(self.path(t, namespace, name), body)
+            self.client.delete(path, body)
         except ApiError as exc:
             if exc.status in (404, 409):
                 return False
             raise
-        self._count(controller, t, verb)
+        self._count(controller, t, verb, path)
         return True
 
     def execute(self, action: Action, *, controller: str) -> None:

@@ -34,6 +34,14 @@ class ApiError(RegokiteError):
         super().__init__(f"{what}: {status} {message}")
 
 
+class NotLeader(ApiError):
+    """A write refused by the write guard: this replica does not hold the leader Lease, or its shard
+    membership Lease, or could not renew it in time."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, "NotLeader", {"message": "not the leader: write refused"}, f"{method} {path}")
+
+
 class KubeClient:
     """Thread-safe: one connection pool shared by workers and informers."""
 

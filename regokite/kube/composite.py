@@ -7,7 +7,7 @@ Reads parents and children from the shared informers, asks the pure layer
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from regokite.controllers import composite, rolling
@@ -96,6 +96,9 @@ class CompositeRunner(SyncReconciler):
                     seen.add((parent["metadata"].get("namespace") or "", parent["metadata"]["name"]))
         for ns, name in seen:
             self.manager.enqueue(self.name, ns, name)
+
+    def keys(self) -> Iterator[tuple[str, str]]:
+        return ((o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in self.parents.list())
 
     def resync_all(self) -> None:
         for parent in self.parents.list():

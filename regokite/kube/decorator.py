@@ -9,7 +9,7 @@ sets it, and converges attachments like a composite's children.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from regokite.controllers import composite, decorator
@@ -128,6 +128,9 @@ class DecoratorTarget(SyncReconciler):
             if self.related is not None:
                 self.related.forget(meta.get("namespace") or "", meta["name"])
         self.manager.enqueue(self.name, meta.get("namespace") or "", meta["name"])
+
+    def keys(self) -> Iterator[tuple[str, str]]:
+        return ((o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in self.informer.list())
 
     def resync_all(self) -> None:
         for obj in self.informer.list():

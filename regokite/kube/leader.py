@@ -57,7 +57,7 @@ def default_namespace() -> str:
         return "default"
 
 
-def _micro_time(now: dt.datetime | None = None) -> str:
+def micro_time(now: dt.datetime | None = None) -> str:
     return (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -211,7 +211,7 @@ class LeaderElector:
 
     def _try(self) -> bool:
         started = self.clock()
-        now = _micro_time()
+        now = micro_time()
         timeout = max(1.0, min(self.settings.renew_deadline, self.settings.retry_period * 2))
         try:
             lease = self.client.request("GET", self.path, timeout=timeout)
@@ -307,7 +307,7 @@ class LeaderElector:
                 or (lease.get("spec") or {}).get("holderIdentity") != self.settings.identity
             ):
                 return False
-            now = _micro_time()
+            now = micro_time()
             spec = {
                 **lease["spec"],
                 "holderIdentity": "",

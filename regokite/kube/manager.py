@@ -12,7 +12,9 @@ gets its own queue and worker threads (a Watch's `spec.workers`).
 
 With a leader elector, informers run (caches stay warm) but workers take no
 key, and the client refuses writes, unless this replica holds the Lease; on
-becoming leader every reconciler with `resync_all` is resynced.
+becoming leader every reconciler with `resync_all` is resynced. With shards
+(kube.shards), every replica acts, each on its own objects: keys of others'
+objects are dropped, and every view change resyncs.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 
 from regokite.controllers.hooks import HookError
-from regokite.kube.client import ApiError, KubeClient
+from regokite.kube.client import ApiError, KubeClient, NotLeader
 from regokite.kube.informer import InformerFactory
+from regokite.kube.shards import Shards, Verdict
 from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
 from regokite.ops.metrics import exposition
@@ -38,13 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("regokite.controller")
 _EXPECTED = (HookError, ApiError)
-
-
-class NotLeader(ApiError):
-    """A write refused because this replica does not hold the leader Lease (or could not renew it in time)."""
-
-    def __init__(self, method: str, path: str) -> None:
-        super().__init__(0, "NotLeader", {"message": "not the leader: write refused"}, f"{method} {path}")
+WAIT_RETRY = 0.25  # seconds before a key whose shard views disagree is tried again
 
 
 class Reconciler(Protocol):
@@ -77,6 +74,7 @@ class Manager:
         self._lock = threading.Lock()
         self._queues: dict[str, tuple[WorkQueue, int]] = {}  # reconcilers with their own workers
         self.elector: LeaderElector | None = None
+        self.shards: Shards | None = None
         self._leading = threading.Event()
         self.on_stop: list[Callable[[], None]] = []  # run after in-flight syncs finish (e.g. close hook workers)
         self.data: DataGate | None = None  # replicated cluster data the hooks read: no sync before it is in
@@ -92,12 +90,23 @@ class Manager:
         self.client.write_guard = self._guard_write
         metrics.leader.set(0)
 
+    def use_shards(self, shards: Shards) -> None:
+        """Act only on the objects `shards` gives this replica; writes are refused while its Lease is not fresh."""
+        self.shards = shards
+        self.client.write_guard = shards.guard
+
     @property
     def leading(self) -> bool:
-        """May this replica act now (always, without leader election)?"""
+        """May this replica act now (always, without leader election or shards)?"""
+        if self.shards is not None:
+            return self.shards.may_act()
         if self.elector is None:
             return True
         return self._leading.is_set() and self.elector.may_act()
+
+    def owns(self, namespace: str, name: str) -> bool:
+        """Is this object this replica's to act on (always, without shards)?"""
+        return self.shards is None or self.shards.owns(namespace, name)
 
     def _guard_write(self, method: str, path: str) -> None:
         if not self.leading:
@@ -106,10 +115,19 @@ class Manager:
     def _started_leading(self) -> None:
         self._leading.set()
         metrics.leader.set(1)
+        self._resync_all()
+
+    def _resync_all(self) -> None:
         for reconciler in list(self.reconcilers.values()):
             resync = getattr(reconciler, "resync_all", None)
             if resync is not None:
                 resync()
+
+    def keys(self) -> Iterator[tuple[str, str]]:
+        """(namespace, name) of every object the reconcilers act on (shard metrics)."""
+        for r in list(self.reconcilers.values()):
+            if (keys := getattr(r, "keys", None)) is not None:
+                yield from keys()
 
     def _stopped_leading(self) -> None:
         self._leading.clear()
@@ -127,6 +145,8 @@ class Manager:
         return dedicated[0] if dedicated else self.queue
 
     def enqueue(self, reconciler: str, namespace: str, name: str, after: float = 0.0) -> None:
+        if not self.owns(namespace, name):
+            return  # its owner's informers saw the same change
         key = (reconciler, namespace, name)
         queue = self.queue_of(reconciler)
         if after > 0:
@@ -156,6 +176,9 @@ class Manager:
                 self._threads.append(t)
         if self.elector is not None:
             threading.Thread(target=self.elector.run, args=(self._stopping,), name="leader", daemon=True).start()
+        if self.shards is not None:
+            self.shards.keys = self.keys
+            self.shards.on_view_change.append(self._resync_all)
         for period, fn in self._periodic:
             t = threading.Thread(target=self._tick, args=(period, fn), name="resync", daemon=True)
             t.start()
@@ -187,6 +210,8 @@ class Manager:
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
+        if self.shards is not None:
+            self.shards.on_view_change.remove(self._resync_all)
         if self.elector is not None:
             self.elector.release()  # in-flight writes are done: hand over now, not after the lease expires
             self._leading.clear()
@@ -200,7 +225,7 @@ class Manager:
     def _work(self, queue: WorkQueue) -> None:
         while True:
             # a standby: caches warm, hands off; and no hook decides on a partial inventory
-            while not self._leading.is_set() or not self._data_ready():
+            while not self._leading.is_set() or not self._data_ready() or self._shard_paused():
                 if self._stopping.wait(0.1):
                     return
             key = queue.get(timeout=0.5)
@@ -210,6 +235,8 @@ class Manager:
                 continue
             name, namespace, obj_name = key
             reconciler = self.reconcilers.get(name)
+            if self.shards is not None and not self._shard_begin(queue, key, reconciler):
+                continue
             with self._lock:
                 self.in_flight += 1
             try:
@@ -239,7 +266,28 @@ class Manager:
             finally:
                 with self._lock:
                     self.in_flight -= 1
+                if self.shards is not None:
+                    self.shards.end()
                 queue.done(key)
+
+    def _shard_paused(self) -> bool:
+        return self.shards is not None and self.shards.paused
+
+    def _shard_begin(self, queue: WorkQueue, key: tuple[str, str, str], reconciler: Reconciler | None) -> bool:
+        """May this sync start (then shards.end() must follow)? Another's object is dropped; one that must
+        wait for the views to agree comes back shortly."""
+        assert self.shards is not None
+        verdict = self.shards.begin(key[1], key[2])
+        if verdict is Verdict.MINE:
+            return True
+        if verdict is Verdict.OTHER:
+            queue.forget(key)
+            if (disown := getattr(reconciler, "disown", None)) is not None:
+                disown(key[1], key[2])
+        else:
+            queue.add_after(key, WAIT_RETRY)
+        queue.done(key)
+        return False
 
     def _tick(self, period: float, fn: Callable[[], None]) -> None:
         while not self._stopping.wait(period):
@@ -255,6 +303,8 @@ class Manager:
                 metrics.queue_depth.labels(name).set(len(queue))
             for inf in self.informers.informers:
                 metrics.informer_objects.labels(inf.name).set(len(inf))
+            if self.shards is not None:
+                metrics.shard_owned.set(self.shards.owned())
 
     # -- health
 
@@ -263,7 +313,9 @@ class Manager:
 
     def ready(self) -> bool:
         knows_leader = self.elector is None or self.elector.knows_holder
-        return self.informers.synced() and self._data_ready() and knows_leader and not self._stopping.is_set()
+        member = self.shards is None or self.shards.ready()
+        ready = self.informers.synced() and self._data_ready() and knows_leader and member
+        return ready and not self._stopping.is_set()
 
     def readiness(self) -> dict[str, Any]:
         """What `/readyz` answers: ready when every informer has synced and, under election, the Lease has been read
@@ -273,6 +325,8 @@ class Manager:
         if self.data is not None:
             detail["replicated"] = {"ready": self.data.ready(), "pending": self.data.pending()}
         detail.update(self.detail)
+        if self.shards is not None:
+            detail["shards"] = self.shards.describe()
         if self.elector is not None:
             detail["leader"] = self.elector.describe()
         else:

@@ -28,6 +28,7 @@ from regokite.kube.decorator import DecoratorRunner
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.leader import LeaderSettings
 from regokite.kube.manager import Manager
+from regokite.kube.shards import SINGLETON, Shards, Verdict
 from regokite.kube.watch import build_watches
 from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
 
@@ -52,6 +53,7 @@ class ControllerSettings:
     vars: list[str] = field(default_factory=list)  # --var KEY=VALUE / WATCH/KEY=VALUE: Watch params
     field_manager: str = "regokite"
     leader: LeaderSettings | None = None  # --leader-elect
+    shards: LeaderSettings | None = None  # --shards: the membership Leases' name prefix, namespace and timing
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     watch_definitions: bool = False  # --watch-definitions: also run the definitions the API server holds
     replicate: tuple[ResourceRef, ...] = ()  # --replicate, --replicate-cluster: data.<replicate_path> for hooks
@@ -249,6 +251,10 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
         signal.signal(sig, lambda *_: stopping.set())
     current = read_definitions(settings, client)
     policies = _files_fingerprint([*settings.policies, *settings.controllers])
+    shards = None
+    if settings.shards is not None:  # one membership for every controller set this process runs in turn
+        shards = Shards(KubeClient(settings.kubeconfig, pool_size=4), settings.shards)
+        threading.Thread(target=shards.run, args=(stopping,), name="shards", daemon=True).start()
     manager: Manager | None = None
     refused: dict[str, Exception] = {}
     reason = ""
@@ -276,22 +282,24 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
             }
             if settings.leader is not None:
                 manager.use_leader_election(settings.leader.elector(settings.kubeconfig))
+            if shards is not None:
+                manager.use_shards(shards)
             if settings.metrics_port is not None:
                 manager.serve_health(settings.metrics_port, settings.metrics_host)
             manager.start()
             if reason:  # counted once the old set has stopped: from here on only the new one acts
                 log.info(f"{reason}: controllers restarted", extra={"controllers": current.names()})
                 definitions_reloads.inc()
-        if manager is not None and manager.leading:  # one writer of the definitions' status: the leader
-            cluster_definitions.report(current, actuator, refused)
+        if manager is not None:  # one writer of the definitions' status
+            _report(manager, current, actuator, refused)
         while not stopping.wait(settings.definitions_poll):
             try:
                 found = read_definitions(settings, client)
             except (ApiError, OSError) as exc:  # the API server away for a moment: keep running what runs
                 log.warning("could not read definitions", extra={"error": str(exc)[:500]})
                 continue
-            if manager is not None and manager.leading:
-                cluster_definitions.report(found, actuator, refused)
+            if manager is not None:
+                _report(manager, found, actuator, refused)
             files = _files_fingerprint([*settings.policies, *settings.controllers])
             if found.fingerprint() != current.fingerprint() or files != policies:
                 reason = "definitions changed" if files == policies else "policies changed"
@@ -303,7 +311,28 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
             break
     if manager is not None:
         manager.stop()
+    if shards is not None:
+        shards.release()  # after the last sync: the others take our share on their next round
     return 0
+
+
+def _report(
+    manager: Manager,
+    found: cluster_definitions.ClusterDefinitions,
+    actuator: Actuator,
+    refused: dict[str, Exception],
+) -> None:
+    """Write the definitions' status from one replica: the leader, or with shards the owner of SINGLETON."""
+    if manager.shards is None:
+        if manager.leading:
+            cluster_definitions.report(found, actuator, refused)
+        return
+    if manager.shards.begin(*SINGLETON) is not Verdict.MINE:
+        return
+    try:
+        cluster_definitions.report(found, actuator, refused)
+    finally:
+        manager.shards.end()
 
 
 def read_definitions(settings: ControllerSettings, client: KubeClient) -> cluster_definitions.ClusterDefinitions:

@@ -30,9 +30,9 @@ from regokite.controllers.hooks import (
     translate_response,
 )
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import ApiError
+from regokite.kube.client import ApiError, NotLeader
 from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager, NotLeader
+from regokite.kube.manager import Manager
 from regokite.kube.related import RelatedResources
 from regokite.kube.rolling import RollingUpdates
 from regokite.ops import controller_metrics as metrics

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from regokite import outline
@@ -98,6 +98,8 @@ class WatchRunner:
 
     def _record(self, ev: Event) -> None:
         k = key_of(ev[1])
+        if not self.manager.owns(*k):
+            return  # another shard's object: its owner records the event
         with self._lock:
             q = self._pending.setdefault(k, deque())
             if ev[0] == "RESYNC" and q:
@@ -113,6 +115,14 @@ class WatchRunner:
             return
         for obj in self.informer.list():
             self._record(("RESYNC", obj, None))
+
+    def keys(self) -> Iterator[Key]:
+        return (key_of(obj) for obj in self.informer.list())
+
+    def disown(self, namespace: str, name: str) -> None:
+        """The object went to another shard: its events here are that replica's to deliver."""
+        with self._lock:
+            self._pending.pop((namespace, name), None)
 
     def pending(self) -> int:
         with self._lock:

@@ -63,3 +63,13 @@ definitions_reload_errors = Counter(
     "regokite_controller_definitions_reload_errors_total",
     "New policies or definitions that did not load: the last good set kept running (--watch-definitions).",
 )
+shard_members = Gauge("regokite_shard_members", "Members in the shard view this replica acts on (--shards).")
+shard_owned = Gauge(
+    "regokite_shard_owned_objects", "Objects the controllers act on that this replica's shard view gives it (--shards)."
+)
+shard_view_changes = Counter("regokite_shard_view_changes_total", "Membership views this replica moved to (--shards).")
+shard_handovers = Counter(
+    "regokite_shard_handovers_total",
+    "Objects that came to this replica (in) or went to another (out) at view changes (--shards).",
+    ["direction"],
+)

@@ -92,6 +92,8 @@ class FakeKube:
             self._guard(method, path)
             self.events.append(body)
             return body
+        if method == "DELETE":
+            return self.delete(path, body)
         self._called(method, path, write=True)
         if method == "POST":  # create
             if self.stored(f"{path}/{body['metadata']['name']}") is not None:
@@ -171,9 +173,10 @@ class FakeKube:
         key = (prefix, resource, ns, name or "")
         if key not in self.objects:
             raise ApiError(404, "NotFound", {"message": "not found"}, f"DELETE {path}")
-        uid = ((body or {}).get("preconditions") or {}).get("uid")
-        if uid and self.objects[key]["metadata"].get("uid") != uid:
-            raise ApiError(409, "Conflict", {"message": "uid precondition"}, f"DELETE {path}")
+        preconditions = (body or {}).get("preconditions") or {}
+        for field in ("uid", "resourceVersion"):
+            if preconditions.get(field) and self.objects[key]["metadata"].get(field) != preconditions[field]:
+                raise ApiError(409, "Conflict", {"message": f"{field} precondition"}, f"DELETE {path}")
         return self.objects.pop(key)
 
     def stream(self, path: str, query: dict[str, Any], timeout: float) -> Iterator[dict[str, Any]]:

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from regokite.kube.manager import Manager, NotLeader
+from regokite.kube.client import NotLeader
+from regokite.kube.manager import Manager
 from tests.kube_runtime.fake import FakeKube
 
 
@@ -133,3 +134,73 @@ def test_no_sync_runs_before_the_replicated_data_is_in() -> None:
         assert manager.readiness()["ready"]
     finally:
         manager.stop(timeout=2)
+
+
+def test_with_shards_each_manager_syncs_only_its_own_objects_and_a_view_change_resyncs() -> None:
+    from regokite.kube.leader import LeaderSettings
+    from regokite.kube.shards import Shards, object_key, owner
+
+    kube = FakeKube()
+    keys = [("ns", f"p{i}") for i in range(40)]
+
+    class Keyed:
+        name = "keyed"
+
+        def __init__(self) -> None:
+            self.synced: set[tuple[str, str]] = set()
+            self.disowned: list[tuple[str, str]] = []
+
+        def reconcile(self, namespace: str, name: str) -> None:
+            self.synced.add((namespace, name))
+
+        def keys(self) -> list[tuple[str, str]]:
+            return keys
+
+        def resync_all(self) -> None:
+            for k in keys:
+                manager_of[self].enqueue(self.name, *k)
+
+        def disown(self, namespace: str, name: str) -> None:
+            self.disowned.append((namespace, name))
+
+    manager_of: dict[Keyed, Manager] = {}
+    members, runs = [], []
+    for identity in "ab":
+        shards = Shards(kube, LeaderSettings(name="ctl", namespace="ns", identity=identity))  # type: ignore[arg-type]
+        manager = Manager(FakeKube(), workers=1)  # type: ignore[arg-type]
+        r = Keyed()
+        manager_of[r] = manager
+        manager.register(r)
+        manager.use_shards(shards)
+        manager.start(sync_timeout=0)
+        members.append(shards)
+        runs.append((manager, r))
+    try:
+        a, b = members
+        a.tick()  # a alone: everything is a's, and the view change resyncs every key
+        (ma, ra), (mb, rb) = runs
+        _wait(lambda: ra.synced == set(keys))
+        mb.queue.add(("keyed", "ns", "p0"))  # b is not a member yet: the key waits
+        for _ in range(2):
+            b.tick(), a.tick()
+        b.tick()
+        mine_b = {k for k in keys if owner(object_key(*k), ["a", "b"]) == "b"}
+        _wait(lambda: rb.synced == mine_b)
+        assert ("ns", "p0") in mine_b or ("ns", "p0") in rb.disowned
+        ma.enqueue("keyed", *next(iter(mine_b)))  # another's object: dropped at once
+        assert len(ma.queue) == 0 and ma.readiness()["shards"]["view"] == ["a", "b"]
+        a.release()
+        with pytest.raises(NotLeader):  # a left: its client writes nothing more
+            ma.client.delete("/api/v1/namespaces/ns/configmaps/x")
+    finally:
+        for manager, _ in runs:
+            manager.stop(timeout=2)
+
+
+def _wait(cond, timeout: float = 5.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)

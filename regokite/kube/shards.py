@@ -1,0 +1,382 @@
+"""Sharding: replicas of one controller split its objects, with never two writers for one object.
+
+Membership: every replica holds its own coordination.k8s.io/v1 Lease,
+`<group>-<identity>`, labelled `regokite.io/shard-group=<group>` and renewed
+like the leader Lease. A Lease whose record has not changed for its
+`leaseDurationSeconds` by *this* replica's clock, or that was released (empty
+holder), is not a member.
+
+Assignment: rendezvous hashing of `namespace/name` over the members, so a
+member joining or leaving moves only its own share.
+
+Never two writers: each replica publishes on its Lease (annotation
+`regokite.io/shard-view`) the membership view it acts on, *before* acting on
+it, and re-reads every Lease *after* publishing. It acts on an object only
+when the object is its own under its view and no live member's published view
+gives the object to that member. Two replicas claiming one object therefore
+each see the other's claim (both write, then read, through the API server's
+linearizable store), and at most one acts; the other waits until the views
+agree. A replica about to give objects away (a member joined) first stops
+taking work and waits for its in-flight syncs to finish, then publishes. A
+replica that cannot renew for `renew_deadline` stops acting at once, before
+others (after `lease_duration`) consider it gone; writes are refused from then
+on (the client's write guard), and acting resumes only after a fresh publish
+and re-read.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from regokite.kube.client import ApiError, KubeClient, NotLeader
+from regokite.kube.leader import LeaderSettings, micro_time
+from regokite.ops import controller_metrics as metrics
+
+log = logging.getLogger("regokite.shards")
+GROUP_LABEL = "regokite.io/shard-group"
+VIEW_ANNOTATION = "regokite.io/shard-view"
+SINGLETON = ("", "regokite.io/leader-only-work")  # work one replica does (the definitions' status)
+FORGET_AFTER = 4  # a Lease expired this many lease durations ago is deleted (pods come and go)
+
+
+class Verdict(enum.Enum):
+    MINE = "mine"  # act now; call end() when done
+    OTHER = "other"  # another member's object: drop the key
+    WAIT = "wait"  # not now (views disagree, a hand-over is draining, our Lease is not fresh): retry later
+
+
+def object_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def score(member: str, key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{member}\0{key}".encode(), digest_size=8).digest(), "big")
+
+
+def owner(key: str, members: Sequence[str]) -> str | None:
+    """The member with the highest hash for `key` (rendezvous hashing); None for no members."""
+    return max(members, key=lambda m: score(m, key), default=None)
+
+
+def lease_name(group: str, identity: str) -> str:
+    """`<group>-<identity>`, made a valid object name; a hash keeps two identities that clean alike apart."""
+    clean = re.sub(r"[^a-z0-9.-]+", "-", identity.lower()).strip(".-")
+    if clean != identity or not clean:
+        clean = f"{clean[:40]}-{hashlib.sha256(identity.encode()).hexdigest()[:10]}".strip("-")
+    return f"{group}-{clean}"[:253]
+
+
+@dataclass
+class Peer:
+    """Another replica's Lease as this replica last read it."""
+
+    identity: str
+    view: tuple[str, ...]
+    record: Any  # spec and view: when it changes, the peer is alive
+    changed_at: float  # our clock when `record` last changed
+    duration: float
+    lease: dict[str, Any]
+
+    def live(self, now: float) -> bool:
+        return bool(self.identity) and now - self.changed_at < self.duration
+
+    def claims(self, key: str) -> bool:
+        return self.identity in self.view and owner(key, self.view) == self.identity
+
+
+class Shards:
+    """One replica's membership. `run()` renews and follows the other Leases; workers ask `begin()` before
+    each sync and call `end()` after it."""
+
+    def __init__(
+        self, client: KubeClient, settings: LeaderSettings, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if settings.lease_duration <= settings.renew_deadline:
+            raise ValueError("sharding: the lease duration must be greater than the renew deadline")
+        self.client = client
+        self.settings = settings.resolved()
+        self.identity: str = self.settings.identity or ""
+        self.group = self.settings.name
+        self.clock = clock
+        self.name = lease_name(self.group, self.identity)
+        self.leases = f"/apis/coordination.k8s.io/v1/namespaces/{self.settings.namespace}/leases"
+        self._cond = threading.Condition()
+        self._view: tuple[str, ...] = ()  # published, acted on
+        self._peers: dict[str, Peer] = {}  # by Lease name
+        self._own: dict[str, Any] | None = None  # our Lease as last written
+        self._renewed_at: float | None = None  # our clock when the last successful write was sent
+        self._acting = False  # published and re-read since the last lapse
+        self._paused = False  # giving objects away: no new sync starts
+        self._in_flight = 0
+        self._listed = False
+        self.on_view_change: list[Callable[[], None]] = []  # resync: objects may have become ours
+        self.keys: Callable[[], Iterable[tuple[str, str]]] = tuple  # every object acted on (for metrics)
+
+    # -- what workers ask
+
+    def may_act(self) -> bool:
+        renewed = self._renewed_at
+        return self._acting and renewed is not None and self.clock() - renewed < self.settings.renew_deadline
+
+    @property
+    def paused(self) -> bool:
+        return self._paused or not self.may_act()
+
+    def owns(self, namespace: str, name: str) -> bool:
+        """Is the object ours under our view (True before the first view: the key waits for it)?"""
+        view = self._view
+        return not view or owner(object_key(namespace, name), view) == self.identity
+
+    def begin(self, namespace: str, name: str) -> Verdict:
+        key = object_key(namespace, name)
+        with self._cond:
+            if self._paused or not self.may_act():
+                return Verdict.WAIT
+            if owner(key, self._view) != self.identity:
+                return Verdict.OTHER
+            now = self.clock()
+            if any(p.live(now) and p.claims(key) for p in self._peers.values()):
+                return Verdict.WAIT
+            self._in_flight += 1
+            return Verdict.MINE
+
+    def end(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+    def guard(self, method: str, path: str) -> None:
+        """The client's write guard: no write once our Lease is not fresh."""
+        if not self.may_act():
+            raise NotLeader(method, path)
+
+    # -- state for /readyz and metrics
+
+    def owned(self, view: Sequence[str] | None = None) -> int:
+        """How many of the objects acted on `view` (default: ours) gives this replica."""
+        view = self._view if view is None else view
+        return sum(1 for ns, name in self.keys() if owner(object_key(ns, name), view) == self.identity)
+
+    def members(self) -> tuple[str, ...]:
+        now = self.clock()
+        live = {p.identity for p in self._peers.values() if p.live(now)}
+        return tuple(sorted(live | {self.identity}))
+
+    def agreed(self) -> bool:
+        now = self.clock()
+        return all(p.view == self._view for p in self._peers.values() if p.live(now))
+
+    def ready(self) -> bool:
+        return self._listed and bool(self._view)
+
+    def describe(self) -> dict[str, Any]:
+        now = self.clock()
+        return {
+            "group": self.group,
+            "lease": f"{self.settings.namespace}/{self.name}",
+            "identity": self.identity,
+            "acting": self.may_act(),
+            "paused": self._paused,
+            "view": list(self._view),
+            "agreed": self.agreed(),
+            "members": {
+                p.identity: {"view": list(p.view), "live": p.live(now)} for p in self._peers.values() if p.identity
+            },
+        }
+
+    # -- the loop
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.tick(stop)
+            except Exception:
+                log.exception("sharding: membership round failed")
+            stop.wait(self.settings.retry_period)
+
+    def tick(self, stop: threading.Event | None = None) -> None:
+        """Renew (republishing our view), read the members, and move to a new view if they changed."""
+        started = self.clock()
+        if not self._publish(self._view, started):
+            if self._acting and not self.may_act():
+                self._stop_acting("could not renew the membership lease within the renew deadline")
+            return
+        if not self._list():
+            return
+        members = self.members()
+        if members != self._view:
+            self._move_to(members, stop)
+        elif not self._acting:
+            self._start_acting("lease renewed and members re-read")
+
+    def _move_to(self, members: tuple[str, ...], stop: threading.Event | None) -> None:
+        old = self._view
+        giving = bool(set(members) - set(old)) and bool(old)  # a new member takes some of ours
+        if giving:
+            with self._cond:
+                self._paused = True
+                while self._in_flight and not (stop is not None and stop.is_set()):
+                    self._cond.wait(0.1)
+        try:
+            if not self._publish(members, self.clock()) or not self._list():
+                # the write may have landed anyway: act again only after a round that publishes and re-reads
+                self._stop_acting("could not publish the new view")
+                return
+            with self._cond:
+                self._view = members
+            before, after = self.owned(old), self.owned(members)
+            if after > before:
+                metrics.shard_handovers.labels("in").inc(after - before)
+            elif before > after:
+                metrics.shard_handovers.labels("out").inc(before - after)
+            metrics.shard_members.set(len(members))
+            metrics.shard_view_changes.inc()
+            log.info(
+                "shard view changed",
+                extra={"identity": self.identity, "from": list(old), "to": list(members), "owned": after},
+            )
+        finally:
+            with self._cond:
+                self._paused = False
+        self._start_acting("view published", force_resync=True)
+
+    def _start_acting(self, why: str, force_resync: bool = False) -> None:
+        was = self._acting
+        self._acting = True
+        if was and not force_resync:
+            return
+        if not was:
+            log.info("shard acting", extra={"identity": self.identity, "view": list(self._view), "why": why})
+        for fn in list(self.on_view_change):
+            try:
+                fn()
+            except Exception:
+                log.exception("sharding: resync after a view change failed")
+
+    def _stop_acting(self, why: str) -> None:
+        self._acting = False
+        log.warning("shard stopped acting", extra={"identity": self.identity, "why": why})
+
+    # -- Lease I/O
+
+    def _body(self, view: Sequence[str], holder: str, duration: int) -> dict[str, Any]:
+        now = micro_time()
+        own = self._own or {}
+        spec = dict(own.get("spec") or {})
+        spec.update(holderIdentity=holder, leaseDurationSeconds=duration, renewTime=now)
+        spec.setdefault("acquireTime", now)
+        meta = {
+            "name": self.name,
+            "namespace": self.settings.namespace,
+            "labels": {GROUP_LABEL: self.group},
+            "annotations": {VIEW_ANNOTATION: json.dumps(list(view))},
+        }
+        if own.get("metadata", {}).get("resourceVersion"):
+            meta["resourceVersion"] = own["metadata"]["resourceVersion"]
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
+
+    def _publish(self, view: Sequence[str], started: float, holder: str | None = None, duration: int = 0) -> bool:
+        """Write our Lease (a renewal) with `view`; on a conflict or a deleted Lease, read or create, retry once."""
+        holder = self.identity if holder is None else holder
+        duration = duration or max(1, round(self.settings.lease_duration))
+        timeout = max(1.0, min(self.settings.renew_deadline, self.settings.retry_period * 2))
+        for _ in range(2):
+            body = self._body(view, holder, duration)
+            try:
+                if self._own is None:
+                    self._own = self.client.request("POST", self.leases, body, timeout=timeout)
+                else:
+                    self._own = self.client.request("PUT", f"{self.leases}/{self.name}", body, timeout=timeout)
+                self._renewed_at = started
+                return True
+            except ApiError as exc:
+                if exc.status == 409:  # it exists (a restart under the same identity) or changed: read it
+                    self._own = self._read_own(timeout)
+                    continue
+                if exc.status == 404:  # deleted as forgotten while we were away: create it again
+                    self._own = None
+                    continue
+                log.warning("could not renew the membership lease", extra={"error": str(exc)[:300]})
+                return False
+            except Exception as exc:
+                log.warning("could not renew the membership lease", extra={"error": f"{type(exc).__name__}: {exc}"})
+                return False
+        return False
+
+    def _read_own(self, timeout: float) -> dict[str, Any] | None:
+        try:
+            return self.client.request("GET", f"{self.leases}/{self.name}", timeout=timeout)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _list(self) -> bool:
+        started = self.clock()
+        try:
+            found = self.client.request("GET", self.leases, query={"labelSelector": f"{GROUP_LABEL}={self.group}"})
+        except Exception as exc:
+            log.warning("could not read the membership leases", extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
+            return False
+        peers: dict[str, Peer] = {}
+        for lease in found.get("items") or ():
+            name = lease["metadata"]["name"]
+            if name == self.name:
+                continue
+            spec = lease.get("spec") or {}
+            view = _view_of(lease)
+            record = (spec, view)
+            old = self._peers.get(name)
+            changed_at = old.changed_at if old is not None and old.record == record else started
+            peer = Peer(
+                identity=spec.get("holderIdentity") or "",
+                view=view,
+                record=record,
+                changed_at=changed_at,
+                duration=float(spec.get("leaseDurationSeconds") or self.settings.lease_duration),
+                lease=lease,
+            )
+            if started - changed_at > FORGET_AFTER * max(peer.duration, self.settings.lease_duration):
+                self._forget(lease)
+                continue
+            peers[name] = peer
+        with self._cond:
+            self._peers = peers
+        self._listed = True
+        return True
+
+    def _forget(self, lease: dict[str, Any]) -> None:
+        """Delete a long-expired member's Lease (a pod that is gone), only as we read it."""
+        meta = lease["metadata"]
+        precondition = {"preconditions": {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}}
+        try:
+            self.client.request("DELETE", f"{self.leases}/{meta['name']}", precondition)
+            log.info("deleted an expired membership lease", extra={"lease": meta["name"]})
+        except Exception as exc:
+            log.debug("could not delete an expired membership lease", extra={"error": str(exc)[:300]})
+
+    def release(self) -> None:
+        """Clean shutdown, after the last sync: claim nothing and leave, so others take over on their next round."""
+        with self._cond:
+            self._acting = False
+            self._view = ()
+        if self._own is not None and self._publish((), self.clock(), holder="", duration=1):
+            log.info("left the shard group", extra={"identity": self.identity, "lease": self.name})
+
+
+def _view_of(lease: dict[str, Any]) -> tuple[str, ...]:
+    raw = ((lease.get("metadata") or {}).get("annotations") or {}).get(VIEW_ANNOTATION)
+    try:
+        view = json.loads(raw) if raw else []
+    except ValueError:
+        return ()
+    return tuple(sorted(str(m) for m in view)) if isinstance(view, list) else ()
