@@ -231,19 +231,20 @@ class Shards:
                 # the write may have landed anyway: act again only after a round that publishes and re-reads
                 self._stop_acting("could not publish the new view")
                 return
+            before, after = self.owned(old), self.owned(members)
+            # logged before it takes effect: a write never precedes the line of the view it was made under
+            log.info(
+                "shard view changed",
+                extra={"identity": self.identity, "from": list(old), "to": list(members), "owned": after},
+            )
             with self._cond:
                 self._view = members
-            before, after = self.owned(old), self.owned(members)
             if after > before:
                 metrics.shard_handovers.labels("in").inc(after - before)
             elif before > after:
                 metrics.shard_handovers.labels("out").inc(before - after)
             metrics.shard_members.set(len(members))
             metrics.shard_view_changes.inc()
-            log.info(
-                "shard view changed",
-                extra={"identity": self.identity, "from": list(old), "to": list(members), "owned": after},
-            )
         finally:
             with self._cond:
                 self._paused = False

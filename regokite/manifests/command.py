@@ -90,8 +90,14 @@ def add_manifests_commands(sub: Any) -> None:
         "with --related and --writes)",
     )
     ctl.add_argument("--watch-namespace", help="run the controller with --namespace: a Role there, not a ClusterRole")
-    ctl.add_argument(
+    one = ctl.add_mutually_exclusive_group()
+    one.add_argument(
         "--no-leader-elect", dest="leader_elect", action="store_false", help="one replica, no leader election"
+    )
+    one.add_argument(
+        "--shards",
+        action="store_true",
+        help="every one of the --replicas acts on its share of the objects (regokite controller --shards)",
     )
     ctl.add_argument("--metrics-port", type=int, default=9090)
     ctl.add_argument(
@@ -215,7 +221,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         opa_image=args.opa_image,
         v0_compatible=args.v0_compatible,
         watch_namespace=args.watch_namespace,
-        leader_elect=args.leader_elect,
+        leader_elect=args.leader_elect and not args.shards,
+        shards=args.shards,
         metrics_port=args.metrics_port,
         include_crds=args.include_crds,
         related=args.related,

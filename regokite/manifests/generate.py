@@ -69,6 +69,7 @@ class ControllerOptions(Common):
     name: str = "regokite-controller"
     watch_namespace: str | None = None
     leader_elect: bool = True
+    shards: bool = False  # every replica acts on its share (membership Leases) instead of one leader
     workers: int = 2
     metrics_port: int = 9090
     include_crds: bool = True
@@ -319,7 +320,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         definitions,
         crds=crds,
         namespace_scoped=opts.watch_namespace is not None,
-        leader_election=opts.leader_elect,
+        leader_election=opts.leader_elect and not opts.shards,
         lease_name=opts.name,
         related=[_resource_rule(r) for r in opts.related],
         watched=[rbac.watched_rule(w) for w in watches],
@@ -327,6 +328,8 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     )
     for ref in _replicated(opts):
         perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+    if opts.shards:  # its own Lease (named after the pod), the others' read, long-expired ones deleted
+        perms.grant(perms.own_namespace, "coordination.k8s.io", "leases", rbac.SHARD_LEASES)
     if opts.watch_definitions:  # the definitions and their Accepted status; what they act on: --related, --writes
         for group, plural in DEFINITION_RESOURCES:
             perms.grant(perms.cluster, group, plural, rbac.READ)
@@ -367,9 +370,9 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     args += _replicate_flags(opts)
     if opts.watch_namespace:
         args += ["--namespace", opts.watch_namespace]
-    if opts.leader_elect:
-        args.append("--leader-elect")
-        if opts.name != "regokite-controller":  # the Lease is named like the Deployment; RBAC names it
+    if opts.leader_elect or opts.shards:
+        args.append("--shards" if opts.shards else "--leader-elect")
+        if opts.name != "regokite-controller":  # the Lease(s) named like the Deployment; RBAC names it
             args += ["--leader-election-name", opts.name]
     containers = _containers(
         opts,
@@ -383,7 +386,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         mounts=[*mounts, {"name": "definitions", "mountPath": CONTROLLERS_DIR, "readOnly": True}],
         env=w.pod_env(),
     )
-    replicas = opts.replicas if opts.leader_elect else 1
+    replicas = opts.replicas if opts.leader_elect or opts.shards else 1
     objects.append(
         w.deployment(
             opts.name,

@@ -36,6 +36,7 @@ from typing import Any
 READ = ("get", "list", "watch")
 ANY_RESOURCE_GROUPS = {"constraints.gatekeeper.sh"}  # every resource of these groups is made at run time
 CRUD = ("get", "list", "watch", "create", "update", "patch", "delete")
+SHARD_LEASES = ("get", "list", "create", "update", "delete")  # --shards: membership Leases named after pods
 VERB_ORDER = {v: i for i, v in enumerate((*CRUD, "deletecollection"))}
 
 # Cluster-scoped built-in resources, for `--namespace` roles (CRDs tell their own scope).

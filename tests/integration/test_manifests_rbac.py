@@ -33,12 +33,19 @@ def leader_election_supported() -> bool:
     return "--leader-elect" in out
 
 
-@pytest.fixture
-def installed(api: client.ApiClient, namespace: str) -> Iterator[tuple[list[dict], str]]:
-    """The generated ServiceAccount and RBAC objects, created for real in `namespace`."""
+@pytest.fixture(params=["leader-elect", "shards"])
+def installed(
+    api: client.ApiClient, namespace: str, request: pytest.FixtureRequest
+) -> Iterator[tuple[list[dict], str]]:
+    """The generated ServiceAccount and RBAC objects (leader election, or --shards), created for real in `namespace`."""
     name = kube.unique_name("rk")
     opts = generate.ControllerOptions(
-        policies=[str(HELLO)], controllers=[str(HELLO)], namespace=namespace, name=name, include_namespace=False
+        policies=[str(HELLO)],
+        controllers=[str(HELLO)],
+        namespace=namespace,
+        name=name,
+        include_namespace=False,
+        shards=request.param == "shards",
     )
     objects = generate.controller_manifests(opts)
     kube.install_crd(api, yaml.safe_load((HELLO / "crd.yaml").read_text()))
@@ -101,7 +108,10 @@ def test_hello_world_runs_on_exactly_the_generated_role(
     deployment_args = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     args = deployment_args["containers"][0]["args"]
     extra: list[str] = []
-    if "--leader-elect" in args and leader_election_supported():
+    if "--shards" in args:
+        extra = ["--shards", "--leader-election-namespace", namespace]
+        extra += args[args.index("--leader-election-name") : args.index("--leader-election-name") + 2]
+    elif "--leader-elect" in args and leader_election_supported():
         extra = ["--leader-elect", "--leader-election-namespace", namespace]
         extra += args[args.index("--leader-election-name") : args.index("--leader-election-name") + 2]
     else:

@@ -148,6 +148,26 @@ def test_controller_runs_two_leader_elected_replicas_with_metrics_probes() -> No
     assert not any(o["kind"] == "Role" for o in single)
 
 
+def test_controller_shards_every_replica_with_its_own_lease_rights() -> None:
+    objects = controller(shards=True, replicas=3, name="fleet")
+    assert by_kind(objects)["Deployment"]["spec"]["replicas"] == 3
+    args = pod_spec(objects)["containers"][0]["args"]
+    assert "--shards" in args and "--leader-elect" not in args
+    assert args[args.index("--leader-election-name") + 1] == "fleet"  # the membership Leases' prefix
+    env = {e["name"] for e in pod_spec(objects)["containers"][0]["env"]}
+    assert {"POD_NAME", "POD_NAMESPACE"} <= env  # the identity and the Leases' namespace
+    role = next(o for o in objects if o["kind"] == "Role")
+    leases = [r for r in role["rules"] if r["resources"] == ["leases"]]
+    assert leases == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "list", "create", "update", "delete"],
+        }
+    ]
+    assert "PodDisruptionBudget" in by_kind(objects)
+
+
 def test_yaml_output_loads_back_and_keeps_rego_readable() -> None:
     objects = admission()
     text = generate.to_yaml(objects, "header")
