@@ -7,7 +7,7 @@ Reads parents and children from the shared informers, asks the pure layer
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from regokite.controllers import composite, rolling
@@ -100,9 +100,10 @@ class CompositeRunner(SyncReconciler):
     def keys(self) -> Iterator[tuple[str, str]]:
         return ((o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in self.parents.list())
 
-    def resync_all(self) -> None:
+    def resync_all(self, only: Callable[[str, str], bool] | None = None) -> None:
         for parent in self.parents.list():
-            self._enqueue(parent)
+            if only is None or only(parent["metadata"].get("namespace") or "", parent["metadata"]["name"]):
+                self._enqueue(parent)
 
     # -- one sync (the steps are SyncReconciler's)
 

@@ -9,7 +9,7 @@ sets it, and converges attachments like a composite's children.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from regokite.controllers import composite, decorator
@@ -132,10 +132,11 @@ class DecoratorTarget(SyncReconciler):
     def keys(self) -> Iterator[tuple[str, str]]:
         return ((o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in self.informer.list())
 
-    def resync_all(self) -> None:
+    def resync_all(self, only: Callable[[str, str], bool] | None = None) -> None:
         for obj in self.informer.list():
             meta = obj["metadata"]
-            self.manager.enqueue(self.name, meta.get("namespace") or "", meta["name"])
+            if only is None or only(meta.get("namespace") or "", meta["name"]):
+                self.manager.enqueue(self.name, meta.get("namespace") or "", meta["name"])
 
     # -- one sync (the steps are SyncReconciler's)
 

@@ -117,11 +117,12 @@ class Manager:
         metrics.leader.set(1)
         self._resync_all()
 
-    def _resync_all(self) -> None:
+    def _resync_all(self, only: Callable[[str, str], bool] | None = None) -> None:
+        """Every reconciler's objects (those `only` selects) back into the queue."""
         for reconciler in list(self.reconcilers.values()):
             resync = getattr(reconciler, "resync_all", None)
             if resync is not None:
-                resync()
+                resync(only) if only is not None else resync()
 
     def keys(self) -> Iterator[tuple[str, str]]:
         """(namespace, name) of every object the reconcilers act on (shard metrics)."""

@@ -254,7 +254,7 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
     shards = None
     if settings.shards is not None:  # one membership for every controller set this process runs in turn
         shards = Shards(KubeClient(settings.kubeconfig, pool_size=4), settings.shards)
-        threading.Thread(target=shards.run, args=(stopping,), name="shards", daemon=True).start()
+    joined = False
     manager: Manager | None = None
     refused: dict[str, Exception] = {}
     reason = ""
@@ -287,6 +287,9 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
             if settings.metrics_port is not None:
                 manager.serve_health(settings.metrics_port, settings.metrics_host)
             manager.start()
+            if shards is not None and not joined:  # join once the caches are in: take a share only when able
+                threading.Thread(target=shards.run, args=(stopping,), name="shards", daemon=True).start()
+                joined = True
             if reason:  # counted once the old set has stopped: from here on only the new one acts
                 log.info(f"{reason}: controllers restarted", extra={"controllers": current.names()})
                 definitions_reloads.inc()

@@ -118,7 +118,8 @@ class Shards:
         self._paused = False  # giving objects away: no new sync starts
         self._in_flight = 0
         self._listed = False
-        self.on_view_change: list[Callable[[], None]] = []  # resync: objects may have become ours
+        # resync what may have become ours: the objects `only` selects, or (None) every one
+        self.on_view_change: list[Callable[[Callable[[str, str], bool] | None], None]] = []
         self.keys: Callable[[], Iterable[tuple[str, str]]] = tuple  # every object acted on (for metrics)
 
     # -- what workers ask
@@ -161,9 +162,9 @@ class Shards:
 
     # -- state for /readyz and metrics
 
-    def owned(self, view: Sequence[str] | None = None) -> int:
-        """How many of the objects acted on `view` (default: ours) gives this replica."""
-        view = self._view if view is None else view
+    def owned(self) -> int:
+        """How many of the objects acted on our view gives this replica."""
+        view = self._view
         return sum(1 for ns, name in self.keys() if owner(object_key(ns, name), view) == self.identity)
 
     def members(self) -> tuple[str, ...]:
@@ -231,35 +232,54 @@ class Shards:
                 # the write may have landed anyway: act again only after a round that publishes and re-reads
                 self._stop_acting("could not publish the new view")
                 return
-            before, after = self.owned(old), self.owned(members)
+            gained, lost = self._moved(old, members)
             # logged before it takes effect: a write never precedes the line of the view it was made under
             log.info(
                 "shard view changed",
-                extra={"identity": self.identity, "from": list(old), "to": list(members), "owned": after},
+                extra={
+                    "identity": self.identity,
+                    "from": list(old),
+                    "to": list(members),
+                    "gained": gained,
+                    "lost": lost,
+                },
             )
             with self._cond:
                 self._view = members
-            if after > before:
-                metrics.shard_handovers.labels("in").inc(after - before)
-            elif before > after:
-                metrics.shard_handovers.labels("out").inc(before - after)
+            metrics.shard_handovers.labels("in").inc(gained)
+            metrics.shard_handovers.labels("out").inc(lost)
             metrics.shard_members.set(len(members))
             metrics.shard_view_changes.inc()
         finally:
             with self._cond:
                 self._paused = False
-        self._start_acting("view published", force_resync=True)
+        if self._acting and old:  # what was ours already is in hand: resync only what came to us
+            self._resync(lambda ns, name: owner(object_key(ns, name), old) != self.identity)
+        else:
+            self._start_acting("view published")
 
-    def _start_acting(self, why: str, force_resync: bool = False) -> None:
-        was = self._acting
-        self._acting = True
-        if was and not force_resync:
+    def _moved(self, old: Sequence[str], new: Sequence[str]) -> tuple[int, int]:
+        """Objects in the caches that a move from view `old` to `new` gives us, and takes from us."""
+        gained = lost = 0
+        for ns, name in self.keys():
+            key = object_key(ns, name)
+            was, now = owner(key, old) == self.identity, owner(key, new) == self.identity
+            gained += now and not was
+            lost += was and not now
+        return gained, lost
+
+    def _start_acting(self, why: str) -> None:
+        """Act again (a first view, or after a lapse): everything ours is resynced, events may have been missed."""
+        if self._acting:
             return
-        if not was:
-            log.info("shard acting", extra={"identity": self.identity, "view": list(self._view), "why": why})
+        self._acting = True
+        log.info("shard acting", extra={"identity": self.identity, "view": list(self._view), "why": why})
+        self._resync(None)
+
+    def _resync(self, only: Callable[[str, str], bool] | None) -> None:
         for fn in list(self.on_view_change):
             try:
-                fn()
+                fn(only)
             except Exception:
                 log.exception("sharding: resync after a view change failed")
 

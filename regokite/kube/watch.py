@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from regokite import outline
@@ -110,11 +110,12 @@ class WatchRunner:
                 q.append(ev)
         self.manager.enqueue(self.name, k[0], k[1])
 
-    def resync_all(self) -> None:
+    def resync_all(self, only: Callable[[str, str], bool] | None = None) -> None:
         if not self.manager.leading:
             return
         for obj in self.informer.list():
-            self._record(("RESYNC", obj, None))
+            if only is None or only(*key_of(obj)):
+                self._record(("RESYNC", obj, None))
 
     def keys(self) -> Iterator[Key]:
         return (key_of(obj) for obj in self.informer.list())

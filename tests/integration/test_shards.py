@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
+import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -104,6 +105,34 @@ class Replica(ControllerProcess):
         return writes, views
 
 
+class Churn(threading.Thread):
+    """Changes a parent's spec every few milliseconds until stopped."""
+
+    def __init__(self, api: client.ApiClient, parents: str) -> None:
+        super().__init__(daemon=True)
+        self.api, self.parents = api, parents
+        self.halt = threading.Event()
+        self.last: dict[str, str] = {}
+        self.count = 0
+
+    def run(self) -> None:
+        while not self.halt.wait(0.02):
+            name = f"p{(self.count * 37) % 300}"  # the first 300 parents, each changed again and again
+            value = f"churn-{self.count}"
+            merge_patch(self.api, f"{self.parents}/{name}", {"spec": {"value": value}})
+            self.last[name] = value
+            self.count += 1
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+
+
+def first_of(namespace: str, ident: str, members: str) -> str:
+    """The first parent beyond the churned ones that `members` give `ident`."""
+    return next(f"p{i}" for i in range(300, PARENTS) if owner(object_key(namespace, f"p{i}"), list(members)) == ident)
+
+
 def view_at(views: list[tuple[float, list[str] | None]], t: float) -> list[str] | None:
     current = None
     for at, view in views:
@@ -159,8 +188,12 @@ def test_three_replicas_split_the_parents_and_hand_over_on_kill_and_scale_up_wit
         assert sum(owned.values()) == PARENTS
         assert all(0.25 * PARENTS <= n <= 0.42 * PARENTS for n in owned.values()), owned
 
+        # From here on, parents change all the time, so hand-overs happen with syncs in flight.
+        churn = Churn(api, parents)
+        churn.start()
+
         # SIGKILL c: a and b take its parents once its Lease has expired by their clocks (4 s).
-        victim = next(f"p{i}" for i in range(PARENTS) if owner(object_key(namespace, f"p{i}"), list("abc")) == "c")
+        victim = first_of(namespace, "c", "abc")  # beyond the churned ones
         c.proc.kill()
         c.proc.wait()
         c.killed_at = time.time()
@@ -181,7 +214,7 @@ def test_three_replicas_split_the_parents_and_hand_over_on_kill_and_scale_up_wit
         with d:
             for r in (a, b, d):
                 kube.wait_for(lambda r=r: settled(r, ["a", "b", "d"]), what=f"{r.ident} in a view of three again")
-            mine = next(f"p{i}" for i in range(PARENTS) if owner(object_key(namespace, f"p{i}"), list("abd")) == "d")
+            mine = first_of(namespace, "d", "abd")
             merge_patch(api, f"{parents}/{mine}", {"spec": {"value": "after-join"}})
             kube.wait_for(
                 lambda: get(api, f"{configmaps}/{mine}-2")["data"]["value"], lambda v: v == "after-join", what="d"
@@ -191,6 +224,14 @@ def test_three_replicas_split_the_parents_and_hand_over_on_kill_and_scale_up_wit
             kube.wait_for(lambda: gauge(d, "regokite_shard_owned_objects"), lambda n: n > 0.2 * PARENTS, what="d")
             assert gauge(d, 'regokite_shard_handovers_total{direction="in"}') > 0.2 * PARENTS
             assert gauge(a, 'regokite_shard_handovers_total{direction="out"}') > 0
+            churn.stop()
+            for name, value in churn.last.items():  # every change, made under whichever owner, arrived
+                kube.wait_for(
+                    lambda name=name: get(api, f"{configmaps}/{name}-0")["data"]["value"],
+                    lambda v, value=value: v == value,
+                    what=f"{name} at {value}",
+                )
+            print(f"churn: {churn.count} spec changes to {len(churn.last)} parents, all applied")
             for r in (a, b, d):
                 r.stop()
 
