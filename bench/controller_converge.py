@@ -18,6 +18,12 @@
 With `--heavy-hook` the hook also burns about 5 ms of evaluation per sync
 (a comprehension over 5000 numbers); `--hook-processes 1,2` runs steps 2-4
 once per number of hook evaluation processes, each in its own namespace.
+
+    python -m bench.controller_converge --heavy-hook --replicas 1,2,3 --parents 600 --no-peer
+
+`--replicas 1,2,3` runs steps 2-4 once per number of `regokite controller
+--shards` replicas (each with one hook process), each in its own namespace,
+and prints every replica's share and RSS.
 """
 
 from __future__ import annotations
@@ -210,6 +216,16 @@ def descendants(pid: int) -> list[int]:
 
 def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str) -> dict:
     """Converge n parents in `ns`, then reaction latency and RSS of process `pid`; print each beside the bare client."""
+    found = converge_and_react(api, ns, n, samples, bare, who)
+    now, peak = rss(pid)
+    below = sum(rss(p)[0] for p in descendants(pid))
+    print(
+        f"{'  RSS':<15}: {now} MiB now, {peak} MiB peak ({n} parents, {3 * n} children); processes below: {below} MiB"
+    )
+    return {**found, "rss_mib": now}
+
+
+def converge_and_react(api, ns: str, n: int, samples: int, bare: float, who: str) -> dict:
     created, converged = converge(api, ns, n)
     print(
         f"{who:<15}: created {n} parents in {created:6.2f} s; converged "
@@ -218,12 +234,51 @@ def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str)
     )
     stats = percentiles(reaction_latency(api, ns, n, samples))
     print(f"{'  reaction':<15}: parent patch -> child updated p50 {stats['p50']:6.1f} ms  p99 {stats['p99']:6.1f} ms")
-    now, peak = rss(pid)
-    below = sum(rss(p)[0] for p in descendants(pid))
-    print(
-        f"{'  RSS':<15}: {now} MiB now, {peak} MiB peak ({n} parents, {3 * n} children); processes below: {below} MiB"
-    )
-    return {"converge_s": converged, "latency_ms": stats, "rss_mib": now}
+    return {"converge_s": converged, "latency_ms": stats}
+
+
+def sharded(api, cp, tmpdir: Path, n: int, count: int, args, bare: float) -> dict:
+    """Steps 2-4 with `count` replicas of `regokite controller --shards` sharing the parents."""
+    ns = f"shards-{count}"
+    make_namespace(api, ns)
+    extra = ["--shards", "--leader-election-namespace", ns, "--hook-processes", "1"]
+    extra += ["--leader-election-lease-duration", "4", "--leader-election-renew-deadline", "3"]
+    extra += ["--leader-election-retry-period", "0.5"]
+    replicas = [
+        ControllerProcess(
+            cp.kubeconfig,
+            policies=[tmpdir / "policies"],
+            controllers=[tmpdir / "controller.yaml"],
+            namespace=ns,
+            workers=args.workers,
+            extra=[*extra, "--leader-election-id", f"r{i}"],
+            log_level="info",
+        )
+        for i in range(count)
+    ]
+    for r in replicas:
+        r.__enter__()
+    try:
+        view = [f"r{i}" for i in range(count)]
+        for r in replicas:
+            kube.wait_for(
+                lambda r=r: r.readiness().get("shards", {}),
+                lambda s: s.get("view") == view and s.get("agreed"),
+                what="the replicas agree",
+            )
+        found = converge_and_react(api, ns, n, args.samples, bare, f"regokite x{count}")
+        shares = []
+        for i, r in enumerate(replicas):
+            metrics = r.metrics().splitlines()
+            owned = next(float(line.split()[1]) for line in metrics if line.startswith("regokite_shard_owned_objects "))
+            now, peak = rss(r.proc.pid)
+            below = sum(rss(p)[0] for p in descendants(r.proc.pid))
+            shares.append({"owned": owned, "rss_mib": now, "peak_mib": peak, "hook_processes_mib": below})
+            print(f"{f'  replica r{i}':<15}: owns {owned:4.0f} parents; RSS {now} MiB ({peak} peak), hooks {below} MiB")
+        return {**found, "replicas": shares}
+    finally:
+        for r in replicas:
+            r.stop()
 
 
 def kopf_peer(api, cp, n: int, samples: int, bare: float) -> dict | None:
@@ -251,6 +306,7 @@ def main() -> int:
     ap.add_argument("--no-peer", action="store_true", help="skip the Kopf operator")
     ap.add_argument("--heavy-hook", action="store_true", help="the hook burns about 5 ms of evaluation per sync")
     ap.add_argument("--hook-processes", default="", help="comma-separated counts, one controller run each")
+    ap.add_argument("--replicas", default="", help="comma-separated counts of --shards replicas, one run each")
     args = ap.parse_args()
     n = args.parents
     policy = POLICY + (HEAVY if args.heavy_hook else STATUS)
@@ -289,6 +345,8 @@ def main() -> int:
                         runs[who] = measure(api, ns, n, args.samples, ctl.proc.pid, bare, who)
                         errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
                         print(f"{'  sync errors':<15}: {len(errors)}")
+                for count in [int(x) for x in args.replicas.split(",") if x]:
+                    runs[f"{count} replicas"] = sharded(api, cp, tmpdir, n, count, args, bare)
                 ours = next(iter(runs.values()))
                 peer = None if args.no_peer else kopf_peer(api, cp, n, args.samples, bare)
                 if peer:

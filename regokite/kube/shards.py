@@ -110,6 +110,7 @@ class Shards:
         self.name = lease_name(self.group, self.identity)
         self.leases = f"/apis/coordination.k8s.io/v1/namespaces/{self.settings.namespace}/leases"
         self._cond = threading.Condition()
+        self._io = threading.Lock()  # one round or release at a time
         self._view: tuple[str, ...] = ()  # published, acted on
         self._peers: dict[str, Peer] = {}  # by Lease name
         self._own: dict[str, Any] | None = None  # our Lease as last written
@@ -206,18 +207,19 @@ class Shards:
 
     def tick(self, stop: threading.Event | None = None) -> None:
         """Renew (republishing our view), read the members, and move to a new view if they changed."""
-        started = self.clock()
-        if not self._publish(self._view, started):
-            if self._acting and not self.may_act():
-                self._stop_acting("could not renew the membership lease within the renew deadline")
-            return
-        if not self._list():
-            return
-        members = self.members()
-        if members != self._view:
-            self._move_to(members, stop)
-        elif not self._acting:
-            self._start_acting("lease renewed and members re-read")
+        with self._io:
+            started = self.clock()
+            if self._acting and not self.may_act():  # a lapse (even one this thread slept through)
+                self._stop_acting("the membership lease was not renewed within the renew deadline")
+            if not self._publish(self._view, started):
+                return
+            if not self._list():
+                return
+            members = self.members()
+            if members != self._view:
+                self._move_to(members, stop)
+            elif not self._acting:
+                self._start_acting("lease renewed and members re-read")
 
     def _move_to(self, members: tuple[str, ...], stop: threading.Event | None) -> None:
         old = self._view
@@ -387,11 +389,12 @@ class Shards:
 
     def release(self) -> None:
         """Clean shutdown, after the last sync: claim nothing and leave, so others take over on their next round."""
-        with self._cond:
-            self._acting = False
-            self._view = ()
-        if self._own is not None and self._publish((), self.clock(), holder="", duration=1):
-            log.info("left the shard group", extra={"identity": self.identity, "lease": self.name})
+        with self._io:
+            with self._cond:
+                self._acting = False
+                self._view = ()
+            if self._own is not None and self._publish((), self.clock(), holder="", duration=1):
+                log.info("left the shard group", extra={"identity": self.identity, "lease": self.name})
 
 
 def _view_of(lease: dict[str, Any]) -> tuple[str, ...]:

@@ -206,3 +206,15 @@ def test_a_view_that_cannot_be_published_stops_acting_until_a_round_publishes_an
     assert not a.may_act() and a.members() == ("a", "c")
     a.tick()
     assert a.may_act() and a.describe()["view"] == ["a", "c"]
+
+
+def test_a_lapse_slept_through_resyncs_everything_when_acting_again() -> None:
+    kube = FakeKube()
+    a = member(kube, "a")
+    a.tick(), a.tick()
+    resyncs: list[object] = []
+    a.on_view_change.append(resyncs.append)
+    clock(a).now += 11  # the round thread was stuck past the renew deadline: events may have been missed
+    assert not a.may_act()
+    a.tick()
+    assert a.may_act() and resyncs == [None]  # None: every object, not only newly owned ones
