@@ -205,6 +205,15 @@ def rss(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` and the processes below it (hook evaluation), so far."""
+    total = 0
+    for p in [pid, *descendants(pid)]:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def descendants(pid: int) -> list[int]:
     """The processes below `pid` (the controller's fork server and hook evaluation processes)."""
     found = []
@@ -266,15 +275,20 @@ def sharded(api, cp, tmpdir: Path, n: int, count: int, args, bare: float) -> dic
                 lambda s: s.get("view") == view and s.get("agreed"),
                 what="the replicas agree",
             )
+        cpu_before = [cpu_seconds(r.proc.pid) for r in replicas]
         found = converge_and_react(api, ns, n, args.samples, bare, f"regokite x{count}")
         shares = []
         for i, r in enumerate(replicas):
+            cpu = cpu_seconds(r.proc.pid) - cpu_before[i]
             metrics = r.metrics().splitlines()
             owned = next(float(line.split()[1]) for line in metrics if line.startswith("regokite_shard_owned_objects "))
             now, peak = rss(r.proc.pid)
             below = sum(rss(p)[0] for p in descendants(r.proc.pid))
-            shares.append({"owned": owned, "rss_mib": now, "peak_mib": peak, "hook_processes_mib": below})
-            print(f"{f'  replica r{i}':<15}: owns {owned:4.0f} parents; RSS {now} MiB ({peak} peak), hooks {below} MiB")
+            shares.append({"owned": owned, "cpu_s": cpu, "rss_mib": now, "peak_mib": peak, "hook_processes_mib": below})
+            print(
+                f"{f'  replica r{i}':<15}: owns {owned:4.0f} parents; CPU {cpu:5.2f} s (hooks included); "
+                f"RSS {now} MiB ({peak} peak), hook processes {below} MiB"
+            )
         return {**found, "replicas": shares}
     finally:
         for r in replicas:

@@ -227,8 +227,13 @@ class Shards:
         if giving:
             with self._cond:
                 self._paused = True
-                while self._in_flight and not (stop is not None and stop.is_set()):
-                    self._cond.wait(0.1)
+            while not (stop is not None and stop.is_set()):
+                with self._cond:
+                    if self._in_flight:
+                        self._cond.wait(self.settings.retry_period)
+                    if not self._in_flight:
+                        break
+                self._publish(old, self.clock())  # a long sync: keep our Lease (and old claims) alive meanwhile
         try:
             if not self._publish(members, self.clock()) or not self._list():
                 # the write may have landed anyway: act again only after a round that publishes and re-reads

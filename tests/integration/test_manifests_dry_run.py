@@ -117,6 +117,9 @@ def variants() -> dict[str, list[dict[str, Any]]]:
     found["manifests controller --watch-namespace team-a --engine opa"] = generate.controller_manifests(
         deploy.controller_options(watch_namespace="team-a", engine="opa")
     )
+    found["manifests controller --shards --replicas 3"] = generate.controller_manifests(
+        deploy.controller_options(shards=True, leader_elect=False, replicas=3)
+    )
     found["manifests admission --replicas 1"] = generate.admission_manifests(deploy.admission_options(replicas=1))
     found["manifests gatekeeper --replicate-cluster v1/namespaces"] = generate.gatekeeper_manifests(
         generate.GatekeeperOptions(replicate_cluster=["v1/namespaces"])

@@ -24,8 +24,8 @@ class Clock:
         return self.now
 
 
-def member(kube: FakeKube, identity: str) -> Shards:
-    settings = LeaderSettings(name="ctl", namespace="ns", identity=identity)
+def member(kube: FakeKube, identity: str, retry_period: float = 2.0) -> Shards:
+    settings = LeaderSettings(name="ctl", namespace="ns", identity=identity, retry_period=retry_period)
     shards = Shards(kube, settings, clock=Clock())  # type: ignore[arg-type]
     shards.keys = lambda: KEYS
     return shards
@@ -120,7 +120,7 @@ def test_a_joining_member_waits_until_every_old_owner_has_published_the_new_view
 
 def test_a_member_gives_objects_away_only_after_its_in_flight_syncs_finish() -> None:
     kube = FakeKube()
-    a = member(kube, "a")
+    a = member(kube, "a", retry_period=0.05)
     a.tick(), a.tick()
     busy = next(k for k in KEYS if owner(object_key(*k), ["a", "c"]) == "c")
     assert a.begin(*busy) is Verdict.MINE  # a sync in flight on an object about to move
@@ -130,6 +130,9 @@ def test_a_member_gives_objects_away_only_after_its_in_flight_syncs_finish() -> 
     moving.start()
     moving.join(0.3)
     assert moving.is_alive() and a.paused  # waiting for the sync; no new one starts
+    renewals = kube.calls.count(("PUT", f"{LEASES}/ctl-a"))
+    moving.join(0.3)
+    assert kube.calls.count(("PUT", f"{LEASES}/ctl-a")) > renewals  # a long sync does not let a's Lease expire
     assert a.begin(*KEYS[0]) is Verdict.WAIT
     c.tick()
     assert c.begin(*busy) is Verdict.WAIT  # a still publishes the old view: c must not act
