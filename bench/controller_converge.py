@@ -205,6 +205,17 @@ def rss(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
 
 
+def counted(metrics: str) -> tuple[float, float]:
+    """Syncs completed and writes made, from a controller's /metrics."""
+    syncs = writes = 0.0
+    for line in metrics.splitlines():
+        if line.startswith("regokite_controller_reconciles_total{"):
+            syncs += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("regokite_controller_writes_total{"):
+            writes += float(line.rsplit(" ", 1)[1])
+    return syncs, writes
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of `pid` and the processes below it (hook evaluation), so far."""
     total = 0
@@ -358,7 +369,11 @@ def main() -> int:
                         who = "regokite" if count is None else f"regokite p={count}"
                         runs[who] = measure(api, ns, n, args.samples, ctl.proc.pid, bare, who)
                         errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
-                        print(f"{'  sync errors':<15}: {len(errors)}")
+                        syncs, writes = counted(ctl.metrics())
+                        print(
+                            f"{'  work':<15}: {syncs:.0f} syncs, {writes:.0f} writes "
+                            f"({syncs / n:.2f} syncs per parent, sampling included); sync errors: {len(errors)}"
+                        )
                 for count in [int(x) for x in args.replicas.split(",") if x]:
                     runs[f"{count} replicas"] = sharded(api, cp, tmpdir, n, count, args, bare)
                 ours = next(iter(runs.values()))
