@@ -227,12 +227,14 @@ class Shards:
         if giving:
             with self._cond:
                 self._paused = True
-            while not (stop is not None and stop.is_set()):
+            while True:
                 with self._cond:
                     if self._in_flight:
                         self._cond.wait(self.settings.retry_period)
                     if not self._in_flight:
                         break
+                if stop is not None and stop.is_set():
+                    return  # shutting down with syncs in flight: give nothing away (release() follows them)
                 self._publish(old, self.clock())  # a long sync: keep our Lease (and old claims) alive meanwhile
         try:
             if not self._publish(members, self.clock()) or not self._list():
@@ -291,6 +293,8 @@ class Shards:
                 log.exception("sharding: resync after a view change failed")
 
     def _stop_acting(self, why: str) -> None:
+        if not self._acting:
+            return
         self._acting = False
         log.warning("shard stopped acting", extra={"identity": self.identity, "why": why})
 
