@@ -1,6 +1,6 @@
 """Composite controller convergence on a real API server (private control plane).
 
-    python -m bench.controller_converge [--parents 500] [--workers 4] [--samples 50]
+    python -m bench.controller_converge [--parents 500] [--workers 8] [--samples 50]
     python -m bench.controller_converge --heavy-hook --hook-processes 1,2 --parents 200 --no-peer
 
 1. Bare client: the writes a controller must make for N parents x 3 children
@@ -326,7 +326,7 @@ def kopf_peer(api, cp, n: int, samples: int, bare: float) -> dict | None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--parents", type=int, default=500)
-    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=8)  # regokite controller's default
     ap.add_argument("--samples", type=int, default=50)
     ap.add_argument("--no-peer", action="store_true", help="skip the Kopf operator")
     ap.add_argument("--heavy-hook", action="store_true", help="the hook burns about 5 ms of evaluation per sync")

@@ -571,7 +571,7 @@ def _add_controller_commands(sub: Any) -> None:
     )
     ctl.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     ctl.add_argument("--namespace", help="only watch namespaced resources in this namespace")
-    ctl.add_argument("--workers", type=int, default=2, help="worker threads")
+    ctl.add_argument("--workers", type=int, default=8, help="worker threads (default 8: bench.controller_converge)")
     ctl.add_argument(
         "--hook-processes",
         type=int,

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("regokite.controller")
 _EXPECTED = (HookError, ApiError)
 WAIT_RETRY = 0.25  # seconds before a key whose shard views disagree is tried again
+# Worker threads: they mostly wait on the API server and hook processes. bench.controller_converge, 500 parents:
+# converged in 17.2 s with 1, 13.8 s with 2, 9.9 s with 4, 7.0-9.2 s with 8, 7.5 s with 16.
+DEFAULT_WORKERS = 8
 
 
 class Reconciler(Protocol):
@@ -59,7 +62,7 @@ class DataGate(Protocol):
 
 
 class Manager:
-    def __init__(self, client: KubeClient, *, namespace: str | None = None, workers: int = 2) -> None:
+    def __init__(self, client: KubeClient, *, namespace: str | None = None, workers: int = DEFAULT_WORKERS) -> None:
         self.client = client
         self.namespace = namespace
         self.workers = max(1, workers)

@@ -27,7 +27,7 @@ from regokite.kube.composite import CompositeRunner
 from regokite.kube.decorator import DecoratorRunner
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.leader import LeaderSettings
-from regokite.kube.manager import Manager
+from regokite.kube.manager import DEFAULT_WORKERS, Manager
 from regokite.kube.shards import SINGLETON, Shards, Verdict
 from regokite.kube.watch import build_watches
 from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
@@ -41,7 +41,7 @@ class ControllerSettings:
     controllers: list[str]
     kubeconfig: str | None = None
     namespace: str | None = None
-    workers: int = 2
+    workers: int = DEFAULT_WORKERS
     hook_processes: int = field(default_factory=usable_cpus)  # --hook-processes
     engine: str = "embedded"
     opa_url: str | None = None

@@ -82,6 +82,7 @@ def add_manifests_commands(sub: Any) -> None:
 
     ctl = kinds.add_parser("controller", help="controllers, with RBAC computed from their definitions")
     _common(ctl, "regokite-controller")
+    ctl.set_defaults(workers=generate.ControllerOptions.workers)  # threads here, processes for admission
     ctl.add_argument("--controllers", action="append", default=[], metavar="PATH", help="definitions file or dir")
     ctl.add_argument(
         "--watch-definitions",

@@ -70,7 +70,7 @@ class ControllerOptions(Common):
     watch_namespace: str | None = None
     leader_elect: bool = True
     shards: bool = False  # every replica acts on its share (membership Leases) instead of one leader
-    workers: int = 2
+    workers: int = 8  # regokite controller's default
     metrics_port: int = 9090
     include_crds: bool = True
     related: list[str] = field(default_factory=list)  # "apps/v1/deployments": read by customize hooks
