@@ -111,3 +111,29 @@ def test_apply_and_delete_outputs_are_written_through_the_actuator() -> None:
     r.reconcile("ns", "a")
     assert kube.stored(f"{CMS}/copy")["data"] == {"k": "v"}  # placed in the watched object's namespace
     assert kube.stored(f"{CMS}/old") is None
+
+
+def test_with_shards_a_watch_records_only_its_own_objects_and_forgets_one_that_moves() -> None:
+    class OnlyA:
+        """A shard that owns the ConfigMap `a` alone."""
+
+        def owns(self, namespace: str, name: str) -> bool:
+            return name == "a"
+
+        def may_act(self) -> bool:
+            return True
+
+        def guard(self, method: str, path: str) -> None:
+            pass
+
+    kube = FakeKube()
+    r, _ = runner(kube, lambda ref, i: UNDEFINED)
+    r.manager.use_shards(OnlyA())  # type: ignore[arg-type]
+    other = {**cm(21, v="x"), "metadata": {"name": "b", "namespace": "ns", "resourceVersion": "21"}}
+    kube.script_watch(("ADDED", cm(20, v="1")), ("ADDED", other), ("MODIFIED", cm(22, v="2")))
+    r.informer._watch()
+    assert r.pending() == 2 and len(r.manager.queue_of(r.name)) == 1  # b's events are its owner's
+    r.resync_all()
+    assert r.pending() == 2  # a RESYNC joins nothing already waiting; b is not recorded
+    r.disown("ns", "a")  # a went to another replica: its waiting events are that replica's now
+    assert r.pending() == 0
