@@ -159,8 +159,7 @@ class SyncReconciler:
                 desired=desired,
                 observed_generation=self.observed_generation,
             )
-            for action in plan.actions:
-                self.actuator.execute(action, controller=d.name)
+            self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
             if plan.status is not None:
                 obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name)

@@ -94,3 +94,15 @@ def test_events_repeat_at_most_once_a_minute_and_never_fail_a_sync(kube: FakeKub
 
     kube.write_guard = refuse
     act.event(obj, "Warning", "Bad", "third")  # logged, not raised
+
+
+def test_a_plans_writes_go_out_together_and_a_failure_stops_none_of_the_others(kube: FakeKube) -> None:
+    act = Actuator(kube)  # type: ignore[arg-type]
+    body = lambda n: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "ns"}}  # noqa: E731
+    kube.fail("PATCH", f"{CMS}/b", 500, "etcd is away")
+    actions = [Action("create", CM, "ns", n, body(n)) for n in "abcd"]
+    with pytest.raises(ApiError, match="etcd is away"):
+        act.execute_all(actions, controller="t-all")
+    assert [n for n in "abcd" if kube.stored(f"{CMS}/{n}")] == ["a", "c", "d"]  # as Metacontroller: the rest done
+    act.execute_all([Action("create", CM, "ns", "b", body("b"))], controller="t-all")  # the next sync
+    assert kube.stored(f"{CMS}/b") is not None
