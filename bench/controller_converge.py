@@ -10,6 +10,8 @@
    child exists and every parent's status reports 3 children.
 3. Reaction latency: patch one parent's spec, time until the child shows the
    new value (seen through a watch), p50/p99.
+   Beside it, the API server's floor: a ConfigMap patch until its own watch
+   event (a controller's reaction is two such round trips).
 4. The controller's resident memory (VmRSS / VmHWM), and its hook processes'.
 5. A peer: the same job done by a Kopf operator (bench/kopf_fanout.py), in
    the same run, measured the same way (skipped, saying so, without kopf:
@@ -154,7 +156,10 @@ def converge(api, ns: str, n: int, timeout: float = 600) -> tuple[float, float]:
     raise TimeoutError("did not converge")
 
 
-def reaction_latency(api, ns: str, n: int, samples: int) -> list[float]:
+def reaction_latency(api, ns: str, n: int, samples: int, direct: bool = False) -> list[float]:
+    """Patch a parent's spec, time until its third child shows the value (seen through a watch). With
+    `direct`, patch a ConfigMap itself and time until the watch shows it: one write and one watch event,
+    the API server's own floor under a controller's reaction (which takes two of each)."""
     seen: dict[tuple[str, str], float] = {}
     cond = threading.Condition()
     stop = threading.Event()
@@ -187,12 +192,16 @@ def reaction_latency(api, ns: str, n: int, samples: int) -> list[float]:
         i = s % n
         value = f"s{s}"
         t0 = time.perf_counter()
-        kube.merge_patch(api, f"/apis/example.com/v1/namespaces/{ns}/fanouts/p{i}", {"spec": {"value": value}})
+        if direct:
+            kube.merge_patch(api, f"/api/v1/namespaces/{ns}/configmaps/probe", {"data": {"value": value}})
+        else:
+            kube.merge_patch(api, f"/apis/example.com/v1/namespaces/{ns}/fanouts/p{i}", {"spec": {"value": value}})
+        key = ("probe", value) if direct else (f"p{i}-2", value)
         with cond:
-            ok = cond.wait_for(lambda i=i, value=value: (f"p{i}-2", value) in seen, timeout=30)
+            ok = cond.wait_for(lambda key=key: key in seen, timeout=30)
         if not ok:
             raise TimeoutError(f"sample {s}: no child update")
-        latencies.append(seen[(f"p{i}-2", value)] - t0)
+        latencies.append(seen[key] - t0)
     stop.set()
     return latencies
 
@@ -205,15 +214,21 @@ def rss(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
 
 
-def counted(metrics: str) -> tuple[float, float]:
-    """Syncs completed and writes made, from a controller's /metrics."""
-    syncs = writes = 0.0
+def counted(metrics: str) -> dict[str, float]:
+    """Sums from a controller's /metrics: syncs, writes, and the seconds spent in syncs and in hooks."""
+    names = {
+        "regokite_controller_reconciles_total{": "syncs",
+        "regokite_controller_writes_total{": "writes",
+        "regokite_controller_reconcile_duration_seconds_sum{": "sync_s",
+        "regokite_controller_policy_evaluation_duration_seconds_sum{": "hook_s",
+        "regokite_controller_policy_evaluation_duration_seconds_count{": "hooks",
+    }
+    found = dict.fromkeys(names.values(), 0.0)
     for line in metrics.splitlines():
-        if line.startswith("regokite_controller_reconciles_total{"):
-            syncs += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("regokite_controller_writes_total{"):
-            writes += float(line.rsplit(" ", 1)[1])
-    return syncs, writes
+        for prefix, name in names.items():
+            if line.startswith(prefix):
+                found[name] += float(line.rsplit(" ", 1)[1])
+    return found
 
 
 def cpu_seconds(pid: int) -> float:
@@ -234,9 +249,9 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str) -> dict:
+def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str, metrics=None) -> dict:
     """Converge n parents in `ns`, then reaction latency and RSS of process `pid`; print each beside the bare client."""
-    found = converge_and_react(api, ns, n, samples, bare, who)
+    found = converge_and_react(api, ns, n, samples, bare, who, metrics)
     now, peak = rss(pid)
     below = sum(rss(p)[0] for p in descendants(pid))
     print(
@@ -245,15 +260,24 @@ def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str)
     return {**found, "rss_mib": now}
 
 
-def converge_and_react(api, ns: str, n: int, samples: int, bare: float, who: str) -> dict:
+def converge_and_react(api, ns: str, n: int, samples: int, bare: float, who: str, metrics=None) -> dict:
+    """With `metrics` (a regokite controller's /metrics), also where a reaction's time goes."""
     created, converged = converge(api, ns, n)
     print(
         f"{who:<15}: created {n} parents in {created:6.2f} s; converged "
         f"({3 * n} children, {n} statuses) {converged:6.2f} s after the first create "
         f"({converged / bare:4.2f}x the bare client)"
     )
+    before = counted(metrics()) if metrics else None
     stats = percentiles(reaction_latency(api, ns, n, samples))
     print(f"{'  reaction':<15}: parent patch -> child updated p50 {stats['p50']:6.1f} ms  p99 {stats['p99']:6.1f} ms")
+    if before is not None:
+        after = counted(metrics())
+        d = {k: after[k] - before[k] for k in after}
+        print(
+            f"{'':<15}  while reacting: {d['syncs']:.0f} syncs of {1000 * d['sync_s'] / max(1, d['syncs']):.1f} ms "
+            f"on average, their hooks {1000 * d['hook_s'] / max(1, d['hooks']):.1f} ms"
+        )
     return {"converge_s": converged, "latency_ms": stats}
 
 
@@ -352,6 +376,12 @@ def main() -> int:
                 writes = n * 5
                 rate = writes / bare
                 print(f"bare client    : {n} parents x 3 children, {writes} writes in {bare:6.2f} s ({rate:6.0f}/s)")
+                kube.create(api, "/api/v1/namespaces/bare/configmaps", {"metadata": {"name": "probe"}})
+                floor = percentiles(reaction_latency(api, "bare", n, args.samples, direct=True))
+                print(
+                    f"{'  API floor':<15}: ConfigMap patch -> its watch event p50 {floor['p50']:6.1f} ms  "
+                    f"p99 {floor['p99']:6.1f} ms (a controller's reaction is two of these)"
+                )
 
                 runs = {}
                 for count in processes:
@@ -367,12 +397,14 @@ def main() -> int:
                         log_level="info",  # as deployed (the Kopf peer runs --quiet)
                     ) as ctl:
                         who = "regokite" if count is None else f"regokite p={count}"
-                        runs[who] = measure(api, ns, n, args.samples, ctl.proc.pid, bare, who)
+                        runs[who] = measure(api, ns, n, args.samples, ctl.proc.pid, bare, who, ctl.metrics)
                         errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
-                        syncs, writes = counted(ctl.metrics())
+                        c = counted(ctl.metrics())
                         print(
-                            f"{'  work':<15}: {syncs:.0f} syncs, {writes:.0f} writes "
-                            f"({syncs / n:.2f} syncs per parent, sampling included); sync errors: {len(errors)}"
+                            f"{'  work':<15}: {c['syncs']:.0f} syncs, {c['writes']:.0f} writes "
+                            f"({c['syncs'] / n:.2f} syncs per parent, sampling included); sync errors: {len(errors)}; "
+                            f"a sync {1000 * c['sync_s'] / c['syncs']:.1f} ms on average, "
+                            f"its hook {1000 * c['hook_s'] / c['hooks']:.1f} ms"
                         )
                 for count in [int(x) for x in args.replicas.split(",") if x]:
                     runs[f"{count} replicas"] = sharded(api, cp, tmpdir, n, count, args, bare)
