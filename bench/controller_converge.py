@@ -49,39 +49,13 @@ import controlplane  # noqa: E402
 import kube  # noqa: E402
 
 from bench.common import percentiles  # noqa: E402
+from tests.controllers.fanout import CHILDREN, STATUS, controller  # noqa: E402
 from tests.controllers.process import ControllerProcess  # noqa: E402
 
-POLICY = """package bench.fanout
-
-children := [cm(i) | some i in numbers.range(0, 2)]
-
-cm(i) := {
-\t"apiVersion": "v1",
-\t"kind": "ConfigMap",
-\t"metadata": {"name": sprintf("%s-%d", [input.parent.metadata.name, i])},
-\t"data": {"value": input.parent.spec.value},
-}
-
-"""
-STATUS = """
-status := {"configMaps": count(input.children["ConfigMap.v1"])}
-"""
 HEAVY = """
 status := {"configMaps": count(input.children["ConfigMap.v1"]), "burn": burn}
 
 burn := count([x | some x in numbers.range(1, 5000); x % 7 == 0])
-"""
-
-CONTROLLER = """apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata: {name: fanout}
-spec:
-  generateSelector: true
-  parentResource: {apiVersion: example.com/v1, resource: fanouts}
-  childResources:
-    - {apiVersion: v1, resource: configmaps, updateStrategy: {method: InPlace}}
-  hooks:
-    sync: {rego: {package: bench.fanout}}
 """
 
 THREADS = 8
@@ -358,14 +332,14 @@ def main() -> int:
     ap.add_argument("--replicas", default="", help="comma-separated counts of --shards replicas, one run each")
     args = ap.parse_args()
     n = args.parents
-    policy = POLICY + (HEAVY if args.heavy_hook else STATUS)
+    policy = CHILDREN + (HEAVY if args.heavy_hook else STATUS)
     processes = [int(x) for x in args.hook_processes.split(",") if x] or [None]
 
     with tempfile.TemporaryDirectory(prefix="regokite-bench-") as tmp:
         tmpdir = Path(tmp)
         (tmpdir / "policies").mkdir()
         (tmpdir / "policies" / "fanout.rego").write_text(policy)
-        (tmpdir / "controller.yaml").write_text(CONTROLLER)
+        (tmpdir / "controller.yaml").write_text(controller("example.com"))
         cp = controlplane.start(tmpdir / "cp")
         try:
             cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)

@@ -25,36 +25,13 @@ from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
 from regokite.kube.shards import object_key, owner
+from tests.controllers.fanout import CHILDREN, STATUS, controller
 from tests.controllers.process import ControllerProcess
 
 GROUP = "shards.regokite.test"
 PARENTS = 1500
 LEASE = ["--leader-election-lease-duration", "4", "--leader-election-renew-deadline", "3"]
 LEASE += ["--leader-election-retry-period", "0.5"]
-POLICY = """package shards.fanout
-
-children := [cm(i) | some i in numbers.range(0, 2)]
-
-cm(i) := {
-\t"apiVersion": "v1",
-\t"kind": "ConfigMap",
-\t"metadata": {"name": sprintf("%s-%d", [input.parent.metadata.name, i])},
-\t"data": {"value": input.parent.spec.value},
-}
-
-status := {"configMaps": count(input.children["ConfigMap.v1"])}
-"""
-CONTROLLER = f"""apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata: {{name: fanout}}
-spec:
-  generateSelector: true
-  parentResource: {{apiVersion: {GROUP}/v1, resource: fanouts}}
-  childResources:
-    - {{apiVersion: v1, resource: configmaps, updateStrategy: {{method: InPlace}}}}
-  hooks:
-    sync: {{rego: {{package: shards.fanout}}}}
-"""
 PARENT_OF = re.compile(r"/(?:fanouts|configmaps)/(p\d+)(?:-\d)?(?:/status)?$")
 
 
@@ -145,8 +122,8 @@ def view_at(views: list[tuple[float, list[str] | None]], t: float) -> list[str] 
 @pytest.fixture
 def files(tmp_path: Path, api: client.ApiClient) -> Path:
     (tmp_path / "policies").mkdir()
-    (tmp_path / "policies" / "fanout.rego").write_text(POLICY)
-    (tmp_path / "controller.yaml").write_text(CONTROLLER)
+    (tmp_path / "policies" / "fanout.rego").write_text(CHILDREN + STATUS)
+    (tmp_path / "controller.yaml").write_text(controller(GROUP))
     kube.install_crd(api, kube.crd_manifest(GROUP, "Fanout"))
     return tmp_path
 
