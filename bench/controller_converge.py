@@ -218,7 +218,11 @@ def descendants(pid: int) -> list[int]:
     """The processes below `pid` (the controller's fork server and hook evaluation processes)."""
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        for child in (task / "children").read_text().split():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        for child in children:
             found += [int(child), *descendants(int(child))]
     return found
 
