@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from regokite.errors import RegokiteError
 from regokite.kube.client import ApiError, KubeClient, NotLeader
 from regokite.kube.leader import LeaderSettings, micro_time
 from regokite.ops import controller_metrics as metrics
@@ -101,7 +102,7 @@ class Shards:
         self, client: KubeClient, settings: LeaderSettings, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         if settings.lease_duration <= settings.renew_deadline:
-            raise ValueError("sharding: the lease duration must be greater than the renew deadline")
+            raise RegokiteError("sharding: the lease duration must be greater than the renew deadline")
         self.client = client
         self.settings = settings.resolved()
         self.identity: str = self.settings.identity or ""

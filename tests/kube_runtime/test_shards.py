@@ -221,3 +221,11 @@ def test_a_lapse_slept_through_resyncs_everything_when_acting_again() -> None:
     assert not a.may_act()
     a.tick()
     assert a.may_act() and resyncs == [None]  # None: every object, not only newly owned ones
+
+
+def test_timings_that_could_give_two_writers_are_refused() -> None:
+    from regokite.errors import RegokiteError
+
+    settings = LeaderSettings(name="ctl", namespace="ns", identity="a", lease_duration=5, renew_deadline=5)
+    with pytest.raises(RegokiteError, match="greater than the renew deadline"):
+        Shards(FakeKube(), settings)  # type: ignore[arg-type]
