@@ -7,7 +7,7 @@ Reads parents and children from the shared informers, asks the pure layer
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from regokite.controllers import composite, rolling
@@ -97,8 +97,8 @@ class CompositeRunner(SyncReconciler):
         for ns, name in seen:
             self.manager.enqueue(self.name, ns, name)
 
-    def keys(self) -> Iterator[tuple[str, str]]:
-        return ((o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in self.parents.list())
+    def keys(self) -> list[tuple[str, str]]:
+        return self.parents.keys()
 
     def resync_all(self, only: Callable[[str, str], bool] | None = None) -> None:
         for parent in self.parents.list():

@@ -9,7 +9,7 @@ sets it, and converges attachments like a composite's children.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from regokite.controllers import composite, decorator
@@ -129,8 +129,8 @@ class DecoratorTarget(SyncReconciler):
                 self.related.forget(meta.get("namespace") or "", meta["name"])
         self.manager.enqueue(self.name, meta.get("namespace") or "", meta["name"])
 
-    def keys(self) -> Iterator[tuple[str, str]]:
-        return ((o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in self.informer.list())
+    def keys(self) -> list[tuple[str, str]]:
+        return self.informer.keys()
 
     def resync_all(self, only: Callable[[str, str], bool] | None = None) -> None:
         for obj in self.informer.list():

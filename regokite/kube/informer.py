@@ -87,6 +87,11 @@ class Informer:
                 return list(self._cache.values())
             return [o for k, o in self._cache.items() if k[0] == namespace]
 
+    def keys(self) -> list[Key]:
+        """(namespace or "", name) of every cached object."""
+        with self._lock:
+            return list(self._cache)
+
     def owned_by(self, uid: str) -> list[Obj]:
         with self._lock:
             return [self._cache[k] for k in self._by_owner.get(uid, ())]

@@ -72,6 +72,11 @@ class LeaderSettings:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
 
+    @property
+    def request_timeout(self) -> float:
+        """Seconds one Lease request may take: at most the renew deadline, so a hung one cannot outlast it."""
+        return max(1.0, min(self.renew_deadline, self.retry_period * 2))
+
     def resolved(self) -> LeaderSettings:
         """With the namespace and identity filled in from the pod, as client-go's callers do."""
         identity = self.identity or default_identity()
@@ -212,7 +217,7 @@ class LeaderElector:
     def _try(self) -> bool:
         started = self.clock()
         now = micro_time()
-        timeout = max(1.0, min(self.settings.renew_deadline, self.settings.retry_period * 2))
+        timeout = self.settings.request_timeout
         try:
             lease = self.client.request("GET", self.path, timeout=timeout)
         except ApiError as exc:

@@ -85,7 +85,6 @@ class Peer:
     record: Any  # spec and view: when it changes, the peer is alive
     changed_at: float  # our clock when `record` last changed
     duration: float
-    lease: dict[str, Any]
 
     def live(self, now: float) -> bool:
         return bool(self.identity) and now - self.changed_at < self.duration
@@ -146,8 +145,8 @@ class Shards:
                 return Verdict.WAIT
             if owner(key, self._view) != self.identity:
                 return Verdict.OTHER
-            now = self.clock()
-            if any(p.live(now) and p.claims(key) for p in self._peers.values()):
+            now = self.clock()  # a peer acting on our view gives this object to us, not to itself
+            if any(p.view != self._view and p.live(now) and p.claims(key) for p in self._peers.values()):
                 return Verdict.WAIT
             self._in_flight += 1
             return Verdict.MINE
@@ -321,7 +320,7 @@ class Shards:
         """Write our Lease (a renewal) with `view`; on a conflict or a deleted Lease, read or create, retry once."""
         holder = self.identity if holder is None else holder
         duration = duration or max(1, round(self.settings.lease_duration))
-        timeout = max(1.0, min(self.settings.renew_deadline, self.settings.retry_period * 2))
+        timeout = self.settings.request_timeout
         for _ in range(2):
             body = self._body(view, holder, duration)
             try:
@@ -376,7 +375,6 @@ class Shards:
                 record=record,
                 changed_at=changed_at,
                 duration=float(spec.get("leaseDurationSeconds") or self.settings.lease_duration),
-                lease=lease,
             )
             if started - changed_at > FORGET_AFTER * max(peer.duration, self.settings.lease_duration):
                 self._forget(lease)

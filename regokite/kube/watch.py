@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from regokite import outline
@@ -117,8 +117,8 @@ class WatchRunner:
             if only is None or only(*key_of(obj)):
                 self._record(("RESYNC", obj, None))
 
-    def keys(self) -> Iterator[Key]:
-        return (key_of(obj) for obj in self.informer.list())
+    def keys(self) -> list[Key]:
+        return self.informer.keys()
 
     def disown(self, namespace: str, name: str) -> None:
         """The object went to another shard: its events here are that replica's to deliver."""
