@@ -31,6 +31,7 @@ from regokite.clusterdata.store import ReplicaStore, check_replica_root, creatio
 from regokite.engine import UNDEFINED, first_value, rule_ref
 from regokite.engine.capabilities import check_builtins
 from regokite.engine.extensions import ExtensionOptions, install, provided
+from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
 from regokite.ops import logging as ops_logging
 
@@ -70,8 +71,13 @@ class EmbeddedEngine:
         self.options = options or ExtensionOptions()
         self._prints = PrintLog(bundle)
         self._replica: ReplicaStore | None = None
-        base = self._base()  # prepare now, so a bad bundle fails here and not on first use
-        check_builtins(bundle, json.loads(base.get_ast_as_json()), provided(self.options))
+        parser = regorus.Engine()
+        add_modules(parser, bundle.modules)
+        ast = json.loads(parser.get_ast_as_json())
+        check_builtins(bundle, ast, provided(self.options))
+        check_shadowing(bundle, ast)
+        self._modules, self._columns = direct_imports(bundle.modules, ast)
+        self._base()  # prepare now, so a bad bundle fails here and not on first use
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate with `store`'s objects in `data`.
@@ -90,7 +96,7 @@ class EmbeddedEngine:
         engine = regorus.Engine()
         engine.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
         install(engine, self.options)  # clones share the extension callables
-        add_modules(engine, self.bundle.modules)
+        add_modules(engine, self._modules)
         if self.bundle.data:
             engine.add_data(self.bundle.data)
         # The first evaluation compiles the modules. Doing it here, on the engine
@@ -99,6 +105,7 @@ class EmbeddedEngine:
         _, failure = attempt(engine.eval_query, "true")
         if failure is not None:
             message, location = engine_diagnostic(failure)
+            location = self._columns.original(location)
             module = self.bundle.module(location.file) if location else None
             raise PolicyLoadError(message, location, module.line(location.line) if module and location else None)
         return engine
@@ -142,13 +149,13 @@ class EmbeddedEngine:
         return engine
 
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
-        return _evaluate(self._fresh(input), rule_ref(ref), self._prints)
+        return _evaluate(self._fresh(input), rule_ref(ref), self._prints, self._columns)
 
     def bind(self, input: Any) -> _Bound:
-        return _Bound(self._fresh(input), self._prints)
+        return _Bound(self._fresh(input), self._prints, self._columns)
 
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
-        return _query(self._fresh(input), query, self._prints)
+        return _query(self._fresh(input), query, self._prints, self._columns)
 
     def release_thread(self) -> None:
         """Drop the calling thread's prepared engine (it can never be used elsewhere)."""
@@ -163,12 +170,13 @@ class _Bound:
     """A clone with the input already converted: converting a large
     AdmissionReview costs more than evaluating a small policy."""
 
-    def __init__(self, engine: regorus.Engine, prints: PrintLog) -> None:
+    def __init__(self, engine: regorus.Engine, prints: PrintLog, columns: Columns) -> None:
         self._engine = engine
         self._prints = prints
+        self._columns = columns
 
     def evaluate(self, ref: str) -> Any:
-        return _evaluate(self._engine, rule_ref(ref), self._prints)
+        return _evaluate(self._engine, rule_ref(ref), self._prints, self._columns)
 
 
 class PrintLog:
@@ -202,23 +210,25 @@ _PRINTED = re.compile(r"(.+?):(\d+): (.*)", re.DOTALL)
 print_log = logging.getLogger("regokite.policy.print")
 
 
-def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog) -> Any:
+def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Columns) -> Any:
     raw, failure = _call(engine.eval_rule_as_json, ref)
     prints.drain(engine)
     if failure is not None:
-        if "not a valid rule path" not in failure[0]:
-            raise EvaluationError(ref, *failure)
-        return first_value(_query(engine, ref, prints))  # a package or a base document
+        message, location = failure
+        if "not a valid rule path" not in message:
+            raise EvaluationError(ref, message, columns.original(location))
+        return first_value(_query(engine, ref, prints, columns))  # a package or a base document
     # regorus's marker for undefined; a rule whose value is that very string
     # is not worth a second query on every undefined decision.
     return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
 
 
-def _query(engine: regorus.Engine, query: str, prints: PrintLog) -> list[dict[str, Any]]:
+def _query(engine: regorus.Engine, query: str, prints: PrintLog, columns: Columns) -> list[dict[str, Any]]:
     raw, failure = _call(engine.eval_query_as_json, query)
     prints.drain(engine)
     if failure is not None:
-        raise EvaluationError(query, *failure)
+        message, location = failure
+        raise EvaluationError(query, message, columns.original(location))
     return json.loads(raw).get("result", [])
 
 
