@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.common import percentiles
-from bench.controller_converge import HEAVY, POLICY, STATUS
+from bench.controller_converge import HEAVY
+from tests.controllers.fanout import CHILDREN, STATUS
 from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.clusterdata.store import ReplicaStore
@@ -61,11 +62,11 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "light").mkdir()
-        (Path(tmp) / "light" / "fanout.rego").write_text(POLICY + STATUS)
+        (Path(tmp) / "light" / "fanout.rego").write_text(CHILDREN + STATUS)
         (Path(tmp) / "heavy").mkdir()
-        (Path(tmp) / "heavy" / "fanout.rego").write_text(POLICY + HEAVY)
+        (Path(tmp) / "heavy" / "fanout.rego").write_text(CHILDREN + HEAVY)
         light, heavy = (load_bundle([str(Path(tmp) / d)]) for d in ("light", "heavy"))
-    hook = resolve_hook(HookTarget("bench.fanout"), outline.packages(outline.outline(light.modules)))
+    hook = resolve_hook(HookTarget("fanout"), outline.packages(outline.outline(light.modules)))
 
     local = LocalHooks(open_engine(light))
     workers = HookWorkers(light, processes=1)
