@@ -53,6 +53,9 @@ from regokite.ops.watchdog import Overdue, Watchdog
 
 log = logging.getLogger("regokite.controller")
 START_SECONDS = 120.0  # a worker must have built its engine by then
+# how often calls are checked against their timeouts: a call is killed at most this late
+# (hook timeouts are seconds; checking more often costs the controller's other threads the GIL)
+SUPERVISE_SECONDS = 0.1
 _CONTEXT = multiprocessing.get_context("forkserver")
 
 
@@ -274,7 +277,7 @@ class HookWorkers:
 
     def _supervise(self) -> None:
         """Kill every worker past its call's timeout; the thread waiting on it sees the pipe close."""
-        while not self._closed.wait(0.02):
+        while not self._closed.wait(SUPERVISE_SECONDS):
             pids = {slot: w.process.pid for slot, w in list(self._workers.items())}
             message = "hook evaluation past its timeout; killing and replacing its process"
             for _ in self._watchdog.kill_overdue(pids, self._killed, message, log, self._killed.__setitem__):

@@ -1,10 +1,16 @@
-"""Discovery (plural or kind -> type, with a hint for a missing CRD), paths, and the watch stream's framing."""
+"""Discovery (plural or kind -> type, with a hint for a missing CRD), paths, the watch stream's framing,
+and how often credentials are refreshed."""
 
 from __future__ import annotations
 
+import json
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
-from regokite.kube.client import ApiError, WatchStream, resource_path
+from regokite.kube.client import CREDENTIALS_CHECK_SECONDS, ApiError, KubeClient, WatchStream, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.resources import ChildType
 from tests.kube_runtime.fake import FakeKube
@@ -48,3 +54,50 @@ def test_a_watch_stream_yields_one_event_per_line_across_chunk_boundaries() -> N
     response = Response()
     assert [e["type"] for e in WatchStream(response)] == ["ADDED", "MODIFIED"]
     assert response.closed
+
+
+def test_expiring_credentials_are_renewed_at_most_once_per_check_interval(tmp_path: Path) -> None:
+    """The kubernetes package re-runs a kubeconfig's credential refresh before every request
+    (here: an exec plugin whose token is always near expiry, so every refresh runs it); the
+    client checks at most once per CREDENTIALS_CHECK_SECONDS and still picks up a new token."""
+    runs = tmp_path / "runs"
+    plugin = tmp_path / "token.py"
+    plugin.write_text(
+        "import datetime, json, pathlib\n"
+        f"runs = pathlib.Path({str(runs)!r})\n"
+        "n = len(runs.read_text()) if runs.exists() else 0\n"
+        "runs.write_text('x' * (n + 1))\n"
+        "expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=1)\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',\n"
+        "    'status': {'token': f'token-{n + 1}', 'expirationTimestamp': expiry.strftime('%Y-%m-%dT%H:%M:%SZ')}}))\n"
+    )
+    kubeconfig = tmp_path / "kubeconfig"
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [str(plugin)],
+            "interactiveMode": "Never",
+        }
+    }
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    kube = KubeClient(kubeconfig)
+    token = lambda: kube.api.configuration.auth_settings()["BearerToken"]["value"]  # noqa: E731
+    started = time.monotonic()
+    seen = [token() for _ in range(50)]  # what every request's headers would carry
+    windows = int((time.monotonic() - started) / CREDENTIALS_CHECK_SECONDS) + 1
+    assert len(runs.read_text()) <= 1 + windows, "the plugin ran for every request"
+    time.sleep(CREDENTIALS_CHECK_SECONDS)
+    renewed = token()
+    assert renewed != seen[-1] and renewed == f"Bearer token-{len(runs.read_text())}"
