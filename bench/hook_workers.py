@@ -23,7 +23,6 @@ from pathlib import Path
 
 from bench.common import percentiles
 from bench.controller_converge import HEAVY
-from tests.controllers.fanout import CHILDREN, STATUS
 from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.clusterdata.store import ReplicaStore
@@ -31,6 +30,7 @@ from regokite.controllers.hooks import LocalHooks, resolve_hook
 from regokite.controllers.hookworkers import HookWorkers
 from regokite.controllers.schema import HookTarget
 from regokite.engine import open_engine
+from tests.controllers.fanout import CHILDREN, STATUS
 
 REQUEST = {
     "controller": {"metadata": {"name": "fanout"}},
