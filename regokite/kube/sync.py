@@ -163,7 +163,8 @@ class SyncReconciler:
             )
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
-            if plan.status is not None and not self._put_off_status(namespace, name, plan):
+            put_off = plan.status is not None and self._put_off_status(namespace, name, plan)
+            if plan.status is not None and not put_off:
                 obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name)
             self.actuator.finish(
                 self.type, obj, plan.events, finalizer=d.finalizer, release=plan.release, controller=d.name
@@ -177,7 +178,8 @@ class SyncReconciler:
                 self.actuator.event(obj, "Warning", "SyncError", str(exc))
             raise
         if plan.actions:
-            log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
+            done = [a for a in plan.describe() if not (put_off and a == "status")]
+            log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": done})
         return plan.resync_after_seconds
 
     def _put_off_status(self, namespace: str, name: str, plan: sync.SyncPlan) -> bool:
