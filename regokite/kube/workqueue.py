@@ -22,7 +22,10 @@ class WorkQueue:
         self.name = name
         self.base_delay = base_delay
         self.max_delay = max_delay
+        # one lock, two conditions: an add wakes one idle worker (not all of them and the
+        # timer, each of which would take the GIL to go back to sleep), a delayed add the timer
         self._cond = threading.Condition()
+        self._timer_cond = threading.Condition(self._cond)
         self._queue: deque[Hashable] = deque()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
@@ -43,7 +46,7 @@ class WorkQueue:
             self._dirty.add(key)
             if key not in self._processing:
                 self._queue.append(key)
-                self._cond.notify_all()
+                self._cond.notify()
 
     def add_after(self, key: Hashable, delay: float) -> None:
         if delay <= 0:
@@ -57,7 +60,7 @@ class WorkQueue:
                 return  # an earlier wake-up already covers this one
             self._waiting[key] = when
             heapq.heappush(self._delayed, (when, next(self._seq), key))
-            self._cond.notify_all()
+            self._timer_cond.notify()
 
     def add_rate_limited(self, key: Hashable) -> float:
         with self._cond:
@@ -98,7 +101,7 @@ class WorkQueue:
             self._processing.discard(key)
             if key in self._dirty:
                 self._queue.append(key)
-                self._cond.notify_all()
+                self._cond.notify()
 
     def __len__(self) -> int:
         with self._cond:
@@ -115,6 +118,7 @@ class WorkQueue:
             self._queue.clear()
             self._dirty.clear()
             self._cond.notify_all()
+            self._timer_cond.notify_all()
 
     # -- delayed adds
 
@@ -130,6 +134,6 @@ class WorkQueue:
                             self._dirty.add(key)
                             if key not in self._processing:
                                 self._queue.append(key)
-                                self._cond.notify_all()
+                                self._cond.notify()
                 timeout = self._delayed[0][0] - now if self._delayed else None
-                self._cond.wait(timeout)
+                self._timer_cond.wait(timeout)

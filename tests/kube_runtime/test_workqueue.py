@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from regokite.kube.workqueue import WorkQueue
@@ -55,3 +58,40 @@ def test_shutdown_releases_waiting_workers_and_refuses_adds(queue: WorkQueue) ->
     assert queue.get() is None
     queue.add("b")
     assert len(queue) == 0
+
+
+def test_waiting_workers_each_get_a_key_and_delayed_keys_arrive_while_they_wait(queue: WorkQueue) -> None:
+    """An add wakes one waiting worker (not every one): no key may be lost or handed out twice,
+    with workers that wait with and without a timeout, and delayed keys due meanwhile."""
+    got: list[str] = []
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def worker(timeout: float | None) -> None:
+        while True:
+            key = queue.get(timeout)
+            if key is None:
+                if stopping.is_set():
+                    return
+                continue  # timed out: wait again
+            with lock:
+                got.append(str(key))
+            queue.done(key)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in (None, None, 0.001, 0.001, 0.01)]
+    for t in threads:
+        t.start()
+    expected = [f"k{i}" for i in range(200)] + [f"d{i}" for i in range(0, 200, 10)]
+    for i in range(200):
+        queue.add(f"k{i}")
+        if i % 10 == 0:
+            queue.add_after(f"d{i}", 0.002)
+    deadline = time.monotonic() + 10
+    while len(got) < len(expected) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stopping.set()
+    queue.shutdown()
+    for t in threads:
+        t.join(timeout=5)
+    assert sorted(got) == sorted(expected)
+    assert not any(t.is_alive() for t in threads)
