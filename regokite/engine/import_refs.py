@@ -45,8 +45,8 @@ class Edit:
 class Columns:
     """Maps locations in the rewritten modules back to the modules as written."""
 
-    def __init__(self, edits: dict[str, list[Edit]] | None = None) -> None:
-        self._edits = edits or {}
+    def __init__(self, edits: dict[str, list[Edit]]) -> None:
+        self._edits = edits
 
     def original(self, location: Location | None) -> Location | None:
         if location is None:

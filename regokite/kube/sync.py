@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from regokite.controllers import sync
@@ -163,8 +164,9 @@ class SyncReconciler:
             )
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
-            put_off = plan.status is not None and self._put_off_status(namespace, name, plan)
-            if plan.status is not None and not put_off:
+            if plan.status is not None and self._put_off_status(namespace, name, plan):
+                plan = replace(plan, status=None)
+            if plan.status is not None:
                 obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name)
             self.actuator.finish(
                 self.type, obj, plan.events, finalizer=d.finalizer, release=plan.release, controller=d.name
@@ -178,8 +180,7 @@ class SyncReconciler:
                 self.actuator.event(obj, "Warning", "SyncError", str(exc))
             raise
         if plan.actions:
-            done = [a for a in plan.describe() if not (put_off and a == "status")]
-            log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": done})
+            log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
         return plan.resync_after_seconds
 
     def _put_off_status(self, namespace: str, name: str, plan: sync.SyncPlan) -> bool:
