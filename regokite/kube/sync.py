@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from regokite.controllers import sync
@@ -74,7 +73,6 @@ class SyncReconciler:
         """Refuses a namespaced object with cluster-scoped children: its owner references could not hold."""
         self.definition, self.name, self.type, self.child_types = definition, name, t, child_types
         self.sync_hook, self.finalize_hook, self.manager = sync_hook, finalize_hook, manager
-        self._status_put_off: set[tuple[str, str]] = set()  # objects whose last sync left its status to the next
         bad = [c.kind for c in child_types if t.namespaced and not c.namespaced]
         if bad:
             raise HookError(
@@ -120,7 +118,6 @@ class SyncReconciler:
     def reconcile(self, namespace: str, name: str) -> float | None:
         obj = self.get(namespace, name)
         if obj is None:
-            self._status_put_off.discard((namespace, name))
             if self.related is not None:
                 self.related.forget(namespace, name)
             return None  # deleted: the garbage collector removes the children
@@ -164,8 +161,6 @@ class SyncReconciler:
             )
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
-            if plan.status is not None and self._put_off_status(namespace, name, plan):
-                plan = replace(plan, status=None)
             if plan.status is not None:
                 obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name)
             self.actuator.finish(
@@ -182,22 +177,6 @@ class SyncReconciler:
         if plan.actions:
             log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
         return plan.resync_after_seconds
-
-    def _put_off_status(self, namespace: str, name: str, plan: sync.SyncPlan) -> bool:
-        """Whether this sync leaves its status to the next one: it created children.
-
-        The hook answered the status on children about to exist (a count of 0
-        of 3, say); Metacontroller writes it and overwrites it a sync later. The
-        creations' watch events bring that sync, whose status is written: never
-        put off twice in a row, so children created on every sync (a selector
-        they do not match) cannot hold a status back for good.
-        """
-        key = (namespace, name)
-        if key in self._status_put_off or not any(a.verb == "create" for a in plan.actions):
-            self._status_put_off.discard(key)
-            return False
-        self._status_put_off.add(key)
-        return True
 
     def _run(self, hook: ResolvedHook, request: dict[str, Any], obj: Mapping[str, Any]) -> HookResponse:
         return run_hook(

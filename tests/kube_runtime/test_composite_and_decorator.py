@@ -73,7 +73,7 @@ def composite_runner(kube: FakeKube, engine: ScriptedEngine, finalize: bool = Fa
     )
 
 
-def test_one_sync_creates_children_the_sync_that_sees_them_sets_status_then_nothing_is_written() -> None:
+def test_one_sync_creates_children_and_writes_the_status_answered_then_nothing_is_written() -> None:
     kube = cluster()
     kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})
     runner = composite_runner(kube, ScriptedEngine(thing_policy))
@@ -81,8 +81,8 @@ def test_one_sync_creates_children_the_sync_that_sees_them_sets_status_then_noth
     assert runner.reconcile("ns", "p") is None
     child = kube.stored(f"{CMS}/p")
     assert child["data"] == {"v": "1"} and child["metadata"]["ownerReferences"][0]["name"] == "p"
-    # the hook answered {"configMaps": 0} on a child about to exist: left to the sync that sees it
-    assert "status" not in kube.stored(f"{THINGS}/p")
+    # as Metacontroller: the status the hook answered on the creating sync is written on that sync
+    assert kube.stored(f"{THINGS}/p")["status"] == {"configMaps": 0}
     relist(runner.manager)  # the ConfigMap's watch event
     runner.reconcile("ns", "p")
     assert kube.stored(f"{THINGS}/p")["status"] == {"configMaps": 1}
@@ -92,17 +92,29 @@ def test_one_sync_creates_children_the_sync_that_sees_them_sets_status_then_noth
     assert len(kube.writes()) == writes  # in sync: no write at all
 
 
-def test_a_status_is_never_put_off_twice_in_a_row() -> None:
-    """Children created on every sync (here: the cache never shows them) do not hold the status back."""
+def edge_triggered_policy(ref: str, input: Any) -> Any:
+    """Records a transition only on the sync that creates the child; otherwise carries the status forward."""
+    parent, observed = input["parent"], input["children"]["ConfigMap.v1"]
+    desired = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": parent["metadata"]["name"]}}]
+    if ref == "data.things.children":
+        return desired
+    if ref == "data.things.status":
+        conditions = list(parent.get("status", {}).get("conditions", []))
+        if len(desired) != len(observed):
+            conditions.append({"type": "effective", "status": "True"})
+        return {"conditions": conditions}
+    return UNDEFINED
+
+
+def test_an_edge_triggered_status_answered_on_the_creating_sync_is_kept() -> None:
     kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(edge_triggered_policy))
     relist(runner.manager)
     runner.reconcile("ns", "p")
-    assert "status" not in kube.stored(f"{THINGS}/p")
-    runner.parents._relist()
-    runner.reconcile("ns", "p")  # creates the ConfigMap again, as far as it knows
-    assert kube.stored(f"{THINGS}/p")["status"] == {"configMaps": 0}
+    relist(runner.manager)
+    runner.reconcile("ns", "p")
+    assert kube.stored(f"{THINGS}/p")["status"] == {"conditions": [{"type": "effective", "status": "True"}]}
 
 
 def test_a_finalize_hook_keeps_the_finalizer_until_it_answers_finalized() -> None:
