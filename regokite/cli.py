@@ -67,7 +67,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_gatekeeper(args: argparse.Namespace) -> int:
     from regokite.kube.client import KubeClient
-    from regokite.kube.gatekeeper import GatekeeperSync
+    from regokite.sources.gatekeeper_objects import GatekeeperSync
 
     sync = GatekeeperSync(KubeClient(args.kubeconfig), Path(args.out), args.config_namespace)
     sync.install()
@@ -83,7 +83,7 @@ def _cmd_configmaps(args: argparse.Namespace) -> int:
     import threading
 
     from regokite.kube.client import KubeClient
-    from regokite.kube.configmap_policies import ConfigMapSync
+    from regokite.sources.configmap_policies import ConfigMapSync
 
     namespaces = [n for value in args.policy_namespaces for n in value.split(",") if n]
     sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, v0_compatible=args.v0_compatible)
@@ -486,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:
-    from regokite.kube.serve import ControllerSettings, serve
+    from regokite.commands.controller import ControllerSettings, serve
 
     return serve(
         ControllerSettings(
@@ -525,7 +525,7 @@ def _leader_settings(args: argparse.Namespace) -> Any:
 
 
 def _cmd_hooks(args: argparse.Namespace) -> int:
-    from regokite.kube.hookserve import serve_hooks
+    from regokite.hookserving.process import serve_hooks
 
     return serve_hooks(
         args.policies,

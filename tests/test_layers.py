@@ -1,5 +1,5 @@
 """The package's shape, read from its imports: no `_private` name crosses a module boundary, no import cycle
-between files, and the layers point one way (the vocabulary and the decisions never import the runtime)."""
+between files, and the layers point one way, checked through every chain of imports (README "Layout")."""
 
 from __future__ import annotations
 
@@ -73,13 +73,109 @@ def test_no_import_cycle_between_files() -> None:
     assert cycles == []
 
 
-def test_the_decisions_never_import_the_runtime() -> None:
-    """`controllers/` decides and `resources` names things; only `kube/` talks to the API server."""
-    offenders = [
-        f"{module} imports {source}"
-        for module, rows in _imports().items()
-        if module.startswith(("regokite.controllers", "regokite.resources"))
-        for source, _, _ in rows
-        if source.startswith("regokite.kube")
-    ]
-    assert offenders == []
+# The layers, lowest first. A module may reach (through any chain of imports, deferred ones included)
+# only modules of its own layer or of a layer below it. Modules named here by package cover the package.
+LAYERS: dict[str, tuple[str, ...]] = {
+    # pure: vocabulary, engines, and the decisions; no API server, no process wiring
+    "decisions": (
+        "regokite",  # the package itself (its version), not its submodules
+        "regokite.errors",
+        "regokite.fields",
+        "regokite.selectors",
+        "regokite.resources",
+        "regokite.yamldoc",
+        "regokite.input_guard",
+        "regokite.rego_ast",
+        "regokite.bundle",
+        "regokite.outline",
+        "regokite.ops",
+        "regokite.engine",
+        "regokite.clusterdata",
+        "regokite.gatekeeper",
+        "regokite.controllers",
+        "regokite.admission",  # its decisions; its HTTPS app and server are runtime, below
+        "regokite.audit",  # what to audit and the findings; its runner is runtime, below
+        "regokite.check",
+        "regokite.testing",
+        "regokite.manifests",
+    ),
+    # API machinery: the only code that talks to the API server
+    "kube": ("regokite.kube",),
+    # what runs on the machinery: controller runners, hook serving, sources read from the cluster, the
+    # admission server, the audit runner
+    "runtime": (
+        "regokite.runners",
+        "regokite.hookserving",
+        "regokite.sources",
+        "regokite.admission.app",
+        "regokite.admission.connections",
+        "regokite.admission.serve",
+        "regokite.audit.run",
+    ),
+    # process wiring and the command line
+    "commands": ("regokite.commands", "regokite.cli", "regokite.__main__"),
+}
+
+
+def _layer(module: str) -> int:
+    """The index in LAYERS of the most specific prefix naming `module`."""
+    best = (-1, -1)
+    for rank, prefixes in enumerate(LAYERS.values()):
+        for prefix in prefixes:
+            covers = module == prefix or (prefix != "regokite" and module.startswith(prefix + "."))
+            if covers and len(prefix) > best[0]:
+                best = (len(prefix), rank)
+    assert best[1] >= 0, f"{module} is in no layer of tests/test_layers.py: place it"
+    return best[1]
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> dict[str, list[str]]:
+    """Every module `start` reaches through imports, each with one shortest chain leading to it."""
+    chains = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for module in frontier:
+            for nxt in sorted(graph.get(module, ())):
+                if nxt in graph and nxt not in chains:
+                    chains[nxt] = [*chains[module], nxt]
+                    following.append(nxt)
+        frontier = following
+    return chains
+
+
+def layer_violations(imports: dict[str, list[tuple[str, str | None, int]]]) -> list[str]:
+    graph = {m: {src for src, _, _ in rows if src != m} for m, rows in imports.items()}
+    names = list(LAYERS)
+    found = []
+    for module in sorted(graph):
+        for reached, chain in _reach(graph, module).items():
+            if _layer(reached) > _layer(module):
+                path = " -> ".join(chain)
+                found.append(f"{module} ({names[_layer(module)]}) reaches {reached} ({names[_layer(reached)]}): {path}")
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in _imports():
+        _layer(module)
+
+
+def test_the_layers_point_down_through_every_chain_of_imports() -> None:
+    """The decisions never reach the API machinery (`kube`), the machinery never reaches what runs on it,
+    and nothing below the commands reaches them, directly or through any other module."""
+    found = layer_violations(_imports())
+    assert not found, "imports that point up a layer:\n" + "\n".join(found)
+
+
+def test_a_chain_through_another_module_is_caught() -> None:
+    """The check is transitive: a decision importing a vocabulary module that imports `kube` fails."""
+    imports = {
+        "regokite.controllers.hooks": [("regokite.resources", None, 1)],
+        "regokite.resources": [("regokite.kube.client", None, 1)],
+        "regokite.kube.client": [],
+    }
+    assert layer_violations(imports)[0] == (
+        "regokite.controllers.hooks (decisions) reaches regokite.kube.client (kube): "
+        "regokite.controllers.hooks -> regokite.resources -> regokite.kube.client"
+    )

@@ -22,7 +22,7 @@ from starlette.routing import Route
 from regokite.admission.decide import Decision, Mode, decide, select
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Verdict, parse_review, response
-from regokite.clusterdata.replicate import Replicator
+from regokite.kube.replicate import Replicator
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.logging import log_context
 from regokite.ops.metrics import exposition

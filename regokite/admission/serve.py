@@ -38,13 +38,13 @@ from regokite.admission.app import ServingState, create_app
 from regokite.admission.connections import ConnectionLimits, GuardedServer
 from regokite.admission.policies import PolicySet, build_policy_set
 from regokite.bundle import Bundle, fingerprint, load_bundle
-from regokite.clusterdata.replicate import Replicator, check_access
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSources, read_sources
 from regokite.kube.client import KubeClient
+from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
 from regokite.ops.tls import server_context

@@ -24,7 +24,6 @@ from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.audit import reports
 from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_resources, violations
 from regokite.bundle import fingerprint
-from regokite.clusterdata.replicate import Replicator, check_access
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
 from regokite.errors import RegokiteError
@@ -35,6 +34,7 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
+from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import audit_metrics as metrics
 from regokite.resources import ChildType
 

@@ -1,7 +1,7 @@
 """Metacontroller-compatible controllers and Watches whose hooks are Rego: the decisions.
 
-No API-server I/O happens here (`regokite.kube` watches and writes); the
-definitions loader reads files, `plan` reads files and `hookserver` serves HTTP.
+No API-server I/O happens here (`regokite.runners` run these decisions over
+`regokite.kube`); the definitions loader and `plan` read files.
 
 * `schema` — the parsing vocabulary every definitions file shares.
 * `definitions` — one loader: CompositeControllers, DecoratorControllers, Watches (and CRDs beside them).

@@ -1,6 +1,6 @@
 """CompositeController decisions, pure: selectors, claiming, desired children, the diff.
 
-The runtime (`regokite.kube.composite`) gathers observed objects from its
+The runtime (`regokite.runners.composite_runner`) gathers observed objects from its
 caches, calls these functions and carries out the actions they return; the
 `plan` command calls the same functions on files. Nothing here does I/O.
 
@@ -176,7 +176,7 @@ def plan_children(
             if old_hash is None:  # never applied by regokite: created by Metacontroller (or adopted)
                 actions.append(take_over(t, ident, body, current, recreate=method in ("Recreate", "RollingRecreate")))
                 continue
-            if method in ("Recreate", "RollingRecreate"):  # rolling: regokite.kube.rolling picks what differs
+            if method in ("Recreate", "RollingRecreate"):  # rolling: runners.rolling_updates picks what differs
                 if new_hash != old_hash:
                     actions.append(
                         Action("recreate", t, ident[0], ident[1], body, current["metadata"].get("uid"), "changed")

@@ -54,7 +54,7 @@ class Reconciler(Protocol):
 
 
 class DataGate(Protocol):
-    """Replicated cluster data (clusterdata.replicate.Replicator): ready once every initial list is in."""
+    """Replicated cluster data (kube.replicate.Replicator): ready once every initial list is in."""
 
     def ready(self) -> bool: ...
 

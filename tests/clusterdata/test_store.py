@@ -159,8 +159,8 @@ def test_hooks_wait_for_their_cluster_data_then_read_it() -> None:
     from fastapi.testclient import TestClient
 
     from regokite import outline
-    from regokite.controllers.hookserver import HookPolicies, Served, create_app
     from regokite.engine import open_engine
+    from regokite.hookserving.server import HookPolicies, Served, create_app
 
     class Loading:
         def __init__(self) -> None:

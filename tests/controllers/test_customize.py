@@ -6,7 +6,7 @@ import pytest
 
 from regokite.controllers import customize
 from regokite.controllers.hooks import ChildType, HookError
-from regokite.kube.related import RelatedResources
+from regokite.runners.related_resources import RelatedResources
 
 CM = ChildType("v1", "configmaps", "ConfigMap", namespaced=True)
 NS = ChildType("v1", "namespaces", "Namespace", namespaced=False)

@@ -13,7 +13,7 @@ from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
 from regokite.kube.client import KubeClient
-from regokite.kube.configmap_policies import STATUS_ANNOTATION, ConfigMapSync
+from regokite.sources.configmap_policies import STATUS_ANNOTATION, ConfigMapSync
 from tests.admission.reviews import review
 from tests.admission.server import admission_server
 

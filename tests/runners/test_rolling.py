@@ -7,11 +7,11 @@ from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.rolling import CHILDREN_ANNOTATION
 from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.kube.actuator import Actuator
-from regokite.kube.composite import CompositeRunner
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
+from regokite.runners.composite_runner import CompositeRunner
 from tests.kube_runtime.fake import ScriptedEngine
-from tests.kube_runtime.test_composite_and_decorator import CMS, THINGS, cluster, relist, thing_policy
+from tests.runners.test_composite_and_decorator import CMS, THINGS, cluster, relist, thing_policy
 
 REVISIONS = "/apis/apps/v1/namespaces/ns/controllerrevisions"
 

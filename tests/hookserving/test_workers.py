@@ -14,10 +14,10 @@ import pytest
 from regokite import outline
 from regokite.bundle import Bundle, load_bundle
 from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook, resolve_hook
-from regokite.controllers.hookworkers import HookWorkers, usable_cpus
 from regokite.controllers.schema import HookTarget
 from regokite.engine import open_engine
 from regokite.errors import RegokiteError
+from regokite.hookserving.workers import HookWorkers, usable_cpus
 
 GREETING = """package hooks.greet
 

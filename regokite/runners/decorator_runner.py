@@ -19,8 +19,8 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
-from regokite.kube.sync import Observed, SyncReconciler
 from regokite.resources import ChildType, controller_ref, refers_to, same_version
+from regokite.runners.sync_reconciler import Observed, SyncReconciler
 
 
 class DecoratorRunner:

@@ -36,13 +36,13 @@ from fastapi.responses import JSONResponse, Response
 
 from regokite import input_guard, outline
 from regokite.bundle import fingerprint, load_bundle
-from regokite.clusterdata.replicate import Replicator
 from regokite.controllers import customize, decorator
 from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, evaluate_hook, resolve_hook
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
+from regokite.kube.replicate import Replicator
 
 log = logging.getLogger("regokite.hooks")
 

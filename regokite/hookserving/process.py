@@ -1,6 +1,6 @@
 """Run `regokite hooks`: the hook server's app, with the cluster data its hooks read.
 
-The app itself (`controllers/hookserver.py`) decides nothing about the API
+The app itself (`hookserving/server.py`) decides nothing about the API
 server; replicating what the hooks read is runtime work, wired here.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from regokite.clusterdata.replicate import Replicator, check_access
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
-from regokite.controllers.hookserver import Served, create_app, loader
 from regokite.engine import Engine
 from regokite.engine.extensions import ExtensionOptions
+from regokite.hookserving.server import Served, create_app, loader
 from regokite.kube.client import KubeClient
+from regokite.kube.replicate import Replicator, check_access
 
 log = logging.getLogger("regokite.hooks")
 REPLICA_MAX_LAG = 0.5  # as the admission server: a changed object shows within this (a new one at once)

@@ -33,10 +33,10 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, NotLeader
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
-from regokite.kube.related import RelatedResources
-from regokite.kube.rolling import RollingUpdates
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, where
+from regokite.runners.related_resources import RelatedResources
+from regokite.runners.rolling_updates import RollingUpdates
 
 log = logging.getLogger("regokite.controller")
 Observed = dict[str, list[dict[str, Any]]]

@@ -15,9 +15,9 @@ from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_changes
 from regokite.controllers.hooks import ResolvedHook, resolve_hook
-from regokite.controllers.hookworkers import HookWorkers
 from regokite.controllers.schema import HookTarget
-from tests.controllers.test_hookworkers import gone
+from regokite.hookserving.workers import HookWorkers
+from tests.hookserving.test_workers import gone
 
 POLICY = """package hooks.copy
 

@@ -14,10 +14,10 @@ from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
-from regokite.kube.composite import CompositeRunner
-from regokite.kube.decorator import DecoratorRunner
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
+from regokite.runners.composite_runner import CompositeRunner
+from regokite.runners.decorator_runner import DecoratorRunner
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 
 THINGS = "/apis/example.com/v1/namespaces/ns/things"

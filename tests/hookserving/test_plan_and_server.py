@@ -9,9 +9,9 @@ import yaml
 from fastapi.testclient import TestClient
 
 from regokite.cli import main
-from regokite.controllers.hookserver import Served, create_app, loader
 from regokite.controllers.plan import plan_from_files
 from regokite.errors import RegokiteError
+from regokite.hookserving.server import Served, create_app, loader
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from regokite.bundle import load_bundle
 from regokite.engine.embedded import EmbeddedEngine
-from regokite.kube.configmap_policies import STATUS_ANNOTATION, ConfigMapSync, status_annotation
+from regokite.sources.configmap_policies import STATUS_ANNOTATION, ConfigMapSync, status_annotation
 
 GOOD = 'package kubernetes\n\nexample := "Hello, Kubernetes!"\n'
 OTHER = 'package other\n\nanswer := data.opa["hello-data"]["x.json"].a[0]\n'

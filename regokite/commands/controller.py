@@ -12,25 +12,25 @@ from typing import Any
 
 from regokite import outline
 from regokite.bundle import load_bundle
-from regokite.clusterdata.replicate import Replicator, check_access
 from regokite.clusterdata.store import ReplicaStore, ResourceRef, check_replica_root
 from regokite.controllers import customize, decorator, definitions
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
-from regokite.controllers.hookworkers import HookWorkers, usable_cpus
 from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
-from regokite.kube import cluster_definitions
+from regokite.hookserving.workers import HookWorkers, usable_cpus
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient
-from regokite.kube.composite import CompositeRunner
-from regokite.kube.decorator import DecoratorRunner
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.leader import LeaderSettings
 from regokite.kube.manager import DEFAULT_WORKERS, Manager
+from regokite.kube.replicate import Replicator, check_access
 from regokite.kube.shards import SINGLETON, Shards, Verdict
-from regokite.kube.watch import build_watches
 from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
+from regokite.runners.composite_runner import CompositeRunner
+from regokite.runners.decorator_runner import DecoratorRunner
+from regokite.runners.watch_runner import build_watches
+from regokite.sources import cluster_definitions
 
 log = logging.getLogger("regokite.controller")
 

@@ -18,9 +18,9 @@ from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
-from regokite.kube.rolling import RollingUpdates
-from regokite.kube.sync import Observed, SyncReconciler
 from regokite.resources import controller_ref, owner_reference, refers_to, same_version
+from regokite.runners.rolling_updates import RollingUpdates
+from regokite.runners.sync_reconciler import Observed, SyncReconciler
 
 
 class CompositeRunner(SyncReconciler):

@@ -10,7 +10,7 @@ from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
-from regokite.kube.related import RelatedResources
+from regokite.runners.related_resources import RelatedResources
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 
 SECRETS = "/api/v1/namespaces/ns/secrets"

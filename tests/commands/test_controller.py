@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from regokite.commands.controller import load_hooks
 from regokite.controllers.hooks import HookError
-from regokite.kube.serve import load_hooks
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
