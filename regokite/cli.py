@@ -150,6 +150,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
     from regokite.admission.connections import ConnectionLimits
     from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
+    from regokite.engine import Capability, capabilities_of
     from regokite.ops.tls import self_signed
 
     cert, key = args.tls_cert, args.tls_key
@@ -184,7 +185,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
             max_header_bytes=args.max_header_bytes,
         ),
     )
-    if args.engine == "opa" and args.opa_wait > 0:
+    if Capability.SIDECAR in capabilities_of(args.engine) and args.opa_wait > 0:
         _wait_for_opa(args.opa_url, args.opa_wait)
     try:
         return serve(settings)
@@ -642,7 +643,9 @@ def _engine_choice(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=["embedded", "opa"], default="embedded")
+    from regokite.engine import KINDS
+
+    p.add_argument("--engine", choices=list(KINDS), default="embedded")
     p.add_argument("--opa-url", default="http://127.0.0.1:8181", help="sidecar OPA address")
 
 

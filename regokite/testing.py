@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from regokite.bundle import Bundle, load_bundle
-from regokite.engine import Engine
-from regokite.engine.embedded import EmbeddedEngine
+from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import EvaluationError
 from regokite.outline import outline
@@ -60,7 +59,7 @@ def run_tests(
     PolicyLoadError when the bundle does not load.
     """
     bundle = load_bundle(paths, v0_compatible=v0_compatible)
-    engine = EmbeddedEngine(bundle, options) if engine_for is None else engine_for(bundle)
+    engine = open_engine(bundle, options=options) if engine_for is None else engine_for(bundle)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
     for module in outline(bundle.tests):

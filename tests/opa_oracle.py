@@ -38,6 +38,7 @@ class OracleEngine:
     """An Engine (evaluate, bind, query) on OPA's own evaluator, for tests only."""
 
     name = "opa-go"
+    capabilities: frozenset = frozenset()  # no data.inventory view, and no kind open_engine builds
 
     def __init__(self, bundle: Bundle) -> None:
         v0 = [m.path for m in bundle.modules if m.v0]

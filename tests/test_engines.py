@@ -419,3 +419,35 @@ def test_v0_syntax_in_a_v1_module_says_how_to_load_it(make_engine):
         make_engine(bundle_of(("policies/v0.rego", v0)))
     assert caught.value.location == Location("policies/v0.rego", 3, 11)
     assert "--v0-compatible" in caught.value.message
+
+
+def test_each_engine_states_the_capabilities_of_its_kind() -> None:
+    from regokite.engine import KINDS, Capability, capabilities_of, open_engine
+    from regokite.engine.opa import OpaEngine
+
+    assert EmbeddedEngine.capabilities == capabilities_of("embedded") == KINDS[EmbeddedEngine.name]
+    assert OpaEngine.capabilities == capabilities_of("opa") == KINDS[OpaEngine.name]
+    assert Capability.INVENTORY in EmbeddedEngine.capabilities and Capability.SIDECAR in OpaEngine.capabilities
+    with pytest.raises(ValueError, match="unknown engine 'wasm': expected 'embedded' or 'opa'"):
+        open_engine(Bundle([]), "wasm")
+
+
+def test_callers_ask_a_capability_and_the_factory_builds_every_engine() -> None:
+    """Outside `engine/` no code compares an engine's kind by name or calls an engine's class."""
+    import ast
+
+    from regokite.engine import KINDS
+
+    package = Path(__file__).resolve().parents[1] / "regokite"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "engine":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                names = [n.value for n in (node.left, *node.comparators) if isinstance(n, ast.Constant)]
+                if any(name in KINDS for name in names):
+                    found.append(f"{path.name}:{node.lineno} compares an engine kind")
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("EmbeddedEngine", "OpaEngine"):
+                found.append(f"{path.name}:{node.lineno} builds an engine without open_engine")
+    assert found == []

@@ -21,7 +21,7 @@ from typing import Any
 from regokite.admission.match import Match, MatchError, parse_match
 from regokite.bundle import Bundle, Module, load_bundle
 from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceRef, parse_resource
-from regokite.engine import UNDEFINED, Engine, open_engine
+from regokite.engine import UNDEFINED, Capability, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.constraints import (
@@ -110,7 +110,7 @@ class PolicySet:
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
-        if self.reads_inventory and self.engine.name != "embedded":
+        if self.reads_inventory and Capability.INVENTORY not in self.engine.capabilities:
             raise RegokiteError("Gatekeeper templates reading data.inventory need the embedded engine")
         self.engine.follow(InventoryView(store) if self.reads_inventory else store)
         if self.namespaces is not None:

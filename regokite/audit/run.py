@@ -25,7 +25,7 @@ from regokite.audit import reports
 from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_resources, violations
 from regokite.bundle import fingerprint
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
-from regokite.engine import UNDEFINED
+from regokite.engine import UNDEFINED, Capability, capabilities_of
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.crds import constraint_plural
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
@@ -232,7 +232,7 @@ def run_once(audit: Audit) -> None:
     metrics.audit_passes.inc()
     pages = ((ref, page) for ref in audit.resources for page in paged(audit.client, ref, audit.settings.page_size))
     covered = 0
-    if audit.settings.jobs > 1 and audit.settings.engine == "embedded":
+    if audit.settings.jobs > 1 and Capability.IN_PROCESS in capabilities_of(audit.settings.engine):
         for found, count in _in_processes(audit, pages):
             audit.findings.update((key, (subject, results)) for key, subject, results in found)
             covered += count

@@ -15,7 +15,7 @@ from regokite.bundle import load_bundle
 from regokite.clusterdata.store import ReplicaStore, ResourceRef, check_replica_root
 from regokite.controllers import customize, decorator, definitions
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
-from regokite.engine import Engine, open_engine
+from regokite.engine import Capability, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.hookserving.workers import HookWorkers, usable_cpus
@@ -109,7 +109,7 @@ def hook_evaluator(settings: ControllerSettings, engine: Engine, replica: Replic
     store = replica.store if replica is not None else None
     if store is not None:
         check_replica_root(engine.bundle.data, store)
-    if settings.engine != "embedded":
+    if Capability.IN_PROCESS not in engine.capabilities:
         if store is not None:
             engine.follow(store)
         return LocalHooks(engine)

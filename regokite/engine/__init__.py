@@ -8,6 +8,7 @@ which is not the same as an empty set or `null`.
 
 from __future__ import annotations
 
+import enum
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from regokite.bundle import Bundle
@@ -44,6 +45,27 @@ def first_value(results: list[dict[str, Any]]) -> Any:
     return results[0]["expressions"][0]["value"]
 
 
+class Capability(enum.Enum):
+    """What an engine can do or needs beyond evaluating: callers ask these, never an engine's name."""
+
+    INVENTORY = "inventory"  # follows replicated data as Gatekeeper's `data.inventory` view too
+    IN_PROCESS = "in-process"  # evaluates here, holding the GIL: more cores take worker processes, each its own
+    SIDECAR = "sidecar"  # evaluates in a server beside this process, which must be deployed and reachable
+
+
+KINDS: Final[dict[str, frozenset[Capability]]] = {
+    "embedded": frozenset({Capability.INVENTORY, Capability.IN_PROCESS}),
+    "opa": frozenset({Capability.SIDECAR}),
+}
+
+
+def capabilities_of(kind: str) -> frozenset[Capability]:
+    """What the engine `open_engine(..., kind)` builds can do, before building it (a setting, a manifest)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown engine {kind!r}: expected {' or '.join(map(repr, KINDS))}")
+    return KINDS[kind]
+
+
 class Bound(Protocol):
     def evaluate(self, ref: str) -> Any: ...
 
@@ -52,6 +74,7 @@ class Engine(Protocol):
     """Evaluates references and queries against one loaded bundle."""
 
     name: str
+    capabilities: frozenset[Capability]
     bundle: Bundle
 
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
@@ -90,8 +113,9 @@ def rule_ref(path: str) -> str:
 def open_engine(
     bundle: Bundle, kind: str = "embedded", *, opa_url: str | None = None, options: ExtensionOptions | None = None
 ) -> Engine:
-    """Build the engine named by `kind` for `bundle`; `options` configure the
-    embedded engine's extension builtins (a sidecar OPA has its own)."""
+    """Build the engine named by `kind` for `bundle`: the one place an engine is built. `options`
+    configure the embedded engine's extension builtins (a sidecar OPA has its own)."""
+    capabilities_of(kind)
     if kind == "embedded":
         from regokite.engine.embedded import EmbeddedEngine
 
@@ -100,4 +124,4 @@ def open_engine(
         from regokite.engine.opa import OpaEngine
 
         return OpaEngine(bundle, opa_url or "http://127.0.0.1:8181")
-    raise ValueError(f"unknown engine {kind!r}: expected 'embedded' or 'opa'")
+    raise AssertionError(f"engine {kind!r} has capabilities but no constructor in open_engine")

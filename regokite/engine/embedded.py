@@ -28,7 +28,7 @@ import regorus
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
-from regokite.engine import UNDEFINED, first_value, rule_ref
+from regokite.engine import KINDS, UNDEFINED, first_value, rule_ref
 from regokite.engine.capabilities import check_builtins
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
@@ -65,6 +65,7 @@ def _thread_table() -> dict[int, _Prepared]:
 
 class EmbeddedEngine:
     name = "embedded"
+    capabilities = KINDS[name]
 
     def __init__(self, bundle: Bundle, options: ExtensionOptions | None = None) -> None:
         self.bundle = bundle

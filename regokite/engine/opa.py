@@ -54,7 +54,7 @@ from opa_client.errors import DeletePolicyError, RegoParseError, TypeException
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, json_patch
-from regokite.engine import UNDEFINED, first_value, rule_ref
+from regokite.engine import KINDS, UNDEFINED, first_value, rule_ref
 from regokite.errors import (
     EngineUnavailable,
     EvaluationError,
@@ -80,6 +80,7 @@ class OpaEngine:
     """Evaluates against a sidecar OPA that this engine keeps loaded with `bundle`."""
 
     name = "opa"
+    capabilities = KINDS[name]
 
     def __init__(
         self,

@@ -45,6 +45,7 @@ from regokite.bundle import Bundle
 from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_changes
 from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
 from regokite.controllers.schema import DEFAULT_HOOK_TIMEOUT, HookTarget
+from regokite.engine import open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.ops import controller_metrics as metrics
@@ -301,13 +302,11 @@ def serve_calls(
     """A worker's life: build the engine, say ready (or why not), then answer calls until the pipe closes.
     With `replica_root`, the engine follows a mirror of the controller's replicated data, which every
     call brings up to date first (exactly: no lag allowed, a hook's answer is written to the cluster)."""
-    from regokite.engine.embedded import EmbeddedEngine
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the controller stops us
     ops_logging.configure(log_level)
     mirror = ReplicaStore(replica_root) if replica_root else None
     try:
-        engine = EmbeddedEngine(bundle, options)
+        engine = open_engine(bundle, options=options)
         if mirror is not None:
             engine.follow(mirror)
     except RegokiteError as exc:

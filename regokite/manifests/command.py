@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from regokite.engine import KINDS
 from regokite.manifests import generate
 
 
@@ -12,7 +13,7 @@ def _common(p: argparse.ArgumentParser, default_name: str) -> None:
     p.add_argument("--policies", action="append", metavar="DIR", help="policy dir (repeatable), put in a ConfigMap")
     p.add_argument("--baked-policies", action="store_true", help="policies are in the image at /policies")
     _placement(p, default_name)
-    p.add_argument("--engine", choices=["embedded", "opa"], default="embedded", help="opa: an OPA sidecar container")
+    p.add_argument("--engine", choices=list(KINDS), default="embedded", help="opa: an OPA sidecar container")
     p.add_argument("--opa-image", default=generate.w.OPA_IMAGE)
     p.add_argument("--v0-compatible", action="store_true", help="Rego v0 policies (OPA runs with --v0-compatible)")
 

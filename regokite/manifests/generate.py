@@ -20,6 +20,7 @@ import yaml
 
 from regokite import __version__, yamldoc
 from regokite.clusterdata.store import ResourceRef, guess_resource, parse_resource
+from regokite.engine import Capability, capabilities_of
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
 from regokite.manifests import definition_crds, rbac, webhooks
@@ -112,8 +113,8 @@ def _policy_mount(opts: Common, name: str, component: str) -> tuple[list[Obj], l
 
 def _engine_args(opts: Common) -> list[str]:
     args = ["--v0-compatible"] if opts.v0_compatible else []
-    if opts.engine == "opa":
-        args += ["--engine", "opa", "--opa-url", w.OPA_URL]
+    if Capability.SIDECAR in capabilities_of(opts.engine):
+        args += ["--engine", opts.engine, "--opa-url", w.OPA_URL]
     return args
 
 
@@ -148,7 +149,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
     objects += cm_objects
     args = ["admission", *policy_args, *_engine_args(opts)]
     args += _replicate_flags(opts)
-    if opts.engine == "opa":
+    if Capability.SIDECAR in capabilities_of(opts.engine):
         args += ["--opa-wait", f"{opts.opa_wait:g}"]
     served, target = _webhook_server(
         opts, component, args, mounts=mounts, volumes=volumes, automount=bool(replicated), webhook_name="regokite"
@@ -263,7 +264,7 @@ def gatekeeper_manifests(opts: GatekeeperOptions) -> list[Obj]:
     """Gatekeeper's role in one Deployment: `regokite gatekeeper` (templates -> constraint CRDs, status,
     files) and `regokite admission` serving those files, sharing an emptyDir; one webhook for every
     resource, as Gatekeeper's (constraints are matched in process, so a new template needs no new webhook)."""
-    if opts.engine != "embedded":
+    if Capability.SIDECAR in capabilities_of(opts.engine):  # the Deployment has no sidecar to wire
         raise RegokiteError("regokite manifests gatekeeper: templates run on the embedded engine (no --engine opa)")
     component = "gatekeeper"
     perms = rbac.Permissions()
@@ -497,7 +498,7 @@ def _containers(
         "securityContext": w.container_security_context(),
         "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
     }
-    if opts.engine != "opa":
+    if Capability.SIDECAR not in capabilities_of(opts.engine):
         return [container]
     return [container, w.opa_container(image=opts.opa_image, v0_compatible=opts.v0_compatible)]
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from regokite.bundle import load_bundle
-from regokite.engine.embedded import EmbeddedEngine
+from regokite.engine import open_engine
 from regokite.errors import RegokiteError
 from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.informer import Informer
@@ -208,7 +208,7 @@ class ConfigMapSync:
             if not staging.exists():
                 return None
             try:
-                engine = EmbeddedEngine(load_bundle([staging], v0_compatible=self.v0_compatible).without_tests())
+                engine = open_engine(load_bundle([staging], v0_compatible=self.v0_compatible).without_tests())
                 engine.close()
             except RegokiteError as exc:
                 return str(exc).replace(f"{tmp}/", "")
