@@ -18,7 +18,7 @@ import jsonpatch
 
 from regokite.admission import outputs
 from regokite.admission.outputs import PolicyOutputError, PolicyResult
-from regokite.admission.policies import AdmissionPolicy, PolicySet
+from regokite.admission.policies import MUTATION_ERRORS, AdmissionPolicy, PolicySet
 from regokite.admission.review import Review, Verdict
 from regokite.engine import UNDEFINED, Bound
 from regokite.errors import RegokiteError
@@ -124,6 +124,8 @@ def _evaluate(policy: AdmissionPolicy, bound: Bound, mode: Mode, uid: str) -> Po
     if not isinstance(wrapped, dict):
         raise PolicyOutputError(name, mode, "generated decision rule is undefined", wrapped)
     values = {d: (v[0] if v else UNDEFINED) for d, v in wrapped.items()}
+    if values.get(MUTATION_ERRORS):  # Gatekeeper's mutation system could not mutate: an error, as its webhook
+        raise RegokiteError("; ".join(map(str, values[MUTATION_ERRORS])))
     result = PolicyResult()
     defined = {d: v for d, v in values.items() if v is not UNDEFINED}
     if "deny" in defined:

@@ -33,6 +33,7 @@ from regokite.gatekeeper.constraints import (
 )
 from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
+from regokite.gatekeeper.mutation.compile import SYSTEM, decision_rule, mutation_modules, reads_namespaces
 from regokite.outline import outline, packages
 
 VALIDATING = ("deny", "warn", "allow", "audit_annotations")
@@ -45,6 +46,7 @@ OTHER_CONTRACTS = (
 )  # fmt: skip
 ADMISSION_ONLY = ("deny", "warn", "allow", "audit_annotations", "mutated", "main", "response", "match")
 MUTATING = ("patch", "mutated")
+MUTATION_ERRORS = "mutation_errors"  # Gatekeeper's mutation system: why it could not mutate
 WHOLE_RESPONSE = ("main", "response")
 ENFORCEMENTS = ("deny", "warn", "dryrun")
 DECISIONS_PACKAGE = "regokite_admission_decisions"
@@ -170,8 +172,12 @@ def build_policy_set(
     )
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
+    mutation_slot = len(wanted) + len(gatekeeper.constraints)
+    mutation = mutation_modules(sources.mutators)
+    if mutation:
+        text += "\n".join(["", *decision_rule(f"mutate_{mutation_slot}")])
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
-    modules = (*bundle.modules, *gatekeeper.modules, decisions)
+    modules = (*bundle.modules, *gatekeeper.modules, *mutation, decisions)
     built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine, opa_url=opa_url, options=options)
     try:
         found = [_inspect(built, name, rules, slot) for slot, (name, rules) in enumerate(wanted)]
@@ -180,9 +186,19 @@ def build_policy_set(
         raise
     found += constraint_policies(gatekeeper, len(wanted))
     broken = {c.constraint.name: c.broken for c in gatekeeper.constraints if c.broken}
+    if sources.mutators or sources.broken_mutators:
+        found.append(mutation_policy(sources, mutation_slot))
+    if sources.broken_mutators:
+        broken[SYSTEM] = "mutators that did not load: " + "; ".join(sources.broken_mutators)
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
     problems = [*sources.problems, *gatekeeper.problems]
     return PolicySet(built, tuple(found), tuple(source), broken, tuple(problems), reads_inventory, namespaces, synced)
+
+
+def mutation_policy(sources: GatekeeperSources, slot: int) -> AdmissionPolicy:
+    """Gatekeeper's mutators as one mutating policy: its Rego applies them in order, iterating."""
+    namespaces = (parse_resource("v1/namespaces", namespaced=False),) if reads_namespaces(sources.mutators) else ()
+    return AdmissionPolicy(SYSTEM, ("mutated", MUTATION_ERRORS), Match(), slot=slot, replicate=namespaces)
 
 
 def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:

@@ -19,6 +19,7 @@ from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_all, violation_ref
 from regokite.gatekeeper.match import ConstraintMatch, NamespaceLookup, parse_constraint_match
+from regokite.gatekeeper.mutation.mutators import Mutator, is_mutator, parse_mutator
 from regokite.gatekeeper.resources import (
     Constraint,
     Template,
@@ -64,6 +65,8 @@ class GatekeeperSources:
     problems: tuple[str, ...] = ()
     synced: tuple[ResourceRef, ...] = ()
     excluded: tuple[str, ...] = ()  # Config spec.match namespaces excluded from the webhook and audit
+    mutators: tuple[Mutator, ...] = ()
+    broken_mutators: tuple[str, ...] = ()  # mutators that did not load, each with why: mutation refuses
 
 
 def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
@@ -73,13 +76,21 @@ def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
     syncs: list[tuple[str, str, str]] = []
     problems: list[str] = []
     entries: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-    _read(roots, templates, constraints, syncs, problems, entries)
+    mutators: list[Mutator | str] = []
+    _read(roots, templates, constraints, syncs, problems, entries, mutators)
     # regokite's webhook and audit share one decision: an entry for either excludes the namespace from both
     excluded = {
         ns for namespaces, processes in entries if {"*", "webhook", "audit"} & set(processes) for ns in namespaces
     }
+    broken = tuple(m for m in mutators if isinstance(m, str))
     return GatekeeperSources(
-        tuple(templates), tuple(constraints), tuple(problems), _synced(syncs), tuple(sorted(excluded))
+        tuple(templates),
+        tuple(constraints),
+        (*problems, *broken),
+        _synced(syncs),
+        tuple(sorted(excluded)),
+        tuple(m for m in mutators if not isinstance(m, str)),
+        broken,
     )
 
 
@@ -103,6 +114,7 @@ def _read(
     syncs: list[tuple[str, str, str]],
     problems: list[str],
     exclusions: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
+    mutators: list[Mutator | str] | None = None,
 ) -> None:
     for path in gatekeeper_files(roots):
         if not may_hold_resources(path):
@@ -118,6 +130,10 @@ def _read(
                 if exclusions is not None:
                     exclusions.extend(parse_config_match(doc, str(path)))
                 continue
+            if is_mutator(doc):
+                if mutators is not None:
+                    mutators.append(_mutator(doc, str(path)))
+                continue
             try:
                 if is_template(doc):
                     templates.append(parse_template(doc, node, str(path)))
@@ -125,6 +141,13 @@ def _read(
                     constraints.append(parse_constraint(doc, str(path)))
             except PolicyLoadError as exc:
                 problems.append(str(exc))
+
+
+def _mutator(doc: dict, file: str) -> Mutator | str:
+    try:
+        return parse_mutator(doc, file)
+    except PolicyLoadError as exc:
+        return str(exc)
 
 
 def prepare(

@@ -22,6 +22,8 @@ from regokite.errors import PolicyLoadError
 TEMPLATE_GROUP = "templates.gatekeeper.sh"
 CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
 CONFIG_GROUP = "config.gatekeeper.sh"
+MUTATION_GROUP = "mutations.gatekeeper.sh"
+EXPANSION_GROUP = "expansion.gatekeeper.sh"
 ADMISSION_TARGET = "admission.k8s.gatekeeper.sh"
 
 
@@ -240,7 +242,8 @@ def _node_at(node: yaml.Node | None, *path: str | int) -> yaml.Node | None:
 def may_hold_resources(path: Path) -> bool:
     """Whether a YAML file names Gatekeeper's API groups (cheap: no parsing)."""
     data = path.read_bytes()
-    return any(group.encode() in data for group in (TEMPLATE_GROUP, CONSTRAINT_GROUP, CONFIG_GROUP))
+    groups = (TEMPLATE_GROUP, CONSTRAINT_GROUP, CONFIG_GROUP, MUTATION_GROUP, EXPANSION_GROUP)
+    return any(group.encode() in data for group in groups)
 
 
 def gatekeeper_files(roots: Iterable[str | Path]) -> list[Path]:

@@ -1,0 +1,312 @@
+"""Mutators made into Rego: a module per mutator and one that runs them as Gatekeeper's system does.
+
+A mutator's module holds its ID, its normalised `match` and `applyTo`, and
+one function per node of its location (`_at_<depth>(current, value)`), each
+doing what Gatekeeper's mutation function does at that depth: check the
+type, apply the pathTest of that depth, create what is missing, recurse,
+set at the end. The system module (`regokite_gatekeeper.mutation`) applies
+the mutators in Gatekeeper's order and repeats the pass until the object no
+longer changes, at most one pass more than there are mutators; then it
+reports Gatekeeper's non-convergence error. Its `mutated` is the admission
+request's object mutated, `errors` why it could not be.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from regokite.bundle import Module
+from regokite.gatekeeper.mutation.library import LIBRARY, PACKAGE
+from regokite.gatekeeper.mutation.location import Field, show
+from regokite.gatekeeper.mutation.mutators import Mutator
+
+SYSTEM = "regokite_gatekeeper.mutation"
+MUTATORS = "regokite_gatekeeper.mutators"
+GATEKEEPER_GROUPS = (
+    "templates.gatekeeper.sh", "constraints.gatekeeper.sh", "mutations.gatekeeper.sh", "config.gatekeeper.sh",
+    "externaldata.gatekeeper.sh", "expansion.gatekeeper.sh", "status.gatekeeper.sh",
+)  # fmt: skip
+
+
+def _rego(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def normalised_match(match: dict[str, Any]) -> dict[str, Any]:
+    """spec.match with every field present, so the Rego reads them without defaults."""
+
+    def selector(sel: Any) -> Any:
+        if sel is None:
+            return None
+        exprs = [
+            {"key": e.get("key"), "operator": e.get("operator"), "values": e.get("values") or []}
+            for e in sel.get("matchExpressions") or []
+        ]
+        return {"matchLabels": sel.get("matchLabels") or {}, "matchExpressions": exprs}
+
+    return {
+        "kinds": [
+            {"apiGroups": k.get("apiGroups") or [], "kinds": k.get("kinds") or []} for k in match.get("kinds") or []
+        ],
+        "scope": match.get("scope") or "*",
+        "namespaces": match.get("namespaces") or [],
+        "excludedNamespaces": match.get("excludedNamespaces") or [],
+        "labelSelector": selector(match.get("labelSelector")),
+        "namespaceSelector": selector(match.get("namespaceSelector")),
+        "name": match.get("name") or "",
+        "source": match.get("source") or "All",
+    }
+
+
+def package_names(mutators: Sequence[Mutator]) -> list[str]:
+    """A package per mutator, named after its kind and name (made unique)."""
+    names: list[str] = []
+    for m in mutators:
+        words = (m.kind, m.namespace, m.name) if m.namespace else (m.kind, m.name)
+        base = re.sub(r"[^a-z0-9_]", "_", "_".join(words).lower())
+        name, n = base, 1
+        while name in names:
+            n += 1
+            name = f"{base}_{n}"
+        names.append(name)
+    return [f"{MUTATORS}.{n}" for n in names]
+
+
+def mutator_module(m: Mutator, package: str) -> Module:
+    lines = [
+        f"package {package}",
+        "",
+        f"import data.{PACKAGE} as lib",
+        "",
+        f"# {m.kind} {m.name} ({m.file}): {show(m.location)}",
+        f"id := {_rego(m.id)}",
+        "",
+        f"match := {_rego(normalised_match(m.match))}",
+        "",
+        f"apply_to := {_rego(list(m.apply_to))}",
+        "",
+        '# the mutator applied to o: {"object": ...} or {"error": ...}, as Gatekeeper words it',
+        'apply(o, ctx) := {"error": sprintf("matching for mutator %s failed for %s: failed to run Match criteria: %s",'
+        " [id, lib.describe(o), msg])} if {",
+        "\tmsg := lib.match_error(match, o, ctx)",
+        '} else := {"object": o} if {',
+        "\tnot matches(o, ctx)",
+        "} else := r if {",
+        "\tr := _result(o, _at_0(o, _value(o)))",
+        "}",
+        "",
+        "matches(o, ctx) if {",
+        *(["\tlib.applies(apply_to, o, ctx.operation)"] if m.kind != "AssignMetadata" else []),
+        "\tlib.matches(match, o, ctx)",
+        "}",
+        "",
+        '_result(o, r) := {"error": sprintf("mutation for mutator %s failed for %s: %s",'
+        " [id, lib.describe(o), r.error])} if r.error",
+        "",
+        'else := {"object": r.value} if r.mutated',
+        "",
+        'else := {"object": o}',
+        "",
+        _value_rule(m),
+        "",
+    ]
+    for depth in range(len(m.location)):
+        lines += _step(m, depth)
+    return Module(f"<{package}>.rego", "\n".join(lines))
+
+
+def _value_rule(m: Mutator) -> str:
+    if m.from_metadata is not None:
+        return f"_value(o) := lib.meta(o, {_rego(m.from_metadata)})"
+    if m.kind == "AssignImage":
+        return f"_value(_) := {_rego(list(m.image))}"
+    return f"_value(_) := {_rego(m.value)}"
+
+
+def _step(m: Mutator, depth: int) -> list[str]:
+    """`_at_<depth>(cur, v)`: Gatekeeper's mutateInternal at one node, specialised for it."""
+    node, last = m.location[depth], depth == len(m.location) - 1
+    test = m.tests.get(depth)
+    where = _rego(show(m.location))
+    head = (
+        f"_at_{depth}(cur, v) := lib.mismatch({_rego('object' if isinstance(node, Field) else 'List')}, cur, {where})"
+    )
+    check = "is_object" if isinstance(node, Field) else "is_array"
+    lines = [f"{head} if not {check}(cur)"]
+    nxt = f"_at_{depth + 1}"
+    if isinstance(node, Field):
+        key = _rego(node.name)
+        if test == "MustNotExist":
+            lines.append(f'else := {{"mutated": false}} if {key} in object.keys(cur)')
+        elif test == "MustExist":
+            lines.append(f'else := {{"mutated": false}} if not {key} in object.keys(cur)')
+        if last:
+            lines.append(f"else := r if r := {_setter(m, key)}")
+        else:
+            empty = "{}" if isinstance(m.location[depth + 1], Field) else "[]"
+            lines.append(f"else := r if r := lib.put_field(cur, {key}, {nxt}(object.get(cur, {key}, {empty}), v))")
+    elif node.glob:
+        if test == "MustNotExist":
+            lines.append('else := {"mutated": false}')
+        else:
+            lines.append(f"else := r if r := lib.put_elements(cur, [{nxt}(e, v) | some e in cur])")
+    else:
+        key, value = _rego(node.key), _rego(node.value)
+        if last:
+            exists_ok = "false" if test == "MustNotExist" else "true"
+            missing_ok = "false" if test == "MustExist" else "true"
+            lines.append(f"else := r if r := lib.set_keyed(cur, {key}, {value}, v, {exists_ok}, {missing_ok})")
+        else:
+            hit = f"lib.keyed(e, {key}, {value})"
+            found = f"{{some e in cur; {hit}}}"
+            if test == "MustNotExist":
+                lines.append(f'else := {{"mutated": false}} if {found}')
+            pick = f"[_pick_{depth}(e, v) | some e in cur]"
+            lines.append(f"else := r if {{{found}; r := lib.put_elements(cur, {pick})}}")
+            if test == "MustExist":
+                lines.append('else := {"mutated": false}')
+            else:
+                new = _rego({node.key: node.value})
+                lines.append(f"else := r if r := lib.append_element(cur, {nxt}({new}, v), {new})")
+            lines += ["", f"_pick_{depth}(e, v) := {nxt}(e, v) if {hit}", "", 'else := {"mutated": false}']
+    return [_blocks(lines), ""]
+
+
+def _blocks(lines: list[str]) -> str:
+    """`if {a; b}` one-liners written as opa fmt writes them (one statement a line)."""
+    out = []
+    for line in lines:
+        found = re.match(r"^(.*) if \{(.*)\}$", line)
+        if found and line.startswith(("else", "_")) and ";" in found.group(2):
+            out.append(f"{found.group(1)} if {{")
+            out += [f"\t{s.strip()}" for s in found.group(2).split(";")]
+            out.append("}")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _setter(m: Mutator, key: str) -> str:
+    if m.kind == "ModifySet":
+        return f"lib.{m.operation}_field(cur, {key}, v)"
+    if m.kind == "AssignImage":
+        return f"lib.image_field(cur, {key}, v)"
+    return f"lib.set_field(cur, {key}, v)"
+
+
+def system_module(mutators: Sequence[Mutator], packages: Sequence[str]) -> Module:
+    """Gatekeeper's System.Mutate: the mutators in order, passes until nothing changes."""
+    n = len(mutators)
+    lines = [
+        f"package {SYSTEM}",
+        "",
+        f"import data.{PACKAGE} as lib",
+        "",
+        "# Gatekeeper's mutators, in the order it applies them (by ID)",
+        f"mutators := {_rego([m.id for m in mutators])}",
+        "",
+        "# what the mutators know of the request: operation, namespace, source (Original; Generated when expanded)",
+        "context := {",
+        '\t"operation": object.get(input.request, "operation", ""),',
+        '\t"namespace": _request_namespace,',
+        '\t"source": "Original",',
+        "}",
+        "",
+        '_request_namespace := "" if lib.is_namespace(input.request.object)',
+        "",
+        "else := ns if {",
+        "\tns := input.request.namespace",
+        "\tis_string(ns)",
+        "}",
+        "",
+        'else := ""',
+        "",
+        "# Gatekeeper's webhook mutates creations and updates, never its own resources",
+        '_skipped if not input.request.operation in {"CREATE", "UPDATE"}',
+        "",
+        f"_skipped if input.request.kind.group in {_rego(list(GATEKEEPER_GROUPS))}",
+        "",
+        "_skipped if not is_object(input.request.object)",
+        "",
+        'result := {"object": input.request.object, "iterations": 1} if _skipped',
+        "",
+        "else := mutate(input.request.object, context)",
+        "",
+        "# the object mutated, when some mutator changed it",
+        "mutated := result.object if {",
+        "\tnot result.error",
+        "\tresult.iterations > 1",
+        "}",
+        "",
+        "errors := [result.error] if result.error",
+        "",
+        "else := []",
+        "",
+        "# System.Mutate: the namespace set from the request while mutators run, restored after",
+        "mutate(o, ctx) := _restored(o, _iter_1(lib.with_namespace(o, ctx.namespace), ctx))",
+        "",
+        "_restored(o, s) := s if s.error",
+        "",
+        'else := {"object": o, "iterations": 1} if s.iterations == 1',
+        "",
+        'else := {"object": lib.with_namespace(s.object, lib.meta(o, "namespace")), "iterations": s.iterations}',
+        "",
+    ]
+    lines += _passes(n, packages)
+    return Module(f"<{SYSTEM}>.rego", "\n".join(lines))
+
+
+def _passes(n: int, packages: Sequence[str]) -> list[str]:
+    lines = ["# one pass: every mutator in order; the first error stops it", "_pass(o, ctx) := s if {"]
+    lines.append(f"\ts_0 := data.{packages[0]}.apply(o, ctx)")
+    for i in range(1, n):
+        lines.append(f"\ts_{i} := _step_{i}(s_{i - 1}, ctx)")
+    lines += [f"\ts := s_{n - 1}", "}", ""]
+    for i in range(1, n):
+        lines += [f"_step_{i}(s, ctx) := s if s.error", "", f"else := data.{packages[i]}.apply(s.object, ctx)", ""]
+    for k in range(1, n + 2):
+        lines += [
+            f"_iter_{k}(o, ctx) := _settle_{k}(o, _pass(o, ctx), ctx)",
+            "",
+            f"_settle_{k}(o, s, ctx) := s if s.error",
+            "",
+            f'else := {{"object": o, "iterations": {k}}} if s.object == o',
+            "",
+            f"else := _iter_{k + 1}(s.object, ctx)",
+            "",
+        ]
+    lines += [
+        f'_iter_{n + 2}(o, ctx) := {{"error": sprintf("mutation not converging for %s after {n + 1} iterations",'
+        " [lib.describe(o)])}",
+        "",
+    ]
+    return lines
+
+
+def mutation_modules(mutators: Sequence[Mutator]) -> tuple[Module, ...]:
+    """The library, a module per mutator and the system module; none without mutators."""
+    if not mutators:
+        return ()
+    ordered = sorted(mutators, key=lambda m: m.order)
+    packages = package_names(ordered)
+    modules = [Module(f"<{PACKAGE}>.rego", LIBRARY)]
+    modules += [mutator_module(m, p) for m, p in zip(ordered, packages, strict=True)]
+    modules.append(system_module(ordered, packages))
+    return tuple(modules)
+
+
+def decision_rule(name: str) -> list[str]:
+    """The admission decision rule of the mutation system: the mutated object and the errors."""
+    return [
+        "# Gatekeeper's mutators",
+        f'{name} := {{"mutated": [x | x := data.{SYSTEM}.mutated], "mutation_errors": [data.{SYSTEM}.errors]}}',
+        "",
+    ]
+
+
+def reads_namespaces(mutators: Sequence[Mutator]) -> bool:
+    """Whether some mutator's namespaceSelector needs the Namespaces (data.kubernetes.namespaces)."""
+    return any(m.match.get("namespaceSelector") is not None for m in mutators)
