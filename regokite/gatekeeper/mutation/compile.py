@@ -161,32 +161,18 @@ def _step(m: Mutator, depth: int) -> list[str]:
             lines.append(f"else := r if r := lib.set_keyed(cur, {key}, {value}, v, {exists_ok}, {missing_ok})")
         else:
             hit = f"lib.keyed(e, {key}, {value})"
-            found = f"{{some e in cur; {hit}}}"
+            found = ["\tsome e in cur", f"\t{hit}"]
             if test == "MustNotExist":
-                lines.append(f'else := {{"mutated": false}} if {found}')
-            pick = f"[_pick_{depth}(e, v) | some e in cur]"
-            lines.append(f"else := r if {{{found}; r := lib.put_elements(cur, {pick})}}")
+                lines += ['else := {"mutated": false} if {', *found, "}"]
+            pick = f"[_pick_{depth}(x, v) | some x in cur]"
+            lines += ["else := r if {", *found, f"\tr := lib.put_elements(cur, {pick})", "}"]
             if test == "MustExist":
                 lines.append('else := {"mutated": false}')
             else:
                 new = _rego({node.key: node.value})
                 lines.append(f"else := r if r := lib.append_element(cur, {nxt}({new}, v), {new})")
             lines += ["", f"_pick_{depth}(e, v) := {nxt}(e, v) if {hit}", "", 'else := {"mutated": false}']
-    return [_blocks(lines), ""]
-
-
-def _blocks(lines: list[str]) -> str:
-    """`if {a; b}` one-liners written as opa fmt writes them (one statement a line)."""
-    out = []
-    for line in lines:
-        found = re.match(r"^(.*) if \{(.*)\}$", line)
-        if found and line.startswith(("else", "_")) and ";" in found.group(2):
-            out.append(f"{found.group(1)} if {{")
-            out += [f"\t{s.strip()}" for s in found.group(2).split(";")]
-            out.append("}")
-        else:
-            out.append(line)
-    return "\n".join(out)
+    return [*lines, ""]
 
 
 def _setter(m: Mutator, key: str) -> str:
