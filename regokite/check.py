@@ -2,8 +2,9 @@
 
 Each object of the input becomes a CREATE AdmissionReview and goes through
 the server's own decision code (`admission.decide`: `match`, enforcement,
-failure policy). Policies that read cluster data see the input's other
-objects, and the objects of `--data` files, in kube-mgmt's layout, as the
+failure policy): mutating policies and Gatekeeper's mutators first, then the
+validating policies on the mutated object, as the API server calls them.
+Policies that read cluster data see the input's other objects, and the objects of `--data` files, in kube-mgmt's layout, as the
 server's replicated data would hold them once applied.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import yaml
 
 from regokite import input_guard
@@ -158,8 +160,17 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
         _remove(store, manifest)  # not created yet: a CREATE never finds itself in the cluster
         try:
             group, _, version = manifest.object["apiVersion"].rpartition("/")
-            review = creation_review(manifest.object, (group, version, guess_resource(manifest.kind)), f"check-{i}")
+            resource = (group, version, guess_resource(manifest.kind))
+            review = creation_review(manifest.object, resource, f"check-{i}")
+            mutation = decide(policy_set, review, mode="mutate").verdict
+            if mutation.allowed and mutation.patch:  # mutating webhooks run before validating ones
+                mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
+                review = creation_review(mutated, resource, f"check-{i}")
             verdict = decide(policy_set, review, mode="validate").verdict
+            if not mutation.allowed:
+                verdict.allowed = False
+                verdict.messages = [*mutation.messages, *verdict.messages]
+            verdict.warnings = [*mutation.warnings, *verdict.warnings]
         finally:
             _put(store, manifest)
         manifest.failures = [] if verdict.allowed else verdict.messages

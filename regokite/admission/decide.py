@@ -11,17 +11,19 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import jsonpatch
 
 from regokite.admission import outputs
+from regokite.admission.match import Match
 from regokite.admission.outputs import PolicyOutputError, PolicyResult
-from regokite.admission.policies import MUTATION_ERRORS, AdmissionPolicy, PolicySet
+from regokite.admission.policies import EXPANSION, MUTATION_ERRORS, AdmissionPolicy, PolicySet
 from regokite.admission.review import Review, Verdict
 from regokite.engine import UNDEFINED, Bound
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.expansion import MESSAGE_PREFIX
 
 Mode = Literal["validate", "mutate"]
 
@@ -99,11 +101,68 @@ def decide(
             outcome = _apply(policy, verdict, result)
         outcome.seconds = time.monotonic() - started
         outcomes.append(outcome)
+    if mode == "validate" and policy_set.expands and isinstance(original, dict):
+        outcomes += judge_expanded(policy_set, review, verdict, only)
     if mode == "mutate" and verdict.allowed and working is not original and original is not None:
         verdict.patch = jsonpatch.make_patch(original, working).patch
     if not verdict.allowed and not any(o.decision == "denied" for o in outcomes):
         verdict.code = 500  # refused only because policies failed
     return Decision(verdict, outcomes)
+
+
+def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only: str | None) -> list[PolicyOutcome]:
+    """Gatekeeper's expansion: the resources a workload yields (Rego expands and mutates them), judged
+    by the constraints that match Generated resources, messages `[Implied by <template>]`."""
+    started = time.monotonic()
+    expansion = AdmissionPolicy(EXPANSION, (), Match())
+    try:
+        if EXPANSION in policy_set.unavailable:
+            raise RegokiteError(policy_set.unavailable[EXPANSION])
+        results = policy_set.engine.bind(review.raw).evaluate(f"data.{EXPANSION}.results")
+        errors = [r["error"] for r in results if "error" in r] if isinstance(results, list) else [str(results)]
+        if errors:
+            raise RegokiteError("unable to expand object: " + "; ".join(errors))
+    except RegokiteError as exc:
+        failed = _failed(expansion, verdict, str(exc))
+        failed.seconds = time.monotonic() - started
+        return [failed]
+    outcomes = []
+    constraints = [p for p in select(policy_set, "validate", only) if p.constraint_kind is not None]
+    for resultant in results:
+        child = resultant_review(review, resultant["object"])
+        bound = policy_set.engine.bind(child.raw)
+        prefix = MESSAGE_PREFIX.format(resultant["template"])
+        for policy in constraints:
+            applied = replace(policy, enforcement=resultant["enforcementAction"] or policy.enforcement)
+            try:
+                if not policy.match.matches(child.request, source="Generated"):
+                    continue
+                if policy.name in policy_set.unavailable:
+                    raise RegokiteError(policy_set.unavailable[policy.name])
+                result = _evaluate(policy, bound, "validate", child.uid)
+            except (RegokiteError, PolicyOutputError) as exc:
+                outcomes.append(_failed(applied, verdict, f"{prefix} {exc}"))
+                continue
+            result.denials = [f"{prefix} {m}" for m in result.denials]
+            outcomes.append(_apply(applied, verdict, result))
+    return outcomes
+
+
+def resultant_review(review: Review, obj: dict[str, Any]) -> Review:
+    """The review of an expanded resource: the parent's request with the resultant as its object."""
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    kind = {"group": group, "version": version, "kind": obj.get("kind", "")}
+    meta = obj.get("metadata") or {}
+    request = {
+        **review.request,
+        "kind": kind,
+        "requestKind": kind,
+        "name": meta.get("name", ""),
+        "namespace": meta.get("namespace") or "",
+        "object": obj,
+        "oldObject": None,
+    }
+    return Review({**review.raw, "request": request})
 
 
 def _with_object(raw: dict[str, Any], obj: Any) -> dict[str, Any]:

@@ -31,9 +31,12 @@ from regokite.gatekeeper.constraints import (
     prepare,
     read_sources,
 )
+from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
+from regokite.gatekeeper.expansion import check_chains, expansion_module
 from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
 from regokite.gatekeeper.mutation.compile import SYSTEM, decision_rule, mutation_modules, reads_namespaces
+from regokite.gatekeeper.mutation.library import library_module
 from regokite.outline import outline, packages
 
 VALIDATING = ("deny", "warn", "allow", "audit_annotations")
@@ -109,6 +112,7 @@ class PolicySet:
     reads_inventory: bool = False  # some Gatekeeper template reads data.inventory
     namespaces: ReplicatedNamespaces | None = None  # what constraints' namespaceSelectors read
     synced: tuple[ResourceRef, ...] = ()  # what Gatekeeper Configs ask to replicate (syncOnly)
+    expands: bool = False  # Gatekeeper ExpansionTemplates: workloads also yield resources constraints judge
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
@@ -176,6 +180,11 @@ def build_policy_set(
     mutation = mutation_modules(sources.mutators)
     if mutation:
         text += "\n".join(["", *decision_rule(f"mutate_{mutation_slot}")])
+    expands = bool(sources.expansions or sources.broken_expansions)
+    if sources.expansions:
+        check_chains(sources.expansions)
+        expansion = expansion_module(sources.expansions, SYSTEM if mutation else None)
+        mutation = (*(mutation or (library_module(),)), expansion)
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
     modules = (*bundle.modules, *gatekeeper.modules, *mutation, decisions)
     built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine, opa_url=opa_url, options=options)
@@ -190,9 +199,13 @@ def build_policy_set(
         found.append(mutation_policy(sources, mutation_slot))
     if sources.broken_mutators:
         broken[SYSTEM] = "mutators that did not load: " + "; ".join(sources.broken_mutators)
+    if sources.broken_expansions:
+        broken[EXPANSION] = "ExpansionTemplates that did not load: " + "; ".join(sources.broken_expansions)
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
     problems = [*sources.problems, *gatekeeper.problems]
-    return PolicySet(built, tuple(found), tuple(source), broken, tuple(problems), reads_inventory, namespaces, synced)
+    return PolicySet(
+        built, tuple(found), tuple(source), broken, tuple(problems), reads_inventory, namespaces, synced, expands
+    )
 
 
 def mutation_policy(sources: GatekeeperSources, slot: int) -> AdmissionPolicy:

@@ -9,15 +9,17 @@ refused with the reason (fail closed) instead of silently admitted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from regokite.bundle import Module
 from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resource
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_all, violation_ref
+from regokite.gatekeeper.expansion import ExpansionTemplate, is_expansion_template, parse_expansion_template
 from regokite.gatekeeper.match import ConstraintMatch, NamespaceLookup, parse_constraint_match
 from regokite.gatekeeper.mutation.mutators import Mutator, is_mutator, parse_mutator
 from regokite.gatekeeper.resources import (
@@ -35,6 +37,7 @@ from regokite.gatekeeper.resources import (
     read_documents,
 )
 
+T = TypeVar("T")
 ENFORCEMENT_ACTIONS = ("deny", "dryrun", "warn")
 WEBHOOK_POINT = "validation.gatekeeper.sh"
 
@@ -67,6 +70,8 @@ class GatekeeperSources:
     excluded: tuple[str, ...] = ()  # Config spec.match namespaces excluded from the webhook and audit
     mutators: tuple[Mutator, ...] = ()
     broken_mutators: tuple[str, ...] = ()  # mutators that did not load, each with why: mutation refuses
+    expansions: tuple[ExpansionTemplate, ...] = ()
+    broken_expansions: tuple[str, ...] = ()  # ExpansionTemplates that did not load: validation refuses
 
 
 def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
@@ -77,20 +82,24 @@ def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
     problems: list[str] = []
     entries: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     mutators: list[Mutator | str] = []
-    _read(roots, templates, constraints, syncs, problems, entries, mutators)
+    expansions: list[ExpansionTemplate | str] = []
+    _read(roots, templates, constraints, syncs, problems, entries, mutators, expansions)
     # regokite's webhook and audit share one decision: an entry for either excludes the namespace from both
     excluded = {
         ns for namespaces, processes in entries if {"*", "webhook", "audit"} & set(processes) for ns in namespaces
     }
     broken = tuple(m for m in mutators if isinstance(m, str))
+    broken_expansions = tuple(t for t in expansions if isinstance(t, str))
     return GatekeeperSources(
         tuple(templates),
         tuple(constraints),
-        (*problems, *broken),
+        (*problems, *broken, *broken_expansions),
         _synced(syncs),
         tuple(sorted(excluded)),
         tuple(m for m in mutators if not isinstance(m, str)),
         broken,
+        tuple(t for t in expansions if not isinstance(t, str)),
+        broken_expansions,
     )
 
 
@@ -115,6 +124,7 @@ def _read(
     problems: list[str],
     exclusions: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
     mutators: list[Mutator | str] | None = None,
+    expansions: list[ExpansionTemplate | str] | None = None,
 ) -> None:
     for path in gatekeeper_files(roots):
         if not may_hold_resources(path):
@@ -132,7 +142,11 @@ def _read(
                 continue
             if is_mutator(doc):
                 if mutators is not None:
-                    mutators.append(_mutator(doc, str(path)))
+                    mutators.append(_parsed(parse_mutator, doc, str(path)))
+                continue
+            if is_expansion_template(doc):
+                if expansions is not None:
+                    expansions.append(_parsed(parse_expansion_template, doc, str(path)))
                 continue
             try:
                 if is_template(doc):
@@ -143,9 +157,10 @@ def _read(
                 problems.append(str(exc))
 
 
-def _mutator(doc: dict, file: str) -> Mutator | str:
+def _parsed(parse: Callable[[dict, str], T], doc: dict, file: str) -> T | str:
+    """What `parse` makes of a document, or why it could not."""
     try:
-        return parse_mutator(doc, file)
+        return parse(doc, file)
     except PolicyLoadError as exc:
         return str(exc)
 

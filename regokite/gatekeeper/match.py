@@ -54,13 +54,17 @@ class ConstraintMatch:
     label_selector: Mapping[str, Any] | None = None
     namespace_selector: Mapping[str, Any] | None = None
     name: str | None = None
+    source: str = "All"  # Original (requests), Generated (expanded resources) or All
     lookup: NamespaceLookup | None = field(default=None, compare=False)
 
     def applies_to(self, review: Any) -> bool:
         return self.matches(review.request)
 
-    def matches(self, req: Mapping[str, Any]) -> bool:
-        """Whether an AdmissionRequest is in scope; NamespaceUnknown when it cannot say."""
+    def matches(self, req: Mapping[str, Any], source: str = "Original") -> bool:
+        """Whether an AdmissionRequest (or an expanded resource's, `source` Generated) is in scope;
+        NamespaceUnknown when it cannot say."""
+        if self.source not in ("All", source):
+            return False
         kind = req.get("kind") or {}
         group, kind_name = kind.get("group", ""), kind.get("kind", "")
         if self.kinds and not any(
@@ -128,6 +132,9 @@ def parse_constraint_match(doc: Any, where: str, lookup: NamespaceLookup | None 
     name = doc.get("name")
     if name is not None and not isinstance(name, str):
         raise ConstraintMatchError(f"{where}.name must be a string")
+    source = doc.get("source") or "All"
+    if source not in ("All", "Generated", "Original"):
+        raise ConstraintMatchError(f"{where}.source must be All, Generated or Original, got {source!r}")
     return ConstraintMatch(
         kinds=tuple(kinds),
         scope=scope,
@@ -135,5 +142,6 @@ def parse_constraint_match(doc: Any, where: str, lookup: NamespaceLookup | None 
         label_selector=doc.get("labelSelector"),
         namespace_selector=doc.get("namespaceSelector"),
         name=name,
+        source=source,
         lookup=lookup,
     )

@@ -20,6 +20,7 @@ import yaml
 from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
+from regokite.check import check, read_manifests
 from tests.admission.reviews import review
 from tests.gatekeeper.upstream import gatekeeper_library
 
@@ -174,3 +175,29 @@ def test_every_sample_together_converges_and_mutates_to_itself(load) -> None:
     assert not decision.verdict.patch and again == mutated
     # DELETE and CONNECT are never mutated (Gatekeeper's webhook)
     assert not mutate(ps, full, operation="DELETE", old=full)[1].verdict.patch
+
+
+def test_check_applies_mutators_before_constraints(tmp_path: Path) -> None:
+    """The library's allow-privilege-escalation constraint refuses a Pod that does not say false;
+    its mutation sample says it, so `check` (as the cluster) admits the example Pod."""
+    lib = gatekeeper_library() / "library/pod-security-policy/allow-privilege-escalation"
+    policy_dir = tmp_path / "policies"
+    policy_dir.mkdir()
+    constraint = next((lib / "samples").glob("*/constraint.yaml"))
+    for i, f in enumerate((lib / "template.yaml", constraint)):
+        (policy_dir / f"{i}.yaml").write_text(f.read_text())
+    example = sample("allow-privilege-escalation", "samples", "default-allow-privilege-escalation", "example.yaml")
+    refused = check_files(policy_dir, example)
+    assert refused.failures, "the constraint alone must refuse the example"
+    (policy_dir / "mutation.yaml").write_text(
+        sample("allow-privilege-escalation", "samples", "mutation.yaml").read_text()
+    )
+    assert check_files(policy_dir, example).failures == []
+
+
+def check_files(policy_dir: Path, manifest: Path):
+    ps = load_policy_set([str(policy_dir)])
+    manifests = read_manifests([str(manifest)], "default")
+    check(ps, manifests)
+    ps.close()
+    return manifests[0]

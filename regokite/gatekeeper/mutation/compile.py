@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from regokite.bundle import Module
-from regokite.gatekeeper.mutation.library import LIBRARY, PACKAGE
+from regokite.gatekeeper.mutation.library import PACKAGE, library_module
 from regokite.gatekeeper.mutation.location import Field, show
 from regokite.gatekeeper.mutation.mutators import Mutator
 
@@ -278,7 +278,7 @@ def mutation_modules(mutators: Sequence[Mutator]) -> tuple[Module, ...]:
         return ()
     ordered = sorted(mutators, key=lambda m: m.order)
     packages = package_names(ordered)
-    modules = [Module(f"<{PACKAGE}>.rego", LIBRARY)]
+    modules = [library_module()]
     modules += [mutator_module(m, p) for m, p in zip(ordered, packages, strict=True)]
     modules.append(system_module(ordered, packages))
     return tuple(modules)

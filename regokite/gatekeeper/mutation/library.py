@@ -6,6 +6,8 @@ location. Results are objects: `{"mutated": bool, "value": ...}` from a step
 of a walk, `{"object": ...}` or `{"error": msg}` from a whole mutator.
 """
 
+from regokite.bundle import Module
+
 PACKAGE = "regokite_gatekeeper.mutation.lib"
 
 LIBRARY = r"""package regokite_gatekeeper.mutation.lib
@@ -393,3 +395,7 @@ split_tag(rest) := [substring(rest, 0, i), substring(rest, i, -1)] if {
 	i := min(cuts)
 } else := [rest, ""]
 """
+
+
+def library_module() -> Module:
+    return Module(f"<{PACKAGE}>.rego", LIBRARY)

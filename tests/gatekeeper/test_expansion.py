@@ -1,0 +1,132 @@
+"""ExpansionTemplates: a Deployment's Pod template judged by Pod constraints, as Gatekeeper does.
+
+The library's k8spspprivilegedcontainer template and its sample constraint,
+unchanged, with expansion.md's ExpansionTemplate: a Deployment whose Pod
+template is privileged is refused with `[<constraint>] [Implied by <template>] <msg>`;
+the expanded Pod is mutated first by mutators that admit Generated resources.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from regokite.admission.decide import decide
+from regokite.admission.policies import load_policy_set
+from regokite.admission.review import parse_review
+from regokite.check import check, read_manifests
+from regokite.errors import PolicyLoadError
+from tests.admission.reviews import deployment, review
+from tests.gatekeeper.upstream import gatekeeper_library
+
+PRIVILEGED = "library/pod-security-policy/privileged-containers"
+EXPANSION = """
+apiVersion: expansion.gatekeeper.sh/v1beta1
+kind: ExpansionTemplate
+metadata:
+  name: expand-deployments
+spec:
+  applyTo:
+    - groups: ["apps"]
+      kinds: ["DaemonSet", "Deployment", "ReplicaSet", "StatefulSet"]
+      versions: ["v1"]
+  templateSource: "spec.template"
+  generatedGVK:
+    kind: "Pod"
+    group: ""
+    version: "v1"
+"""
+SIDECAR = """
+apiVersion: mutations.gatekeeper.sh/v1beta1
+kind: Assign
+metadata:
+  name: add-sidecar
+spec:
+  applyTo: [{groups: [""], kinds: ["Pod"], versions: ["v1"]}]
+  match: {source: Generated}
+  location: "spec.containers[name:istio-proxy]"
+  parameters:
+    assign:
+      value: {name: istio-proxy, image: "docker.io/istio/proxyv2:1.15.0", securityContext: {privileged: true}}
+"""
+
+
+def policies(tmp_path: Path, *texts: str):
+    lib = gatekeeper_library() / PRIVILEGED
+    shutil.copy(lib / "template.yaml", tmp_path / "template.yaml")
+    shutil.copy(lib / "samples" / "psp-privileged-container" / "constraint.yaml", tmp_path / "constraint.yaml")
+    for i, text in enumerate(texts):
+        (tmp_path / f"extra-{i}.yaml").write_text(text)
+    return load_policy_set([str(tmp_path)])
+
+
+def privileged(d: dict) -> dict:
+    d = copy.deepcopy(d)
+    d["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    return d
+
+
+def judge(ps, obj: dict):
+    return decide(ps, parse_review(json.dumps(review(obj)).encode()), mode="validate").verdict
+
+
+def test_a_privileged_pod_template_refuses_the_deployment_with_gatekeepers_message(tmp_path: Path) -> None:
+    ps = policies(tmp_path, EXPANSION)
+    verdict = judge(ps, privileged(deployment()))
+    assert not verdict.allowed
+    assert verdict.messages == [
+        "[psp-privileged-container] [Implied by expand-deployments] Privileged container is not allowed: app,"
+        ' securityContext: {"privileged": true}'
+    ]
+    assert judge(ps, deployment()).allowed
+    ps.close()
+
+
+def test_without_the_template_the_deployment_passes(tmp_path: Path) -> None:
+    ps = policies(tmp_path)
+    assert judge(ps, privileged(deployment())).allowed
+    ps.close()
+
+
+def test_expanded_pods_are_mutated_first_and_enforcement_is_the_templates(tmp_path: Path) -> None:
+    ps = policies(
+        tmp_path,
+        EXPANSION.replace(
+            'templateSource: "spec.template"', 'templateSource: "spec.template"\n  enforcementAction: warn'
+        ),
+        SIDECAR,
+    )
+    verdict = judge(ps, deployment())
+    assert verdict.allowed
+    assert verdict.warnings == [
+        "[psp-privileged-container] [Implied by expand-deployments] Privileged container is not allowed: istio-proxy,"
+        ' securityContext: {"privileged": true}'
+    ]
+    ps.close()
+
+
+def test_check_expands_and_refuses_offline(tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    ps = policies(tmp_path / "p", EXPANSION)
+    manifest = tmp_path / "deploy.yaml"
+    manifest.write_text(yaml.safe_dump(privileged(deployment())))
+    manifests = read_manifests([str(manifest)], "default")
+    check(ps, manifests)
+    assert manifests[0].failures and "[Implied by expand-deployments]" in manifests[0].failures[0]
+    ps.close()
+
+
+def test_a_template_expanding_its_own_kind_or_a_chain_is_refused(tmp_path: Path) -> None:
+    chained = (
+        EXPANSION.replace("expand-deployments", "expand-pods")
+        .replace('kinds: ["DaemonSet", "Deployment", "ReplicaSet", "StatefulSet"]', 'kinds: ["Deployment"]')
+        .replace('kind: "Pod"', 'kind: "ReplicaSet"')
+        .replace('group: ""', 'group: "apps"')
+    )
+    with pytest.raises(PolicyLoadError, match="expands one level"):
+        policies(tmp_path, EXPANSION, chained)
