@@ -4,8 +4,9 @@ Each object of the input becomes a CREATE AdmissionReview and goes through
 the server's own decision code (`admission.decide`: `match`, enforcement,
 failure policy): mutating policies and Gatekeeper's mutators first, then the
 validating policies on the mutated object, as the API server calls them.
-Policies that read cluster data see the input's other objects, and the objects of `--data` files, in kube-mgmt's layout, as the
-server's replicated data would hold them once applied.
+Policies that read cluster data see the input's other objects, and the
+objects of `--data` files, in kube-mgmt's layout, as the server's replicated
+data would hold them once applied.
 """
 
 from __future__ import annotations
