@@ -65,6 +65,26 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 1 if any(r.failed for r in results) else 0
 
 
+def _cmd_expand(args: argparse.Namespace) -> int:
+    import yaml
+
+    from regokite import check
+    from regokite.gatekeeper.constraints import read_sources
+    from regokite.gatekeeper.expand import expand
+
+    objects = [m.object for m in check.read_manifests(args.filename, args.namespace)]
+    try:
+        expanded = expand(read_sources(args.filename), objects)
+    except RegokiteError as exc:  # gator expand exits 1 when it cannot expand
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print(json.dumps(expanded, indent=2))
+    else:
+        print(yaml.safe_dump_all(expanded, sort_keys=True), end="")
+    return 0
+
+
 def _cmd_gatekeeper(args: argparse.Namespace) -> int:
     from regokite.kube.client import KubeClient
     from regokite.sources.gatekeeper_objects import GatekeeperSync
@@ -354,6 +374,16 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--allow-http-send", action="append", default=[], metavar="HOST[:PORT]", help=argparse.SUPPRESS)
     ver.set_defaults(func=_cmd_verify)
 
+    exp = sub.add_parser(
+        "expand", help="print the resources ExpansionTemplates make of workloads, mutated (gator expand)"
+    )
+    exp.add_argument(
+        "-f", "--filename", action="append", required=True, metavar="FILE|DIR|-",
+        help="workloads, ExpansionTemplates, mutators and Namespaces (repeatable)",
+    )  # fmt: skip
+    exp.add_argument("--namespace", default="default", help="for namespaced objects that name none")
+    exp.add_argument("--format", choices=["yaml", "json"], default="yaml")
+    exp.set_defaults(func=_cmd_expand)
     gk = sub.add_parser(
         "gatekeeper", help="serve the cluster's ConstraintTemplates and Constraints: CRDs, status, files for admission"
     )

@@ -21,13 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from regokite import yamldoc
-from regokite.bundle import Bundle
+from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import violation_ref
-from regokite.gatekeeper.constraints import prepare
+from regokite.gatekeeper.constraints import prepare, read_sources
+from regokite.gatekeeper.expansion import MESSAGE_PREFIX, check_chains, expansion_module
+from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
 from regokite.gatekeeper.inventory import inventory, namespaces
+from regokite.gatekeeper.mutation.compile import SYSTEM, mutation_modules
+from regokite.gatekeeper.mutation.library import library_module
 from regokite.gatekeeper.resources import is_constraint, is_template, parse_constraint, parse_template, read_documents
 
 SUITE_API = "test.gatekeeper.sh/v1alpha1"
@@ -105,7 +109,8 @@ def _run_test(
         ready = prepare([tpl], [con], options=options)
         if ready.problems:
             raise RegokiteError("\n".join(ready.problems))
-        judge = _Judge(ready, options)
+        expansion = _expansion(base, test.get("expansion"))
+        judge = _Judge(ready, options, expansion)
         for case in cases:
             result.children.append(judge.run(base, case))
     except (RegokiteError, OSError, yamldoc.YAMLError, KeyError) as exc:
@@ -124,13 +129,30 @@ def _one(base: Path, relative: Any, accept: Any, what: str) -> tuple[dict[str, A
     return found[0]
 
 
+def _expansion(base: Path, relative: Any) -> tuple[Module, ...]:
+    """A test's `expansion` file (ExpansionTemplates, and mutators for the expanded resources) as Rego."""
+    if relative is None:
+        return ()
+    if not isinstance(relative, str):
+        raise RegokiteError("the test's expansion must name a file")
+    sources = read_sources([base / relative])
+    if sources.problems:
+        raise RegokiteError("\n".join(sources.problems))
+    if not sources.expansions:
+        raise RegokiteError(f"{base / relative}: no ExpansionTemplate")
+    check_chains(sources.expansions)
+    mutation = mutation_modules(sources.mutators)
+    return (*(mutation or (library_module(),)), expansion_module(sources.expansions, SYSTEM if mutation else None))
+
+
 class _Judge:
     """Evaluates cases of one test; one engine per distinct inventory."""
 
-    def __init__(self, ready: Any, options: ExtensionOptions | None) -> None:
+    def __init__(self, ready: Any, options: ExtensionOptions | None, expansion: tuple[Module, ...] = ()) -> None:
         self.ready = ready
         self.constraint = ready.constraints[0]
         self.options = options
+        self.expansion = expansion
         self._engines: dict[tuple[str, ...], Engine] = {}
 
     def run(self, base: Path, case: dict[str, Any]) -> Result:
@@ -151,12 +173,25 @@ class _Judge:
         objects = [_load_object(base / f) for f in inventory_files]
         match = dataclasses.replace(self.constraint.match, lookup=namespaces(objects).get)
         request = review_request(_load_object(base / str(case.get("object"))))
-        if not match.matches(request):
-            return []
         engine = self._engines.get(inventory_files)
         if engine is None:
-            bundle = Bundle(self.ready.modules, {"inventory": inventory(objects)})
+            data = {"inventory": inventory(objects), "kubernetes": {"namespaces": namespaces(objects)}}
+            bundle = Bundle((*self.ready.modules, *self.expansion), data)
             engine = self._engines[inventory_files] = open_engine(bundle, "embedded", options=self.options)
+        messages = self._judged(engine, request) if match.matches(request) else []
+        if not self.expansion:
+            return messages
+        results = engine.evaluate(f"data.{EXPANSION}.results", {"request": request})
+        for resultant in results:
+            if "error" in resultant:
+                raise CaseFailure(f"expanding resource {request.get('name', '')}: {resultant['error']}")
+            child = review_request(resultant["object"])
+            if match.matches(child, source="Generated"):
+                prefix = MESSAGE_PREFIX.format(resultant["template"])
+                messages += [f"{prefix} {m}" for m in self._judged(engine, child)]
+        return messages
+
+    def _judged(self, engine: Engine, request: dict[str, Any]) -> list[str]:
         parameters = self.constraint.constraint.parameters
         value = engine.evaluate(
             violation_ref(self.constraint.constraint.kind),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,110 @@ def test_a_template_expanding_its_own_kind_or_a_chain_is_refused(tmp_path: Path)
     )
     with pytest.raises(PolicyLoadError, match="expands one level"):
         policies(tmp_path, EXPANSION, chained)
+
+
+GATOR_MANIFEST = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nginx-deployment, namespace: my-ns, labels: {app: nginx}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: nginx}}
+  template:
+    metadata: {labels: {app: nginx}}
+    spec:
+      containers: [{name: nginx, image: "nginx:1.14.2", ports: [{containerPort: 80}], args: ["/bin/sh"]}]
+---
+apiVersion: mutations.gatekeeper.sh/v1alpha1
+kind: Assign
+metadata: {name: always-pull-image}
+spec:
+  applyTo: [{groups: [""], kinds: ["Pod"], versions: ["v1"]}]
+  location: "spec.containers[name: *].imagePullPolicy"
+  parameters: {assign: {value: "Always"}}
+  match:
+    source: "Generated"
+    scope: Namespaced
+    kinds: [{apiGroups: [], kinds: []}]
+    namespaceSelector:
+      matchExpressions: [{key: admission.gatekeeper.sh/ignore, operator: DoesNotExist}]
+"""
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "regokite.cli", *args], capture_output=True, text=True, check=False)
+
+
+def test_expand_prints_the_mutated_pod_as_gator_expand_does(tmp_path: Path) -> None:
+    """gator.md's "non default namespace" example: with the Namespace, the Pod; without, gator's error, exit 1."""
+    (tmp_path / "expansion.yaml").write_text(EXPANSION)
+    (tmp_path / "manifest.yaml").write_text(GATOR_MANIFEST)
+    missing = run_cli("expand", "-f", str(tmp_path))
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        "error: error expanding resources: error expanding resource nginx-deployment: failed to mutate resultant"
+        " resource nginx-deployment-pod: matching for mutator Assign.mutations.gatekeeper.sh /always-pull-image"
+        " failed for  Pod my-ns nginx-deployment-pod: failed to run Match criteria: namespace selector for"
+        " namespace-scoped object but missing Namespace"
+    )
+    (tmp_path / "ns.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: my-ns}\n")
+    done = run_cli("expand", "-f", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load(done.stdout) == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "labels": {"app": "nginx"},
+            "name": "nginx-deployment-pod",
+            "namespace": "my-ns",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx-deployment"}],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "args": ["/bin/sh"],
+                    "image": "nginx:1.14.2",
+                    "imagePullPolicy": "Always",
+                    "name": "nginx",
+                    "ports": [{"containerPort": 80}],
+                }
+            ]
+        },
+    }
+
+
+def test_verify_runs_a_gator_suite_with_an_expansion(tmp_path: Path) -> None:
+    lib = gatekeeper_library() / PRIVILEGED
+    shutil.copy(lib / "template.yaml", tmp_path / "template.yaml")
+    shutil.copy(lib / "samples" / "psp-privileged-container" / "constraint.yaml", tmp_path / "constraint.yaml")
+    (tmp_path / "expansion.yaml").write_text(EXPANSION)
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(privileged(deployment())))
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(deployment()))
+    suite = {
+        "apiVersion": "test.gatekeeper.sh/v1alpha1",
+        "kind": "Suite",
+        "tests": [
+            {
+                "name": "expansion",
+                "template": "template.yaml",
+                "constraint": "constraint.yaml",
+                "expansion": "expansion.yaml",
+                "cases": [
+                    {"name": "bad", "object": "bad.yaml", "assertions": [
+                        {"violations": 1, "message": r"^\[Implied by expand-deployments\] Privileged container"}]},
+                    {"name": "good", "object": "good.yaml", "assertions": [{"violations": "no"}]},
+                ],
+            },
+            {
+                "name": "no-expansion",
+                "template": "template.yaml",
+                "constraint": "constraint.yaml",
+                "cases": [{"name": "bad", "object": "bad.yaml", "assertions": [{"violations": "no"}]}],
+            },
+        ],
+    }  # fmt: skip
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    result = run_cli("verify", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(privileged(deployment())))
+    assert run_cli("verify", str(tmp_path)).returncode == 1

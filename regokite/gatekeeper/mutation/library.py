@@ -123,10 +123,10 @@ match_error(m, o, ctx) := msg if {
 	ns := namespace_name(o, ctx)
 	ns != ""
 	not namespace_object(ns)
-	msg := sprintf(missing_namespace, [ns])
+	msg := missing_namespace
 }
 
-missing_namespace := "namespace selector for namespace-scoped object but missing Namespace %q (replicate v1/namespaces)"
+missing_namespace := "namespace selector for namespace-scoped object but missing Namespace"
 
 namespace_object(name) := data.kubernetes.namespaces[name]
 
