@@ -12,7 +12,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from regokite.gatekeeper.resources import CONFIG_GROUP, CONSTRAINT_GROUP, TEMPLATE_GROUP, Template
+from regokite.gatekeeper.resources import (
+    CONFIG_GROUP,
+    CONSTRAINT_GROUP,
+    EXPANSION_GROUP,
+    MUTATION_GROUP,
+    TEMPLATE_GROUP,
+    Template,
+)
 
 POD_ID = "regokite"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "regokite", "gatekeeper.sh/constraint": "yes"}
@@ -42,6 +49,115 @@ def template_crd() -> dict[str, Any]:
 def config_crd() -> dict[str, Any]:
     """The CRD of Gatekeeper's Config (config.gatekeeper.sh v1alpha1, namespaced)."""
     return _open_crd(CONFIG_GROUP, "Config", "Namespaced", ("v1alpha1",))
+
+
+# Gatekeeper's mutator kinds: plural (as its CRDs name them) and versions, the stored one first
+MUTATOR_KINDS = {
+    "Assign": ("assign", ("v1", "v1beta1", "v1alpha1")),
+    "AssignMetadata": ("assignmetadata", ("v1", "v1beta1", "v1alpha1")),
+    "ModifySet": ("modifyset", ("v1", "v1beta1", "v1alpha1")),
+    "AssignImage": ("assignimage", ("v1alpha1",)),
+}
+MUTATOR_PLURALS = tuple(plural for plural, _ in MUTATOR_KINDS.values())
+EXPANSION_PLURAL = "expansiontemplate"
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_APPLY_TO = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "groups": _STRINGS,
+            "kinds": _STRINGS,
+            "versions": _STRINGS,
+            "operations": {"type": "array", "items": {"type": "string", "enum": ["CREATE", "UPDATE", "*"]}},
+        },
+    },
+}
+_BY_POD = {
+    "type": "object",
+    "properties": {
+        "byPod": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "observedGeneration": {"type": "integer", "format": "int64"},
+                    "operations": _STRINGS,
+                    "enforced": {"type": "boolean"},
+                    "errors": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["message"],
+                            "properties": {"message": {"type": "string"}, "type": {"type": "string"}},
+                        },
+                    },
+                },
+            },
+        }
+    },
+}
+
+
+def mutator_crds() -> list[dict[str, Any]]:
+    """The CRDs of Assign, AssignMetadata, ModifySet and AssignImage, in the shape of Gatekeeper's:
+    cluster-scoped, `applyTo`, `match`, `location`, `parameters`, `status.byPod`."""
+    crds = []
+    for kind, (plural, versions) in MUTATOR_KINDS.items():
+        spec: dict[str, Any] = {
+            "type": "object",
+            "properties": {"match": _ANY_OBJECT, "location": {"type": "string"}, "parameters": _ANY_OBJECT},
+        }
+        if kind != "AssignMetadata":
+            spec["properties"]["applyTo"] = _APPLY_TO
+        schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _BY_POD}}}
+        crds.append(_crd(MUTATION_GROUP, kind, plural, "Cluster", _versions(versions, schema)))
+    return crds
+
+
+def expansion_crd() -> dict[str, Any]:
+    """The CRD of ExpansionTemplate (v1beta1 stored, v1alpha1 served), as Gatekeeper's."""
+    gvk = {"type": "object", "properties": {k: {"type": "string"} for k in ("group", "version", "kind")}}
+    spec = {
+        "type": "object",
+        "properties": {
+            "applyTo": _APPLY_TO,
+            "templateSource": {"type": "string"},
+            "generatedGVK": gvk,
+            "enforcementAction": {"type": "string"},
+        },
+    }
+    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _ANY_OBJECT}}}
+    versions = _versions(("v1beta1", "v1alpha1"), schema)
+    return _crd(EXPANSION_GROUP, "ExpansionTemplate", EXPANSION_PLURAL, "Cluster", versions)
+
+
+def mutator_status(generation: int | None, errors: list[str]) -> dict[str, Any]:
+    """Gatekeeper's mutator status: one `byPod` entry, enforced unless it did not load."""
+    by_pod: dict[str, Any] = {
+        "id": POD_ID,
+        "observedGeneration": generation,
+        "operations": ["mutation-webhook"],
+        "enforced": not errors,
+    }
+    if errors:
+        by_pod["errors"] = [{"type": "ingest_error", "message": message} for message in errors]
+    return {"byPod": [by_pod]}
+
+
+def _crd(group: str, kind: str, plural: str, scope: str, versions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}", "labels": {"app.kubernetes.io/name": "regokite"}},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "scope": scope,
+            "versions": versions,
+        },
+    }
 
 
 def _open_crd(group: str, kind: str, scope: str, versions: tuple[str, ...]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from regokite import __version__, yamldoc
 from regokite.clusterdata.store import ResourceRef, guess_resource, parse_resource
 from regokite.engine import Capability, capabilities_of
 from regokite.errors import RegokiteError
-from regokite.gatekeeper.resources import CONSTRAINT_GROUP
+from regokite.gatekeeper.crds import MUTATOR_PLURALS
+from regokite.gatekeeper.resources import CONSTRAINT_GROUP, EXPANSION_GROUP, MUTATION_GROUP
 from regokite.manifests import definition_crds, rbac, webhooks
 from regokite.manifests import workloads as w
 
@@ -256,6 +257,9 @@ GATEKEEPER_READS = (
     ("templates.gatekeeper.sh", "constrainttemplates/status", ("get", "update", "patch")),
     ("constraints.gatekeeper.sh", "*", rbac.READ),
     ("config.gatekeeper.sh", "configs", rbac.READ),
+    *((MUTATION_GROUP, plural, rbac.READ) for plural in MUTATOR_PLURALS),
+    *((MUTATION_GROUP, f"{plural}/status", ("get", "update", "patch")) for plural in MUTATOR_PLURALS),
+    (EXPANSION_GROUP, "expansiontemplate", rbac.READ),
     ("apiextensions.k8s.io", "customresourcedefinitions", (*rbac.READ, "create", "update", "patch", "delete")),
 )
 
@@ -287,6 +291,7 @@ def gatekeeper_manifests(opts: GatekeeperOptions) -> list[Obj]:
     )
     objects += served
     objects.append(webhooks.catch_all_configuration(target))
+    objects.append(webhooks.catch_all_configuration(target, "mutate"))
     return objects
 
 

@@ -61,20 +61,22 @@ def webhook_configurations(policies: list[AdmissionPolicy], target: WebhookTarge
 GATEKEEPER_IGNORE_LABEL = "admission.gatekeeper.sh/ignore"
 
 
-def catch_all_configuration(target: WebhookTarget) -> dict[str, Any]:
-    """One webhook for CREATE and UPDATE of every resource to `/validate`, as Gatekeeper registers
-    its own (failurePolicy Ignore, namespaces labelled admission.gatekeeper.sh/ignore skipped): the
-    constraints are matched in process, so templates and constraints come and go without a new webhook."""
-    metadata: dict[str, Any] = {"name": target.name, "labels": {"app.kubernetes.io/name": "regokite"}}
+def catch_all_configuration(target: WebhookTarget, mode: str = "validate") -> dict[str, Any]:
+    """One webhook for CREATE and UPDATE of every resource to `/validate` (or `/mutate`), as Gatekeeper
+    registers its own (failurePolicy Ignore, namespaces labelled admission.gatekeeper.sh/ignore skipped;
+    mutation: reinvocationPolicy Never, as its chart): constraints and mutators are matched in process,
+    so they come and go without a new webhook."""
+    name = target.name if mode == "validate" else f"{target.name}-mutating"
+    metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/name": "regokite"}}
     if target.cert_manager_certificate:
         metadata["annotations"] = {"cert-manager.io/inject-ca-from": target.cert_manager_certificate}
     policy = AdmissionPolicy("all", (), Match(), failure_policy="Ignore")
-    hook = _webhook(policy, "validate", target)
+    hook = _webhook(policy, mode, target)
     clients = hook["clientConfig"]
     if "service" in clients:
-        clients["service"]["path"] = "/validate"
+        clients["service"]["path"] = f"/{mode}"
     else:
-        clients["url"] = target.url.rstrip("/") + "/validate"  # type: ignore[union-attr]
+        clients["url"] = target.url.rstrip("/") + f"/{mode}"  # type: ignore[union-attr]
     selector = _namespace_selector(None, (), (), target.namespace)
     selector["matchExpressions"].append({"key": GATEKEEPER_IGNORE_LABEL, "operator": "DoesNotExist"})
     rule = {
@@ -84,10 +86,13 @@ def catch_all_configuration(target: WebhookTarget) -> dict[str, Any]:
         "resources": ["*"],
         "scope": "*",
     }
-    hook.update(name=f"validation.{target.name}.regokite.dev", rules=[rule], namespaceSelector=selector)
+    point = "validation" if mode == "validate" else "mutation"
+    hook.update(name=f"{point}.{target.name}.regokite.dev", rules=[rule], namespaceSelector=selector)
+    if mode == "mutate":
+        hook["reinvocationPolicy"] = "Never"
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
+        "kind": "ValidatingWebhookConfiguration" if mode == "validate" else "MutatingWebhookConfiguration",
         "metadata": metadata,
         "webhooks": [hook],
     }

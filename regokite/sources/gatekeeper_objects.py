@@ -23,17 +23,26 @@ import yaml
 from regokite.errors import PolicyLoadError
 from regokite.gatekeeper.compile import compile_template
 from regokite.gatekeeper.crds import (
+    EXPANSION_PLURAL,
     MANAGED_BY,
+    MUTATOR_KINDS,
     config_crd,
     constraint_crd,
     constraint_crd_name,
     constraint_plural,
+    expansion_crd,
+    mutator_crds,
+    mutator_status,
     template_crd,
     template_status,
 )
+from regokite.gatekeeper.expansion import parse_expansion_template
+from regokite.gatekeeper.mutation.mutators import parse_mutator
 from regokite.gatekeeper.resources import (
     CONFIG_GROUP,
     CONSTRAINT_GROUP,
+    EXPANSION_GROUP,
+    MUTATION_GROUP,
     TEMPLATE_GROUP,
     ResourceError,
     Template,
@@ -56,7 +65,7 @@ class GatekeeperSync:
 
     def install(self) -> None:
         """The ConstraintTemplate and Config CRDs, so both can be applied where Gatekeeper is not installed."""
-        for crd in (template_crd(), config_crd()):
+        for crd in (template_crd(), config_crd(), *mutator_crds(), expansion_crd()):
             self.client.apply(f"{CRDS}/{crd['metadata']['name']}", crd, MANAGER)
 
     def sync_once(self) -> dict[str, str | None]:
@@ -83,8 +92,49 @@ class GatekeeperSync:
         for template, _ in served:
             documents += [_clean(c) for c in self._constraints(template.kind)]
         documents += [_clean(c) for c in self._configs()]
+        documents += self._mutators(outcome)
+        documents += [_clean(t) for t in self._expansions()]
         _write(self.out / "gatekeeper.yaml", yaml.safe_dump_all(documents, sort_keys=True))
         return outcome
+
+    def _mutators(self, outcome: dict[str, str | None]) -> list[dict[str, Any]]:
+        """Every mutator of the four kinds, its status written (`byPod`, with why it did not load);
+        all are served, so one that did not load makes the mutation webhook refuse (fail closed)."""
+        documents = []
+        for kind, (plural, versions) in MUTATOR_KINDS.items():
+            for doc in self._list(f"/apis/{MUTATION_GROUP}/{versions[0]}/{plural}"):
+                name = doc["metadata"]["name"]
+                try:
+                    parse_mutator(doc, f"{plural}/{name}")
+                    error = None
+                except PolicyLoadError as exc:
+                    error = str(exc)
+                    log.error("mutator not served", extra={"mutator": f"{kind}/{name}", "error": error})
+                outcome[f"{kind}/{name}"] = error
+                status = mutator_status(doc["metadata"].get("generation"), [error] if error else [])
+                if doc.get("status") != status:
+                    self.client.patch(
+                        f"/apis/{MUTATION_GROUP}/{versions[0]}/{plural}/{name}/status", {"status": status}
+                    )
+                documents.append(_clean(doc))
+        return documents
+
+    def _expansions(self) -> list[dict[str, Any]]:
+        found = self._list(f"/apis/{EXPANSION_GROUP}/v1beta1/{EXPANSION_PLURAL}")
+        for doc in found:
+            try:
+                parse_expansion_template(doc, f"{EXPANSION_PLURAL}/{doc['metadata']['name']}")
+            except PolicyLoadError as exc:
+                log.error("expansion template not served", extra={"error": str(exc)})
+        return found
+
+    def _list(self, path: str) -> list[dict[str, Any]]:
+        try:
+            return self.client.get(path).get("items", [])
+        except ApiError as exc:
+            if exc.status == 404:  # the CRD is not served yet: next pass
+                return []
+            raise
 
     def _constraints(self, kind: str) -> list[dict[str, Any]]:
         try:
@@ -134,12 +184,15 @@ class GatekeeperSync:
 
         watch(f"{TEMPLATE_GROUP}/v1", "constrainttemplates")
         watch(f"{CONFIG_GROUP}/v1alpha1", "configs", self.config_namespace)
+        for plural, versions in MUTATOR_KINDS.values():
+            watch(f"{MUTATION_GROUP}/{versions[0]}", plural)
+        watch(f"{EXPANSION_GROUP}/v1beta1", EXPANSION_PLURAL)
         try:
             while not stop.is_set():
                 changed.clear()
                 try:
                     for kind, error in self.sync_once().items():
-                        if error is None:  # its constraints: a change to one syncs too
+                        if error is None and "/" not in kind:  # its constraints: a change to one syncs too
                             watch(f"{CONSTRAINT_GROUP}/v1beta1", constraint_plural(kind))
                 except ApiError as exc:
                     log.error("gatekeeper sync failed; retrying", extra={"error": str(exc)})
