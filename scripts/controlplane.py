@@ -586,6 +586,8 @@ def _start_once(
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 # A loopback address must not be published as the `kubernetes` endpoint.
                 "--endpoint-reconciler-type=none",
+                # as kubeadm clusters: privileged Pods are the admission policies' to refuse
+                "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
                 *extra_apiserver_args,
