@@ -16,7 +16,9 @@ from enum import Enum
 from regokite.bundle import Bundle, load_bundle
 from regokite.engine import Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
-from regokite.errors import EvaluationError
+from regokite.errors import EvaluationError, PolicyLoadError
+from regokite.gatekeeper.constraints import read_sources
+from regokite.gatekeeper.expansion import generated_modules
 from regokite.outline import outline
 
 RULE_LINE = "-" * 80
@@ -59,6 +61,7 @@ def run_tests(
     PolicyLoadError when the bundle does not load.
     """
     bundle = load_bundle(paths, v0_compatible=v0_compatible)
+    bundle = with_gatekeeper_rego(bundle, paths)
     engine = open_engine(bundle, options=options) if engine_for is None else engine_for(bundle)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
@@ -78,6 +81,16 @@ def run_tests(
                 continue
             results.append(_run_one(engine, module.package, rule.name, module.file, rule.line))
     return results
+
+
+def with_gatekeeper_rego(bundle: Bundle, paths: Sequence[str]) -> Bundle:
+    """The bundle plus the Rego of the Gatekeeper mutators and ExpansionTemplates below `paths`,
+    so tests see `data.regokite_gatekeeper.mutation` and `.expansion` as the admission server does."""
+    sources = read_sources(paths)
+    if sources.broken_mutators or sources.broken_expansions:
+        raise PolicyLoadError("\n".join((*sources.broken_mutators, *sources.broken_expansions)))
+    generated = generated_modules(sources.mutators, sources.expansions)
+    return Bundle((*bundle.modules, *generated), bundle.data, bundle.roots) if generated else bundle
 
 
 def _run_one(engine: Engine, package: str, name: str, file: str, line: int) -> TestResult:

@@ -32,11 +32,10 @@ from regokite.gatekeeper.constraints import (
     read_sources,
 )
 from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
-from regokite.gatekeeper.expansion import check_chains, expansion_module
+from regokite.gatekeeper.expansion import generated_modules
 from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
-from regokite.gatekeeper.mutation.compile import SYSTEM, decision_rule, mutation_modules, reads_namespaces
-from regokite.gatekeeper.mutation.library import library_module
+from regokite.gatekeeper.mutation.compile import SYSTEM, decision_rule, reads_namespaces
 from regokite.outline import outline, packages
 
 VALIDATING = ("deny", "warn", "allow", "audit_annotations")
@@ -177,14 +176,10 @@ def build_policy_set(
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
     mutation_slot = len(wanted) + len(gatekeeper.constraints)
-    mutation = mutation_modules(sources.mutators)
-    if mutation:
+    mutation = generated_modules(sources.mutators, sources.expansions)
+    if sources.mutators:
         text += "\n".join(["", *decision_rule(f"mutate_{mutation_slot}")])
     expands = bool(sources.expansions or sources.broken_expansions)
-    if sources.expansions:
-        check_chains(sources.expansions)
-        expansion = expansion_module(sources.expansions, SYSTEM if mutation else None)
-        mutation = (*(mutation or (library_module(),)), expansion)
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
     modules = (*bundle.modules, *gatekeeper.modules, *mutation, decisions)
     built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine, opa_url=opa_url, options=options)

@@ -16,9 +16,7 @@ from regokite.clusterdata.store import guess_resource
 from regokite.engine import open_engine
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSources
-from regokite.gatekeeper.expansion import PACKAGE, check_chains, expansion_module, is_expansion_template
-from regokite.gatekeeper.mutation.compile import SYSTEM, mutation_modules
-from regokite.gatekeeper.mutation.library import library_module
+from regokite.gatekeeper.expansion import PACKAGE, generated_modules, is_expansion_template
 from regokite.gatekeeper.mutation.mutators import is_mutator
 
 
@@ -28,9 +26,7 @@ def expand(sources: GatekeeperSources, objects: Sequence[dict[str, Any]]) -> lis
         raise RegokiteError("\n".join(sources.problems))
     if not sources.expansions:
         return []
-    check_chains(sources.expansions)
-    mutation = mutation_modules(sources.mutators)
-    modules = (*(mutation or (library_module(),)), expansion_module(sources.expansions, SYSTEM if mutation else None))
+    modules = generated_modules(sources.mutators, sources.expansions)
     namespaces = {
         o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
     }

@@ -23,6 +23,9 @@ from typing import Any
 
 from regokite.bundle import Module
 from regokite.errors import PolicyLoadError
+from regokite.gatekeeper.mutation.compile import SYSTEM, mutation_modules
+from regokite.gatekeeper.mutation.library import library_module
+from regokite.gatekeeper.mutation.mutators import Mutator
 from regokite.gatekeeper.resources import EXPANSION_GROUP
 
 PACKAGE = "regokite_gatekeeper.expansion"
@@ -102,6 +105,16 @@ def check_chains(templates: Sequence[ExpansionTemplate]) -> None:
                 f"{t.file}: ExpansionTemplate {t.name} generates {g['kind']}, which {', '.join(chained)} expand(s)"
                 " again: regokite expands one level"
             )
+
+
+def generated_modules(mutators: Sequence[Mutator], templates: Sequence[ExpansionTemplate]) -> tuple[Module, ...]:
+    """The Rego of Gatekeeper's mutators and ExpansionTemplates: library, mutators, system, expansion."""
+    mutation = mutation_modules(mutators)
+    if not templates:
+        return mutation
+    check_chains(templates)
+    expansion = expansion_module(templates, SYSTEM if mutation else None)
+    return (*(mutation or (library_module(),)), expansion)
 
 
 def expansion_module(templates: Sequence[ExpansionTemplate], mutation: str | None) -> Module:

@@ -27,11 +27,9 @@ from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare, read_sources
-from regokite.gatekeeper.expansion import MESSAGE_PREFIX, check_chains, expansion_module
+from regokite.gatekeeper.expansion import MESSAGE_PREFIX, generated_modules
 from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
 from regokite.gatekeeper.inventory import inventory, namespaces
-from regokite.gatekeeper.mutation.compile import SYSTEM, mutation_modules
-from regokite.gatekeeper.mutation.library import library_module
 from regokite.gatekeeper.resources import is_constraint, is_template, parse_constraint, parse_template, read_documents
 
 SUITE_API = "test.gatekeeper.sh/v1alpha1"
@@ -140,9 +138,7 @@ def _expansion(base: Path, relative: Any) -> tuple[Module, ...]:
         raise RegokiteError("\n".join(sources.problems))
     if not sources.expansions:
         raise RegokiteError(f"{base / relative}: no ExpansionTemplate")
-    check_chains(sources.expansions)
-    mutation = mutation_modules(sources.mutators)
-    return (*(mutation or (library_module(),)), expansion_module(sources.expansions, SYSTEM if mutation else None))
+    return generated_modules(sources.mutators, sources.expansions)
 
 
 class _Judge:

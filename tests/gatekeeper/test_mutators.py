@@ -264,3 +264,24 @@ def test_order_is_gatekeepers_by_kind_then_name() -> None:
         "regokite_gatekeeper.mutators.assign_a",
         "regokite_gatekeeper.mutators.assign_a_2",
     ]
+
+
+def test_regokite_test_sees_the_mutators_beside_the_tests(tmp_path) -> None:
+    """A `*_test.rego` beside mutator YAML reads the generated system, on regorus and on OPA alike."""
+    from regokite.testing import Outcome, run_tests
+
+    (tmp_path / "mutators.yaml").write_text(assign("spec.containers[name: *].imagePullPolicy", "Always"))
+    (tmp_path / "pull_test.rego").write_text(
+        "package pull_test\n\n"
+        'pod := {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},'
+        ' "spec": {"containers": [{"name": "a"}]}}\n\n'
+        "test_always if {\n"
+        "\tm := data.regokite_gatekeeper.mutation.mutated with input as"
+        ' {"request": {"operation": "CREATE", "kind": {"group": ""}, "namespace": "ns", "object": pod}}\n'
+        '\tm.spec.containers[0].imagePullPolicy == "Always"\n'
+        "\tnot m.metadata.namespace\n"
+        "}\n"
+    )
+    for engine_for in (None, OracleEngine):
+        results = run_tests([str(tmp_path)], engine_for=engine_for)
+        assert [(r.name, r.outcome) for r in results] == [("test_always", Outcome.PASS)]
