@@ -89,20 +89,9 @@ def mutator_module(m: Mutator, package: str) -> Module:
         f"apply_to := {_rego(list(m.apply_to))}",
         "",
         '# the mutator applied to o: {"object": ...} or {"error": ...}, as Gatekeeper words it',
-        'apply(o, ctx) := {"error": sprintf("matching for mutator %s failed for %s: failed to run Match criteria: %s",'
-        " [id, lib.describe(o), msg])} if {",
-        "\tmsg := lib.match_error(match, o, ctx)",
-        '} else := {"object": o} if {',
-        "\tnot matches(o, ctx)",
-        "} else := r if {",
-        "\tr := _result(o, _at_0(o, _value(o)))",
-        "}",
+        *_apply_rule(m),
         "",
-        "matches(o, ctx) if {",
-        *(["\tlib.applies(apply_to, o, ctx.operation)"] if m.kind != "AssignMetadata" else []),
-        "\tlib.matches(match, o, ctx)",
-        "}",
-        "",
+        *_match_rules(m),
         '_result(o, r) := {"error": sprintf("mutation for mutator %s failed for %s: %s",'
         " [id, lib.describe(o), r.error])} if r.error",
         "",
@@ -116,6 +105,63 @@ def mutator_module(m: Mutator, package: str) -> Module:
     for depth in range(len(m.location)):
         lines += _step(m, depth)
     return Module(f"<{package}>.rego", "\n".join(lines))
+
+
+def _apply_rule(m: Mutator) -> list[str]:
+    mutate = ["\tr := _result(o, _at_0(o, _value(o)))", "}"]
+    if m.match.get("namespaceSelector") is None:  # matching cannot fail
+        return ['apply(o, ctx) := {"object": o} if not matches(o, ctx)', "", "else := r if {", *mutate]
+    return [
+        'apply(o, ctx) := {"error": sprintf("matching for mutator %s failed for %s: failed to run Match criteria: %s",'
+        " [id, lib.describe(o), msg])} if {",
+        "\tmsg := lib.match_error(match, o, ctx)",
+        '} else := {"object": o} if {',
+        "\tnot matches(o, ctx)",
+        "} else := r if {",
+        *mutate,
+    ]
+
+
+# match criteria and the lib rule judging each when it is not the default (which matches everything)
+_CRITERIA = (
+    ("kinds", [], "lib.kinds_ok(match, o)"),
+    ("scope", "*", "lib.scope_ok(match, o, ctx)"),
+    ("namespaces", [], "lib.namespaces_ok(match, o, ctx)"),
+    ("excludedNamespaces", [], "not lib.excluded(match, o, ctx)"),
+    ("labelSelector", None, "lib.labels_ok(match, o)"),
+    ("namespaceSelector", None, "lib.namespace_selector_ok(match, o, ctx)"),
+    ("name", "", "lib.name_ok(match, o)"),
+    ("source", "All", "lib.source_ok(match, ctx)"),
+)
+
+
+def _match_rules(m: Mutator) -> list[str]:
+    """`matches(o, ctx)`: applyTo and spec.match, only the criteria this mutator sets, applyTo inline
+    (group "" and version v1 is apiVersion "v1"; no admission operation where all supported ones apply)."""
+    match = normalised_match(m.match)
+    checks = [rule for key, default, rule in _CRITERIA if match[key] != default]
+    if not m.apply_to:  # AssignMetadata
+        return ["matches(o, ctx) if {", *[f"\t{c}" for c in checks or ["true"]], "}", ""]
+    lines: list[str] = []
+    for entry in m.apply_to:
+        versions = sorted({f"{g}/{v}" if g else v for g in entry["groups"] for v in entry["versions"]})
+        ops = set(entry["operations"])
+        allowed = {"CREATE", "UPDATE"} if not ops or "*" in ops else ops
+        operations = sorted(allowed | ({""} if allowed >= {"CREATE", "UPDATE"} else set()))
+        lines += [
+            "matches(o, ctx) if {",
+            f"\to.kind in {_rego_set(entry['kinds'])}",
+            f"\to.apiVersion in {_rego_set(versions)}",
+            f"\tctx.operation in {_rego_set(operations)}",
+            *[f"\t{c}" for c in checks],
+            "}",
+            "",
+        ]
+    return lines
+
+
+def _rego_set(values: Sequence[str]) -> str:
+    return "{" + ", ".join(_rego(v) for v in sorted(set(values))) + "}"
 
 
 def _value_rule(m: Mutator) -> str:
