@@ -201,3 +201,33 @@ def check_files(policy_dir: Path, manifest: Path):
     check(ps, manifests)
     ps.close()
     return manifests[0]
+
+
+def test_a_mutator_that_does_not_load_refuses_mutation_loudly(load, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        sample("seccomp", "samples", "mutation.yaml")
+        .read_text()
+        .replace("spec.securityContext.seccompProfile", "spec..x")
+    )
+    ps = load(sample("seccomp", "samples", "mutation.yaml"), bad)
+    assert any("Assign k8spspseccomp: invalid spec.location" in p for p in ps.problems)
+    body = parse_review(json.dumps(review(pod())).encode())
+    verdict = decide(ps, body, mode="mutate").verdict
+    assert not verdict.allowed and verdict.code == 500
+    assert verdict.messages[0].startswith("[regokite_gatekeeper.mutation] policy error: mutators that did not load:")
+
+
+def test_a_mutator_failing_on_an_object_refuses_it_naming_the_mutator(load, tmp_path: Path) -> None:
+    ps = load(sample("capabilities", "samples", "mutation-modifyset.yaml"))
+    verdict = decide(
+        ps,
+        parse_review(json.dumps(review(pod(securityContext={"capabilities": {"add": "NET_ADMIN"}}))).encode()),
+        mode="mutate",
+    ).verdict
+    assert not verdict.allowed and verdict.code == 500
+    assert verdict.messages == [
+        "[regokite_gatekeeper.mutation] policy error: mutation for mutator ModifySet.mutations.gatekeeper.sh"
+        " /k8spspcapabilities failed for  Pod default nginx: NET_ADMIN is not a list of values, cannot treat it"
+        " as a set"
+    ]
