@@ -99,8 +99,6 @@ def mutator_module(m: Mutator, package: str) -> Module:
         "",
         'else := {"object": o}',
         "",
-        _value_rule(m),
-        "",
     ]
     for depth in range(len(m.location)):
         lines += _step(m, depth)
@@ -108,7 +106,7 @@ def mutator_module(m: Mutator, package: str) -> Module:
 
 
 def _apply_rule(m: Mutator) -> list[str]:
-    mutate = ["\tr := _result(o, _at_0(o, _value(o)))", "}"]
+    mutate = [f"\tr := _result(o, _at_0(o, {_value(m)}))", "}"]
     if m.match.get("namespaceSelector") is None:  # matching cannot fail
         return ['apply(o, ctx) := {"object": o} if not matches(o, ctx)', "", "else := r if {", *mutate]
     return [
@@ -164,12 +162,13 @@ def _rego_set(values: Sequence[str]) -> str:
     return "{" + ", ".join(_rego(v) for v in sorted(set(values))) + "}"
 
 
-def _value_rule(m: Mutator) -> str:
+def _value(m: Mutator) -> str:
+    """What the setter is given: the value, the metadata field's, the image parts, the ModifySet values."""
     if m.from_metadata is not None:
-        return f"_value(o) := lib.meta(o, {_rego(m.from_metadata)})"
+        return f"lib.meta(o, {_rego(m.from_metadata)})"
     if m.kind == "AssignImage":
-        return f"_value(_) := {_rego(list(m.image))}"
-    return f"_value(_) := {_rego(m.value)}"
+        return _rego(list(m.image))
+    return _rego(m.value)
 
 
 def _step(m: Mutator, depth: int) -> list[str]:
@@ -193,7 +192,15 @@ def _step(m: Mutator, depth: int) -> list[str]:
             lines.append(f"else := r if r := {_setter(m, key)}")
         else:
             empty = "{}" if isinstance(m.location[depth + 1], Field) else "[]"
-            lines.append(f"else := r if r := lib.put_field(cur, {key}, {nxt}(object.get(cur, {key}, {empty}), v))")
+            # the child's answer, or this object with the child's new value: chosen by lookup, not a call
+            new = f'object.union(object.remove(cur, [{key}]), {{{key}: object.get(c, "value", null)}})'
+            changed = f'{{"mutated": true, "value": {new}}}'
+            lines += [
+                "else := r if {",
+                f"\tc := {nxt}(object.get(cur, {key}, {empty}), v)",
+                f'\tr := {{false: c, true: {changed}}}[object.get(c, "mutated", false)]',
+                "}",
+            ]
     elif node.glob:
         if test == "MustNotExist":
             lines.append('else := {"mutated": false}')
@@ -226,7 +233,7 @@ def _setter(m: Mutator, key: str) -> str:
         return f"lib.{m.operation}_field(cur, {key}, v)"
     if m.kind == "AssignImage":
         return f"lib.image_field(cur, {key}, v)"
-    return f"lib.set_field(cur, {key}, v)"
+    return f'{{"mutated": true, "value": object.union(object.remove(cur, [{key}]), {{{key}: v}})}}'
 
 
 def system_module(mutators: Sequence[Mutator], packages: Sequence[str]) -> Module:
@@ -295,10 +302,12 @@ def _passes(n: int, packages: Sequence[str]) -> list[str]:
     lines = ["# one pass: every mutator in order; the first error stops it", "_pass(o, ctx) := s if {"]
     lines.append(f"\ts_0 := data.{packages[0]}.apply(o, ctx)")
     for i in range(1, n):
-        lines.append(f"\ts_{i} := _step_{i}(s_{i - 1}, ctx)")
+        # after an error the rest is skipped: the next mutator sees no object (and does nothing)
+        lines.append(
+            f"\ts_{i} := {{false: data.{packages[i]}.apply(object.get(s_{i - 1}, \"object\", {{}}), ctx),"
+            f' true: s_{i - 1}}}[is_string(object.get(s_{i - 1}, "error", null))]'
+        )
     lines += [f"\ts := s_{n - 1}", "}", ""]
-    for i in range(1, n):
-        lines += [f"_step_{i}(s, ctx) := s if s.error", "", f"else := data.{packages[i]}.apply(s.object, ctx)", ""]
     for k in range(1, n + 2):
         lines += [
             f"_iter_{k}(o, ctx) := _settle_{k}(o, _pass(o, ctx), ctx)",
