@@ -304,7 +304,7 @@ def _passes(n: int, packages: Sequence[str]) -> list[str]:
     for i in range(1, n):
         # after an error the rest is skipped: the next mutator sees no object (and does nothing)
         lines.append(
-            f"\ts_{i} := {{false: data.{packages[i]}.apply(object.get(s_{i - 1}, \"object\", {{}}), ctx),"
+            f'\ts_{i} := {{false: data.{packages[i]}.apply(object.get(s_{i - 1}, "object", {{}}), ctx),'
             f' true: s_{i - 1}}}[is_string(object.get(s_{i - 1}, "error", null))]'
         )
     lines += [f"\ts := s_{n - 1}", "}", ""]
