@@ -176,7 +176,7 @@ def build_policy_set(
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
     mutation_slot = len(wanted) + len(gatekeeper.constraints)
-    mutation = generated_modules(sources.mutators, sources.expansions)
+    mutation = generated_modules(sources.mutators, sources.expansions, sources.mutation_excluded)
     if sources.mutators:
         text += "\n".join(["", *decision_rule(f"mutate_{mutation_slot}")])
     expands = bool(sources.expansions or sources.broken_expansions)

@@ -70,6 +70,7 @@ class GatekeeperSources:
     excluded: tuple[str, ...] = ()  # Config spec.match namespaces excluded from the webhook and audit
     mutators: tuple[Mutator, ...] = ()
     broken_mutators: tuple[str, ...] = ()  # mutators that did not load, each with why: mutation refuses
+    mutation_excluded: tuple[str, ...] = ()  # Config spec.match namespaces the mutation webhook skips
     expansions: tuple[ExpansionTemplate, ...] = ()
     broken_expansions: tuple[str, ...] = ()  # ExpansionTemplates that did not load: validation refuses
 
@@ -88,6 +89,9 @@ def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
     excluded = {
         ns for namespaces, processes in entries if {"*", "webhook", "audit"} & set(processes) for ns in namespaces
     }
+    mutation_excluded = {
+        ns for namespaces, processes in entries if {"*", "mutation-webhook"} & set(processes) for ns in namespaces
+    }
     broken = tuple(m for m in mutators if isinstance(m, str))
     broken_expansions = tuple(t for t in expansions if isinstance(t, str))
     return GatekeeperSources(
@@ -98,6 +102,7 @@ def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
         tuple(sorted(excluded)),
         tuple(m for m in mutators if not isinstance(m, str)),
         broken,
+        tuple(sorted(mutation_excluded)),
         tuple(t for t in expansions if not isinstance(t, str)),
         broken_expansions,
     )

@@ -107,9 +107,12 @@ def check_chains(templates: Sequence[ExpansionTemplate]) -> None:
             )
 
 
-def generated_modules(mutators: Sequence[Mutator], templates: Sequence[ExpansionTemplate]) -> tuple[Module, ...]:
-    """The Rego of Gatekeeper's mutators and ExpansionTemplates: library, mutators, system, expansion."""
-    mutation = mutation_modules(mutators)
+def generated_modules(
+    mutators: Sequence[Mutator], templates: Sequence[ExpansionTemplate], excluded: Sequence[str] = ()
+) -> tuple[Module, ...]:
+    """The Rego of Gatekeeper's mutators and ExpansionTemplates: library, mutators, system, expansion;
+    `excluded`: namespaces the mutation webhook skips."""
+    mutation = mutation_modules(mutators, excluded)
     if not templates:
         return mutation
     check_chains(templates)

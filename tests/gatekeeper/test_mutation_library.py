@@ -231,3 +231,17 @@ def test_a_mutator_failing_on_an_object_refuses_it_naming_the_mutator(load, tmp_
         " /k8spspcapabilities failed for  Pod default nginx: NET_ADMIN is not a list of values, cannot treat it"
         " as a set"
     ]
+
+
+def test_a_config_excludes_namespaces_from_mutation_for_its_mutation_webhook_process(load, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "apiVersion: config.gatekeeper.sh/v1alpha1\nkind: Config\nmetadata: {name: config, namespace: gatekeeper-system}\n"
+        "spec:\n  match:\n  - excludedNamespaces: [kube-*]\n    processes: [mutation-webhook]\n"
+        "  - excludedNamespaces: [audit-only]\n    processes: [audit]\n"
+    )
+    ps = load(sample("seccomp", "samples", "mutation.yaml"), config)
+    for namespace, mutated in (("kube-system", False), ("audit-only", True), ("default", True)):
+        obj = pod()
+        obj["metadata"]["namespace"] = namespace
+        assert bool(mutate(ps, obj)[1].verdict.patch) is mutated, namespace

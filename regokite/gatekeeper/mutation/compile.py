@@ -236,8 +236,9 @@ def _setter(m: Mutator, key: str) -> str:
     return f'{{"mutated": true, "value": object.union(object.remove(cur, [{key}]), {{{key}: v}})}}'
 
 
-def system_module(mutators: Sequence[Mutator], packages: Sequence[str]) -> Module:
-    """Gatekeeper's System.Mutate: the mutators in order, passes until nothing changes."""
+def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded: Sequence[str] = ()) -> Module:
+    """Gatekeeper's System.Mutate: the mutators in order, passes until nothing changes; its webhook
+    skips the namespaces a Config excludes from `mutation-webhook` (or `*`)."""
     n = len(mutators)
     lines = [
         f"package {SYSTEM}",
@@ -269,6 +270,14 @@ def system_module(mutators: Sequence[Mutator], packages: Sequence[str]) -> Modul
         f"_skipped if input.request.kind.group in {_rego(list(GATEKEEPER_GROUPS))}",
         "",
         "_skipped if not is_object(input.request.object)",
+        "",
+        f"excluded_namespaces := {_rego(sorted(excluded))}",
+        "",
+        "_skipped if {",
+        "\tns := lib.namespace_name(input.request.object, context)",
+        "\tsome p in excluded_namespaces",
+        "\tlib.glob_matches(p, ns)",
+        "}",
         "",
         'result := {"object": input.request.object, "iterations": 1} if _skipped',
         "",
@@ -327,7 +336,7 @@ def _passes(n: int, packages: Sequence[str]) -> list[str]:
     return lines
 
 
-def mutation_modules(mutators: Sequence[Mutator]) -> tuple[Module, ...]:
+def mutation_modules(mutators: Sequence[Mutator], excluded: Sequence[str] = ()) -> tuple[Module, ...]:
     """The library, a module per mutator and the system module; none without mutators."""
     if not mutators:
         return ()
@@ -335,7 +344,7 @@ def mutation_modules(mutators: Sequence[Mutator]) -> tuple[Module, ...]:
     packages = package_names(ordered)
     modules = [library_module()]
     modules += [mutator_module(m, p) for m, p in zip(ordered, packages, strict=True)]
-    modules.append(system_module(ordered, packages))
+    modules.append(system_module(ordered, packages, excluded))
     return tuple(modules)
 
 
