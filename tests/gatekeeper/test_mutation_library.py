@@ -236,7 +236,8 @@ def test_a_mutator_failing_on_an_object_refuses_it_naming_the_mutator(load, tmp_
 def test_a_config_excludes_namespaces_from_mutation_for_its_mutation_webhook_process(load, tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(
-        "apiVersion: config.gatekeeper.sh/v1alpha1\nkind: Config\nmetadata: {name: config, namespace: gatekeeper-system}\n"
+        "apiVersion: config.gatekeeper.sh/v1alpha1\nkind: Config\n"
+        "metadata: {name: config, namespace: gatekeeper-system}\n"
         "spec:\n  match:\n  - excludedNamespaces: [kube-*]\n    processes: [mutation-webhook]\n"
         "  - excludedNamespaces: [audit-only]\n    processes: [audit]\n"
     )
