@@ -168,14 +168,18 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
                 mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
                 review = creation_review(mutated, resource, f"check-{i}")
             verdict = decide(policy_set, review, mode="validate").verdict
-            if not mutation.allowed:
+            if not mutation.allowed:  # a policy with deny and patch answers in both modes: once each
                 verdict.allowed = False
-                verdict.messages = [*mutation.messages, *verdict.messages]
-            verdict.warnings = [*mutation.warnings, *verdict.warnings]
+                verdict.messages = _once([*mutation.messages, *verdict.messages])
+            verdict.warnings = _once([*mutation.warnings, *verdict.warnings])
         finally:
             _put(store, manifest)
         manifest.failures = [] if verdict.allowed else verdict.messages
         manifest.warnings = verdict.warnings
+
+
+def _once(messages: list[str]) -> list[str]:
+    return list(dict.fromkeys(messages))
 
 
 def _put(store: ReplicaStore, m: Manifest) -> None:
