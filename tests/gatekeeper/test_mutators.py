@@ -285,3 +285,24 @@ def test_regokite_test_sees_the_mutators_beside_the_tests(tmp_path) -> None:
     for engine_for in (None, OracleEngine):
         results = run_tests([str(tmp_path)], engine_for=engine_for)
         assert [(r.name, r.outcome) for r in results] == [("test_always", Outcome.PASS)]
+
+
+def test_the_library_samples_answer_alike_on_regorus_and_opa() -> None:
+    """Every gatekeeper-library mutation sample at once, on Pods with and without the fields they touch."""
+    from tests.gatekeeper.upstream import gatekeeper_library
+
+    files = sorted((gatekeeper_library() / "mutation").rglob("mutation*.yaml"))
+    text = "\n---\n".join(f.read_text() for f in files)
+    bare = copy.deepcopy(POD)
+    bare["spec"]["initContainers"] = [{"name": "init", "image": "busybox"}]
+    full = copy.deepcopy(bare)
+    full["spec"]["securityContext"] = {"fsGroup": 1, "supplementalGroups": [1], "seccompProfile": {"type": "Localhost"}}
+    for c in full["spec"]["containers"]:
+        c["securityContext"] = {"runAsUser": 0, "capabilities": {"add": ["X"]}, "privileged": True}
+    first, second = results(text, request(bare), request(full))  # equal on both engines, or it fails
+    assert first["iterations"] == 2 and second["iterations"] == 2
+    assert second["object"]["spec"]["securityContext"]["fsGroup"] == 1
+    assert second["object"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] == [
+        "NEW_CAPABILITY"
+    ]  # Assign replaces, then ModifySet merges what is already there
+    assert results(text, request(first["object"]))[0]["iterations"] == 1  # mutates to itself
