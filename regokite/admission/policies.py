@@ -36,6 +36,7 @@ from regokite.gatekeeper.expansion import generated_modules
 from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
 from regokite.gatekeeper.mutation.compile import SYSTEM, decision_rule, reads_namespaces
+from regokite.gatekeeper.mutation.conflicts import conflicting
 from regokite.outline import outline, packages
 
 VALIDATING = ("deny", "warn", "allow", "audit_annotations")
@@ -197,10 +198,16 @@ def build_policy_set(
     if sources.broken_expansions:
         broken[EXPANSION] = "ExpansionTemplates that did not load: " + "; ".join(sources.broken_expansions)
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
-    problems = [*sources.problems, *gatekeeper.problems]
+    problems = [*sources.problems, *gatekeeper.problems, *mutator_conflicts(sources)]
     return PolicySet(
         built, tuple(found), tuple(source), broken, tuple(problems), reads_inventory, namespaces, synced, expands
     )
+
+
+def mutator_conflicts(sources: GatekeeperSources) -> list[str]:
+    """Mutators left out for a schema conflict, each named with its file."""
+    left_out = conflicting(sources.mutators)
+    return [f"{m.file}: {m.kind} {m.name}: not applied: {left_out[m.id]}" for m in sources.mutators if m.id in left_out]
 
 
 def mutation_policy(sources: GatekeeperSources, slot: int) -> AdmissionPolicy:

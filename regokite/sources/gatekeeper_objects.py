@@ -37,7 +37,8 @@ from regokite.gatekeeper.crds import (
     template_status,
 )
 from regokite.gatekeeper.expansion import parse_expansion_template
-from regokite.gatekeeper.mutation.mutators import parse_mutator
+from regokite.gatekeeper.mutation.conflicts import conflicting
+from regokite.gatekeeper.mutation.mutators import Mutator, parse_mutator
 from regokite.gatekeeper.resources import (
     CONFIG_GROUP,
     CONSTRAINT_GROUP,
@@ -98,26 +99,29 @@ class GatekeeperSync:
         return outcome
 
     def _mutators(self, outcome: dict[str, str | None]) -> list[dict[str, Any]]:
-        """Every mutator of the four kinds, its status written (`byPod`, with why it did not load);
-        all are served, so one that did not load makes the mutation webhook refuse (fail closed)."""
-        documents = []
+        """Every mutator of the four kinds, its status written (`byPod`, with why it did not load or is
+        left out for a schema conflict); all are served, so one that did not load makes the mutation
+        webhook refuse (fail closed), and conflicting ones are left out there, as Gatekeeper does."""
+        found: list[tuple[str, dict[str, Any], Mutator | None, str | None]] = []
         for kind, (plural, versions) in MUTATOR_KINDS.items():
             for doc in self._list(f"/apis/{MUTATION_GROUP}/{versions[0]}/{plural}"):
-                name = doc["metadata"]["name"]
+                doc = {**doc, "kind": kind}
                 try:
-                    parse_mutator(doc, f"{plural}/{name}")
-                    error = None
+                    found.append((plural, doc, parse_mutator(doc, f"{plural}/{doc['metadata']['name']}"), None))
                 except PolicyLoadError as exc:
-                    error = str(exc)
-                    log.error("mutator not served", extra={"mutator": f"{kind}/{name}", "error": error})
-                outcome[f"{kind}/{name}"] = error
-                status = mutator_status(doc["metadata"].get("generation"), [error] if error else [])
-                if doc.get("status") != status:
-                    self.client.patch(
-                        f"/apis/{MUTATION_GROUP}/{versions[0]}/{plural}/{name}/status", {"status": status}
-                    )
-                documents.append(_clean(doc))
-        return documents
+                    found.append((plural, doc, None, str(exc)))
+        left_out = conflicting([m for _, _, m, _ in found if m is not None])
+        for plural, doc, mutator, error in found:
+            error = error or (left_out.get(mutator.id) if mutator is not None else None)
+            name = f"{doc['kind']}/{doc['metadata']['name']}"
+            path = f"/apis/{MUTATION_GROUP}/{MUTATOR_KINDS[doc['kind']][1][0]}/{plural}/{doc['metadata']['name']}"
+            if error:
+                log.error("mutator not served", extra={"mutator": name, "error": error})
+            outcome[name] = error
+            status = mutator_status(doc["metadata"].get("generation"), [error] if error else [])
+            if doc.get("status") != status:
+                self.client.patch(f"{path}/status", {"status": status})
+        return [_clean(doc) for _, doc, _, _ in found]
 
     def _expansions(self) -> list[dict[str, Any]]:
         found = self._list(f"/apis/{EXPANSION_GROUP}/v1beta1/{EXPANSION_PLURAL}")

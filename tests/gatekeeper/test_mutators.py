@@ -306,3 +306,28 @@ def test_the_library_samples_answer_alike_on_regorus_and_opa() -> None:
         "NEW_CAPABILITY"
     ]  # Assign replaces, then ModifySet merges what is already there
     assert results(text, request(first["object"]))[0]["iterations"] == 1  # mutates to itself
+
+
+def test_mutators_in_a_schema_conflict_are_left_out_as_gatekeeper_does() -> None:
+    from regokite.gatekeeper.mutation.conflicts import conflicting
+
+    glob_list = assign("spec.containers[name: *].image", "x")
+    as_object = assign("spec.containers.image", "y").replace("name: a", "name: b")
+    other_key = assign("spec.containers[image: foo].x", 1).replace("name: a", "name: c")
+    assert set(conflicting(mutators(glob_list + "---" + as_object))) == {
+        "Assign.mutations.gatekeeper.sh /a",
+        "Assign.mutations.gatekeeper.sh /b",
+    }
+    assert set(conflicting(mutators(glob_list + "---" + other_key))) == {
+        "Assign.mutations.gatekeeper.sh /a",
+        "Assign.mutations.gatekeeper.sh /c",
+    }
+    set_vs_object = modify_set("merge", ["x"]) + "---" + assign("spec.containers[name: *].args.x", 1)
+    assert len(conflicting(mutators(set_vs_object))) == 2
+    fine = assign("spec.containers[name: foo].image", "z") + "---" + modify_set("merge", ["x"])
+    assert conflicting(mutators(glob_list + "---" + fine)) == {}
+    # left out: neither applies
+    unrelated = assign("spec.priorityClassName", "low").replace("name: a", "name: d")
+    out = one(glob_list + "---" + as_object + "---" + unrelated, POD)["object"]
+    assert out["spec"]["priorityClassName"] == "low" and out["spec"]["containers"] == POD["spec"]["containers"]
+    assert results(glob_list + "---" + as_object, request(POD))[0] == {"object": POD, "iterations": 1}

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from regokite.bundle import Module
+from regokite.gatekeeper.mutation.conflicts import conflicting
 from regokite.gatekeeper.mutation.library import PACKAGE, library_module
 from regokite.gatekeeper.mutation.location import Field, show
 from regokite.gatekeeper.mutation.mutators import Mutator
@@ -308,6 +309,8 @@ def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded
 
 
 def _passes(n: int, packages: Sequence[str]) -> list[str]:
+    if n == 0:  # every mutator left out (schema conflicts)
+        return ['_pass(o, _) := {"object": o}', "", '_iter_1(o, _) := {"object": o, "iterations": 1}', ""]
     lines = ["# one pass: every mutator in order; the first error stops it", "_pass(o, ctx) := s if {"]
     lines.append(f"\ts_0 := data.{packages[0]}.apply(o, ctx)")
     for i in range(1, n):
@@ -337,9 +340,12 @@ def _passes(n: int, packages: Sequence[str]) -> list[str]:
 
 
 def mutation_modules(mutators: Sequence[Mutator], excluded: Sequence[str] = ()) -> tuple[Module, ...]:
-    """The library, a module per mutator and the system module; none without mutators."""
+    """The library, a module per mutator and the system module; none without mutators. Mutators in
+    a schema conflict are left out, as Gatekeeper leaves them (conflicting() says which and why)."""
     if not mutators:
         return ()
+    left_out = conflicting(mutators)
+    mutators = [m for m in mutators if m.id not in left_out]
     ordered = sorted(mutators, key=lambda m: m.order)
     packages = package_names(ordered)
     modules = [library_module()]
