@@ -24,8 +24,8 @@ from kubernetes import client
 
 from regokite.gatekeeper.crds import expansion_crd, mutator_crds, template_crd
 from regokite.kube.client import KubeClient
-from regokite.kube.gatekeeper import GatekeeperSync
 from regokite.manifests.webhooks import WebhookTarget, catch_all_configuration
+from regokite.sources.gatekeeper_objects import GatekeeperSync
 from tests.admission.server import admission_server
 from tests.gatekeeper.upstream import gatekeeper_library
 
