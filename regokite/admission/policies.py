@@ -113,6 +113,7 @@ class PolicySet:
     namespaces: ReplicatedNamespaces | None = None  # what constraints' namespaceSelectors read
     synced: tuple[ResourceRef, ...] = ()  # what Gatekeeper Configs ask to replicate (syncOnly)
     expands: bool = False  # Gatekeeper ExpansionTemplates: workloads also yield resources constraints judge
+    expanded_kinds: tuple[tuple[str, str], ...] = ()  # (group, kind) of the workloads they expand: audited too
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
@@ -199,8 +200,18 @@ def build_policy_set(
         broken[EXPANSION] = "ExpansionTemplates that did not load: " + "; ".join(sources.broken_expansions)
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
     problems = [*sources.problems, *gatekeeper.problems, *mutator_conflicts(sources)]
+    expanded = sorted({(g, k) for t in sources.expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
     return PolicySet(
-        built, tuple(found), tuple(source), broken, tuple(problems), reads_inventory, namespaces, synced, expands
+        built,
+        tuple(found),
+        tuple(source),
+        broken,
+        tuple(problems),
+        reads_inventory,
+        namespaces,
+        synced,
+        expands,
+        tuple(expanded),
     )
 
 

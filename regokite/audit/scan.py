@@ -70,7 +70,9 @@ def audited_resources(
     a `*` group or resource, or a policy without `match`, is reported as not
     audited rather than guessed. A `*` version means the group's preferred one.
     A Gatekeeper constraint names kinds: `resolve_kind` (discovery) finds their
-    resources; without it (offline) constraints are not audited.
+    resources; without it (offline) constraints are not audited. The workloads
+    Gatekeeper's ExpansionTemplates expand are audited too (their resources
+    judged as Generated ones).
     """
     found: set[ResourceRef] = set()
     skipped: list[str] = []
@@ -97,6 +99,13 @@ def audited_resources(
                 for resource in rule.resources:
                     if "/" not in resource:  # subresources are not objects of their own
                         found.add(ResourceRef(group, versions[0], resource, rule.scope != "Cluster"))
+    if policy_set.expanded_kinds:  # workloads an ExpansionTemplate expands: their resources are judged too
+        if resolve_kind is None:
+            skipped.append("ExpansionTemplates: the workloads they expand need discovery (audit a cluster)")
+        for group, kind in policy_set.expanded_kinds if resolve_kind is not None else ():
+            ref = resolve_kind(group, kind)
+            if ref is not None:
+                found.add(ref)
     return sorted(found), skipped
 
 
@@ -125,7 +134,8 @@ def audit_object(policy_set: PolicySet, obj: Obj, ref: ResourceRef) -> Results:
     policies = {p.name: p for p in policy_set.policies}
     found: list[Result] = []
     for outcome in decision.outcomes:
-        enforcement = policies[outcome.policy].enforcement
+        policy = policies.get(outcome.policy)  # None: the expansion step itself failed
+        enforcement = policy.enforcement if policy is not None else "deny"
         if outcome.decision == "error":
             found.append(Result(outcome.policy, "error", outcome.error or "policy error", enforcement))
             continue

@@ -239,3 +239,20 @@ def test_verify_runs_a_gator_suite_with_an_expansion(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     (tmp_path / "good.yaml").write_text(yaml.safe_dump(privileged(deployment())))
     assert run_cli("verify", str(tmp_path)).returncode == 1
+
+
+def test_audit_lists_the_expanded_workloads_and_reports_their_pods(tmp_path: Path) -> None:
+    from regokite.audit.scan import audit_object, audited_resources
+    from regokite.clusterdata.store import ResourceRef
+
+    ps = policies(tmp_path, EXPANSION)
+    served = {
+        ("", "Pod"): ResourceRef("", "v1", "pods", True),
+        ("apps", "Deployment"): ResourceRef("apps", "v1", "deployments", True),
+    }
+    refs, _ = audited_resources(ps, lambda group: "v1", lambda group, kind: served.get((group, kind)))
+    assert ResourceRef("apps", "v1", "deployments", True) in refs and ResourceRef("", "v1", "pods", True) in refs
+    found = audit_object(ps, privileged(deployment()), ResourceRef("apps", "v1", "deployments", True))
+    assert [(r.policy, r.result) for r in found] == [("psp-privileged-container", "fail")]
+    assert found[0].message.startswith("[Implied by expand-deployments] Privileged container is not allowed: app")
+    ps.close()
