@@ -246,3 +246,20 @@ def test_a_config_excludes_namespaces_from_mutation_for_its_mutation_webhook_pro
         obj = pod()
         obj["metadata"]["namespace"] = namespace
         assert bool(mutate(ps, obj)[1].verdict.patch) is mutated, namespace
+
+
+def test_a_sidecar_opa_serves_the_same_mutation(tmp_path: Path, opa_standin) -> None:
+    """The generated Rego over OPA's REST API (the stand-in) gives the embedded engine's patch."""
+    opa_standin.clear()
+    (tmp_path / "m.yaml").write_text(sample("seccomp", "samples", "mutation.yaml").read_text())
+    body = parse_review(json.dumps(review(pod())).encode())
+    patches = []
+    for engine, url in (("embedded", None), ("opa", opa_standin.url)):
+        ps = load_policy_set([str(tmp_path)], engine=engine, opa_url=url)
+        patches.append(decide(ps, body, mode="mutate").verdict.patch)
+        ps.close()
+    assert (
+        patches[0]
+        == patches[1]
+        == [{"op": "add", "path": "/spec/securityContext", "value": {"seccompProfile": {"type": "RuntimeDefault"}}}]
+    )
