@@ -73,49 +73,7 @@ else := "int64" if x == round(x)
 
 else := "float64"
 
-# --- applyTo ----------------------------------------------------------------
-
-applies(apply_to, o, operation) if {
-	g := gvk(o)
-	some a in apply_to
-	g.group in a.groups
-	g.version in a.versions
-	g.kind in a.kinds
-	operation_ok(a.operations, operation)
-}
-
-operation_ok(ops, op) if {
-	op in {"", "CREATE", "UPDATE"}
-	count(ops) == 0
-}
-
-operation_ok(ops, op) if {
-	op in {"", "CREATE", "UPDATE"}
-	"*" in ops
-}
-
-operation_ok(ops, op) if {
-	op in {"CREATE", "UPDATE"}
-	op in ops
-}
-
-operation_ok(ops, "") if {
-	"CREATE" in ops
-	"UPDATE" in ops
-}
-
 # --- match (spec.match, normalised when generated) ---------------------------
-
-matches(m, o, ctx) if {
-	kinds_ok(m, o)
-	scope_ok(m, o, ctx)
-	namespaces_ok(m, o, ctx)
-	not excluded(m, o, ctx)
-	labels_ok(m, o)
-	namespace_selector_ok(m, o, ctx)
-	name_ok(m, o)
-	source_ok(m, ctx)
-}
 
 match_error(m, o, ctx) := msg if {
 	m.namespaceSelector != null
@@ -276,12 +234,6 @@ mismatch(node_type, cur, location) := {"error": sprintf(
 	[node_type, go_type(cur), location],
 )}
 
-put_field(cur, key, r) := r if r.error
-
-else := {"mutated": true, "value": object.union(object.remove(cur, [key]), {key: r.value})} if r.mutated
-
-else := {"mutated": false}
-
 pick(e, r) := r.value if r.mutated
 
 else := e
@@ -333,8 +285,6 @@ replace_at(_, _, _, false) := {"mutated": false}
 # --- setters at the last field of a location ----------------------------------
 
 put(cur, key, v) := object.union(object.remove(cur, [key]), {key: v})
-
-set_field(cur, key, v) := {"mutated": true, "value": put(cur, key, v)}
 
 # ModifySet merge: values appended when missing, the list created when absent
 merge_field(cur, key, values) := {"mutated": true, "value": put(cur, key, values)} if {
