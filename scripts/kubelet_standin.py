@@ -11,7 +11,12 @@ restartPolicy is Never or OnFailure; and it removes Pods marked for deletion
 (a kubelet deletes them with grace period 0 once their containers stop).
 
 Nothing runs: no image is pulled, no container started, no probe, volume,
-network or resource limit is honoured; every container "succeeds". Polls the
+network or resource limit is honoured; every container "succeeds". For
+`kubectl logs`, it answers the API server as a kubelet would (HTTPS on
+loopback, the port in each Node's `daemonEndpoints`): a container whose
+command is a plain `echo` (`echo ...`, or `sh -c "echo ..."`) logs the line it
+would print, `$VAR`, `${VAR}` and `$(VAR)` expanded from its literal `env`;
+any other container logs nothing. Polls the
 API server (every `--interval` seconds) rather than watching: simple and
 robust across API-server restarts; a test waits at most one interval more.
 
@@ -25,12 +30,18 @@ import datetime
 import ipaddress
 import json
 import logging
+import re
+import shlex
 import signal
+import ssl
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from kubernetes import config
@@ -79,7 +90,7 @@ class Rest:
 # ------------------------------------------------------------------ pure decisions
 
 
-def node_object(name: str, ip: str) -> Obj:
+def node_object(name: str, ip: str, kubelet_port: int = 0) -> Obj:
     capacity = {"cpu": "32", "memory": "64Gi", "pods": "250", "ephemeral-storage": "100Gi"}
     return {
         "apiVersion": "v1",
@@ -96,7 +107,9 @@ def node_object(name: str, ip: str) -> Obj:
         "status": {
             "capacity": capacity,
             "allocatable": capacity,
-            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            # No Hostname address: the API server would try it first to reach the "kubelet" (logs).
+            "addresses": [{"type": "InternalIP", "address": ip}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
             "conditions": [
                 {
                     "type": "Ready",
@@ -190,6 +203,32 @@ def succeeded_status(pod: Mapping[str, Any]) -> Obj:
     }
 
 
+_K8S_VAR = re.compile(r"\$\((\w+)\)")  # Kubernetes expands $(VAR) in command and args itself
+_SH_VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+_SHELLS = ("sh", "/bin/sh", "bash", "/bin/bash")
+
+
+def fake_log(container: Mapping[str, Any]) -> str:
+    """What a container that only echoes would print; "" for any other (nothing runs)."""
+    env = {e["name"]: e.get("value", "") for e in container.get("env") or [] if "name" in e}
+    argv = [
+        _K8S_VAR.sub(lambda m: env.get(m.group(1), m.group(0)), a)
+        for a in [*(container.get("command") or []), *(container.get("args") or [])]
+    ]
+    if len(argv) == 3 and argv[0] in _SHELLS and argv[1] == "-c":
+        script = argv[2].strip()
+        if not script.startswith("echo ") or re.search(r"[;&|<>`\\]|\$\(", script):
+            return ""
+        try:
+            words = shlex.split(_SH_VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), script))
+        except ValueError:
+            return ""
+        return " ".join(words[1:]) + "\n"
+    if argv and argv[0] in ("echo", "/bin/echo"):
+        return " ".join(argv[1:]) + "\n"
+    return ""
+
+
 def runs_to_completion(pod: Mapping[str, Any]) -> bool:
     return (pod.get("spec") or {}).get("restartPolicy") in ("Never", "OnFailure")
 
@@ -206,12 +245,54 @@ class Standin:
     node_ips: dict[str, str] = field(default_factory=dict)
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     next_ip: int = 0
+    kubelet_port: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
 
+    def serve_logs(self) -> None:
+        """The kubelet's log endpoint (`/containerLogs/<ns>/<pod>/<container>`), HTTPS on loopback;
+        the API server's kubelet client verifies no certificate unless told a CA."""
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from regokite.ops.tls import issue, new_ca
+
+        crt, key = issue(new_ca("kubelet-standin-ca"), ("127.0.0.1",), "kubelet-standin")
+        tmp = Path(tempfile.mkdtemp(prefix="kubelet-standin-"))
+        (tmp / "tls.crt").write_bytes(crt)
+        (tmp / "tls.key").write_bytes(key)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(tmp / "tls.crt", tmp / "tls.key")
+        rest = self.rest
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                parts = self.path.split("?", 1)[0].strip("/").split("/")
+                body, code = b"not found\n", 404
+                if len(parts) == 4 and parts[0] == "containerLogs":
+                    try:
+                        pod = rest.call("GET", f"/api/v1/namespaces/{parts[1]}/pods/{parts[2]}")
+                        spec = pod.get("spec") or {}
+                        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+                            if c.get("name") == parts[3]:
+                                body, code = fake_log(c).encode(), 200
+                    except ApiException as e:
+                        code = e.status or 500
+                self.send_response(code)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                LOG.info("kubelet API: " + format, *args)
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        self.kubelet_port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, name="kubelet-api", daemon=True).start()
+
     def register_nodes(self) -> None:
-        for i, name in enumerate(self.node_names):
-            ip = f"127.0.1.{i + 1}"
-            node = node_object(name, ip)
+        for name in self.node_names:
+            ip = "127.0.0.1"  # where the kubelet API (logs) listens, for every Node
+            node = node_object(name, ip, self.kubelet_port)
             try:
                 self.rest.call("POST", "/api/v1/nodes", node)
                 LOG.info("registered node %s", name)
@@ -283,6 +364,7 @@ class Standin:
         LOG.info("pod %s %s", pod_ref(pod), new["phase"])
 
     def run(self) -> None:
+        self.serve_logs()
         self.register_nodes()
         while not self.stop.is_set():
             try:

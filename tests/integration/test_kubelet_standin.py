@@ -4,6 +4,8 @@ controllers progress on the local control plane: each check fails with the stand
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import kube
@@ -69,3 +71,31 @@ def test_a_statefulset_scales_down_because_deleted_pods_go(
     kube.wait_for_deletion(api, f"/api/v1/namespaces/{namespace}/pods/web-1", timeout=20)
     assert ready["status"]["replicas"] == 2
     assert kube.exists(api, f"/api/v1/namespaces/{namespace}/pods/web-0")
+
+
+def test_kubectl_logs_shows_what_an_echoing_container_prints(
+    cluster: kube.Cluster, api: client.ApiClient, namespace: str, kubelet_standin: Path | None
+) -> None:
+    container = {
+        "name": "c",
+        "image": "busybox",
+        "command": ["sh", "-c", "echo ${N}"],
+        "env": [{"name": "N", "value": "9"}],
+    }
+    pod = {"metadata": {"name": "echo"}, "spec": {"containers": [container]}}
+    # A fresh namespace's service account token may not exist yet: the API server says retry.
+    kube.wait_for(lambda: kube.create(api, f"/api/v1/namespaces/{namespace}/pods", pod), what="Pod echo created")
+    kube.wait_for(
+        lambda: kube.get(api, f"/api/v1/namespaces/{namespace}/pods/echo"),
+        lambda p: p.get("status", {}).get("phase") == "Running",
+        what="Pod echo Running",
+        timeout=30,
+    )
+    logs = subprocess.run(
+        ["kubectl", "logs", "-n", namespace, "echo"],
+        env={**os.environ, **cluster.env()},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (logs.returncode, logs.stdout) == (0, "9\n"), logs.stderr

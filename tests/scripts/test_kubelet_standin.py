@@ -64,3 +64,14 @@ def test_only_never_and_onfailure_pods_run_to_completion() -> None:
     assert done["phase"] == "Succeeded"
     assert done["containerStatuses"][0]["state"]["terminated"]["startedAt"] == "2026-01-01T00:00:00Z"
     assert {c["type"]: c["status"] for c in done["conditions"]}["Ready"] == "False"
+
+
+def test_an_echoing_container_logs_what_it_would_print_and_others_nothing() -> None:
+    env = [{"name": "JOB_INDEX", "value": "9"}]
+    assert standin.fake_log({"command": ["sh", "-c", "echo ${JOB_INDEX}"], "env": env}) == "9\n"
+    assert standin.fake_log({"command": ["/bin/sh", "-c", "echo 'a  b' $JOB_INDEX"], "env": env}) == "a  b 9\n"
+    assert standin.fake_log({"command": ["echo"], "args": ["index", "$(JOB_INDEX)"], "env": env}) == "index 9\n"
+    assert standin.fake_log({"command": ["sh", "-c", "echo a; rm -rf /"]}) == ""
+    assert standin.fake_log({"command": ["sh", "-c", "echo $(date)"]}) == ""
+    assert standin.fake_log({"command": ["nginx"]}) == ""
+    assert standin.fake_log({}) == ""
