@@ -372,6 +372,11 @@ class Standin:
             except (ApiException, OSError) as e:  # API server restarting: try again next interval
                 LOG.warning("pass failed: %s", e)
             self.stop.wait(self.interval)
+        for name in self.node_names:  # stopped: its Nodes go too, so nothing counts on them any more
+            try:
+                self.rest.call("DELETE", f"/api/v1/nodes/{name}")
+            except (ApiException, OSError) as e:
+                LOG.warning("node %s not deleted: %s", name, e)
 
 
 def pod_ref(pod: Mapping[str, Any]) -> str:
