@@ -66,9 +66,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kube.Cluster]:
 @pytest.fixture(scope="module")
 def kubelet_standin(cluster: kube.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path | None]:
     """scripts/kubelet_standin.py on the session cluster for one test module: one Node, Pods bound
-    and made Running/Ready (Succeeded for Never/OnFailure after 1 s); it deletes its Node when it
-    stops, so modules that do not ask for it see Pods stay Pending as before. Yields its log file,
-    or None on an external cluster whose stand-in already runs (`scripts/cluster up --nodes N`)."""
+    and made Running/Ready (a pass every 0.25 s; Succeeded for Never/OnFailure after 1 s); it deletes
+    its Node when it stops, so modules that do not ask for it see Pods stay Pending as before. Yields
+    its log file, or None on an external cluster whose stand-in already runs (`scripts/cluster up`)."""
     with cluster.api_client() as api:
         nodes = kube.get(api, "/api/v1/nodes", labelSelector="regokite.dev/kubelet-standin")["items"]
     if nodes and os.environ.get("REGOKITE_KUBECONFIG"):
@@ -83,6 +83,7 @@ def kubelet_standin(cluster: kube.Cluster, tmp_path_factory: pytest.TempPathFact
                 f"--kubeconfig={cluster.kubeconfig}",
                 "--nodes=1",
                 "--complete-after=1",
+                "--interval=0.25",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
