@@ -78,10 +78,14 @@ def test_cluster_up_with_nodes_runs_the_kubelet_standin_and_down_stops_it(tmp_pa
         status = run("status", state=state)
         assert status.returncode == 0 and "kubelet-standin:" in status.stdout, status.stdout
         api = kube.cluster_from_kubeconfig(state / "kubeconfig").api_client()
-        nodes = kube.wait_for(
-            lambda: kube.get(api, "/api/v1/nodes")["items"], lambda items: len(items) == 2, what="2 stand-in Nodes"
+        # Registered, then marked Ready, then the API server's not-ready taint lifted: wait for all three.
+        kube.wait_for(
+            lambda: kube.get(api, "/api/v1/nodes")["items"],
+            lambda nodes: (
+                len(nodes) == 2 and all(kube.has_condition("Ready")(n) and not n["spec"].get("taints") for n in nodes)
+            ),
+            what="2 stand-in Nodes, Ready and untainted",
         )
-        assert all(kube.has_condition("Ready")(n) and not n["spec"].get("taints") for n in nodes)
         api.close()
     finally:
         down = run("down", state=state)
