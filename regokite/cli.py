@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +104,9 @@ def _cmd_configmaps(args: argparse.Namespace) -> int:
     import threading
 
     from regokite.kube.client import KubeClient
-    from regokite.sources.configmap_policies import ConfigMapSync
+    from regokite.sources.configmap_policies import ConfigMapSync, split_namespaces
 
-    namespaces = [n for value in args.policy_namespaces for n in value.split(",") if n]
+    namespaces = split_namespaces(args.policy_namespaces)
     sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, v0_compatible=args.v0_compatible)
     sync.start()
     try:
@@ -117,6 +118,26 @@ def _cmd_configmaps(args: argparse.Namespace) -> int:
     finally:
         sync.stop()
     return 0
+
+
+@contextlib.contextmanager
+def _with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
+    """With `--policy-namespaces`: kube-mgmt's labelled ConfigMaps, followed on a thread of this
+    process, become one more `--policies` directory (the same checks and status annotations as
+    `regokite configmaps`)."""
+    namespaces = getattr(args, "policy_namespaces", None)
+    if not namespaces:
+        if not args.policies:
+            raise RegokiteError("give --policies DIR or --policy-namespaces NS (or both)")
+        yield
+        return
+    from regokite.kube.client import KubeClient
+    from regokite.sources.configmap_policies import followed_in_process, split_namespaces
+
+    client = KubeClient(getattr(args, "kubeconfig", None))
+    with followed_in_process(client, split_namespaces(namespaces), v0_compatible=args.v0_compatible) as out:
+        args.policies = [*args.policies, str(out)]
+        yield
 
 
 def _read_input(source: str | None) -> Any:
@@ -208,7 +229,9 @@ def _cmd_admission(args: argparse.Namespace) -> int:
     if Capability.SIDECAR in capabilities_of(args.engine) and args.opa_wait > 0:
         _wait_for_opa(args.opa_url, args.opa_wait)
     try:
-        return serve(settings)
+        with _with_configmap_policies(args):
+            settings.policies = args.policies
+            return serve(settings)
     finally:
         if metrics_dir:
             shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -263,6 +286,11 @@ def _add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False, k
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    with _with_configmap_policies(args):
+        return _audit(args)
+
+
+def _audit(args: argparse.Namespace) -> int:
     from regokite.audit.run import Audit, AuditSettings, Continuous, render, run_once
     from regokite.kube.client import KubeClient
 
@@ -428,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=_cmd_eval)
 
     adm = sub.add_parser("admission", help="serve validating and mutating admission webhooks over HTTPS")
-    _add_policies_arg(adm)
+    _add_policies_arg(adm, configmaps=True)
     _add_listen_args(adm, 8443)
     adm.add_argument("--tls-cert", metavar="FILE")
     adm.add_argument("--tls-key", metavar="FILE")
@@ -485,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bundle_args(chk)
     chk.set_defaults(func=_cmd_check)
     aud = sub.add_parser("audit", help="the admission policies on existing objects: PolicyReports, or once for CI")
-    _add_policies_arg(aud)
+    _add_policies_arg(aud, configmaps=True)
     aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
     aud.add_argument("--format", choices=["pretty", "json"], default="pretty", help="with --once")
     aud.add_argument("--no-reports", action="store_true", help="do not write PolicyReports")
@@ -517,6 +545,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:
+    with _with_configmap_policies(args):
+        return _controller(args)
+
+
+def _controller(args: argparse.Namespace) -> int:
     from regokite.commands.controller import ControllerSettings, serve
 
     return serve(
@@ -556,6 +589,11 @@ def _leader_settings(args: argparse.Namespace) -> Any:
 
 
 def _cmd_hooks(args: argparse.Namespace) -> int:
+    with _with_configmap_policies(args):
+        return _hooks(args)
+
+
+def _hooks(args: argparse.Namespace) -> int:
     from regokite.hookserving.process import serve_hooks
 
     return serve_hooks(
@@ -591,7 +629,7 @@ def _add_controller_commands(sub: Any) -> None:
     ctl = sub.add_parser(
         "controller", help="run Metacontroller Composite/DecoratorControllers and regokite Watches whose hooks are Rego"
     )
-    _add_policies_arg(ctl)
+    _add_policies_arg(ctl, configmaps=True)
     ctl.add_argument("--controllers", action="append", default=[], metavar="PATH", help="definitions file or dir")
     ctl.add_argument(
         "--watch-definitions",
@@ -635,7 +673,7 @@ def _add_controller_commands(sub: Any) -> None:
     ctl.set_defaults(func=_cmd_controller)
 
     hooks = sub.add_parser("hooks", help="serve Rego packages as Metacontroller webhooks over HTTP")
-    _add_policies_arg(hooks)
+    _add_policies_arg(hooks, configmaps=True)
     _add_listen_args(hooks, 8181)
     _add_engine_args(hooks)
     _add_bundle_args(hooks)
@@ -658,8 +696,20 @@ def _add_controller_commands(sub: Any) -> None:
     plan.set_defaults(func=_cmd_plan)
 
 
-def _add_policies_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+def _add_policies_arg(p: argparse.ArgumentParser, *, configmaps: bool = False) -> None:
+    """`configmaps`: the server may take its policies from ConfigMaps instead (`--policy-namespaces`)."""
+    if not configmaps:
+        p.add_argument("--policies", action="append", required=True, metavar="DIR", help="policy dir (repeatable)")
+        return
+    p.add_argument("--policies", action="append", default=[], metavar="DIR", help="policy dir (repeatable)")
+    p.add_argument(
+        "--policy-namespaces",
+        action="append",
+        default=[],
+        metavar="NS[,NS...]",
+        help="also serve kube-mgmt's labelled policy/data ConfigMaps of these namespaces (repeatable; * for all), "
+        "followed in process as `regokite configmaps` does (needs get/list/watch/patch on configmaps)",
+    )
 
 
 def _add_listen_args(p: argparse.ArgumentParser, port: int) -> None:

@@ -360,7 +360,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pdeathsig() -> None:
+def die_with_parent() -> None:
     """Children of a test session die with it, even if pytest is SIGKILLed."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -375,7 +375,7 @@ def _spawn(name: str, argv: Sequence[str], log_dir: Path, *, tie_to_parent: bool
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_pdeathsig if tie_to_parent else None,
+            preexec_fn=die_with_parent if tie_to_parent else None,
         )
     finally:
         out.close()
@@ -661,6 +661,33 @@ def _wait_controllers(cp: ControlPlane, ctx: ssl.SSLContext, timeout: float) -> 
     )
 
 
+KUBELET_STANDIN = "kubelet-standin"
+
+
+def start_kubelet_standin(
+    cp: ControlPlane, nodes: int, *, tie_to_parent: bool = True, complete_after: float = 2.0
+) -> subprocess.Popen[bytes]:
+    """Start scripts/kubelet_standin.py for `cp` (its log beside the others); recorded in
+    state.json so `stop` ends it first. Its argv names the state dir (the kubeconfig), which
+    is how `stop` recognises it after a restart of this process."""
+    proc = _spawn(
+        KUBELET_STANDIN,
+        [
+            sys.executable,
+            str(Path(__file__).resolve().with_name("kubelet_standin.py")),
+            f"--kubeconfig={cp.kubeconfig}",
+            f"--nodes={nodes}",
+            f"--complete-after={complete_after}",
+        ],
+        cp.log_dir,
+        tie_to_parent=tie_to_parent,
+    )
+    cp.procs[KUBELET_STANDIN] = proc
+    cp.pids[KUBELET_STANDIN] = proc.pid
+    (cp.state_dir / "state.json").write_text(cp.to_json())
+    return proc
+
+
 # -------------------------------------------------------------------------- stop
 
 
@@ -687,8 +714,8 @@ def _is_ours(pid: int, state_dir: Path) -> bool:
 
 
 def stop(cp: ControlPlane, timeout: float = 15.0) -> None:
-    """Stop in dependency order (KCM, apiserver, etcd): SIGTERM, then SIGKILL on timeout."""
-    order = ("kube-controller-manager", "kube-apiserver", "etcd")
+    """Stop in dependency order (kubelet stand-in, KCM, apiserver, etcd): SIGTERM, then SIGKILL on timeout."""
+    order = (KUBELET_STANDIN, "kube-controller-manager", "kube-apiserver", "etcd")
     if cp.procs:
         _terminate([cp.procs[n] for n in order if n in cp.procs], timeout)
         return

@@ -27,6 +27,10 @@ def test_every_policy_in_policies_passes_its_tests() -> None:
     assert_all_pass([ROOT / "policies"])
 
 
+def test_every_ported_metacontroller_example_passes_its_tests() -> None:
+    assert_all_pass([ROOT / "examples"])
+
+
 @pytest.mark.parametrize(
     "bundle", sorted(p.name for p in THIRDPARTY.iterdir() if p.is_dir()) if THIRDPARTY.exists() else []
 )

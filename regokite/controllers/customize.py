@@ -4,8 +4,11 @@ Input `{controller, parent}`; output `relatedResources`, a list of rules
 `{apiVersion, resource, labelSelector | names, namespace}`. The objects those
 rules select reach the sync and finalize hooks under `related`, grouped like
 `children` (`"Kind.apiVersion"`, then name, or `namespace/name` when a
-cluster-scoped parent relates namespaced objects). A namespaced parent only
-relates objects of its own namespace.
+cluster-scoped parent relates namespaced objects; with hook version v2 always
+`namespace/name` for namespaced objects). With a v1 customize hook a
+namespaced parent only relates objects of its own namespace; with v2 it may
+relate cluster-scoped objects and those of any namespace (a rule without
+`namespace` selects in all), as Metacontroller's docs say.
 """
 
 from __future__ import annotations
@@ -44,9 +47,15 @@ class RelatedRule:
 
 
 def translate_related(
-    package: str, raw: Mapping[str, Any], *, parent: Mapping[str, Any], parent_namespaced: bool
+    package: str,
+    raw: Mapping[str, Any],
+    *,
+    parent: Mapping[str, Any],
+    parent_namespaced: bool,
+    any_namespace: bool = False,
 ) -> tuple[RelatedRule, ...]:
-    """Validate `relatedResources`; raise HookError naming the package, rule and value."""
+    """Validate `relatedResources`; raise HookError naming the package, rule and value.
+    `any_namespace` (a v2 customize hook): a namespaced parent's rules are not held to its namespace."""
     value = raw.get("relatedResources")
     if value is None:
         return ()
@@ -86,7 +95,7 @@ def translate_related(
         ns = r.get("namespace")
         if ns is not None and not isinstance(ns, str):
             raise bad("namespace must be a string")
-        if parent_namespaced:
+        if parent_namespaced and not any_namespace:
             if ns and ns != parent_ns:
                 raise bad(f"is in namespace {ns!r}, outside the parent's namespace {parent_ns!r}")
             ns = parent_ns
@@ -98,13 +107,15 @@ def group_related(
     rules: Sequence[tuple[RelatedRule, ChildType]],
     objects: Mapping[tuple[str, str], Iterable[Mapping[str, Any]]],
     parent_namespaced: bool,
+    uniform: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """`{"Kind.apiVersion": {name: object}}` for every requested type (present even when
-    empty); `objects` holds the cached objects of each `(apiVersion, resource)`."""
+    """`{"Kind.apiVersion": {key: object}}` for every requested type (present even when
+    empty), keys as `child_name_key` makes them (`uniform`: hook version v2); `objects` holds
+    the cached objects of each `(apiVersion, resource)`."""
     grouped: dict[str, dict[str, Any]] = {}
     for rule, t in rules:
         group = grouped.setdefault(t.key, {})
         for obj in objects.get((rule.api_version, rule.resource), ()):
             if rule.matches(obj):
-                group[child_name_key(obj, parent_namespaced)] = obj
+                group[child_name_key(obj, parent_namespaced, uniform)] = obj
     return grouped

@@ -69,21 +69,28 @@ class HookResponse:
 # ------------------------------------------------------------------------ request
 
 
-def child_name_key(obj: Mapping[str, Any], parent_namespaced: bool) -> str:
+def child_name_key(obj: Mapping[str, Any], parent_namespaced: bool, uniform: bool = False) -> str:
+    """An object's key in `children`/`related`: hook version v1's RelativeObjectMap (the name, or
+    `namespace/name` for a namespaced object of a cluster-scoped parent) or, `uniform`, v2's
+    UniformObjectMap (`namespace/name` for every namespaced object, the name otherwise)."""
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
-    if not parent_namespaced and ns:
+    if (uniform or not parent_namespaced) and ns:
         return f"{ns}/{meta.get('name')}"
     return meta.get("name", "")
 
 
 def group_children(
-    types: Iterable[ChildType], observed: Mapping[str, Iterable[Mapping[str, Any]]], parent_namespaced: bool
+    types: Iterable[ChildType],
+    observed: Mapping[str, Iterable[Mapping[str, Any]]],
+    parent_namespaced: bool,
+    uniform: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """`{"Kind.apiVersion": {name: object}}`, every declared type present even when empty."""
+    """`{"Kind.apiVersion": {key: object}}` (keys per `child_name_key`), every declared type present
+    even when empty, in both hook versions as Metacontroller's docs say."""
     grouped: dict[str, dict[str, Any]] = {}
     for t in types:
-        grouped[t.key] = {child_name_key(o, parent_namespaced): o for o in observed.get(t.key, ())}
+        grouped[t.key] = {child_name_key(o, parent_namespaced, uniform): o for o in observed.get(t.key, ())}
     return grouped
 
 

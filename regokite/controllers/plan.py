@@ -258,7 +258,7 @@ def _plan_sync(
             claims = composite.claim(parent, composite.parent_selector(definition, parent), candidates)
             observed[t.key] = claims.owned + claims.adopt
     names = ("object", "attachments") if is_decorator else ("parent", "children")
-    grouped = group_children(types, observed, parent_namespaced)
+    grouped = group_children(types, observed, parent_namespaced, hook.target.uniform)
     request = sync_request(definition.raw, parent, grouped, finalizing=start.finalizing, names=names)
     response = run_hook(
         hooks,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +49,12 @@ class HookTarget:
     url: str | None = None
     api: str | None = None  # "v0" or "v1" for OPA data API URLs
     timeout: float = DEFAULT_HOOK_TIMEOUT  # seconds one evaluation may take before its worker is replaced
+    version: str = "v1"  # Metacontroller's hook version: v2 keys namespaced objects namespace/name always
+
+    @property
+    def uniform(self) -> bool:
+        """Hook version v2: `children`, `attachments` and `related` are UniformObjectMaps."""
+        return self.version == "v2"
 
     @property
     def ref(self) -> str:
@@ -296,9 +302,10 @@ def parse_hook(c: Checker, raw: Any, path: str) -> HookTarget | None:
     if raw is None:
         return None
     obj = c.obj(raw, path, ("version", "webhook", "rego"))
-    version = obj.get("version")
-    if version not in (None, "v1"):
-        c.error(join(path, "version"), f"only hook version v1 is supported, got {show(version)}")
+    version = obj.get("version", "v1")
+    if version not in ("v1", "v2"):
+        c.error(join(path, "version"), f"must be v1 or v2 (Metacontroller's hook versions), got {show(version)}")
+        version = "v1"
     if ("webhook" in obj) == ("rego" in obj):
         c.error(path, "set exactly one of rego (a Rego package) or webhook (a URL at OPA's data API)")
         return None
@@ -306,8 +313,9 @@ def parse_hook(c: Checker, raw: Any, path: str) -> HookTarget | None:
         rego = c.obj(obj["rego"], join(path, "rego"), ("package", "timeout"), required=("package",))
         package = c.string(rego.get("package"), join(path, "rego.package"), package_name)
         timeout = parse_timeout(c, rego.get("timeout"), join(path, "rego.timeout"))
-        return HookTarget(package.removeprefix("data."), timeout=timeout) if package else None
-    return parse_webhook(c, obj["webhook"], join(path, "webhook"))
+        return HookTarget(package.removeprefix("data."), timeout=timeout, version=version) if package else None
+    target = parse_webhook(c, obj["webhook"], join(path, "webhook"))
+    return replace(target, version=version) if target else None
 
 
 def package_name(value: str) -> str | None:

@@ -92,6 +92,15 @@ def add_manifests_commands(sub: Any) -> None:
         "with --related and --writes)",
     )
     ctl.add_argument("--watch-namespace", help="run the controller with --namespace: a Role there, not a ClusterRole")
+    ctl.add_argument(
+        "--policy-namespaces",
+        action="append",
+        default=[],
+        metavar="NS[,NS...]",
+        help="the controller follows kube-mgmt's labelled policy ConfigMaps there (regokite controller "
+        "--policy-namespaces; * for all): a Role per namespace (a ClusterRole for *) to read them and write their "
+        "status; --policies may then be left out (repeatable)",
+    )
     one = ctl.add_mutually_exclusive_group()
     one.add_argument(
         "--no-leader-elect", dest="leader_elect", action="store_false", help="one replica, no leader election"
@@ -209,8 +218,10 @@ def _cmd_admission(args: argparse.Namespace) -> int:
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:
+    policy_namespaces = [n.strip() for value in args.policy_namespaces for n in value.split(",") if n.strip()]
     opts = generate.ControllerOptions(
-        policies=_check_policies(args),
+        policies=(args.policies or []) if policy_namespaces else _check_policies(args),
+        policy_namespaces=policy_namespaces,
         baked_policies=args.baked_policies,
         controllers=args.controllers,
         namespace=args.namespace,

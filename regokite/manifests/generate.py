@@ -80,6 +80,7 @@ class ControllerOptions(Common):
     replicate: list[str] = field(default_factory=list)  # --replicate: namespaced resources hooks read from data
     replicate_cluster: list[str] = field(default_factory=list)
     watch_definitions: bool = False  # also run the definitions on the API server (read them, write their status)
+    policy_namespaces: list[str] = field(default_factory=list)  # kube-mgmt ConfigMaps followed in process; * all
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -352,7 +353,18 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     if opts.include_crds:
         kept = {d.get("metadata", {}).get("name") for d in crd_docs}
         objects += crd_docs + [c for c in definition_crds.crds() if c["metadata"]["name"] not in kept]
-    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    if opts.policy_namespaces:
+        objects += rbac.configmap_policy_objects(
+            opts.policy_namespaces,
+            name=opts.name,
+            namespace=opts.namespace,
+            service_account=opts.name,
+            labels=w.labels(component),
+        )
+    cm_objects, volumes, policy_args, mounts = [], [], [], []
+    if opts.policies or opts.baked_policies:  # else every policy comes from the ConfigMaps
+        cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    policy_args += [a for ns in opts.policy_namespaces for a in ("--policy-namespaces", ns)]
     definitions_text = yaml.safe_dump_all(raw_definitions, sort_keys=False)
     defs = w.mounted_files(
         f"{opts.name}-definitions",

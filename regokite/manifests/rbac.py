@@ -260,3 +260,27 @@ def rbac_objects(
         pair("Role", name, watch_namespace, perms.namespaced)
         pair("Role", f"{name}-leader-election", namespace, perms.own_namespace, perms.lease_name)
     return objects
+
+
+CONFIGMAP_POLICY_VERBS = ("get", "list", "watch", "patch")  # read the labelled ConfigMaps, write their status
+
+
+def configmap_policy_objects(
+    namespaces: Iterable[str], *, name: str, namespace: str, service_account: str, labels: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """What `--policy-namespaces` needs: get/list/watch/patch on ConfigMaps (kube-mgmt's status
+    annotation is a patch), in a Role per namespace, or a ClusterRole for `*`."""
+    grants = {("", "configmaps"): set(CONFIGMAP_POLICY_VERBS)}
+    role_name = f"{name}-policy-configmaps"
+    subject = [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}]
+    scopes: list[str | None] = [None] if "*" in namespaces else sorted(set(namespaces))
+    objects: list[dict[str, Any]] = []
+    for ns in scopes:
+        kind = "ClusterRole" if ns is None else "Role"
+        meta: dict[str, Any] = {"name": role_name, **({"namespace": ns} if ns else {}), "labels": dict(labels or {})}
+        objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta,
+                        "rules": policy_rules(grants)})  # fmt: skip
+        objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{kind}Binding", "metadata": dict(meta),
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role_name},
+                        "subjects": subject})  # fmt: skip
+    return objects

@@ -49,14 +49,20 @@ class RelatedResources:
         self._by_resource: dict[tuple[str, str], set[ParentKey]] = {}
         self._informers: dict[tuple[str, str], tuple[Informer, ChildType]] = {}
 
-    def gather(self, parent: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        """Run the customize hook for `parent`, index its rules, return the `related` input."""
+    def gather(self, parent: Mapping[str, Any], *, uniform: bool = False) -> dict[str, dict[str, Any]]:
+        """Run the customize hook for `parent`, index its rules, return the `related` input, keyed as
+        the calling hook's version says (`uniform`: v2). Which objects a rule may select follows the
+        customize hook's own version, as in Metacontroller."""
         try:
             raw = self.evaluator.evaluate(self.hook, customize.customize_request(self.controller, parent))
         except HookError as exc:
             raise HookError(exc.package, exc.rule, f"customize hook: {exc.message}", exc.reason) from None
         rules = customize.translate_related(
-            self.hook.package, raw, parent=parent, parent_namespaced=self.parent_namespaced
+            self.hook.package,
+            raw,
+            parent=parent,
+            parent_namespaced=self.parent_namespaced,
+            any_namespace=self.hook.target.uniform,
         )
         meta = parent["metadata"]
         key = (meta.get("namespace") or "", meta["name"])
@@ -71,7 +77,7 @@ class RelatedResources:
             if not inf.synced.wait(SYNC_WAIT_SECONDS):
                 raise HookError(self.hook.package, None, f"related {inf.name} not listed yet", "RelatedNotSynced")
             objects[(rule.api_version, rule.resource)] = inf.list(rule.namespace)
-        return customize.group_related(typed, objects, self.parent_namespaced)
+        return customize.group_related(typed, objects, self.parent_namespaced, uniform)
 
     def forget(self, namespace: str, name: str) -> None:
         self._index((namespace, name), ())

@@ -134,8 +134,8 @@ class SyncReconciler:
             request = sync_request(
                 d.raw,
                 obj,
-                group_children(self.child_types, observed, self.type.namespaced),
-                related=self.related.gather(obj) if self.related is not None else None,
+                group_children(self.child_types, observed, self.type.namespaced, hook.target.uniform),
+                related=self.related.gather(obj, uniform=hook.target.uniform) if self.related is not None else None,
                 finalizing=start.finalizing,
                 names=self.request_names,
             )

@@ -18,16 +18,21 @@ it, as OPA compiles a module it is given with the others: a ConfigMap that
 does not parse or compile gets the error (file:line, the file naming
 namespace, ConfigMap and key) and its last good content stays served, as
 OPA keeps a module whose replacement it refused; the others are unaffected.
+
+`followed_in_process` runs the same sync on a thread of a server
+(`--policy-namespaces` of `admission`, `controller`, `hooks`, `audit`), into a
+private directory the server adds to its `--policies` and reloads like any other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -254,3 +259,32 @@ class ConfigMapSync:
         except ApiError as exc:
             if exc.status != 404:
                 log.error("could not write the ConfigMap's status", extra={"configmap": source.id, "error": str(exc)})
+
+
+@contextlib.contextmanager
+def followed_in_process(
+    client: KubeClient, namespaces: Sequence[str], *, v0_compatible: bool = False, timeout: float = 60.0
+) -> Iterator[Path]:
+    """The labelled ConfigMaps of `namespaces` as a private policy directory, kept current by a
+    thread until the block ends. The first pass is made before it yields, so a server started on the
+    directory serves every ConfigMap already in the cluster from its first decision (a definition
+    whose hook package is in a ConfigMap not loaded yet is refused, then started once it loads)."""
+    with tempfile.TemporaryDirectory(prefix="regokite-configmaps-") as tmp:
+        sync = ConfigMapSync(client, Path(tmp) / SHOWN_AS, namespaces, v0_compatible=v0_compatible)
+        stop = threading.Event()
+        sync.start(timeout)
+        try:
+            for ident, error in sync.sync_now().items():
+                log.info("ConfigMap policies loaded" if error is None else "ConfigMap policies refused",
+                         extra={"configmap": ident, **({"error": error} if error else {})})  # fmt: skip
+            thread = threading.Thread(target=sync.run, args=(stop,), name="configmaps", daemon=True)
+            thread.start()
+            yield sync.out
+        finally:
+            stop.set()
+            sync.stop()
+
+
+def split_namespaces(values: Iterable[str]) -> list[str]:
+    """`--policy-namespaces` values (repeatable, each comma-separated) as a list of namespaces or `*`."""
+    return [n.strip() for value in values for n in value.split(",") if n.strip()]

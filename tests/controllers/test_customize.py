@@ -104,3 +104,29 @@ def test_a_related_change_requeues_exactly_the_parents_that_select_it() -> None:
     related.forget("", "any")
     assert change(cm("s", "green")) == []
     assert change(cm("s", "blue")) == [("", "blue")]
+
+
+def test_a_v2_customize_hook_lets_a_namespaced_parent_relate_any_namespace_and_cluster_objects() -> None:
+    def v2(raw: list) -> tuple:
+        request = {"relatedResources": raw}
+        return customize.translate_related("pkg", request, parent=NS_PARENT, parent_namespaced=True, any_namespace=True)
+
+    [elsewhere] = v2([{"apiVersion": "v1", "resource": "configmaps", "namespace": "src", "labelSelector": {}}])
+    assert elsewhere.namespace == "src" and elsewhere.matches(cm("src", "a")) and not elsewhere.matches(cm("team", "a"))
+    [everywhere] = v2([{"apiVersion": "v1", "resource": "configmaps", "labelSelector": {"matchLabels": {"app": "x"}}}])
+    assert everywhere.namespace is None
+    assert everywhere.matches(cm("a", "1", {"app": "x"})) and everywhere.matches(cm("b", "2", {"app": "x"}))
+    [namespaces] = v2([{"apiVersion": "v1", "resource": "namespaces", "labelSelector": {}}])
+    assert namespaces.matches({"metadata": {"name": "kube-system"}})
+
+
+def test_v2_related_objects_are_keyed_namespace_slash_name_for_a_namespaced_parent_too() -> None:
+    [r] = rules([{"apiVersion": "v1", "resource": "configmaps", "names": ["x"]}], NS_PARENT, True)
+    objects = {("v1", "configmaps"): [cm("team", "x")], ("v1", "namespaces"): [{"metadata": {"name": "team"}}]}
+    [n] = rules([{"apiVersion": "v1", "resource": "namespaces", "labelSelector": {}}])
+    grouped = customize.group_related([(r, CM), (n, NS)], objects, True, uniform=True)
+    assert grouped == {
+        "ConfigMap.v1": {"team/x": cm("team", "x")},
+        "Namespace.v1": {"team": {"metadata": {"name": "team"}}},
+    }
+    assert set(customize.group_related([(r, CM)], objects, True)["ConfigMap.v1"]) == {"x"}  # v1: the name

@@ -158,3 +158,23 @@ def test_the_rolling_update_hooks_are_refused_by_name(tmp_path: Path) -> None:
         "spec.hooks.preUpdateChild: preUpdateChild (Metacontroller's rolling-update hook) is not supported: "
         "regokite gates rolling updates with childResources[].updateStrategy.statusChecks instead; remove the hook"
     )
+
+
+@pytest.mark.parametrize("kind", ["rego: {package: a.b}", "webhook: {url: http://opa/v1/data/a/b}"])
+def test_hook_version_v2_loads_and_v1_is_the_default(tmp_path: Path, kind: str) -> None:
+    [d] = load_definitions([write(tmp_path, HELLO.format(method="InPlace", hook=kind))])
+    assert d.hooks.sync.version == "v1" and not d.hooks.sync.uniform
+    v2 = HELLO.format(method="InPlace", hook=kind).replace("    sync:\n", "    sync:\n      version: v2\n")
+    [d] = load_definitions([write(tmp_path, v2)])
+    assert d.hooks.sync.version == "v2" and d.hooks.sync.uniform and d.hooks.sync.package == "a.b"
+
+
+def test_an_unknown_hook_version_is_refused_at_its_path(tmp_path: Path) -> None:
+    text = HELLO.format(method="InPlace", hook="rego: {package: a.b}").replace(
+        "    sync:\n", "    sync:\n      version: v3\n"
+    )
+    path = write(tmp_path, text)
+    assert problems(path) == [
+        f"{path}: CompositeController hello-controller: spec.hooks.sync.version: "
+        'must be v1 or v2 (Metacontroller\'s hook versions), got "v3"'
+    ]

@@ -13,6 +13,7 @@ from regokite.controllers.hooks import (
     ChildType,
     HookError,
     LocalHooks,
+    child_name_key,
     group_children,
     resolve_hook,
     run_hook,
@@ -40,6 +41,17 @@ def test_children_are_grouped_by_kind_and_api_version_and_every_type_is_present(
 def test_a_cluster_scoped_parent_sees_namespaced_children_as_namespace_slash_name() -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "team"}}
     assert group_children([POD], {POD.key: [pod]}, parent_namespaced=False) == {"Pod.v1": {"team/a": pod}}
+
+
+def test_hook_version_v2_keys_every_namespaced_child_namespace_slash_name() -> None:
+    """Metacontroller's UniformObjectMap: the same key whatever the parent's scope; cluster-scoped
+    objects by name; every declared type still present when empty."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "team"}}
+    grouped = group_children([POD, RB], {POD.key: [pod]}, parent_namespaced=True, uniform=True)
+    assert grouped == {"Pod.v1": {"team/a": pod}, "RoleBinding.rbac.authorization.k8s.io/v1": {}}
+    assert group_children([POD], {POD.key: [pod]}, parent_namespaced=False, uniform=True) == {"Pod.v1": {"team/a": pod}}
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    assert child_name_key(ns, parent_namespaced=False, uniform=True) == "team"
 
 
 def test_the_request_has_exactly_metacontrollers_fields() -> None:

@@ -9,6 +9,7 @@ with `scripts/cluster up`).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -60,6 +61,43 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kube.Cluster]:
         )
     finally:
         cp.stop()
+
+
+@pytest.fixture(scope="module")
+def kubelet_standin(cluster: kube.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path | None]:
+    """scripts/kubelet_standin.py on the session cluster for one test module: one Node, Pods bound
+    and made Running/Ready (a pass every 0.25 s; Succeeded for Never/OnFailure after 1 s); it deletes
+    its Node when it stops, so modules that do not ask for it see Pods stay Pending as before. Yields
+    its log file, or None on an external cluster whose stand-in already runs (`scripts/cluster up`)."""
+    with cluster.api_client() as api:
+        nodes = kube.get(api, "/api/v1/nodes", labelSelector="regokite.dev/kubelet-standin")["items"]
+    if nodes and os.environ.get("REGOKITE_KUBECONFIG"):
+        yield None
+        return
+    log = tmp_path_factory.mktemp("kubelet-standin") / "kubelet-standin.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE.parents[1] / "scripts" / "kubelet_standin.py"),
+                f"--kubeconfig={cluster.kubeconfig}",
+                "--nodes=1",
+                "--complete-after=1",
+                "--interval=0.25",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=controlplane.die_with_parent,
+        )
+    try:
+        yield log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -68,3 +68,26 @@ def test_a_failed_start_raises_with_the_binarys_last_log_lines_and_leaves_nothin
     assert "kube-apiserver exited" in message
     assert "unknown flag: --no-such-flag" in message
     assert processes_using(tmp_path / "broken") == []
+
+
+def test_cluster_up_with_nodes_runs_the_kubelet_standin_and_down_stops_it(tmp_path: Path) -> None:
+    state = tmp_path / "cluster"
+    try:
+        up = run("up", "--nodes", "2", state=state)
+        assert up.returncode == 0, up.stderr
+        status = run("status", state=state)
+        assert status.returncode == 0 and "kubelet-standin:" in status.stdout, status.stdout
+        api = kube.cluster_from_kubeconfig(state / "kubeconfig").api_client()
+        # Registered, then marked Ready, then the API server's not-ready taint lifted: wait for all three.
+        kube.wait_for(
+            lambda: kube.get(api, "/api/v1/nodes")["items"],
+            lambda nodes: (
+                len(nodes) == 2 and all(kube.has_condition("Ready")(n) and not n["spec"].get("taints") for n in nodes)
+            ),
+            what="2 stand-in Nodes, Ready and untainted",
+        )
+        api.close()
+    finally:
+        down = run("down", state=state)
+    assert down.returncode == 0, down.stderr
+    assert processes_using(state) == []

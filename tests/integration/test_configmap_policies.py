@@ -79,3 +79,35 @@ def test_configmap_policies_are_served_and_report_their_status(
         stop.set()
         runner.join(5)
         sync.stop()
+
+
+def test_the_admission_server_follows_configmaps_itself_with_policy_namespaces(
+    cluster: Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    """`regokite admission --policy-namespaces NS`, no --policies and no `regokite configmaps` beside it:
+    the ConfigMaps already there decide from the first review; an edit is followed; a broken one keeps
+    the last good policy and says where on the ConfigMap."""
+    cms = f"/api/v1/namespaces/{namespace}/configmaps"
+    create(api, cms, {"metadata": {"name": "settings", "labels": {"openpolicyagent.org/data": "opa"}},
+                      "data": {"s.json": json.dumps({"banned": ":latest"})}})  # fmt: skip
+    create(api, cms, {"metadata": {"name": "images", "labels": {"openpolicyagent.org/policy": "rego"}},
+                      "data": {"images.rego": POLICY.format(ns=namespace)}})  # fmt: skip
+    args = ("--policy-namespaces", namespace, "--kubeconfig", str(cluster.kubeconfig))
+    with admission_server([], tmp_path, *args) as server, server.client() as http:
+
+        def verdict(image: str) -> dict:
+            return http.post("/validate", json=review(pod(image))).json()["response"]
+
+        assert "image nginx:latest is banned" in verdict("nginx:latest")["status"]["message"]
+        assert verdict("nginx:1.27")["allowed"]
+        assert status(api, f"{cms}/images") == {"status": "ok"}
+
+        merge_patch(api, f"{cms}/settings", {"data": {"s.json": json.dumps({"banned": ":1.27"})}})
+        kube.wait_for(lambda: verdict("nginx:1.27")["allowed"], lambda a: a is False, what="the new data")
+
+        merge_patch(api, f"{cms}/images", {"data": {"images.rego": "package kubernetes.admission\n\ndeny := \n"}})
+        broken = kube.wait_for(
+            lambda: status(api, f"{cms}/images"), lambda s: s.get("status") == "error", what="the error status"
+        )
+        assert f"configmap/{namespace}/images/images.rego:4:1" in broken["error"]
+        assert not verdict("nginx:1.27")["allowed"]

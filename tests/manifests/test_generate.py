@@ -255,6 +255,32 @@ def test_a_controller_running_the_clusters_definitions_may_read_them_and_write_t
     assert "--watch-definitions" in args and "--controllers" not in args
 
 
+def test_a_controller_following_configmap_policies_may_read_them_and_write_their_status_there() -> None:
+    opts = generate.ControllerOptions(watch_definitions=True, policy_namespaces=["metacontroller", "team-a"])
+    objects = generate.controller_manifests(opts)
+    roles = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "Role" and "configmaps" in str(o)}
+    assert sorted(roles) == ["metacontroller", "team-a"]
+    for role in roles.values():
+        assert role["rules"] == [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"]}
+        ]
+    bound = {(o["metadata"]["namespace"], o["subjects"][0]["name"]) for o in objects if o["kind"] == "RoleBinding"}
+    assert ("team-a", "regokite-controller") in bound
+    args = pod_spec(objects)["containers"][0]["args"]
+    assert args[:5] == ["controller", "--policy-namespaces", "metacontroller", "--policy-namespaces", "team-a"]
+    assert "--policies" not in args and not any(
+        o["kind"] == "ConfigMap" and "policies" in o["metadata"]["name"] for o in objects
+    )
+
+    everywhere = generate.controller_manifests(
+        generate.ControllerOptions(watch_definitions=True, policy_namespaces=["*"])
+    )
+    [cluster_role] = [
+        o for o in everywhere if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-policy-configmaps")
+    ]
+    assert cluster_role["rules"][0]["resources"] == ["configmaps"]
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -270,9 +296,10 @@ def test_a_controller_running_the_clusters_definitions_may_read_them_and_write_t
             "v1/configmaps",
         ],
         ["controller", "--policies", str(HELLO), "--writes", "v1/pods"],
+        ["controller", "--policy-namespaces", "metacontroller", "--watch-definitions"],
         ["gatekeeper", "--replicate-cluster", "v1/namespaces"],
     ],
-    ids=["admission", "audit", "controller", "controller-from-the-cluster", "gatekeeper"],
+    ids=["admission", "audit", "controller", "controller-from-the-cluster", "controller-configmaps", "gatekeeper"],
 )
 def test_every_kind_of_manifests_is_printed_from_the_command_line(argv: list[str], capsys) -> None:
     from regokite.cli import main
