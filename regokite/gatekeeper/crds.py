@@ -211,9 +211,24 @@ def constraint_crd(template: Template) -> dict[str, Any]:
     }
 
 
-def template_status(generation: int | None, errors: list[str]) -> dict[str, Any]:
-    """Gatekeeper's template status: `created` once its constraints' CRD exists, errors per pod."""
+def template_status(generation: int | None, errors: list[str], *, created: bool | None = None) -> dict[str, Any]:
+    """Gatekeeper's template status: `created` once its constraints' CRD exists (by default: when
+    there are no errors; an edit refused while the last good version serves keeps it), errors per pod."""
     by_pod: dict[str, Any] = {"id": POD_ID, "observedGeneration": generation, "operations": ["webhook"]}
     if errors:
         by_pod["errors"] = [{"code": "ingest_error", "message": message} for message in errors]
-    return {"created": not errors, "byPod": [by_pod]}
+    return {"created": not errors if created is None else created, "byPod": [by_pod]}
+
+
+def constraint_pod_status(generation: int | None, error: str | None, *, enforced: bool) -> dict[str, Any]:
+    """This pod's entry in a constraint's or Config's `status.byPod`, as Gatekeeper writes it:
+    whether it is enforced, and why not (or why an edit was refused while the last good one serves)."""
+    entry: dict[str, Any] = {
+        "id": POD_ID,
+        "observedGeneration": generation,
+        "enforced": enforced,
+        "operations": ["webhook"],
+    }
+    if error:
+        entry["errors"] = [{"code": "ingest_error", "message": error}]
+    return entry

@@ -257,7 +257,9 @@ GATEKEEPER_READS = (
     ("templates.gatekeeper.sh", "constrainttemplates", rbac.READ),
     ("templates.gatekeeper.sh", "constrainttemplates/status", ("get", "update", "patch")),
     ("constraints.gatekeeper.sh", "*", rbac.READ),
+    ("constraints.gatekeeper.sh", "*/status", ("get", "update", "patch")),  # a refused edit's error
     ("config.gatekeeper.sh", "configs", rbac.READ),
+    ("config.gatekeeper.sh", "configs/status", ("get", "update", "patch")),
     *((MUTATION_GROUP, plural, rbac.READ) for plural in MUTATOR_PLURALS),
     *((MUTATION_GROUP, f"{plural}/status", ("get", "update", "patch")) for plural in MUTATOR_PLURALS),
     (EXPANSION_GROUP, "expansiontemplate", rbac.READ),

@@ -1,12 +1,17 @@
 """Gatekeeper's objects in a cluster, made into files the admission server serves.
 
 Each pass lists the ConstraintTemplates, compiles each on its own, applies
-the Constraint CRD of every template that compiled (and deletes the CRDs of
-templates that are gone or broken), writes each template's status, lists
-the constraints of every served kind and Gatekeeper's `Config`, and writes
-them as YAML into a directory (a pass on every change, seen through watches,
-and every interval) that `regokite admission --policies` reloads. A
-file is rewritten only when its content changed.
+the Constraint CRD of every template that compiled, writes each template's
+status, lists the constraints of every served kind and Gatekeeper's
+`Config`, and writes them as YAML into a directory (a pass on every change,
+seen through watches, and every interval) that `regokite admission
+--policies` reloads. A file is rewritten only when its content changed.
+
+Bad input loses nothing (`regokite.gatekeeper.lastgood`): a template edit
+that does not compile, a constraint or Config that does not parse, is
+refused in its status and its last good version keeps serving; a constraint
+CRD is deleted only when its template is; a kind not served for a moment
+(the API server restarting) keeps the constraints last listed.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from regokite.gatekeeper.crds import (
     EXPANSION_PLURAL,
     MANAGED_BY,
     MUTATOR_KINDS,
+    POD_ID,
     config_crd,
     constraint_crd,
     constraint_crd_name,
     constraint_plural,
+    constraint_pod_status,
     expansion_crd,
     mutator_crds,
     mutator_status,
@@ -37,6 +44,7 @@ from regokite.gatekeeper.crds import (
     template_status,
 )
 from regokite.gatekeeper.expansion import parse_expansion_template
+from regokite.gatekeeper.lastgood import LastGood, config_error, constraint_error, pick, stale_constraint_crds
 from regokite.gatekeeper.mutation.conflicts import conflicting
 from regokite.gatekeeper.mutation.mutators import Mutator, parse_mutator
 from regokite.gatekeeper.resources import (
@@ -46,7 +54,6 @@ from regokite.gatekeeper.resources import (
     MUTATION_GROUP,
     TEMPLATE_GROUP,
     ResourceError,
-    Template,
     parse_template,
 )
 from regokite.kube.client import ApiError, KubeClient
@@ -57,12 +64,18 @@ MANAGER = "regokite-gatekeeper"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 TEMPLATES = f"/apis/{TEMPLATE_GROUP}/v1/constrainttemplates"
 CONFIGS_PATH = f"/apis/{CONFIG_GROUP}/v1alpha1"
+FILE = "gatekeeper.yaml"
 _SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields")
 
 
 class GatekeeperSync:
     def __init__(self, client: KubeClient, out: Path, config_namespace: str = "gatekeeper-system") -> None:
         self.client, self.out, self.config_namespace = client, out, config_namespace
+        self.good = LastGood.of(_written(out / FILE))  # a restart serves what was served before it
+        self.listed: dict[str, list[dict[str, Any]]] = {}  # constraints by kind, as last listed
+        self.listed_configs: list[dict[str, Any]] = []
+        self.listed_paths: dict[str, list[dict[str, Any]]] = {}  # mutators, expansions: as last listed
+        self.served_kinds: set[str] = set()
 
     def install(self) -> None:
         """The ConstraintTemplate and Config CRDs, so both can be applied where Gatekeeper is not installed."""
@@ -70,32 +83,29 @@ class GatekeeperSync:
             self.client.apply(f"{CRDS}/{crd['metadata']['name']}", crd, MANAGER)
 
     def sync_once(self) -> dict[str, str | None]:
-        """One pass; returns each template's kind and its error (None when it serves)."""
+        """One pass; returns each template's kind (its name when refused) and its error (None when it serves).
+        A refused edit of a template that served keeps its last good version, its CRD and its constraints."""
+        current = {d["metadata"]["name"]: d for d in self.client.get(TEMPLATES).get("items", [])}
+        templates = pick(current, self._template_error, self.good.templates)
         outcome: dict[str, str | None] = {}
-        served: list[tuple[Template, dict[str, Any]]] = []
-        for doc in self.client.get(TEMPLATES).get("items", []):
-            name = doc["metadata"]["name"]
-            try:
-                template = parse_template(doc, None, f"constrainttemplate/{name}")
-                compile_template(template)
-                self.client.apply(f"{CRDS}/{constraint_crd_name(template.kind)}", constraint_crd(template), MANAGER)
-                error = None
-                served.append((template, doc))
-            except (ResourceError, PolicyLoadError, ApiError) as exc:
-                template, error = None, str(exc)
-                log.error("constraint template not served", extra={"template": name, "error": error})
-            outcome[template.kind if template else name] = error
-            status = template_status(doc["metadata"].get("generation"), [error] if error else [])
-            if doc.get("status") != status:
-                self.client.patch(f"{TEMPLATES}/{name}/status", {"status": status})
-        self._drop_crds({t.kind for t, _ in served})
-        documents = [_clean(doc) for _, doc in served]
-        for template, _ in served:
-            documents += [_clean(c) for c in self._constraints(template.kind)]
-        documents += [_clean(c) for c in self._configs()]
+        for name, doc in current.items():
+            error = templates.errors.get(name)
+            outcome[doc["spec"]["crd"]["spec"]["names"]["kind"] if error is None else name] = error
+            if error is not None:
+                log.error("constraint template not served" + (": its last good version serves" if name in
+                          templates.kept else ""), extra={"template": name, "error": error})  # fmt: skip
+            status = template_status(doc["metadata"].get("generation"), [error] if error else [],
+                                     created=name in templates.served)  # fmt: skip
+            self._write_status(f"{TEMPLATES}/{name}/status", doc, status)
+        self._drop_crds(set(current))
+        kinds = {d["spec"]["crd"]["spec"]["names"]["kind"] for d in templates.served.values()}
+        documents = [_clean(doc) for _, doc in sorted(templates.served.items())]
+        documents += self._constraint_documents(kinds)
+        documents += self._config_documents()
         documents += self._mutators(outcome)
         documents += [_clean(t) for t in self._expansions()]
-        _write(self.out / "gatekeeper.yaml", yaml.safe_dump_all(documents, sort_keys=True))
+        _write(self.out / FILE, yaml.safe_dump_all(documents, sort_keys=True))
+        self.served_kinds = kinds
         return outcome
 
     def _mutators(self, outcome: dict[str, str | None]) -> list[dict[str, Any]]:
@@ -119,8 +129,7 @@ class GatekeeperSync:
                 log.error("mutator not served", extra={"mutator": name, "error": error})
             outcome[name] = error
             status = mutator_status(doc["metadata"].get("generation"), [error] if error else [])
-            if doc.get("status") != status:
-                self.client.patch(f"{path}/status", {"status": status})
+            self._write_status(f"{path}/status", doc, status)
         return [_clean(doc) for _, doc, _, _ in found]
 
     def _expansions(self) -> list[dict[str, Any]]:
@@ -133,46 +142,113 @@ class GatekeeperSync:
         return found
 
     def _list(self, path: str) -> list[dict[str, Any]]:
+        """The objects at `path`; while the kind is not served (its CRD not installed yet, or the API server
+        restarting) those last listed there: an outage is not a deletion."""
         try:
-            return self.client.get(path).get("items", [])
+            items = self.client.get(path).get("items", [])
         except ApiError as exc:
-            if exc.status == 404:  # the CRD is not served yet: next pass
-                return []
+            if exc.status == 404:
+                return self.listed_paths.get(path, [])
             raise
+        self.listed_paths[path] = items
+        return items
+
+    def _template_error(self, doc: dict[str, Any]) -> str | None:
+        """Why a template cannot serve as it is now (None: it compiled and its constraint CRD is applied)."""
+        name = doc["metadata"]["name"]
+        try:
+            template = parse_template(doc, None, f"constrainttemplate/{name}")
+            compile_template(template)
+            self.client.apply(f"{CRDS}/{constraint_crd_name(template.kind)}", constraint_crd(template), MANAGER)
+        except (ResourceError, PolicyLoadError, ApiError) as exc:
+            return str(exc)
+        return None
+
+    def _constraint_documents(self, kinds: set[str]) -> list[dict[str, Any]]:
+        """Every constraint of the served kinds: as it is, or (an edit refused) as last served."""
+        current: dict[tuple[str, str], dict[str, Any]] = {}
+        for kind in sorted(kinds):
+            for doc in self._constraints(kind):
+                current[(kind, doc["metadata"]["name"])] = doc
+        self.listed = {k: v for k, v in self.listed.items() if k in kinds}
+        constraints = pick(current, constraint_error, self.good.constraints)
+        for (kind, name), doc in current.items():
+            error = constraints.errors.get((kind, name))
+            if error is not None:
+                log.error("constraint not served", extra={"constraint": f"{kind}/{name}", "error": error,
+                          "last_good_serves": (kind, name) in constraints.kept})  # fmt: skip
+            path = f"/apis/{CONSTRAINT_GROUP}/v1beta1/{constraint_plural(kind)}/{name}/status"
+            self._write_pod_status(path, doc, error, enforced=(kind, name) in constraints.served)
+        return [_clean(doc) for _, doc in sorted(constraints.served.items())]
 
     def _constraints(self, kind: str) -> list[dict[str, Any]]:
+        """The constraints of `kind`; while the kind is not served (its CRD being created, or the API server
+        restarting and not serving custom resources yet) those last listed: an outage is not a deletion."""
         try:
-            return self.client.get(f"/apis/{CONSTRAINT_GROUP}/v1beta1/{constraint_plural(kind)}").get("items", [])
+            items = self.client.get(f"/apis/{CONSTRAINT_GROUP}/v1beta1/{constraint_plural(kind)}").get("items", [])
         except ApiError as exc:
-            if exc.status == 404:  # the CRD is not served yet: next pass
-                return []
-            raise
+            if exc.status != 404:
+                raise
+            return self.listed.get(kind, [])
+        self.listed[kind] = items
+        return items
 
-    def _configs(self) -> list[dict[str, Any]]:
+    def _config_documents(self) -> list[dict[str, Any]]:
         """Gatekeeper's `Config` (in Gatekeeper's namespace, named `config`): what to replicate
-        (`spec.sync.syncOnly`) and the namespaces every constraint skips (`spec.match`)."""
+        (`spec.sync.syncOnly`) and the namespaces every constraint skips (`spec.match`). Listed, so a
+        404 means the kind is not served (the last listing stands) and an empty list means no Config."""
         try:
-            found = self.client.get(f"{CONFIGS_PATH}/namespaces/{self.config_namespace}/configs/config")
+            listing = self.client.get(f"{CONFIGS_PATH}/namespaces/{self.config_namespace}/configs")
+            self.listed_configs = [c for c in listing.get("items", []) if c["metadata"]["name"] == "config"]
         except ApiError as exc:
-            if exc.status == 404:  # no Config, or Gatekeeper's CRDs not installed
-                return []
-            raise
-        return [found]
+            if exc.status != 404:
+                raise
+        current = {c["metadata"]["name"]: c for c in self.listed_configs}
+        configs = pick(current, config_error, self.good.configs)
+        for name, doc in current.items():
+            error = configs.errors.get(name)
+            if error is not None:
+                log.error(
+                    "Gatekeeper Config not served", extra={"error": error, "last_good_serves": name in configs.kept}
+                )
+            path = f"{CONFIGS_PATH}/namespaces/{self.config_namespace}/configs/{name}/status"
+            self._write_pod_status(path, doc, error, enforced=name in configs.served)
+        return [_clean(doc) for doc in configs.served.values()]
 
-    def _drop_crds(self, kinds: set[str]) -> None:
+    def _write_pod_status(self, path: str, doc: dict[str, Any], error: str | None, *, enforced: bool) -> None:
+        """This pod's `status.byPod` entry of a constraint or Config: written when it has an error, and
+        once more to clear it; an object that never had one is not written (the audit owns the rest)."""
+        ours = [p for p in (doc.get("status") or {}).get("byPod") or [] if p.get("id") == POD_ID]
+        if error is None and not any(p.get("errors") for p in ours):
+            return
+        entry = constraint_pod_status(doc["metadata"].get("generation"), error, enforced=enforced)
+        if ours != [entry]:
+            self._write_status(path, doc, {**(doc.get("status") or {}), "byPod": [entry]})
+
+    def _write_status(self, path: str, doc: dict[str, Any], status: dict[str, Any]) -> None:
+        """A status write, when it changes; one that fails is logged and written again on the next pass."""
+        if doc.get("status") == status:
+            return
+        try:
+            self.client.patch(path, {"status": status})
+        except ApiError as exc:
+            if exc.status != 404:  # deleted meanwhile
+                log.warning("status not written; next pass", extra={"path": path, "error": str(exc)[:500]})
+
+    def _drop_crds(self, templates: set[str]) -> None:
+        """Delete the constraint CRDs whose template was deleted, and only those."""
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
-        for crd in self.client.get(CRDS, labelSelector=selector).get("items", []):
-            if crd["spec"]["names"]["kind"] not in kinds:
-                log.info("constraint CRD removed with its template", extra={"crd": crd["metadata"]["name"]})
-                try:
-                    self.client.delete(f"{CRDS}/{crd['metadata']['name']}")
-                except ApiError as exc:
-                    if exc.status != 404:
-                        raise
+        for name in stale_constraint_crds(self.client.get(CRDS, labelSelector=selector).get("items", []), templates):
+            log.info("constraint CRD removed with its template", extra={"crd": name})
+            try:
+                self.client.delete(f"{CRDS}/{name}")
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
 
     def run(self, interval: float, stop: threading.Event | None = None) -> None:
         """Sync whenever a template, a constraint or the Config changes (watches), and every `interval`
-        seconds regardless; a failed pass is retried at the next change or interval."""
+        seconds regardless; a failed pass (of any cause) is logged and retried at the next change or interval."""
         stop = stop or threading.Event()
         changed = threading.Event()
         watched: dict[str, Informer] = {}
@@ -191,20 +267,33 @@ class GatekeeperSync:
         for plural, versions in MUTATOR_KINDS.values():
             watch(f"{MUTATION_GROUP}/{versions[0]}", plural)
         watch(f"{EXPANSION_GROUP}/v1beta1", EXPANSION_PLURAL)
+        fixed = set(watched)
         try:
             while not stop.is_set():
                 changed.clear()
                 try:
-                    for kind, error in self.sync_once().items():
-                        if error is None and "/" not in kind:  # its constraints: a change to one syncs too
-                            watch(f"{CONSTRAINT_GROUP}/v1beta1", constraint_plural(kind))
-                except ApiError as exc:
-                    log.error("gatekeeper sync failed; retrying", extra={"error": str(exc)})
+                    self.sync_once()
+                except Exception as exc:  # the API server away, a bug: the next pass retries
+                    log.error("gatekeeper sync failed; retrying", extra={"error": str(exc)[:500],
+                              "error_type": type(exc).__name__})  # fmt: skip
+                wanted = {f"{CONSTRAINT_GROUP}/v1beta1/{constraint_plural(k)}" for k in self.served_kinds}
+                for key in set(watched) - fixed - wanted:  # its template deleted: its watch too
+                    watched.pop(key).stop()
+                for kind in self.served_kinds:  # its constraints: a change to one syncs too
+                    watch(f"{CONSTRAINT_GROUP}/v1beta1", constraint_plural(kind))
                 if changed.wait(interval):
                     stop.wait(0.1)  # events come in bursts (kubectl apply -f dir): one pass for the burst
         finally:
             for informer in watched.values():
                 informer.stop()
+
+
+def _written(path: Path) -> list[Any]:
+    """The documents of the file a previous run wrote (none when it is missing or unreadable)."""
+    try:
+        return list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError):
+        return []
 
 
 def _clean(doc: dict[str, Any]) -> dict[str, Any]:
