@@ -20,7 +20,7 @@ from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.hookserving.workers import HookWorkers, usable_cpus
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import ApiError, KubeClient
+from regokite.kube.client import KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.leader import LeaderSettings
 from regokite.kube.manager import DEFAULT_WORKERS, Manager
@@ -297,8 +297,8 @@ def serve_live(settings: ControllerSettings, replica: Replicator | None = None) 
             _report(manager, current, actuator, refused)
         while not stopping.wait(settings.definitions_poll):
             try:
-                found = read_definitions(settings, client)
-            except (ApiError, OSError) as exc:  # the API server away for a moment: keep running what runs
+                found = read_definitions(settings, client, current)
+            except Exception as exc:  # the API server away for a moment (any error type): keep running what runs
                 log.warning("could not read definitions", extra={"error": str(exc)[:500]})
                 continue
             if manager is not None:
@@ -338,11 +338,16 @@ def _report(
         manager.shards.end()
 
 
-def read_definitions(settings: ControllerSettings, client: KubeClient) -> cluster_definitions.ClusterDefinitions:
-    """The definitions on the API server with --watch-definitions; none without it."""
+def read_definitions(
+    settings: ControllerSettings,
+    client: KubeClient,
+    previous: cluster_definitions.ClusterDefinitions | None = None,
+) -> cluster_definitions.ClusterDefinitions:
+    """The definitions on the API server with --watch-definitions; none without it. A refused edit of
+    one of `previous` keeps its previous version."""
     if not settings.watch_definitions:
         return cluster_definitions.ClusterDefinitions()
-    return cluster_definitions.read(client, Discovery(client))
+    return cluster_definitions.read(client, Discovery(client), previous)
 
 
 def _files_fingerprint(paths: Sequence[str]) -> list[tuple[str, int, int]]:

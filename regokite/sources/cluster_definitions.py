@@ -35,6 +35,7 @@ class ClusterDefinitions:
     controllers: list[Any] = field(default_factory=list)
     watches: list[watch.Watch] = field(default_factory=list)  # named <namespace>/<name>
     objects: list[tuple[ChildType, Obj, list[str]]] = field(default_factory=list)  # (type, object, its problems)
+    kept: set[str] = field(default_factory=set)  # refused edits whose last accepted version keeps running
 
     def fingerprint(self) -> str:
         """Changes exactly when an accepted definition's spec does (or one comes or goes): when to rebuild."""
@@ -53,8 +54,11 @@ def rules(definition: Any) -> list[Any]:
     return [*definition.resources, *definition.attachments]
 
 
-def read(client: KubeClient, discovery: Discovery) -> ClusterDefinitions:
+def read(client: KubeClient, discovery: Discovery, previous: ClusterDefinitions | None = None) -> ClusterDefinitions:
+    """The definitions on the server; an edit refused now of one `previous` ran keeps that version
+    running (bad input loses nothing: its status says it was refused, its parents stay served)."""
     found = ClusterDefinitions()
+    before = {d.name: d for d in [*previous.controllers, *previous.watches]} if previous else {}
     for resource in KINDS:
         try:
             t = discovery.resolve(definitions.API_VERSION, resource, wait=0.0)
@@ -72,12 +76,15 @@ def read(client: KubeClient, discovery: Discovery) -> ClusterDefinitions:
             definition = definitions.parse_definition(_as_written(obj), f"{t.kind.lower()}/{name}", problems)
             if definition is not None and not problems:
                 found.controllers.append(definition)
+            elif name in before and not isinstance(before[name], watch.Watch):
+                found.controllers.append(before[name])
+                found.kept.add(name)
             found.objects.append((t, obj, problems))
-    _read_watches(client, discovery, found)
+    _read_watches(client, discovery, found, before)
     return found
 
 
-def _read_watches(client: KubeClient, discovery: Discovery, found: ClusterDefinitions) -> None:
+def _read_watches(client: KubeClient, discovery: Discovery, found: ClusterDefinitions, before: dict[str, Any]) -> None:
     """regokite's Watch objects, in every namespace; each runs under the name `<namespace>/<name>`."""
     try:
         t = discovery.resolve(watch.API_VERSION, "watches", wait=0.0)
@@ -95,6 +102,9 @@ def _read_watches(client: KubeClient, discovery: Discovery, found: ClusterDefini
         parsed = watch.parse_watch(_as_written(obj), f"watch/{key}", problems)
         if parsed is not None and not problems:
             found.watches.append(replace(parsed, name=key))
+        elif isinstance(before.get(key), watch.Watch):
+            found.watches.append(before[key])
+            found.kept.add(key)
         found.objects.append((t, obj, problems))
 
 
@@ -121,6 +131,8 @@ def report(found: ClusterDefinitions, actuator: Actuator, refused: dict[str, Exc
     parse but cannot run (a hook naming no loaded package, a type not served), by name."""
     for t, obj, parsed in found.objects:
         problems = parsed or [f"{t.kind.lower()}/{object_key(obj)}: {e}" for e in _get(refused, obj)]
+        if parsed and object_key(obj) in found.kept:
+            problems = [*parsed, "the last accepted version keeps running"]
         wanted = status_of(obj, problems)
         if obj.get("status") == wanted:
             continue

@@ -18,6 +18,8 @@ it, as OPA compiles a module it is given with the others: a ConfigMap that
 does not parse or compile gets the error (file:line, the file naming
 namespace, ConfigMap and key) and its last good content stays served, as
 OPA keeps a module whose replacement it refused; the others are unaffected.
+A restart keeps that: what the previous run wrote to the directory is the
+last good content it starts from.
 
 `followed_in_process` runs the same sync on a thread of a server
 (`--policy-namespaces` of `admission`, `controller`, `hooks`, `audit`), into a
@@ -90,6 +92,23 @@ def source_of(cm: Mapping[str, Any]) -> tuple[Source | None, str | None]:
     return Source(ns, name, files, meta.get("annotations") or {}), None
 
 
+def written(out: Path) -> dict[str, Files]:
+    """What a previous run wrote to `out`, by ConfigMap id (`<namespace>/<name>/...`): a ConfigMap found
+    broken after a restart keeps serving the content served before it, as within one run."""
+    found: dict[str, Files] = {}
+    if not out.is_dir():
+        return found
+    for path in sorted(out.rglob("*")):
+        parts = path.relative_to(out).parts
+        if len(parts) < 3 or not path.is_file() or any(p.startswith(".") for p in parts):
+            continue
+        try:
+            found.setdefault(f"{parts[0]}/{parts[1]}", {})["/".join(parts)] = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return found
+
+
 def status_annotation(error: str | None) -> str:
     """kube-mgmt's annotation value (compact JSON, as Go's encoder writes it)."""
     status = {"status": "ok"} if error is None else {"status": "error", "error": error}
@@ -109,7 +128,7 @@ class ConfigMapSync:
             for ns in scopes
             for key, value in (POLICY_LABEL, DATA_LABEL)
         ]
-        self.good: dict[str, Files] = {}  # ConfigMap id -> the files last written for it
+        self.good = written(out)  # ConfigMap id -> the files last written for it (a restart keeps them)
         self.errors: dict[str, str] = {}
         self.changed = threading.Event()
         for informer in self.informers:
@@ -134,7 +153,7 @@ class ConfigMapSync:
                 self.changed.clear()
                 try:
                     self.sync_now()
-                except (ApiError, OSError) as exc:
+                except Exception as exc:  # the API server away (any error type), a full disk: retried
                     log.error("ConfigMap policies not synced; retrying", extra={"error": str(exc)[:500]})
                     self.changed.set()
                     stop.wait(1.0)

@@ -103,10 +103,11 @@ def test_a_broken_template_edit_keeps_its_constraints_enforcing(
             )
             message = status["byPod"][0]["errors"][0]["message"]
             assert message.startswith("constrainttemplate/k8srequiredlabels:") and "rego" in message, message
-            assert status["created"] is True  # its CRD stays: the last good version serves
-            assert kube.exists(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}")
+            crd = get(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}")
+            assert "deletionTimestamp" not in crd["metadata"]  # its CRD stays, and so its constraints
             assert get(api, f"{CONSTRAINTS}/{name}")["spec"]["parameters"]["labels"] == [{"key": "owner"}]
-            unlabelled_refused()
+            unlabelled_refused()  # the last good Rego keeps enforcing
+            assert status["created"] is True
 
             # a constraint edit whose match does not parse: refused in its status, its last good version enforces
             bad = yaml.safe_load(constraint(name, label))
@@ -152,7 +153,7 @@ def test_only_a_deleted_template_removes_its_crd(cluster: kube.Cluster, api: cli
         assert kubectl(cluster, "apply", "-f", "-", stdin=broken).returncode == 0
         restarted = GatekeeperSync(KubeClient(cluster.kubeconfig), first.out)
         assert restarted.sync_once()["k8srequiredlabels"].startswith("constrainttemplate/k8srequiredlabels:12:")
-        assert kube.exists(api, crd)
+        assert "deletionTimestamp" not in get(api, crd)["metadata"]
         (served,) = [d for d in yaml.safe_load_all((first.out / "gatekeeper.yaml").read_text()) if d]
         rego = served["spec"]["targets"][0]["rego"]
         assert "count(missing) > 0" in rego and "count(missing) > 0 +" not in rego  # the last good Rego

@@ -99,3 +99,18 @@ def test_a_status_that_cannot_be_written_is_logged_not_fatal() -> None:
     report(found, Actuator(fake))
     assert [d.name for d in found.controllers] == ["hello-controller"]
     assert "status" not in fake.stored(f"{COLLECTION}/hello-controller")
+
+
+def test_a_refused_edit_keeps_the_last_accepted_version_running() -> None:
+    fake = served()
+    fake.put(COLLECTION, HELLO)
+    before = read(fake, Discovery(fake))
+    broken = copy.deepcopy(HELLO)
+    broken["spec"]["childResources"][0]["updateStrategy"]["method"] = "Sideways"
+    fake.put(COLLECTION, broken)
+    found = read(fake, Discovery(fake), before)
+    assert found.controllers == before.controllers and found.kept == {"hello-controller"}
+    report(found, Actuator(fake))
+    condition = accepted(fake, "hello-controller")
+    assert condition["status"] == "False" and "the last accepted version keeps running" in condition["message"]
+    assert read(fake, Discovery(fake)).controllers == []  # with nothing accepted before, nothing runs

@@ -96,3 +96,12 @@ def test_bad_json_data_is_an_error_and_a_deleted_configmap_leaves_nothing(tmp_pa
     assert "configmap/opa/d/x.json: invalid JSON" in (outcome["opa/d"] or "")
     sync.sync([])
     assert not any(p.is_file() for p in (tmp_path / "out").rglob("*"))
+
+
+def test_a_restart_keeps_the_last_good_content_of_a_configmap_found_broken(tmp_path: Path) -> None:
+    ConfigMapSync(Patches(), tmp_path / "out", ["opa"]).sync([cm("hello-world", {"example.rego": GOOD})])  # type: ignore[arg-type]
+    restarted = ConfigMapSync(Patches(), tmp_path / "out", ["opa"])  # type: ignore[arg-type]
+    outcome = restarted.sync([cm("hello-world", {"example.rego": "package kubernetes\n\nexample := \n"})])
+    assert outcome["opa/hello-world"] is not None
+    assert evaluate(tmp_path / "out", "data.kubernetes.example") == "Hello, Kubernetes!"
+    assert restarted.sync([]) == {} and not list((tmp_path / "out").rglob("*.rego"))  # deleted: gone
