@@ -31,11 +31,12 @@ from regokite.gatekeeper.crds import constraint_plural
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
 from regokite.gatekeeper.status import DEFAULT_VIOLATIONS_LIMIT, constraint_statuses, same_findings
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import ApiError, KubeClient, resource_path
+from regokite.kube.client import OUTAGE_REASONS, ApiError, KubeClient, error_reason, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import audit_metrics as metrics
+from regokite.ops.outage import Outage
 from regokite.resources import ChildType
 
 log = logging.getLogger("regokite.audit")
@@ -45,6 +46,9 @@ REPORT_TYPES = {
     False: ChildType(reports.API_VERSION, "clusterpolicyreports", "ClusterPolicyReport", False),
 }
 Key = tuple[ResourceRef, str, str]  # (resource, namespace, name)
+RETRY_MIN, RETRY_MAX = 0.5, 4.0  # a failed write is retried after this backoff: within 4 s of recovery
+ONCE_WRITE_TIMEOUT = 120.0
+AUDIT_REPORTS = "app.kubernetes.io/component=audit"
 
 
 @dataclass
@@ -79,6 +83,7 @@ class Audit:
         self.covered = 0
         self.discovery = Discovery(client)
         self.constraint_status: dict[str, dict[str, Any]] = {}  # as last written, by constraint name
+        self.outage = Outage(log, "audit report and status writes")
 
     def load(self) -> None:
         """(Re)load the policies: a failure keeps the last good set (and is raised on the first load)."""
@@ -146,25 +151,41 @@ class Audit:
     def report_namespaces(self) -> set[str]:
         return {key[1] for key in self.findings}
 
-    def write(self, namespaces: set[str]) -> None:
-        """Apply the report of each of `namespaces` (an empty one when its findings are gone)."""
+    def write(self, namespaces: set[str]) -> set[str]:
+        """Apply the report of each of `namespaces` (an empty one when its findings are gone); returns
+        those not written, to retry. Any error type is a failed write, never the end of the audit; once
+        the server itself fails (no connection, a timeout, 5xx) the rest are not tried this time."""
         if not self.settings.write_reports:
-            return
+            return set()
         grouped = reports.by_namespace({s: r for s, r in self.findings.values()})
         now = int(time.time())
-        for ns in sorted(namespaces):
+        ordered = sorted(namespaces)
+        failed: set[str] = set()
+        for i, ns in enumerate(ordered):
             report = reports.report(ns, grouped.get(ns, []), now)
             try:
                 self.actuator.apply(REPORT_TYPES[bool(ns)], report, controller="audit")
-            except ApiError as exc:
-                log.error("could not write the audit report", extra={"namespace": ns, "error": str(exc)})
+            except Exception as exc:  # a connection error is not an ApiError: any failure is retried
+                reason = error_reason(exc)
+                metrics.audit_write_failures.labels("report", reason).inc()
+                self.outage.failed(exc, reason, namespace=ns)
+                failed.add(ns)
+                if reason in OUTAGE_REASONS or reason == "not_found":  # the server, or the report CRD, away
+                    failed.update(ordered[i + 1 :])
+                    break
+        if ordered and not failed:
+            self.outage.recovered(written=len(ordered))
+        metrics.audit_pending_writes.labels("report").set(len(failed))
+        return failed
 
-    def write_constraint_status(self, *, changed_only: bool = False) -> None:
+    def write_constraint_status(self, *, changed_only: bool = False) -> int:
         """Each constraint's status as Gatekeeper's audit writes it (`changed_only`: skip those whose
-        violations are as last written). A constraint that is only in files (not in the cluster) is skipped."""
+        violations are as last written); returns how many failed (not recorded, so retried). A 404 (a
+        constraint only in files, not in the cluster) is skipped until the next full write."""
         assert self.policy_set is not None
         kinds = {p.name: p.constraint_kind for p in self.policy_set.policies if p.constraint_kind}
         statuses = constraint_statuses(kinds, self.findings.values(), limit=self.settings.constraint_violations_limit)
+        failed = 0
         for name, status in statuses.items():
             if changed_only and same_findings(self.constraint_status.get(name), status):
                 continue
@@ -174,10 +195,23 @@ class Audit:
             try:
                 self.actuator.patch(t, target, {"status": status}, controller="audit", sub="status", precondition=False)
             except ApiError as exc:
-                if exc.status != 404:
-                    log.error("could not write the constraint's status", extra={"constraint": name, "error": str(exc)})
+                if exc.status == 404:
+                    continue
+                failed += self._status_failed(exc, name)
+                continue
+            except Exception as exc:  # any error type: retried
+                failed += self._status_failed(exc, name)
                 continue
             self.constraint_status[name] = status
+        metrics.audit_pending_writes.labels("constraint_status").set(failed)
+        return failed
+
+    def _status_failed(self, exc: Exception, name: str) -> int:
+        reason = error_reason(exc)
+        metrics.audit_write_failures.labels("constraint_status", reason).inc()
+        self.outage.failed(exc, reason, constraint=name)
+        self.constraint_status.pop(name, None)  # not as last written: the next changed-only write retries it
+        return 1
 
     def existing_reports(self) -> set[str]:
         """Namespaces that hold a regokite audit report now ("" for the cluster one)."""
@@ -185,7 +219,7 @@ class Audit:
         for namespaced, t in REPORT_TYPES.items():
             path = resource_path(t.api_version, t.resource)
             try:
-                listing = self.client.get(path, labelSelector="app.kubernetes.io/component=audit")
+                listing = self.client.get(path, labelSelector=AUDIT_REPORTS)
             except ApiError as exc:
                 if exc.status == 404:
                     raise RegokiteError(
@@ -244,9 +278,27 @@ def run_once(audit: Audit) -> None:
     audit.covered = covered
     audit.update_metrics()
     if audit.settings.write_reports:
-        audit.write(audit.report_namespaces() | audit.existing_reports())
-        audit.write_constraint_status()
+        _write_all(audit, audit.report_namespaces() | audit.existing_reports())
     _stop_replica(audit)
+
+
+def _write_all(audit: Audit, namespaces: set[str], timeout: float = ONCE_WRITE_TIMEOUT) -> None:
+    """Every report and constraint status written, retried with backoff; what is still not written
+    after `timeout` seconds is an error (the one-shot audit must not report success without it)."""
+    deadline = time.monotonic() + timeout
+    backoff = RETRY_MIN
+    pending, changed_only = namespaces, False
+    while True:
+        pending = audit.write(pending)
+        failed = audit.write_constraint_status(changed_only=changed_only)
+        changed_only = True
+        if not pending and not failed:
+            return
+        if time.monotonic() + backoff > deadline:
+            raise RegokiteError(f"audit results not written within {timeout:g}s: reports of {len(pending)} "
+                                f"namespace(s) and {failed} constraint status(es)")  # fmt: skip
+        time.sleep(backoff)
+        backoff = min(backoff * 2, RETRY_MAX)
 
 
 def _key(ref: ResourceRef, obj: Obj) -> Key:
@@ -319,15 +371,28 @@ def _stop_replica(audit: Audit) -> None:
 
 
 class Continuous:
-    """Informers on every audited resource; one thread audits what changed and writes reports."""
+    """Informers on every audited resource; one thread audits what changed and writes reports.
+
+    A write that fails (any error type: 503 while the API server starts, 404 while the report CRD is
+    missing, a timeout, no connection) leaves its namespace dirty, retried with backoff (at most
+    RETRY_MAX seconds apart) until it lands; a report deleted under the audit (its CRD deleted and
+    re-created) is written again. Nothing that fails ends the loop."""
 
     def __init__(self, audit: Audit) -> None:
         self.audit = audit
         self.informers: dict[ResourceRef, Informer] = {}
+        self.report_informers: list[Informer] = []
         self.pending: set[Key] = set()
+        self.deleted_reports: set[str] = set()  # namespaces whose report was deleted (not by us)
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stop = threading.Event()
+        self.dirty: set[str] = set()  # namespaces whose report is not written as the findings are
+        self.constraints_due = True  # every constraint's status after a full pass, then those that change
+        self.status_failed = 0
+        self.retry_at = 0.0
+        self.backoff = RETRY_MIN
+        self.outage = Outage(log, "audit loop")
 
     def _watch(self, refs: list[ResourceRef]) -> None:
         for ref in refs:
@@ -339,6 +404,21 @@ class Continuous:
             informer.start()
         for ref in refs:
             self.informers[ref].synced.wait()
+
+    def _watch_reports(self) -> None:
+        """Follow the audit's own reports: one deleted (by hand, or with its CRD) is written again."""
+        for t in REPORT_TYPES.values():
+            informer = Informer(self.audit.client, t.api_version, t.resource, label_selector=AUDIT_REPORTS)
+            informer.add_handler(self._report_event)
+            self.report_informers.append(informer)
+            informer.start()
+
+    def _report_event(self, event: str, _new: Obj | None, old: Obj | None) -> None:
+        if event != "DELETED" or old is None:
+            return
+        with self.lock:
+            self.deleted_reports.add((old.get("metadata") or {}).get("namespace") or "")
+        self.wake.set()
 
     def _queue(self, ref: ResourceRef, obj: Obj | None) -> None:
         if obj is None:
@@ -360,60 +440,103 @@ class Continuous:
                 self.pending |= {(ref, *_name_of(o)) for o in self.informers[ref].list()}
         return {k[1] for k in dropped}
 
+    def _start(self) -> None:
+        """Load, list, queue the first pass. The API server away is waited out; a policy that does not
+        load, or report CRDs not installed, is an error (fail closed, loudly)."""
+        backoff = RETRY_MIN
+        while True:
+            try:
+                self.audit.load()
+                self._watch(self.audit.resources)
+                self.dirty |= self.full_pass()
+                if self.audit.settings.write_reports:
+                    self.dirty |= self.audit.existing_reports()
+                    self._watch_reports()
+                return
+            except Exception as exc:
+                if isinstance(exc, RegokiteError) and not isinstance(exc, ApiError):
+                    raise
+                self.outage.failed(exc, error_reason(exc))
+                if self.stop.wait(backoff):
+                    return
+                backoff = min(backoff * 2, RETRY_MAX)
+
     def run(self) -> int:
         audit = self.audit
-        audit.load()
-        self._watch(audit.resources)
-        dirty = self.full_pass()
-        if audit.settings.write_reports:
-            dirty |= audit.existing_reports()
+        self._start()
         files = fingerprint(audit.settings.policies)
         checked = flushed = time.monotonic()
-        constraints_due = True  # every constraint's status after a full pass, then those that change
         log.info("auditing", extra={"resources": [str(r) for r in audit.resources]})
         while not self.stop.is_set():
             self.wake.wait(min(audit.settings.flush_interval, audit.settings.reload_interval))
             self.wake.clear()
-            with self.lock:
-                batch, self.pending = self.pending, set()
-            audited = set(audit.resources)
-            for key in batch:
-                if key[0] not in audited:  # a resource no policy names any more
-                    continue
-                changed = audit.audit(key, self.informers[key[0]].get(key[1] or None, key[2]))
-                if changed is not None:
-                    dirty.add(changed)
-            if batch:
-                audit.covered = sum(len(self.informers[r]) for r in audit.resources)
-                audit.update_metrics()
             now = time.monotonic()
-            if (dirty or constraints_due) and now - flushed >= audit.settings.flush_interval:
-                audit.write(dirty)
-                if audit.settings.write_reports:
-                    audit.write_constraint_status(changed_only=not constraints_due)
-                dirty, flushed, constraints_due = set(), now, False
-            if now - checked >= audit.settings.reload_interval:
-                checked = now
-                current = fingerprint(audit.settings.policies)
-                if current != files:
-                    files = current
-                    dirty |= self._reload()
-                    constraints_due = True
+            try:
+                self._audit_pending()
+                if now - flushed >= audit.settings.flush_interval and now >= self.retry_at:
+                    flushed = now
+                    self._flush(now)
+                if now - checked >= audit.settings.reload_interval:
+                    checked = now
+                    current = fingerprint(audit.settings.policies)
+                    if current != files and self._reload():
+                        files = current
+                self.outage.recovered()
+            except Exception as exc:  # a bug or an error type not foreseen: logged, retried, never the end
+                self.outage.failed(exc, error_reason(exc))
+                self.retry_at = now + self._next_backoff()
         _stop_replica(audit)
-        for informer in self.informers.values():
+        for informer in [*self.informers.values(), *self.report_informers]:
             informer.stop()
         return 0
 
-    def _reload(self) -> set[str]:
+    def _audit_pending(self) -> None:
+        audit = self.audit
+        with self.lock:
+            batch, self.pending = self.pending, set()
+        audited = set(audit.resources)
+        for key in batch:
+            if key[0] not in audited:  # a resource no policy names any more
+                continue
+            changed = audit.audit(key, self.informers[key[0]].get(key[1] or None, key[2]))
+            if changed is not None:
+                self.dirty.add(changed)
+        if batch:
+            audit.covered = sum(len(self.informers[r]) for r in audit.resources)
+            audit.update_metrics()
+
+    def _flush(self, now: float) -> None:
+        """Write what is dirty; what fails stays dirty and is tried again after the backoff."""
+        with self.lock:
+            deleted, self.deleted_reports = self.deleted_reports, set()
+        self.dirty |= deleted & self.audit.report_namespaces()  # a deleted empty report needs no rewrite
+        if not (self.dirty or self.constraints_due or self.status_failed):
+            return
+        self.dirty = self.audit.write(self.dirty)
+        if self.audit.settings.write_reports:
+            self.status_failed = self.audit.write_constraint_status(changed_only=not self.constraints_due)
+        self.constraints_due = False
+        if self.dirty or self.status_failed:
+            self.retry_at = now + self._next_backoff()
+        else:
+            self.backoff = RETRY_MIN
+
+    def _next_backoff(self) -> float:
+        wait, self.backoff = self.backoff, min(self.backoff * 2, RETRY_MAX)
+        return wait
+
+    def _reload(self) -> bool:
+        """Load the changed policies (False: refused, or the API server away; tried again)."""
         try:
             self.audit.load()
-        except RegokiteError as exc:
-            log.error("policy reload failed; auditing with the last good set", extra={"error": str(exc)})
-            return set()
+        except Exception as exc:
+            log.error("policy reload failed; auditing with the last good set", extra={"error": str(exc)[:2000]})
+            return isinstance(exc, RegokiteError) and not isinstance(exc, ApiError)  # a bad policy: until it changes
         log.info("policies reloaded: full pass", extra={"resources": [str(r) for r in self.audit.resources]})
         self._watch(self.audit.resources)
-        before = self.audit.report_namespaces()
-        return before | self.full_pass()
+        self.dirty |= self.audit.report_namespaces() | self.full_pass()
+        self.constraints_due = True
+        return True
 
 
 def _name_of(obj: Obj) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import urllib3
 from kubernetes import client, config
 
 from regokite.errors import RegokiteError
@@ -43,6 +44,39 @@ class NotLeader(ApiError):
 
     def __init__(self, method: str, path: str) -> None:
         super().__init__(0, "NotLeader", {"message": "not the leader: write refused"}, f"{method} {path}")
+
+
+_STATUS_REASONS = {
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    409: "conflict",
+    410: "gone",
+    422: "invalid",
+    429: "too_many_requests",
+    503: "unavailable",
+    504: "timeout",
+}
+ERROR_REASONS = (*_STATUS_REASONS.values(), "not_leader", "client_error", "server_error", "connection", "other")
+OUTAGE_REASONS = frozenset({"connection", "timeout", "unavailable", "server_error"})  # the server, not the request
+
+
+def error_reason(exc: BaseException) -> str:
+    """A request's failure as one of ERROR_REASONS: a metric label that never carries a message, a host
+    or a port (urllib3's `reason` is an exception naming both)."""
+    if isinstance(exc, NotLeader):
+        return "not_leader"
+    if isinstance(exc, ApiError):
+        return _STATUS_REASONS.get(exc.status) or ("server_error" if exc.status >= 500 else "client_error")
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        exc = exc.reason
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):  # a ConnectTimeoutError by inheritance only
+        return "connection"
+    if isinstance(exc, TimeoutError | urllib3.exceptions.TimeoutError):
+        return "timeout"
+    if isinstance(exc, OSError | urllib3.exceptions.HTTPError):
+        return "connection"
+    return "other"
 
 
 def throttled_refresh(seconds: float, refresh: Callable[[Any], None]) -> Callable[[Any], None]:
