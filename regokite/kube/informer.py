@@ -74,6 +74,27 @@ class Informer:
         self._thread: threading.Thread | None = None
         self.relists = 0
         self.watch_restarts = 0
+        self.connected = False  # a watch stream is open
+        self.missed_since: float | None = None  # a watch failed then, and no list has followed: events may be missing
+        self.last_event_at: float | None = None  # monotonic time of the last event, bookmark or list
+
+    @property
+    def confirmed(self) -> bool:
+        """Whether the cache has missed nothing: no watch failure since the last list. After one, a
+        resumed watch replays what happened meanwhile, but not at once: until the next list the cache
+        may still hold an object deleted during the outage."""
+        return self.missed_since is None
+
+    def health(self) -> dict[str, Any]:
+        """For /readyz: whether the watch is connected, how old its last event is, whether it may have missed some."""
+        now = time.monotonic()
+        return {
+            "synced": self.synced.is_set(),
+            "connected": self.connected,
+            "last_event_seconds_ago": None if self.last_event_at is None else round(now - self.last_event_at, 1),
+            "missed_events_for_seconds": None if self.missed_since is None else round(now - self.missed_since, 1),
+            "objects": len(self),
+        }
 
     # -- reading the cache
 
@@ -136,8 +157,10 @@ class Informer:
                 backoff = 0.2
             except Gone:
                 log.info("watch history gone, relisting", extra={"informer": self.name})
+                self._disconnected()
                 self.resource_version = None
             except Exception as exc:  # connection refused/reset, 5xx, ...
+                self._disconnected()
                 if self._stop.is_set():
                     break
                 log.warning(
@@ -147,6 +170,11 @@ class Informer:
                 metrics.watch_errors.labels(self.resource).inc()
                 self._stop.wait(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 5.0)
+
+    def _disconnected(self) -> None:
+        self.connected = False
+        if self.missed_since is None:
+            self.missed_since = time.monotonic()
 
     def _relist(self) -> None:
         items: dict[Key, Obj] = {}
@@ -193,6 +221,7 @@ class Informer:
             for obj in items.values():
                 self._store(obj)
         self.resource_version = rv
+        self.missed_since, self.last_event_at = None, time.monotonic()
         self.synced.set()
         log.info("listed", extra={"informer": self.name, "objects": len(items), "resourceVersion": rv})
         for event in events:
@@ -217,9 +246,11 @@ class Informer:
         if self._stop.is_set():
             stream.close()
             return
+        self.connected = True
         for event in stream:
             if self._stop.is_set():
                 return
+            self.last_event_at = time.monotonic()
             etype, obj = event.get("type"), event.get("object") or {}
             if etype == "ERROR":
                 if obj.get("code") == 410:

@@ -73,3 +73,9 @@ shard_handovers = Counter(
     "Objects that came to this replica (in) or went to another (out) at view changes (--shards).",
     ["direction"],
 )
+parent_confirmations = Counter(
+    "regokite_controller_parent_confirmations_total",
+    "Objects confirmed with a GET before children were created for them, because a cache read had missed"
+    " events since its last list; result: current, or gone (nothing created).",
+    ["controller", "result"],
+)

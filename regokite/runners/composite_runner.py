@@ -110,6 +110,9 @@ class CompositeRunner(SyncReconciler):
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.parents.get(namespace, name)
 
+    def cache_informers(self) -> list[Informer]:
+        return [self.parents, *self.children.values()]
+
     def observe(self, parent: dict[str, Any]) -> Observed:
         """The children this parent owns, after adopting matching orphans and releasing what stopped matching."""
         try:

@@ -143,6 +143,9 @@ class DecoratorTarget(SyncReconciler):
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.informer.get(namespace, name)
 
+    def cache_informers(self) -> list[Informer]:
+        return [self.informer, *self.runner.attachments.values()]
+
     def selects(self, obj: Mapping[str, Any]) -> bool:
         return self.rule.selects(obj)
 

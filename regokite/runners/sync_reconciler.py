@@ -30,8 +30,9 @@ from regokite.controllers.hooks import (
     translate_response,
 )
 from regokite.kube.actuator import Actuator
-from regokite.kube.client import ApiError, NotLeader
+from regokite.kube.client import ApiError, NotLeader, resource_path
 from regokite.kube.discovery import Discovery
+from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, where
@@ -109,6 +110,33 @@ class SyncReconciler:
     def observe(self, obj: dict[str, Any]) -> Observed:
         raise NotImplementedError
 
+    def cache_informers(self) -> list[Informer]:
+        """The informers this reconciler reads its object and children from."""
+        return []
+
+    def parent_confirmed(self, obj: Mapping[str, Any]) -> bool:
+        """Whether `obj` (read from a cache) still exists as read, before children are created for it.
+
+        After a watch failure an informer may hold an object deleted during the outage until it
+        lists again (the child informer relisting first re-queues the parents of children the garbage
+        collector removed): while any informer read here is so, the object's uid is confirmed with a
+        GET, else creates would recreate children of a deleted parent. A current cache costs nothing."""
+        if all(informer.confirmed for informer in self.cache_informers()):
+            return True
+        meta = obj["metadata"]
+        path = resource_path(self.type.api_version, self.type.resource, meta.get("namespace"), meta["name"])
+        try:
+            current = self.actuator.client.get(path)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        gone = current is None or current["metadata"].get("uid") != meta.get("uid")
+        metrics.parent_confirmations.labels(self.name, "gone" if gone else "current").inc()
+        if gone:
+            log.info("not creating children: the object is gone", extra={"controller": self.name, "object": where(obj)})
+        return not gone
+
     def write_beside(self, obj: dict[str, Any], response: HookResponse) -> dict[str, Any]:
         """Writes of the object itself other than status (a decorator's labels); returns the object after them."""
         return obj
@@ -159,6 +187,8 @@ class SyncReconciler:
                 desired=desired,
                 observed_generation=self.observed_generation,
             )
+            if any(a.verb == "create" for a in plan.actions) and not self.parent_confirmed(obj):
+                return None  # deleted while the caches were away: its deletion is on its way
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
             if plan.status is not None:

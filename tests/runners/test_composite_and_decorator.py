@@ -197,3 +197,30 @@ def test_a_decorator_labels_selected_objects_and_owns_marked_attachments() -> No
     writes = len(kube.writes())
     target.reconcile("ns", "a")
     assert len(kube.writes()) == writes
+
+
+def test_no_child_is_created_for_a_parent_a_cache_that_missed_events_still_holds() -> None:
+    """After a watch failure the parent cache may hold a parent deleted meanwhile (until it lists
+    again): its uid is confirmed with a GET before children are created, and only then."""
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    relist(runner.manager)
+    runner.parents._disconnected()  # its watch failed: it may have missed the deletion below
+    del kube.objects[("/apis/example.com/v1", "things", "ns", "p")]
+    gets = len(kube.calls)
+    assert runner.reconcile("ns", "p") is None
+    assert kube.stored(f"{CMS}/p") is None and not kube.writes()
+    assert ("GET", f"{THINGS}/p") in kube.calls[gets:]
+    # the same parent still there (a different one would have a new uid): children are created
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "q"}, "spec": {"v": "1"}})
+    runner.parents._relist()
+    runner.children["ConfigMap.v1"]._disconnected()
+    assert runner.reconcile("ns", "q") is None and kube.stored(f"{CMS}/q") is not None
+    # all caches current again: no GET before a create
+    relist(runner.manager)
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "r"}, "spec": {"v": "1"}})
+    relist(runner.manager)
+    gets = len(kube.calls)
+    runner.reconcile("ns", "r")
+    assert kube.stored(f"{CMS}/r") is not None and ("GET", f"{THINGS}/r") not in kube.calls[gets:]
