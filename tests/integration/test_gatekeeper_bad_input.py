@@ -27,8 +27,8 @@ from test_gatekeeper_constraints import FIXTURES, SELECT, constraint, kubectl, n
 from regokite.admission.policies import load_policy_set
 from regokite.gatekeeper.crds import constraint_crd_name, template_crd
 from regokite.kube.client import KubeClient
-from regokite.kube.gatekeeper import TEMPLATES, GatekeeperSync
 from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
+from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync
 from tests.admission.server import admission_server
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
