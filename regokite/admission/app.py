@@ -22,6 +22,7 @@ from starlette.routing import Route
 from regokite.admission.decide import Decision, Mode, decide, select
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Verdict, parse_review, response
+from regokite.kube.informer import staleness
 from regokite.kube.replicate import Replicator
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.logging import log_context
@@ -165,11 +166,14 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
             detail["tls"] = {"ok": False, "error": state.tls_error}
         if state.replica is not None:
             ready = state.replica.ready()
+            watches = state.replica.health()
             detail["replication"] = {
                 "ready": ready,
                 "resources": [str(r) for r in state.replica.resources],
                 "pending": state.replica.pending(),
                 "objects": len(state.replica.store),
+                "watches": watches,  # connected, last event's age: an outage is served from the last data, said here
+                "stale_seconds": staleness(watches),
             }
             if not ready:
                 detail["status"] = "loading cluster data"

@@ -22,7 +22,7 @@ from regokite.kube.client import ApiError, KubeClient, WatchStream, resource_pat
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import controller_ref, key_of
 
-__all__ = ["Gone", "Informer", "InformerFactory", "Key", "key_of"]
+__all__ = ["Gone", "Informer", "InformerFactory", "Key", "key_of", "staleness"]
 
 log = logging.getLogger("regokite.controller")
 
@@ -38,6 +38,11 @@ class Gone(Exception):
 def _controller_uid(obj: Obj) -> str | None:
     ref = controller_ref(obj)
     return ref.get("uid") if ref else None
+
+
+def staleness(watches: dict[str, dict[str, Any]]) -> float:
+    """For how long the stalest of `watches` (Informer.health) may have missed events: 0 when none has."""
+    return max((w.get("missed_events_for_seconds") or 0.0 for w in watches.values()), default=0.0)
 
 
 class Informer:

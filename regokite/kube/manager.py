@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from regokite.controllers.hooks import HookError
 from regokite.kube.client import ApiError, KubeClient, NotLeader
-from regokite.kube.informer import InformerFactory
+from regokite.kube.informer import InformerFactory, staleness
 from regokite.kube.shards import Shards, Verdict
 from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
@@ -59,6 +59,8 @@ class DataGate(Protocol):
     def ready(self) -> bool: ...
 
     def pending(self) -> list[str]: ...
+
+    def health(self) -> dict[str, dict]: ...
 
 
 class Manager:
@@ -326,8 +328,13 @@ class Manager:
         (a standby is ready too, and can say who leads)."""
         informers = {i.name: i.synced.is_set() for i in self.informers.informers}
         detail: dict[str, Any] = {"ready": self.ready(), "stopping": self._stopping.is_set(), "informers": informers}
+        watches = {i.name: i.health() for i in self.informers.informers}
+        detail["watches"] = watches  # readiness does not depend on them: a short outage serves the caches
+        detail["stale_seconds"] = staleness(watches)
         if self.data is not None:
-            detail["replicated"] = {"ready": self.data.ready(), "pending": self.data.pending()}
+            replicated = self.data.health()
+            detail["replicated"] = {"ready": self.data.ready(), "pending": self.data.pending(), "watches": replicated,
+                                    "stale_seconds": staleness(replicated)}  # fmt: skip
         detail.update(self.detail)
         if self.shards is not None:
             detail["shards"] = self.shards.describe()

@@ -64,6 +64,11 @@ class Replicator:
     def wait_ready(self, timeout: float) -> bool:
         return self._ready.wait(timeout)
 
+    def health(self) -> dict[str, dict]:
+        """Each replicated resource's watch: connected, age of its last event, for how long it may have
+        missed events (the replica is stale by that much at most beyond the watch's own delay)."""
+        return {str(ref): informer.health() for ref, informer in sorted(self._informers.items())}
+
     def pending(self) -> list[str]:
         """Resources whose initial list is not in the store yet."""
         return [str(r) for r in self._informers if r not in self._seeded]

@@ -44,6 +44,9 @@ class Loading:
     def pending(self) -> list[str]:
         return [] if self.loaded else ["v1/configmaps"]
 
+    def health(self) -> dict[str, dict]:
+        return {"v1/configmaps": {"connected": self.loaded, "missed_events_for_seconds": None if self.loaded else 2.0}}
+
 
 @pytest.fixture
 def policies(tmp_path: Path) -> Path:
@@ -70,6 +73,8 @@ def test_no_review_is_decided_until_the_initial_list_is_loaded(policies: Path) -
             "resources": ["v1/configmaps"],
             "pending": ["v1/configmaps"],
             "objects": 0,
+            "watches": {"v1/configmaps": {"connected": False, "missed_events_for_seconds": 2.0}},
+            "stale_seconds": 2.0,
         }
         replica.store.put("configmaps", {"metadata": {"name": "settings", "namespace": "default"}}, namespaced=True)
         replica.loaded = True

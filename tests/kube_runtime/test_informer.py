@@ -84,3 +84,16 @@ def test_the_factory_shares_one_informer_per_resource_namespace_and_selector() -
     assert factory.informer("v1", "configmaps", label_selector="x=1") is not a
     assert a.namespace == "team" and factory.informer("v1", "nodes", namespaced=False).namespace is None
     assert not factory.synced()
+
+
+def test_health_says_whether_the_watch_is_connected_and_for_how_long_events_may_be_missed() -> None:
+    from regokite.kube.informer import staleness
+
+    informer = Informer(FakeKube(), "v1", "configmaps")  # type: ignore[arg-type]
+    assert informer.health()["connected"] is False and informer.confirmed
+    informer._disconnected()
+    health = informer.health()
+    assert not informer.confirmed and health["missed_events_for_seconds"] is not None
+    assert staleness({"a": health, "b": {"missed_events_for_seconds": None}}) == health["missed_events_for_seconds"]
+    informer._relist()
+    assert informer.confirmed and informer.health()["last_event_seconds_ago"] is not None

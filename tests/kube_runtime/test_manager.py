@@ -102,6 +102,9 @@ class Gate:
     def pending(self) -> list[str]:
         return [] if self.open.is_set() else ["v1/configmaps"]
 
+    def health(self) -> dict[str, dict]:
+        return {}
+
 
 class Recorder:
     """Notes whether the data was in at each sync."""
@@ -126,7 +129,12 @@ def test_no_sync_runs_before_the_replicated_data_is_in() -> None:
     try:
         manager.enqueue("recorder", "ns", "a")
         detail = manager.readiness()
-        assert not detail["ready"] and detail["replicated"] == {"ready": False, "pending": ["v1/configmaps"]}
+        assert not detail["ready"] and detail["replicated"] == {
+            "ready": False,
+            "pending": ["v1/configmaps"],
+            "watches": {},
+            "stale_seconds": 0.0,
+        }
         recorder.called.wait(0.3)  # a worker that did not wait would have synced by now
         gate.open.set()
         assert recorder.called.wait(5)
