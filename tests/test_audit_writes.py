@@ -120,3 +120,24 @@ def test_the_loop_keeps_what_failed_dirty_and_backs_off() -> None:
     loop._report_event("DELETED", None, {"metadata": {"namespace": "gone", "name": "regokite-audit"}})
     loop._flush(104.0)  # the deleted report of a namespace with findings is written again; the other not
     assert client.applied[-1].rsplit("/", 3)[1] == "a" and loop.dirty == set()
+
+
+def test_urllib3_retry_warnings_are_debug_lines(caplog: pytest.LogCaptureFixture) -> None:
+    from regokite.ops.logging import configure
+
+    configure("info", json_lines=True)
+    pool = logging.getLogger("urllib3.connectionpool")
+    record = pool.makeRecord(pool.name, logging.WARNING, __file__, 1, "Retrying (%r) after %r", ("x", "y"), None)
+    assert not pool.filter(record)  # dropped at info
+    configure("debug", json_lines=True)
+    assert pool.filter(record) and record.levelname == "DEBUG"
+    configure("info", json_lines=True)
+
+
+def test_a_failed_sync_is_counted_by_a_reason_without_host_or_port() -> None:
+    from regokite.controllers.hooks import HookError
+    from regokite.kube.manager import failure_reason
+
+    assert failure_reason(connection_refused()) == "connection"
+    assert failure_reason(ApiError(409, "Conflict", {}, "x")) == "conflict"
+    assert failure_reason(HookError("c", None, "bad output", "InvalidHookOutput")) == "InvalidHookOutput"

@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from regokite.kube.client import ApiError, KubeClient, WatchStream, resource_path
+from regokite.kube.client import ApiError, KubeClient, WatchStream, error_reason, resource_path
 from regokite.ops import controller_metrics as metrics
+from regokite.ops.outage import Outage
 from regokite.resources import controller_ref, key_of
 
 __all__ = ["Gone", "Informer", "InformerFactory", "Key", "key_of", "staleness"]
@@ -82,6 +83,7 @@ class Informer:
         self.connected = False  # a watch stream is open
         self.missed_since: float | None = None  # a watch failed then, and no list has followed: events may be missing
         self.last_event_at: float | None = None  # monotonic time of the last event, bookmark or list
+        self._outage = Outage(log, "watch")
 
     @property
     def confirmed(self) -> bool:
@@ -168,10 +170,9 @@ class Informer:
                 self._disconnected()
                 if self._stop.is_set():
                     break
-                log.warning(
-                    "watch failed, retrying",
-                    extra={"informer": self.name, "error": f"{type(exc).__name__}: {exc}"[:500], "retry_in": backoff},
-                )
+                self._outage.failed(exc, error_reason(exc), informer=self.name)  # one line per outage
+                log.debug("watch failed, retrying", extra={"informer": self.name, "error": str(exc)[:500],
+                          "retry_in": backoff})  # fmt: skip
                 metrics.watch_errors.labels(self.resource).inc()
                 self._stop.wait(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 5.0)
@@ -227,6 +228,7 @@ class Informer:
                 self._store(obj)
         self.resource_version = rv
         self.missed_since, self.last_event_at = None, time.monotonic()
+        self._outage.recovered(informer=self.name)
         self.synced.set()
         log.info("listed", extra={"informer": self.name, "objects": len(items), "resourceVersion": rv})
         for event in events:
@@ -252,6 +254,7 @@ class Informer:
             stream.close()
             return
         self.connected = True
+        self._outage.recovered(informer=self.name)
         for event in stream:
             if self._stop.is_set():
                 return

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 
 from regokite.controllers.hooks import HookError
-from regokite.kube.client import ApiError, KubeClient, NotLeader
+from regokite.kube.client import ApiError, KubeClient, NotLeader, error_reason
 from regokite.kube.informer import InformerFactory, staleness
 from regokite.kube.shards import Shards, Verdict
 from regokite.kube.workqueue import WorkQueue
@@ -61,6 +61,15 @@ class DataGate(Protocol):
     def pending(self) -> list[str]: ...
 
     def health(self) -> dict[str, dict]: ...
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed sync's metric label: a hook's own reason (a fixed set: InvalidHookOutput, PolicyError, ...)
+    or the request's (error_reason: never a message, a host or a port, as urllib3's `reason` carries)."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, str) and not isinstance(exc, ApiError) and reason.isidentifier():
+        return reason
+    return error_reason(exc)
 
 
 class Manager:
@@ -257,7 +266,7 @@ class Manager:
                 queue.add(key)  # leadership lost mid-sync: the key waits for the next term (or leader)
             except Exception as exc:
                 metrics.reconciles.labels(name, "error").inc()
-                metrics.reconcile_errors.labels(name, getattr(exc, "reason", type(exc).__name__)).inc()
+                metrics.reconcile_errors.labels(name, failure_reason(exc)).inc()
                 delay = queue.add_rate_limited(key)
                 log.warning(
                     "sync failed",

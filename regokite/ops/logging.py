@@ -84,3 +84,18 @@ def configure(level: str = "info", json_lines: bool | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    pool = logging.getLogger("urllib3.connectionpool")
+    if not any(isinstance(f, _RetryWarnings) for f in pool.filters):
+        pool.addFilter(_RetryWarnings())
+
+
+class _RetryWarnings(logging.Filter):
+    """urllib3's `Retrying (Retry(total=2, ...)) after connection broken by ...`, one per request
+    while the API server is away: thousands in an outage. Kept at debug; the retrying loops log
+    the outage once (regokite.ops.outage)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and str(record.msg).startswith("Retrying ("):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True
