@@ -33,6 +33,10 @@ class Flaky:
         self.applied.append(path)
         return obj
 
+    def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
+        """A create (POST to the collection): recorded as the object's path."""
+        return self.apply(f"{path}/{body['metadata']['name']}", body, "")
+
 
 def connection_refused() -> urllib3.exceptions.MaxRetryError:
     cause = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] refused")

@@ -16,7 +16,7 @@ import logging
 import multiprocessing
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,10 +151,12 @@ class Audit:
     def report_namespaces(self) -> set[str]:
         return {key[1] for key in self.findings}
 
-    def write(self, namespaces: set[str]) -> set[str]:
+    def write(self, namespaces: set[str], exists: Callable[[str], bool] = lambda _ns: True) -> set[str]:
         """Apply the report of each of `namespaces` (an empty one when its findings are gone); returns
         those not written, to retry. Any error type is a failed write, never the end of the audit; once
-        the server itself fails (no connection, a timeout, 5xx) the rest are not tried this time."""
+        the server itself fails (no connection, a timeout, 5xx) the rest are not tried this time. A
+        report `exists` says is missing is created (POST), not applied: an apply would re-create the
+        reports a CRD deletion is removing, and hold that deletion up."""
         if not self.settings.write_reports:
             return set()
         grouped = reports.by_namespace({s: r for s, r in self.findings.values()})
@@ -164,7 +166,7 @@ class Audit:
         for i, ns in enumerate(ordered):
             report = reports.report(ns, grouped.get(ns, []), now)
             try:
-                self.actuator.apply(REPORT_TYPES[bool(ns)], report, controller="audit")
+                self._put_report(REPORT_TYPES[bool(ns)], report, exists(ns))
             except Exception as exc:  # a connection error is not an ApiError: any failure is retried
                 reason = error_reason(exc)
                 metrics.audit_write_failures.labels("report", reason).inc()
@@ -177,6 +179,16 @@ class Audit:
             self.outage.recovered(written=len(ordered))
         metrics.audit_pending_writes.labels("report").set(len(failed))
         return failed
+
+    def _put_report(self, t: ChildType, report: dict[str, Any], exists: bool) -> None:
+        if not exists:
+            try:
+                self.actuator.create(t, report, controller="audit")
+                return
+            except ApiError as exc:
+                if exc.status != 409:  # already there after all: applied below
+                    raise
+        self.actuator.apply(t, report, controller="audit")
 
     def write_constraint_status(self, *, changed_only: bool = False) -> int:
         """Each constraint's status as Gatekeeper's audit writes it (`changed_only`: skip those whose
@@ -512,7 +524,7 @@ class Continuous:
         self.dirty |= deleted & self.audit.report_namespaces()  # a deleted empty report needs no rewrite
         if not (self.dirty or self.constraints_due or self.status_failed):
             return
-        self.dirty = self.audit.write(self.dirty)
+        self.dirty = self.audit.write(self.dirty, self._report_exists)
         if self.audit.settings.write_reports:
             self.status_failed = self.audit.write_constraint_status(changed_only=not self.constraints_due)
         self.constraints_due = False
@@ -520,6 +532,11 @@ class Continuous:
             self.retry_at = now + self._next_backoff()
         else:
             self.backoff = RETRY_MIN
+
+    def _report_exists(self, namespace: str) -> bool:
+        """Whether the audit's report of `namespace` is in its report informer's cache."""
+        informer = self.report_informers[0 if namespace else 1] if self.report_informers else None
+        return informer is not None and informer.get(namespace or None, reports.REPORT_NAME) is not None
 
     def _next_backoff(self) -> float:
         wait, self.backoff = self.backoff, min(self.backoff * 2, RETRY_MAX)

@@ -83,6 +83,15 @@ class Actuator:
         self._count(controller, t, verb, path)
         return result
 
+    def create(self, t: ChildType, obj: dict[str, Any], *, controller: str) -> dict[str, Any]:
+        """A create (POST): unlike an apply, refused while the kind's CRD is being deleted, so a writer
+        re-creating what that deletion removes cannot hold it up."""
+        meta = obj["metadata"]
+        path = self.path(t, meta.get("namespace"))
+        result = self.client.request("POST", path, obj, query={"fieldManager": self.manager})
+        self._count(controller, t, "create", path)
+        return result
+
     def patch(
         self,
         t: ChildType,
