@@ -173,13 +173,17 @@ def build(
         }
 
     def run(d: Any, runner: Any) -> Any:
-        if d.name not in from_cluster:
-            return runner(d, **common(d))
+        """A definition naming a type not served (after --discovery-wait for a file's) is refused, not the
+        process: the others run, and it starts once the type is served (`_now_served`)."""
         try:
             return runner(d, **common(d))
         except DiscoveryError as exc:
-            if refused is not None:
-                refused[d.name] = exc
+            if refused is None:
+                raise
+            refused[d.name] = Unserved(exc, cluster_definitions.rules(d))
+            if d.name not in from_cluster:  # the server's get it in their status
+                log.error("controller refused: a type it names is not served; the others run",
+                          extra={"controller": d.name, "error": str(exc)})  # fmt: skip
             return None
 
     runners = [r for d in loaded.composites if (r := run(d, CompositeRunner)) is not None]
@@ -368,12 +372,22 @@ def _now_served(
     refused: dict[str, Exception], found: cluster_definitions.ClusterDefinitions, discovery: Discovery
 ) -> bool:
     """Has a definition refused because its types were not served (a CRD not installed yet) become runnable?"""
-    for d in found.controllers:
-        if isinstance(refused.get(d.name), DiscoveryError):
-            try:
-                for rule in cluster_definitions.rules(d):
-                    discovery.resolve(rule.api_version, rule.resource)
-            except DiscoveryError:
-                continue
-            return True
+    for name, exc in refused.items():
+        if not isinstance(exc, Unserved):
+            continue
+        rules = exc.rules or next((cluster_definitions.rules(d) for d in found.controllers if d.name == name), [])
+        try:
+            for rule in rules:
+                discovery.resolve(rule.api_version, rule.resource)
+        except DiscoveryError:
+            continue
+        return True
     return False
+
+
+class Unserved(DiscoveryError):
+    """A definition refused because a type it names is not served; `rules`: what to resolve again."""
+
+    def __init__(self, exc: DiscoveryError, rules: Sequence[Any]) -> None:
+        super().__init__(str(exc))
+        self.rules = list(rules)

@@ -64,3 +64,18 @@ def test_definitions_from_the_server_that_cannot_run_are_refused_not_fatal() -> 
         assert hooks["fine"][0].package == "controllers.hello_world"
     finally:
         engine.close()
+
+
+def test_a_definition_refused_for_a_type_not_served_starts_once_it_is() -> None:
+    from regokite.commands.controller import Unserved, _now_served
+    from regokite.controllers.schema import ChildResource
+    from regokite.kube.discovery import Discovery, DiscoveryError
+    from regokite.sources.cluster_definitions import ClusterDefinitions
+    from tests.kube_runtime.fake import FakeKube
+
+    fake = FakeKube().serve("v1", "configmaps", "ConfigMap")
+    rules = [ChildResource("v1", "configmaps"), ChildResource("example.com/v1", "things")]
+    refused: dict[str, Exception] = {"from-a-file": Unserved(DiscoveryError("example.com/v1 not served"), rules)}
+    assert not _now_served(refused, ClusterDefinitions(), Discovery(fake))  # type: ignore[arg-type]
+    fake.serve("example.com/v1", "things", "Thing")
+    assert _now_served(refused, ClusterDefinitions(), Discovery(fake))  # type: ignore[arg-type]
