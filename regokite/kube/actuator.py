@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from regokite.controllers.composite import Action
@@ -39,7 +40,7 @@ class Actuator:
     def __init__(self, client: KubeClient, manager: str = FIELD_MANAGER) -> None:
         self.client = client
         self.manager = manager
-        self._recent_events: dict[tuple[str, str, str], float] = {}
+        self._events: dict[tuple[str, str, str], _SeenEvent] = {}  # by (uid, reason, message)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None  # a plan's child writes, concurrently
 
@@ -139,6 +140,17 @@ class Actuator:
         self._count(controller, t, verb, path)
         return True
 
+    def _aggregate(self, namespace: str, seen: _SeenEvent, stamp: str) -> bool:
+        """Move the existing Event's count and lastTimestamp; False when it is gone (expired: a new one)."""
+        try:
+            self.client.patch(f"/api/v1/namespaces/{namespace}/events/{seen.name}",
+                              {"count": seen.count, "lastTimestamp": stamp})  # fmt: skip
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            return False
+        return True
+
     def execute_all(self, actions: Sequence[Action], *, controller: str) -> None:
         """A sync plan's child actions, at once (a plan has one action per child). As Metacontroller's,
         a failed write does not stop the others; the first failure is raised once every one is done."""
@@ -204,41 +216,67 @@ class Actuator:
             self.set_finalizers(t, obj, remaining, controller=controller)
 
     def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str = "regokite") -> None:
-        """Record an Event on `obj`; the same reason and message repeat at most once a minute."""
+        """Record an Event on `obj`. A repeat (same object, reason and message) is aggregated as client-go's
+        recorder does: the existing Event's `count` grows and its `lastTimestamp` moves, written at most once
+        a minute (the repeats between are counted, not lost); best effort, never failing a sync."""
         meta = obj.get("metadata") or {}
         key = (meta.get("uid", ""), reason, message)
         now = time.monotonic()
         with self._lock:
-            if now - self._recent_events.get(key, -1e9) < EVENT_REPEAT_SECONDS:
-                return
-            self._recent_events[key] = now
-            if len(self._recent_events) > 10000:
-                cutoff = now - EVENT_REPEAT_SECONDS
-                self._recent_events = {k: v for k, v in self._recent_events.items() if v > cutoff}
+            seen = self._events.get(key)
+            if seen is not None:
+                seen.count += 1
+                if now - seen.sent_at < EVENT_REPEAT_SECONDS:
+                    return
+                seen.sent_at = now
+            else:
+                seen = self._events[key] = _SeenEvent(now)
+                if len(self._events) > 10000:
+                    cutoff = now - EVENT_REPEAT_SECONDS
+                    self._events = {k: v for k, v in self._events.items() if v.sent_at > cutoff}
         namespace = meta.get("namespace") or "default"
         stamp = _now()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": obj.get("apiVersion"),
-                "kind": obj.get("kind"),
-                "name": meta.get("name"),
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": component},
-            "reportingComponent": component,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
         try:
-            self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", body)
+            if seen.name is not None and self._aggregate(namespace, seen, stamp):
+                return
+            body = _event_body(obj, type_, reason, message, component, stamp, seen.count)
+            created = self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", body)
+            seen.name = ((created or {}).get("metadata") or {}).get("name") if isinstance(created, dict) else None
         except Exception as exc:  # an Event is best effort; never fail a sync over it
             log.warning("could not record event", extra={"reason": reason, "error": str(exc)[:300]})
+
+
+@dataclass
+class _SeenEvent:
+    """An Event recorded: when last written, how many times it happened, its name once created."""
+
+    sent_at: float
+    count: int = 1
+    name: str | None = None
+
+
+def _event_body(
+    obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str, stamp: str, count: int
+) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": meta.get("namespace") or "default"},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": component},
+        "reportingComponent": component,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": count,
+    }

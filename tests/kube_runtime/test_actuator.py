@@ -96,6 +96,22 @@ def test_events_repeat_at_most_once_a_minute_and_never_fail_a_sync(kube: FakeKub
     act.event(obj, "Warning", "Bad", "third")  # logged, not raised
 
 
+def test_a_repeated_event_is_aggregated_its_count_growing(kube: FakeKube, monkeypatch: pytest.MonkeyPatch) -> None:
+    import regokite.kube.actuator as actuator
+
+    patches: list[tuple[str, dict]] = []
+    kube.request = lambda method, path, body=None, **_: {"metadata": {"name": "a.1"}}  # type: ignore[method-assign]
+    kube.patch = lambda path, body, *_, **__: patches.append((path, body)) or {}  # type: ignore[method-assign]
+    act = Actuator(kube)  # type: ignore[arg-type]
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
+    for _ in range(5):
+        act.event(obj, "Warning", "SyncError", "etcd is away")
+    assert patches == []  # within the minute: counted, not written
+    monkeypatch.setattr(actuator, "EVENT_REPEAT_SECONDS", 0.0)
+    act.event(obj, "Warning", "SyncError", "etcd is away")
+    assert patches[-1][0] == "/api/v1/namespaces/ns/events/a.1" and patches[-1][1]["count"] == 6
+
+
 def test_a_plans_writes_go_out_together_and_a_failure_stops_none_of_the_others(kube: FakeKube) -> None:
     act = Actuator(kube)  # type: ignore[arg-type]
     body = lambda n: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "ns"}}  # noqa: E731
