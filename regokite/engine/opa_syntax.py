@@ -432,7 +432,7 @@ def _bind(
     names: dict[tuple[int, int], bytes] = {}
     bindings = []
     for span in hoisted:
-        start, end = span["start"], span["end"]
+        start, end = _trimmed(source, span["start"], span["end"])
         if b"\n" in source[start:end]:
             raise _refusal(
                 module,
@@ -449,7 +449,7 @@ def _bind(
                 at = e
         text += source[at:end]
         names[(start, end)] = f"__rk{counter}__".encode()
-        bindings.append(names[(start, end)] + b" := " + text + withs + b"; ")
+        bindings.append(names[(start, end)] + b" := (" + text + b")" + withs + b"; ")
         counter += 1
     at = negation["span"]["start"]
     opening = b"" if braced else b"{ "
@@ -500,7 +500,7 @@ def _in_place(term: dict[str, Any], refs: set[str], calls: list, dynamic: list) 
     if kind in _REFS:
         _indexes(node, refs, calls, dynamic)
     elif kind in _CALLS:
-        calls.append(node["span"])
+        calls.append(_extent(term))
     elif kind not in _COMPREHENSIONS and kind != "Var":
         _operand(term, refs, calls, dynamic)
 
@@ -510,7 +510,7 @@ def _indexes(node: dict[str, Any], refs: set[str], calls: list, dynamic: list) -
     if head_kind in _REFS:
         _indexes(head, refs, calls, dynamic)
     elif head_kind in _CALLS:
-        calls.append(head["span"])
+        calls.append(_extent(node["refr"]))
     if "index" in node:
         _operand(node["index"], refs, calls, dynamic)
 
@@ -519,15 +519,15 @@ def _operand(term: dict[str, Any], refs: set[str], calls: list, dynamic: list) -
     """A term in an operand position: nested calls, references and comprehensions are bound first."""
     kind, node = next(iter(term.items()))
     if kind in _CALLS:
-        calls.append(node["span"])
+        calls.append(_extent(term))
     elif kind in _REFS:
         _indexes(node, refs, calls, dynamic)
-        dynamic.append(node["span"])
+        dynamic.append(_extent(term))
     elif kind == "Var":
         if node["value"] in refs:
-            dynamic.append(node["span"])
+            dynamic.append(_extent(term))
     elif kind in _COMPREHENSIONS:
-        dynamic.append(node["span"])
+        dynamic.append(_extent(term))
     elif kind in ("Array", "Set"):
         for item in node["items"]:
             _operand(item, refs, calls, dynamic)
@@ -653,3 +653,37 @@ def _fcn_name(call: dict[str, Any]) -> str | None:
         return ".".join(ref_parts(call["fcn"]))
     except (ValueError, KeyError):
         return None
+
+
+def _extent(term: dict[str, Any]) -> dict[str, Any]:
+    """Where a term's text starts and ends: regorus's spans leave out a string's quotes, and an
+    operator's span starts at its first operand's (so at that string's first character)."""
+    start, end = None, None
+    for kind, node in _tagged(term):
+        quoted = 1 if kind in ("String", "RawString") else 0
+        first, last = node["span"]["start"] - quoted, node["span"]["end"] + quoted
+        start = first if start is None else min(start, first)
+        end = last if end is None else max(end, last)
+    return {"start": start, "end": end}
+
+
+def _tagged(node: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every tagged node (`{"Kind": {"span": ...}}`) at or below `node`."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _tagged(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, dict) and "span" in value and key[:1].isupper():
+                yield key, value
+            if isinstance(value, dict | list):
+                yield from _tagged(value)
+
+
+def _trimmed(source: bytes, start: int, end: int) -> tuple[int, int]:
+    """A span without the closing brackets regorus sometimes counts in (`set()` inside parentheses)."""
+    code = _masked(source[start:end])
+    for opening, closing in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")):
+        while code.endswith(closing) and code.count(closing) > code.count(opening):
+            code, end = code[:-1], end - 1
+    return start, end

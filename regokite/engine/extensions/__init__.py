@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import regorus
 
 from regokite import input_guard
-from regokite.engine.extensions import arrays, certificates, cidr, formatting, hashing, jwt
+from regokite.engine.extensions import arrays, certificates, cidr, formatting, hashing, jwt, strings, units
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
@@ -27,6 +27,8 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **certificates.BUILTINS,
     **jwt.BUILTINS,
     **formatting.BUILTINS,
+    **strings.BUILTINS,
+    **units.BUILTINS,
 }
 
 
