@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -77,7 +78,7 @@ def _rewrite(modules: tuple[Module, ...], lenient: frozenset[Location]) -> tuple
     stages: list[Columns] = []
     for step in (_split_bodies, _split_lines):
         stages.append(_stage(current, ((m, step(m)) for m in list(current))))
-    for rounds in (_negations, _sprintf_rounds):
+    for rounds in (_negations, _sprintf_rounds, _comparison_rounds):
         for _ in range(16):  # a construct nested in another is rewritten on the next round
             stage = _stage(current, rounds(list(current)))
             if not stage.changed:
@@ -686,4 +687,106 @@ def _trimmed(source: bytes, start: int, end: int) -> tuple[int, int]:
     for opening, closing in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")):
         while code.endswith(closing) and code.count(closing) > code.count(opening):
             code, end = code[:-1], end - 1
+    return start, end
+
+
+# ------------------------------------------------------------------ comparing a set with an object
+
+_ORDERED = {"Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "ge"}
+_SCALAR_TERMS = frozenset({"Number", "String", "RawString", "Bool", "Null", "ArithExpr"})
+_SCALAR_CALLS = frozenset({"count", "sum", "product", "abs", "round", "ceil", "floor", "to_number", "indexof"})
+# OPA orders an object before a set, regorus a set before an object; otherwise they agree
+_HELPERS = {
+    False: (
+        "\n__rk_{op}_{tag}(a, b) := x if {{\n\tnot __rk_swapped_{tag}(a, b)\n\tx := a {sign} b\n}}\n"
+        "\n__rk_{op}_{tag}(a, b) := x if {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
+    ),
+    True: (
+        "\n__rk_{op}_{tag}(a, b) = x {{\n\tnot __rk_swapped_{tag}(a, b)\n\tx := a {sign} b\n}}\n"
+        "\n__rk_{op}_{tag}(a, b) = x {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
+    ),
+}
+_SWAPPED = {
+    False: "\n__rk_swapped_{tag}(a, b) if {{\n\tis_object(a)\n\tis_set(b)\n}}\n"
+    "\n__rk_swapped_{tag}(a, b) if {{\n\tis_set(a)\n\tis_object(b)\n}}\n",
+    True: "\n__rk_swapped_{tag}(a, b) {{\n\tis_object(a)\n\tis_set(b)\n}}\n"
+    "\n__rk_swapped_{tag}(a, b) {{\n\tis_set(a)\n\tis_object(b)\n}}\n",
+}
+_SIGNS = {"lt": ("<", "is_object"), "le": ("<=", "is_object"), "gt": (">", "is_set"), "ge": (">=", "is_set")}
+
+
+def _comparison_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    for module in modules:
+        yield module, _comparisons(module)
+
+
+def _comparisons(module: Module) -> list[_Change]:
+    """`a < b` (and <=, >, >=) where either side may be a set or an object, as a call of a helper
+    appended to the module that orders them as OPA. A side that is a number, a string or a
+    count is compared in place (the orders agree there)."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return []
+    tag = format(zlib.crc32(module.path.encode()), "08x")
+    found = []
+    for rule in tree.get("rules", []):
+        kind, body = next(iter(rule.items()))
+        if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
+            continue  # the helpers themselves
+        found += [n for n in _bool_exprs(rule) if n["op"] in _ORDERED and not _plainly_scalar(n)]
+    extents = [_trimmed(source, **_extent({"BoolExpr": n})) for n in found]
+    code = _masked(source)
+    changes: list[_Change] = []
+    used: set[str] = set()
+    taken: list[tuple[int, int]] = []
+    for node, (start, end) in zip(found, extents, strict=True):
+        if any(start <= s and e <= end and (s, e) != (start, end) for s, e in extents):
+            continue  # a comparison inside it: that one first, next round
+        op = _ORDERED[node["op"]]
+        left, right = _trimmed(source, **_extent(node["lhs"])), _trimmed(source, **_extent(node["rhs"]))
+        sign = code.find(_SIGNS[op][0].encode(), left[1], right[0])
+        first, last = _grouped(code, left[0], sign, sign + len(_SIGNS[op][0]), right[1])
+        if sign < 0 or any(first < e and s < last for s, e in taken):
+            continue  # sharing text with another rewritten here: next round
+        taken.append((first, last))
+        used.add(op)
+        changes += [
+            _Change(first, first, f"__rk_{op}_{tag}(".encode()),
+            _Change(sign, sign + len(_SIGNS[op][0]), b","),
+            _Change(last, last, b")"),
+        ]
+    missing = [op for op in sorted(used) if f"__rk_{op}_{tag}(a, b)".encode() not in source]
+    if missing:
+        helpers = "".join(
+            _HELPERS[module.v0].format(op=op, tag=tag, sign=_SIGNS[op][0], first=_SIGNS[op][1]) for op in missing
+        )
+        if f"__rk_swapped_{tag}(a, b)".encode() not in source:
+            helpers += _SWAPPED[module.v0].format(tag=tag)
+        changes.append(_Change(len(source), len(source), helpers.encode()))
+    return changes
+
+
+def _bool_exprs(node: Any) -> Iterator[dict[str, Any]]:
+    for kind, value in _tagged(node):
+        if kind == "BoolExpr":
+            yield value
+
+
+def _plainly_scalar(node: dict[str, Any]) -> bool:
+    for side in (node["lhs"], node["rhs"]):
+        kind, value = next(iter(side.items()))
+        if kind in _SCALAR_TERMS:
+            return True
+        if kind == "Call" and _fcn_name(value) in _SCALAR_CALLS:
+            return True
+    return False
+
+
+def _grouped(code: bytes, start: int, sign: int, after: int, end: int) -> tuple[int, int]:
+    """The operands' extent with the parentheses around either side that regorus's spans leave out."""
+    while code[start:sign].count(b")") > code[start:sign].count(b"("):
+        start = code.rfind(b"(", 0, start)
+    while code[after:end].count(b"(") > code[after:end].count(b")"):
+        end = code.find(b")", end) + 1
     return start, end
