@@ -291,6 +291,11 @@ def _load_error(module: Module, failure: str) -> PolicyLoadError:
     # (the v0 parser prints warnings of its own on v1 text).
     if not module.v0 and "keyword is required" in message and _parses_as_v0(module):
         message += " (this module is Rego v0 syntax: load it with --v0-compatible)"
+    if "cannot parse number" in message:
+        message += (
+            " (the embedded engine holds a number as a 64-bit integer or double: write a smaller number, "
+            "or a string, or use --engine opa)"
+        )
     return PolicyLoadError(message, location, module.line(location.line))
 
 

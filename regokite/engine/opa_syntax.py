@@ -34,7 +34,7 @@ from typing import Any
 import regorus
 
 from regokite.bundle import Module
-from regokite.engine.extensions import LENIENT
+from regokite.engine.extensions import LENIENT, arities
 from regokite.engine.extensions.formatting import SPRINTF
 from regokite.engine.import_refs import Columns, Edit
 from regokite.errors import Location, PolicyLoadError, engine_diagnostic
@@ -75,8 +75,10 @@ def rewrite(
 def _rewrite(modules: tuple[Module, ...], lenient: frozenset[Location]) -> tuple[tuple[Module, ...], Columns]:
     # cached: outline() and the engine rewrite the same modules, and gator suites build an engine per case
     current = list(modules)
+    for module in current:
+        _check_numbers(module)
     stages: list[Columns] = []
-    for step in (_split_bodies, _split_lines):
+    for step in (_split_bodies, _split_lines, _output_arguments):
         stages.append(_stage(current, ((m, step(m)) for m in list(current))))
     for rounds in (_negations, _sprintf_rounds, _comparison_rounds):
         for _ in range(16):  # a construct nested in another is rewritten on the next round
@@ -790,3 +792,58 @@ def _grouped(code: bytes, start: int, sign: int, after: int, end: int) -> tuple[
     while code[after:end].count(b"(") > code[after:end].count(b")"):
         end = code.find(b")", end) + 1
     return start, end
+
+
+# ------------------------------------------------------------------ f(x, out)
+
+
+def _output_arguments(module: Module) -> list[_Change]:
+    """`f(x, out)` standing as a statement, for a builtin regokite adds in Python, as
+    `out = f(x)`: OPA unifies the result with the extra operand; regorus passes an
+    extension every operand (and finds `out` unsafe)."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return []
+    known = arities()
+    changes = []
+    for statement in _statements(tree):
+        kind, literal = next(iter(statement["literal"].items()))
+        expr_kind, call = next(iter(literal["expr"].items())) if kind == "Expr" else (None, None)
+        if expr_kind != "Call" or known.get(_fcn_name(call) or "") != len(call["params"]) - 1 or not call["params"]:
+            continue
+        output = _trimmed(source, **_extent(call["params"][-1]))
+        before = _trimmed(source, **_extent(call["params"][-2])) if len(call["params"]) > 1 else None
+        start, end = _call_span(call)
+        cut = before[1] if before else source.find(b"(", start) + 1
+        changes += [
+            _Change(start, start, _flat(module, source, *output) + b" = "),
+            _Change(cut, end - 1, b"\n" * source[cut : end - 1].count(b"\n")),  # lines kept
+        ]
+    return changes
+
+
+# ------------------------------------------------------------------ numbers regorus would round
+
+_INTEGER = re.compile(rb"-?[0-9]+")
+
+
+def _check_numbers(module: Module) -> None:
+    """Refuse an integer literal beyond 64 bits: regorus reads it as the nearest double
+    (123456789012345678901234567890 becomes 1.2345678901234568e+29), OPA exactly."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return
+    for kind, node in _tagged(tree):
+        if kind != "Number":
+            continue
+        text = source[node["span"]["start"] : node["span"]["end"]]
+        if _INTEGER.fullmatch(text) and not -(2**63) <= int(text) < 2**64:
+            raise _refusal(
+                module,
+                source,
+                node["span"]["start"],
+                f"the integer {text.decode()} is beyond 64 bits, which the embedded engine would round to a "
+                "double: write it as a string, or use --engine opa",
+            )

@@ -15,7 +15,17 @@ from dataclasses import dataclass
 import regorus
 
 from regokite import input_guard
-from regokite.engine.extensions import arrays, certificates, cidr, formatting, hashing, jwt, strings, units
+from regokite.engine.extensions import (
+    arrays,
+    certificates,
+    cidr,
+    formatting,
+    hashing,
+    jwt,
+    strings,
+    units,
+    yamlcheck,
+)
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
@@ -29,6 +39,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **formatting.BUILTINS,
     **strings.BUILTINS,
     **units.BUILTINS,
+    **yamlcheck.BUILTINS,
 }
 
 
@@ -39,6 +50,11 @@ class ExtensionOptions:
 
     http_send_hosts: tuple[str, ...] = ()
     http_send_timeout: float = DEFAULT_TIMEOUT
+
+
+def arities() -> dict[str, int]:
+    """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
+    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {"http.send": 1}
 
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
@@ -101,4 +117,4 @@ def _lenient(name: object, arguments: object) -> list[object]:
     return [found[0]["bindings"]["__value"]] if found else []
 
 
-__all__ = ["LENIENT", "ExtensionOptions", "install", "provided"]
+__all__ = ["LENIENT", "ExtensionOptions", "arities", "install", "provided"]
