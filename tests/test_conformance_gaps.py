@@ -113,3 +113,18 @@ def test_regokite_test_makes_a_builtin_error_undefined_as_opa_test(tmp_path: Any
         "test_nested_calls": "ERROR",
         "test_a_call_that_does_not_err_answers": "PASS",
     }
+
+
+MOCKS = {
+    "a builtin by a builtin": "x := y if {\n\ty := count([1]) with count as sum\n}",
+    "a string builtin by another": 'x := y if {\n\ty := upper("a") with upper as lower\n}',
+    "a function by a builtin": 'f(s) := upper(s)\n\nx := y if {\n\ty := f("A") with f as lower\n}',
+    "a function by a dotted builtin": 'f(s) := [s]\n\nx := y if {\n\ty := f(["b", "a"]) with f as array.reverse\n}',
+}
+
+
+@pytest.mark.parametrize("name", MOCKS)
+def test_with_replaces_a_function_by_a_builtin_as_opa(name: str) -> None:
+    """regorus takes only a function of the bundle after `with ... as`; the builtin gets one."""
+    mine, opa = both(MOCKS[name])
+    assert mine == opa

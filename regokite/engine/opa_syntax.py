@@ -86,6 +86,7 @@ def _rewrite(modules: tuple[Module, ...], lenient: frozenset[Location]) -> tuple
             if not stage.changed:
                 break
             stages.append(stage)
+    stages.append(_stage(current, _builtin_mocks(list(current))))
     if lenient:
         back = Columns.chain(*stages)
         stages.append(_stage(current, _lenient_calls(list(current), lenient, back)))
@@ -847,3 +848,60 @@ def _check_numbers(module: Module) -> None:
                 f"the integer {text.decode()} is beyond 64 bits, which the embedded engine would round to a "
                 "double: write it as a string, or use --engine opa",
             )
+
+
+# ------------------------------------------------------------------ with f as builtin
+
+
+def _builtin_mocks(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    """`with f as count` (a function or builtin replaced by a builtin): regorus takes only a
+    function of the bundle there, so the builtin gets one, appended to the module:
+    `__rk_mock_<tag>_<n>(a) := x if { x := count(a) }`. The arity is the replaced function's,
+    or, for a builtin, that of its calls in the bundle; with neither, left to the load's error."""
+    from regokite.engine.catalog import regorus_builtins  # catalog reaches regorus's list lazily
+
+    parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
+    builtins = regorus_builtins() | set(arities())
+    functions: dict[str, int] = {}  # a function of the bundle (full path, and name in its package) -> arity
+    called: dict[str, int] = {}  # a builtin -> the fewest operands it is called with
+    for _, tree in parsed:
+        package = ref_parts(tree["package"]["refr"])
+        for kind, head in rule_heads(tree):
+            if kind == "Func":
+                name = ".".join(ref_parts(head["refr"]))
+                functions[name] = functions[".".join(["data", *package, name])] = len(head["args"])
+        for call in _calls(tree):
+            name = _fcn_name(call)
+            if name:
+                called[name] = min(called.get(name, 99), len(call["params"]))
+    for module, tree in parsed:
+        yield module, _mocks(module, tree, builtins, functions, called)
+
+
+def _mocks(
+    module: Module,
+    tree: dict[str, Any],
+    builtins: set[str] | frozenset[str],
+    functions: dict[str, int],
+    called: dict[str, int],
+) -> list[_Change]:
+    source = module.text.encode()
+    tag = format(zlib.crc32(module.path.encode()), "08x")
+    changes, helpers = [], []
+    for statement in _statements(tree):
+        for modifier in statement.get("with_mods", []):
+            target, value = _fcn_name({"fcn": modifier["refr"]}), _fcn_name({"fcn": modifier["as"]})
+            if value is None or value not in builtins or value in functions or target is None:
+                continue
+            arity = functions.get(target, called.get(target))
+            if arity is None or arity == 99:
+                continue
+            name = f"__rk_mock_{tag}_{len(helpers)}"
+            where = _extent(modifier["as"])
+            changes.append(_Change(where["start"], where["end"], name.encode()))
+            operands = ", ".join(f"a{i}" for i in range(arity))
+            keyword = "= x {" if module.v0 else ":= x if {"
+            helpers.append(f"\n{name}({operands}) {keyword}\n\tx := {value}({operands})\n}}\n")
+    if helpers:
+        changes.append(_Change(len(source), len(source), "".join(helpers).encode()))
+    return changes
