@@ -92,3 +92,9 @@ ORDER = [
 def test_a_set_and_an_object_compare_as_opa(rule: str, input: Any) -> None:
     mine, opa = both(f"package p\n\ns := {{1, 2}}\n\n{rule}\n", input)
     assert mine == opa
+
+
+def test_a_compared_object_literal_keeps_its_closing_brace() -> None:
+    """The fuzzer's: regorus's span of `{"c": -1}` leaves out the brace; the rewrite once lost it."""
+    mine, opa = both('package p\n\nx := (input > {"c": -1, "b": 3})\n', {"a": 1})
+    assert mine == opa

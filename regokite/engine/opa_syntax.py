@@ -685,11 +685,19 @@ def _tagged(node: Any) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _trimmed(source: bytes, start: int, end: int) -> tuple[int, int]:
-    """A span without the closing brackets regorus sometimes counts in (`set()` inside parentheses)."""
+    """A span with its brackets balanced: regorus counts a closing one too many in (`set()` inside
+    parentheses) or leaves one out (an object's closing brace)."""
     code = _masked(source[start:end])
     for opening, closing in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")):
         while code.endswith(closing) and code.count(closing) > code.count(opening):
             code, end = code[:-1], end - 1
+    masked = _masked(source)
+    for opening, closing in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")):
+        while masked[start:end].count(opening) > masked[start:end].count(closing):
+            found = masked.find(closing, end)
+            if found < 0:
+                break
+            end = found + 1  # a closing brace regorus's span leaves out
     return start, end
 
 
@@ -787,11 +795,13 @@ def _plainly_scalar(node: dict[str, Any]) -> bool:
 
 
 def _grouped(code: bytes, start: int, sign: int, after: int, end: int) -> tuple[int, int]:
-    """The operands' extent with the parentheses around either side that regorus's spans leave out."""
-    while code[start:sign].count(b")") > code[start:sign].count(b"("):
-        start = code.rfind(b"(", 0, start)
-    while code[after:end].count(b"(") > code[after:end].count(b")"):
-        end = code.find(b")", end) + 1
+    """The operands' extent with the brackets around either side that regorus's spans leave out
+    (the parentheses around a side, an object's closing brace)."""
+    for opening, closing in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")):
+        while code[start:sign].count(closing) > code[start:sign].count(opening):
+            start = code.rfind(opening, 0, start)
+        while code[after:end].count(opening) > code[after:end].count(closing):
+            end = code.find(closing, end) + 1
     return start, end
 
 
