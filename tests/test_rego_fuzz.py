@@ -98,3 +98,9 @@ def test_a_compared_object_literal_keeps_its_closing_brace() -> None:
     """The fuzzer's: regorus's span of `{"c": -1}` leaves out the brace; the rewrite once lost it."""
     mine, opa = both('package p\n\nx := (input > {"c": -1, "b": 3})\n', {"a": 1})
     assert mine == opa
+
+
+def test_array_slice_beyond_a_go_int_errs_as_opa() -> None:
+    """The 10-minute fuzz's: an index of 2**63 + 2**31 (regorus's double, an integer to Python) is no Go int."""
+    mine, opa = both("package p\n\nx := array.slice([1], input - -9223372036854775808, 1)\n", 2147483648)
+    assert mine == opa == "<error>"

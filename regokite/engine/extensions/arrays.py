@@ -23,6 +23,8 @@ def _index(value: Any, position: int) -> int:
         raise BuiltinError(f"array.slice: operand {position} must be number but got {type_name(value)}")
     if isinstance(value, float):
         raise BuiltinError(f"array.slice: operand {position} must be integer number but got floating-point number")
+    if not -(2**63) <= value < 2**63:  # OPA's IntOperand: a Go int
+        raise BuiltinError(f"array.slice: operand {position} must be integer number but got floating-point number")
     return value
 
 
