@@ -46,7 +46,11 @@ def _cmd_test(args: argparse.Namespace) -> int:
     from regokite import testing
 
     results = testing.run_tests(
-        args.paths, run=args.run, v0_compatible=args.v0_compatible, options=_extension_options(args)
+        args.paths,
+        run=args.run,
+        v0_compatible=args.v0_compatible,
+        options=_extension_options(args),
+        strict_builtin_errors=args.strict_builtin_errors,
     )
     if args.format == "json":
         print(testing.format_json(results))
@@ -392,6 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("-v", "--verbose", action="store_true", help="list every test")
     test.add_argument("--run", "-r", metavar="REGEX", help="only tests whose name matches")
     test.add_argument("--format", choices=["pretty", "json"], default="pretty")
+    test.add_argument(
+        "--strict-builtin-errors",
+        action="store_true",
+        help="a builtin's error is the test's error (default, as opa test: the call is undefined)",
+    )
     _add_bundle_args(test)
     test.set_defaults(func=_cmd_test)
 

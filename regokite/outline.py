@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import regorus
-
 from regokite.bundle import Module
+from regokite.engine import opa_syntax
 from regokite.engine.embedded import add_modules
+from regokite.errors import PolicyLoadError
 from regokite.rego_ast import ref_parts, rule_heads
 
 
@@ -38,8 +38,15 @@ class ModuleOutline:
 def outline(modules: Iterable[Module]) -> list[ModuleOutline]:
     """Outline every module; raises PolicyLoadError on a syntax error."""
     modules = list(modules)
-    parser = regorus.Engine()
-    add_modules(parser, modules)
+    rewritten, columns = opa_syntax.rewrite(modules)  # a v0 rule with several bodies parses only so
+    parser = opa_syntax.new_engine()
+    error = None
+    try:
+        add_modules(parser, rewritten)
+    except PolicyLoadError as exc:
+        error = opa_syntax.located(exc, columns, modules)
+    if error is not None:
+        raise error
     return [_module_outline(entry) for entry in json.loads(parser.get_ast_as_json())]
 
 

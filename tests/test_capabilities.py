@@ -125,13 +125,11 @@ def test_commands_exit_2_naming_the_builtin(tmp_path: Path, command: str) -> Non
     assert "Traceback" not in done.stderr
 
 
-def test_a_reference_and_a_parenthesis_on_the_next_line_are_refused_not_called() -> None:
-    """gatekeeper-library's horizontalpodautoscaler: OPA reads two expressions, regorus a call."""
-    policy = (
-        "package p\n\nok(hpa) if {\n\tinput.parameters.spread\n\t(hpa.max - hpa.min) >= input.parameters.spread\n}\n"
-    )
-    error = refusal(policy)
-    assert error.location == Location("m0.rego", 4, 2)
+def test_a_reference_and_a_parenthesis_on_the_next_line_in_brackets_are_refused_not_called() -> None:
+    """OPA refuses it (a parse error), regorus reads a call. In a rule body it is two expressions,
+    as OPA reads them (tests/test_opa_syntax.py)."""
+    error = refusal("package p\n\nok(hpa) := [hpa.spread\n\t(hpa.max - hpa.min)]\n")
+    assert error.location == Location("m0.rego", 3, 13)
     assert "followed by a parenthesised expression on the next line" in error.message
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from regokite.bundle import Bundle
 from regokite.clusterdata.store import ReplicaStore
+from regokite.errors import Location
 
 if TYPE_CHECKING:
     from regokite.engine.extensions import ExtensionOptions
@@ -111,15 +112,21 @@ def rule_ref(path: str) -> str:
 
 
 def open_engine(
-    bundle: Bundle, kind: str = "embedded", *, opa_url: str | None = None, options: ExtensionOptions | None = None
+    bundle: Bundle,
+    kind: str = "embedded",
+    *,
+    opa_url: str | None = None,
+    options: ExtensionOptions | None = None,
+    lenient: frozenset[Location] = frozenset(),
 ) -> Engine:
     """Build the engine named by `kind` for `bundle`: the one place an engine is built. `options`
-    configure the embedded engine's extension builtins (a sidecar OPA has its own)."""
+    configure the embedded engine's extension builtins (a sidecar OPA has its own); `lenient`,
+    the builtin calls it answers undefined where they err (`regokite test`, as `opa test`)."""
     capabilities_of(kind)
     if kind == "embedded":
         from regokite.engine.embedded import EmbeddedEngine
 
-        return EmbeddedEngine(bundle, options)
+        return EmbeddedEngine(bundle, options, lenient=lenient)
     if kind == "opa":
         from regokite.engine.opa import OpaEngine
 

@@ -21,6 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import regorus
@@ -28,7 +29,7 @@ import regorus
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
-from regokite.engine import KINDS, UNDEFINED, first_value, rule_ref
+from regokite.engine import KINDS, UNDEFINED, first_value, opa_syntax, rule_ref
 from regokite.engine.capabilities import check_builtins
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
@@ -67,17 +68,30 @@ class EmbeddedEngine:
     name = "embedded"
     capabilities = KINDS[name]
 
-    def __init__(self, bundle: Bundle, options: ExtensionOptions | None = None) -> None:
+    def __init__(
+        self, bundle: Bundle, options: ExtensionOptions | None = None, *, lenient: frozenset[Location] = frozenset()
+    ) -> None:
+        """`lenient`: the builtin calls at these locations are undefined where they err, as in OPA
+        without `strict-builtin-errors` (regokite test finds them: `testing`)."""
         self.bundle = bundle
         self.options = options or ExtensionOptions()
         self._prints = PrintLog(bundle)
         self._replica: ReplicaStore | None = None
-        parser = regorus.Engine()
-        add_modules(parser, bundle.modules)
-        ast = json.loads(parser.get_ast_as_json())
-        check_builtins(bundle, ast, provided(self.options))
-        check_shadowing(bundle, ast)
-        self._modules, self._columns = direct_imports(bundle.modules, ast)
+        modules, read_as_opa = opa_syntax.rewrite(bundle.modules, lenient=lenient)
+        rewritten = replace(bundle, modules=modules)
+        error = None
+        try:
+            parser = opa_syntax.new_engine()
+            add_modules(parser, modules)
+            ast = json.loads(parser.get_ast_as_json())
+            check_builtins(rewritten, ast, provided(self.options))
+            check_shadowing(rewritten, ast)
+        except PolicyLoadError as exc:
+            error = opa_syntax.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
+        if error is not None:
+            raise error
+        self._modules, direct = direct_imports(modules, ast)
+        self._columns = Columns.chain(read_as_opa, direct)
         self._base()  # prepare now, so a bad bundle fails here and not on first use
 
     def follow(self, store: ReplicaStore) -> None:
@@ -94,7 +108,7 @@ class EmbeddedEngine:
         self._replica = store
 
     def _prepare(self) -> regorus.Engine:
-        engine = regorus.Engine()
+        engine = opa_syntax.new_engine()
         engine.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
         install(engine, self.options)  # clones share the extension callables
         add_modules(engine, self._modules)
@@ -277,11 +291,16 @@ def _load_error(module: Module, failure: str) -> PolicyLoadError:
     # (the v0 parser prints warnings of its own on v1 text).
     if not module.v0 and "keyword is required" in message and _parses_as_v0(module):
         message += " (this module is Rego v0 syntax: load it with --v0-compatible)"
+    if "cannot parse number" in message:
+        message += (
+            " (the embedded engine holds a number as a 64-bit integer or double: write a smaller number, "
+            "or a string, or use --engine opa)"
+        )
     return PolicyLoadError(message, location, module.line(location.line))
 
 
 def _parses_as_v0(module: Module) -> bool:
-    probe = regorus.Engine()
+    probe = opa_syntax.new_engine()
     probe.set_rego_v0(True)
     return attempt(probe.add_policy, module.path, module.text)[1] is None
 

@@ -43,25 +43,47 @@ class Edit:
 
 
 class Columns:
-    """Maps locations in the rewritten modules back to the modules as written."""
+    """Maps locations in the rewritten modules back to the modules as written.
 
-    def __init__(self, edits: dict[str, list[Edit]]) -> None:
-        self._edits = edits
+    Several rewrites in a row chain: each stage's edits hold columns of the
+    text before it, so a location goes back through the last stage first.
+    """
+
+    def __init__(self, edits: dict[str, list[Edit]], earlier: tuple[dict[str, list[Edit]], ...] = ()) -> None:
+        self._stages = (*earlier, edits)
+
+    @classmethod
+    def chain(cls, *stages: Columns) -> Columns:
+        """The map back through `stages`, applied to the text in that order."""
+        edits = tuple(e for stage in stages for e in stage._stages if e)
+        return cls(edits[-1], edits[:-1]) if edits else cls({})
+
+    @property
+    def changed(self) -> bool:
+        """Whether any rewrite moved a column."""
+        return any(self._stages)
 
     def original(self, location: Location | None) -> Location | None:
-        if location is None:
-            return None
-        col, shift = location.col, 0
-        for edit in self._edits.get(location.file, ()):
-            if edit.line != location.line:
-                continue
-            start = edit.col + shift  # where the path begins in the rewritten line
-            if col < start:
-                break
-            if col < start + edit.new:
-                return replace(location, col=edit.col)  # inside the path: the alias it replaced
-            shift += edit.new - edit.old
-        return replace(location, col=col - shift)
+        for edits in reversed(self._stages):
+            location = _before(edits, location)
+        return location
+
+
+def _before(edits: dict[str, list[Edit]], location: Location | None) -> Location | None:
+    """`location` in the text before one rewrite."""
+    if location is None:
+        return None
+    col, shift = location.col, 0
+    for edit in edits.get(location.file, ()):
+        if edit.line != location.line:
+            continue
+        start = edit.col + shift  # where the path begins in the rewritten line
+        if col < start:
+            break
+        if col < start + edit.new:
+            return replace(location, col=edit.col)  # inside the path: the alias it replaced
+        shift += edit.new - edit.old
+    return replace(location, col=col - shift)
 
 
 def direct_imports(modules: Sequence[Module], ast: list[dict[str, Any]]) -> tuple[tuple[Module, ...], Columns]:

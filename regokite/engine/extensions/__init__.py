@@ -15,7 +15,17 @@ from dataclasses import dataclass
 import regorus
 
 from regokite import input_guard
-from regokite.engine.extensions import arrays, certificates, cidr, hashing, jwt
+from regokite.engine.extensions import (
+    arrays,
+    certificates,
+    cidr,
+    formatting,
+    hashing,
+    jwt,
+    strings,
+    units,
+    yamlcheck,
+)
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
@@ -26,6 +36,10 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **cidr.BUILTINS,
     **certificates.BUILTINS,
     **jwt.BUILTINS,
+    **formatting.BUILTINS,
+    **strings.BUILTINS,
+    **units.BUILTINS,
+    **yamlcheck.BUILTINS,
 }
 
 
@@ -38,9 +52,14 @@ class ExtensionOptions:
     http_send_timeout: float = DEFAULT_TIMEOUT
 
 
+def arities() -> dict[str, int]:
+    """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
+    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {"http.send": 1}
+
+
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS)
+    names = set(_BUILTINS) | {LENIENT}
     if options.http_send_hosts:
         names.add("http.send")
     return frozenset(names)
@@ -50,6 +69,7 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     """Add every extension builtin to `engine` (before it is cloned: clones keep them)."""
     for name, (arity, function) in _BUILTINS.items():
         engine.add_extension(name, arity, _guarded(name, function))
+    engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
         engine.add_extension("http.send", 1, _guarded("http.send", send))
@@ -71,4 +91,30 @@ def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object
     return call
 
 
-__all__ = ["ExtensionOptions", "install", "provided"]
+LENIENT = "__regokite_lenient"  # what engine.opa_syntax writes for a builtin call under non-strict errors
+
+
+def _lenient(name: object, arguments: object) -> list[object]:
+    """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
+
+    regorus has no switch for it, so the call is made here: an extension of
+    regokite's directly, one of regorus's on an engine of its own.
+    """
+    if not isinstance(name, str) or not isinstance(arguments, list):
+        return []
+    extension = _BUILTINS.get(name)
+    try:
+        if extension is not None:
+            return [extension[1](*arguments)]
+        engine = regorus.Engine()
+        engine.set_input(arguments)
+        operands = ", ".join(f"input[{i}]" for i in range(len(arguments)))
+        found = engine.eval_query(f"__value := {name}({operands})")["result"]
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # the builtin's error, whatever its type (a panic included): undefined
+        return []
+    return [found[0]["bindings"]["__value"]] if found else []
+
+
+__all__ = ["LENIENT", "ExtensionOptions", "arities", "install", "provided"]

@@ -1,4 +1,8 @@
-"""array.flatten: one level of nested arrays flattened, as OPA."""
+"""array.flatten (one level of nested arrays flattened) and array.slice, as OPA.
+
+regorus's array.slice took a fractional index (`array.slice(a, 1, 1.5)`),
+where OPA errs: both indexes must be integers, clamped to the array.
+"""
 
 from __future__ import annotations
 
@@ -14,4 +18,26 @@ def flatten(array: Any) -> list[Any]:
     return [item for element in array for item in (element if isinstance(element, list) else [element])]
 
 
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {"array.flatten": (1, flatten)}
+def _index(value: Any, position: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BuiltinError(f"array.slice: operand {position} must be number but got {type_name(value)}")
+    if isinstance(value, float):
+        raise BuiltinError(f"array.slice: operand {position} must be integer number but got floating-point number")
+    if not -(2**63) <= value < 2**63:  # OPA's IntOperand: a Go int
+        raise BuiltinError(f"array.slice: operand {position} must be integer number but got floating-point number")
+    return value
+
+
+def array_slice(array: Any, start: Any, stop: Any) -> list[Any]:
+    if not isinstance(array, list):
+        raise BuiltinError(f"array.slice: operand 1 must be array but got {type_name(array)}")
+    first, last = _index(start, 2), _index(stop, 3)
+    last = min(max(last, 0), len(array))
+    first = min(max(first, 0), last)
+    return array[first:last]
+
+
+BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    "array.flatten": (1, flatten),
+    "array.slice": (3, array_slice),
+}

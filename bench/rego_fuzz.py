@@ -1,0 +1,485 @@
+"""Differential fuzzing: random Rego v1 modules and inputs, regokite's embedded engine against OPA.
+
+    python3 -m bench.rego_fuzz --seconds 600 --seed 1 [--save DIR]
+
+Each module (rules, partial sets and objects, functions, `else`, `default`,
+`some`/`every`, comprehensions, `with`, `not`, string/number/object/set
+builtins, edge values: empty, null, huge integers, decimals, unicode) is
+loaded as `regokite eval` loads it (`open_engine(bundle, "embedded")`, then
+`query`) and by OPA 1.20's own evaluator (tests/opa_oracle.py, strict builtin
+errors as regokite asks of OPA); every rule is evaluated on several random
+inputs. A module OPA refuses to compile is not a case (counted apart). Each
+case is one of:
+
+* same: the same value, or both undefined;
+* both error;
+* fail-closed: regokite errs (or refuses the module) where OPA answers;
+* answers where OPA errors: regokite gives a value where OPA errs;
+* different: both answer, differently (silently wrong).
+
+The last two must be 0. Fail-closed cases are counted by cause. `--save`
+writes every case of the last two classes as JSON (module, input, rule, both
+answers) for a regression test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the OPA oracle lives with the tests
+
+from opa_oracle import OracleEngine  # noqa: E402
+
+from regokite.bundle import Bundle, Module  # noqa: E402
+from regokite.engine import UNDEFINED, first_value, open_engine  # noqa: E402
+from regokite.errors import EvaluationError, PolicyLoadError, RegokiteError  # noqa: E402
+
+CLASSES = (
+    "same",
+    "same set, other order",
+    "same to float precision",
+    "both error",
+    "fail-closed",
+    "answers where OPA errors",
+    "different",
+)
+ERROR = "<error>"
+
+STRINGS = ["", "a", "abc", "A-b_c", "é", "日本", "😀", " x ", "a.b.c", "1", "-2.5", "true", "null", "%v", "a,b", "ABC"]
+# no number Python writes with an exponent (1e-07): regorus keeps no number's text, so an object key made
+# of one reads "1e-7" where OPA keeps the input's "1e-07" (a known difference, policies/README.md)
+NUMBERS = [0, 1, -1, 2, 3, 10, 0.5, -2.25, 1.5, 100, 2**31, 2**53 + 1, 2**63 - 1, -(2**63), 0.001, 123456789]
+KEYS = ["a", "b", "c", "k", "name", ""]
+
+
+@dataclass
+class Tally:
+    cases: int = 0
+    modules: int = 0
+    refused_by_opa: int = 0
+    classes: Counter[str] = field(default_factory=Counter)
+    causes: Counter[str] = field(default_factory=Counter)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ values and inputs
+
+
+def literal(rng: random.Random, depth: int = 0) -> str:
+    """A Rego literal (scalars, arrays, objects, sets, with edge values)."""
+    kind = rng.choice(["s", "n", "n", "b", "null", "arr", "obj", "set"] if depth < 2 else ["s", "n", "b", "null"])
+    if kind == "s":
+        return json.dumps(rng.choice(STRINGS), ensure_ascii=False)
+    if kind == "n":
+        return json.dumps(rng.choice(NUMBERS))
+    if kind == "b":
+        return rng.choice(["true", "false"])
+    if kind == "null":
+        return "null"
+    items = [literal(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if kind == "arr":
+        return "[" + ", ".join(items) + "]"
+    if kind == "set":
+        return "{" + ", ".join(items) + "}" if items else "set()"
+    pairs = [f"{json.dumps(rng.choice(KEYS))}: {literal(rng, depth + 1)}" for _ in range(rng.randint(0, 3))]
+    return "{" + ", ".join(pairs) + "}"
+
+
+def json_value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.choice(["s", "n", "b", "null", "arr", "obj"] if depth < 3 else ["s", "n", "b", "null"])
+    if kind == "s":
+        return rng.choice(STRINGS)
+    if kind == "n":
+        return rng.choice(NUMBERS)
+    if kind == "b":
+        return rng.choice([True, False])
+    if kind == "null":
+        return None
+    if kind == "arr":
+        return [json_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return {rng.choice(KEYS): json_value(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+def random_input(rng: random.Random) -> dict[str, Any]:
+    value = {k: json_value(rng, 1) for k in KEYS[:4] if rng.random() < 0.85}
+    value["xs"] = [json_value(rng, 2) for _ in range(rng.randint(0, 4))]
+    value["s"] = rng.choice(STRINGS)
+    value["n"] = rng.choice(NUMBERS)
+    return value
+
+
+# ------------------------------------------------------------------ expressions
+
+# builtin -> (argument kinds, result kind): "s" string, "n" number, "b" boolean, "a" array, "o" object,
+# "S" set, "c" collection (array, object or set), "x" anything
+BUILTINS: dict[str, tuple[str, str]] = {
+    "concat": ("sa", "s"), "contains": ("ss", "b"), "endswith": ("ss", "b"), "startswith": ("ss", "b"),
+    "lower": ("s", "s"), "upper": ("s", "s"), "split": ("ss", "a"), "replace": ("sss", "s"),
+    "substring": ("snn", "s"), "trim": ("ss", "s"), "trim_space": ("s", "s"), "trim_left": ("ss", "s"),
+    "trim_right": ("ss", "s"), "trim_prefix": ("ss", "s"), "trim_suffix": ("ss", "s"), "indexof": ("ss", "n"),
+    "sprintf": ("sa", "s"), "format_int": ("nn", "s"), "strings.replace_n": ("os", "s"),
+    "strings.reverse": ("s", "s"), "strings.count": ("ss", "n"), "to_number": ("x", "n"), "count": ("c", "n"),
+    "sum": ("c", "n"), "max": ("c", "x"), "min": ("c", "x"), "product": ("c", "n"), "abs": ("n", "n"),
+    "round": ("n", "n"), "ceil": ("n", "n"), "floor": ("n", "n"), "numbers.range": ("nn", "a"),
+    "object.get": ("oxx", "x"), "object.keys": ("o", "S"), "object.remove": ("oc", "o"),
+    "object.union": ("oo", "o"), "object.filter": ("oc", "o"), "is_string": ("x", "b"), "is_number": ("x", "b"),
+    "is_array": ("x", "b"), "is_object": ("x", "b"), "is_set": ("x", "b"), "is_null": ("x", "b"),
+    "type_name": ("x", "s"), "array.concat": ("aa", "a"), "array.slice": ("ann", "a"), "array.reverse": ("a", "a"),
+    "sort": ("c", "a"), "json.marshal": ("x", "s"), "base64.encode": ("s", "s"), "base64.decode": ("s", "s"),
+    "regex.match": ("ss", "b"), "units.parse_bytes": ("s", "n"), "units.parse": ("s", "n"),
+    "semver.is_valid": ("x", "b"), "array.flatten": ("a", "a"),
+    "json.is_valid": ("s", "b"), "yaml.is_valid": ("s", "b"), "hex.encode": ("s", "s"),
+    "urlquery.encode": ("s", "s"), "crypto.sha256": ("s", "s"), "net.cidr_contains": ("ss", "b"),
+    "net.cidr_merge": ("a", "S"), "strings.any_prefix_match": ("xx", "b"), "json.unmarshal": ("s", "x"),
+    "strings.any_suffix_match": ("xx", "b"), "base64url.encode": ("s", "s"), "upper ": ("s", "s"),
+}  # fmt: skip
+ARITHMETIC = ["+", "-", "*", "/", "%"]
+COMPARISON = ["==", "!=", "<", "<=", ">", ">="]
+
+
+@dataclass
+class Scope:
+    vars: list[str]
+    rules: list[str]
+    functions: list[tuple[str, int]]
+
+
+def fits(result: str, kind: str) -> bool:
+    return kind == "x" or result == "x" or result == kind or (kind == "c" and result in "aoS")
+
+
+def term(rng: random.Random, scope: Scope, depth: int, kind: str = "x") -> str:
+    """An expression term of `kind` (a guess OPA's type checker mostly accepts)."""
+    choice = rng.random()
+    if depth <= 0 or choice < 0.3:
+        return _leaf(rng, scope, kind)
+    if choice < 0.6:
+        names = [b for b, (_, out) in BUILTINS.items() if fits(out, kind)]
+        name = rng.choice(names).strip()
+        if name == "numbers.range":  # a range of 2**63 numbers would take the machine, in either engine
+            return f"numbers.range({rng.randint(-3, 3)}, {rng.randint(-3, 5)})"
+        args = ", ".join(term(rng, scope, depth - 1, k) for k in BUILTINS[name][0])
+        return f"{name}({args})"
+    if choice < 0.68 and kind in "nx":
+        return f"({term(rng, scope, depth - 1, 'n')} {rng.choice(ARITHMETIC)} {term(rng, scope, depth - 1, 'n')})"
+    if choice < 0.72 and kind in "bx":
+        return f"({term(rng, scope, depth - 1)} {rng.choice(COMPARISON)} {term(rng, scope, depth - 1)})"
+    if choice < 0.75 and kind in "Sx":
+        return f"({term(rng, scope, depth - 1, 'S')} {rng.choice('&|')} {term(rng, scope, depth - 1, 'S')})"
+    if choice < 0.8 and scope.functions and kind == "x":
+        name, arity = rng.choice(scope.functions)
+        return f"{name}({', '.join(term(rng, scope, depth - 1) for _ in range(arity))})"
+    if choice < 0.9 and kind in "aoSxc":
+        return _comprehension(rng, scope, depth, kind)
+    return _leaf(rng, scope, kind)
+
+
+def _leaf(rng: random.Random, scope: Scope, kind: str) -> str:
+    choice = rng.random()
+    if choice < 0.2 and scope.vars:
+        return rng.choice(scope.vars)
+    if choice < 0.55:
+        path = rng.choice(["input.a", "input.b", "input.c", "input.k", "input.xs", "input.s", "input.n"])
+        if rng.random() < 0.3:
+            path += rng.choice(["[0]", "[1]", ".a", '["k"]', ".name"])
+        return path
+    if choice < 0.62 and scope.rules and kind == "x":
+        return rng.choice(scope.rules)
+    return typed_literal(rng, kind)
+
+
+def typed_literal(rng: random.Random, kind: str) -> str:
+    if kind == "s":
+        return json.dumps(rng.choice(STRINGS), ensure_ascii=False)
+    if kind == "n":
+        return json.dumps(rng.choice(NUMBERS))
+    if kind == "b":
+        return rng.choice(["true", "false"])
+    if kind in "aoSc":
+        items = [literal(rng, 1) for _ in range(rng.randint(0, 3))]
+        form = rng.choice("aoS") if kind == "c" else kind
+        if form == "a":
+            return "[" + ", ".join(items) + "]"
+        if form == "S":
+            return "{" + ", ".join(items) + "}" if items else "set()"
+        return "{" + ", ".join(f"{json.dumps(rng.choice(KEYS))}: {i}" for i in items) + "}"
+    return literal(rng)
+
+
+def _comprehension(rng: random.Random, scope: Scope, depth: int, kind: str) -> str:
+    var = f"v{rng.randint(0, 999)}"
+    inner = Scope([*scope.vars, var], scope.rules, scope.functions)
+    source = term(rng, scope, depth - 1, "c")
+    body = f"some {var} in {source}"
+    if rng.random() < 0.5:
+        body += f"; {condition(rng, inner, depth - 1)}"
+    form = {"a": "array", "o": "object", "S": "set"}.get(kind) or rng.choice(["array", "set", "object"])
+    value = rng.choice([var, term(rng, inner, depth - 1)])
+    if form == "array":
+        return f"[{value} | {body}]"
+    if form == "set":
+        return f"{{{value} | {body}}}"
+    return f"{{{var}: {term(rng, inner, depth - 1)} | {body}}}"
+
+
+def condition(rng: random.Random, scope: Scope, depth: int) -> str:
+    """A body expression (a statement)."""
+    choice = rng.random()
+    if choice < 0.2:
+        negated = term(rng, scope, depth)
+        while re.fullmatch(r"[\w\"., -]*|\[.*\]|\{.*\}", negated):  # OPA 1.20.2 bug: `r := f(x) if { not true }` holds
+            negated = term(rng, scope, max(depth, 1))
+        return f"not {negated}"
+    if choice < 0.3:
+        target = rng.choice(["input.a", "input.s", "input.n", "input"])
+        return f"{term(rng, scope, depth)} with {target} as {literal(rng)}"
+    if choice < 0.38:
+        var = f"e{rng.randint(0, 999)}"
+        test = f"{var} {rng.choice(COMPARISON)} {term(rng, scope, depth - 1)}"
+        return f"every {var} in {term(rng, scope, depth - 1, 'c')} {{ {test} }}"
+    if choice < 0.5:
+        return f"{term(rng, scope, depth)} in {term(rng, scope, depth - 1, 'c')}"
+    return term(rng, scope, depth)
+
+
+def body(rng: random.Random, scope: Scope, depth: int) -> tuple[list[str], Scope]:
+    """Statements, and the scope after them (the variables they bind)."""
+    lines = []
+    for _ in range(rng.randint(1, 3)):
+        if rng.random() < 0.4:
+            var = f"x{len(scope.vars)}"
+            if rng.random() < 0.3:
+                lines.append(f"some {var} in {term(rng, scope, depth, 'c')}")
+            else:
+                lines.append(f"{var} := {term(rng, scope, depth)}")
+            scope = Scope([*scope.vars, var], scope.rules, scope.functions)
+        else:
+            lines.append(condition(rng, scope, depth))
+    return lines, scope
+
+
+def module(rng: random.Random) -> tuple[str, list[str]]:
+    """A module of package `fuzz`, and the names of its rules (each a case per input)."""
+    out = ["package fuzz", ""]
+    scope = Scope([], [], [])
+    names: list[str] = []
+    for i in range(rng.randint(0, 2)):
+        name, arity = f"f{i}", rng.randint(1, 2)
+        params = [f"p{j}" for j in range(arity)]
+        lines, inner = body(rng, Scope(params, [], scope.functions), 2)
+        out.append(f"{name}({', '.join(params)}) := {term(rng, inner, 2)} if {{")
+        out += [f"\t{line}" for line in lines] + ["}", ""]
+        scope.functions.append((name, arity))
+    for i in range(rng.randint(1, 4)):
+        name = f"r{i}"
+        form = rng.choice(["complete", "complete", "set", "object", "else", "default"])
+        lines, inner = body(rng, Scope([], list(scope.rules), scope.functions), 2)
+        block = "\n".join(f"\t{line}" for line in lines)
+        if form == "set":
+            out.append(f"{name} contains {term(rng, inner, 1)} if {{\n{block}\n}}")
+        elif form == "object":
+            out.append(f"{name}[{term(rng, inner, 1)}] := {term(rng, inner, 1)} if {{\n{block}\n}}")
+        elif form == "else":
+            other, _ = body(rng, Scope([], list(scope.rules), scope.functions), 1)
+            alt = "\n".join(f"\t{line}" for line in other)
+            out.append(f"{name} := {term(rng, inner, 1)} if {{\n{block}\n}} else := {literal(rng)} if {{\n{alt}\n}}")
+        else:
+            if form == "default":
+                out.append(f"default {name} := {literal(rng)}\n")
+            out.append(f"{name} := {term(rng, inner, 2)} if {{\n{block}\n}}")
+        out.append("")
+        scope.rules.append(name)
+        names.append(name)
+    return "\n".join(out), names
+
+
+# ------------------------------------------------------------------ evaluating
+
+
+def regokite_answer(engine: Any, ref: str, input: Any) -> Any:
+    """As `regokite eval`: engine.query, the first expression's value."""
+    try:
+        value = first_value(engine.query(ref, input))
+    except RegokiteError as exc:
+        return (ERROR, cause(str(getattr(exc, "message", exc))))
+    return "<undefined>" if value is UNDEFINED else value
+
+
+def oracle_answer(engine: OracleEngine, ref: str, input: Any) -> Any:
+    try:
+        value = engine.evaluate(ref, input)
+    except EvaluationError:
+        return (ERROR, "")
+    return "<undefined>" if value is UNDEFINED else value
+
+
+def cause(message: str) -> str:
+    """An error message as a cause: names, numbers and quoted values blanked."""
+    message = message.split("\n")[0]
+    message = re.sub(r"`[^`]*`|\"[^\"]*\"|'[^']*'", "…", message)
+    message = re.sub(r"\b\d+(\.\d+)?\b", "N", message)
+    return message[:110]
+
+
+def classify(mine: Any, theirs: Any) -> str:
+    mine_err = isinstance(mine, tuple)
+    theirs_err = isinstance(theirs, tuple)
+    if mine_err and theirs_err:
+        return "both error"
+    if mine_err:
+        return "fail-closed"
+    if theirs_err:
+        return "answers where OPA errors"
+    if canonical(mine) == canonical(theirs):
+        return "same"
+    if unordered(mine) == unordered(theirs):
+        return "same set, other order"
+    return "same to float precision" if close(mine, theirs) else "different"
+
+
+def close(mine: Any, theirs: Any) -> bool:
+    """Equal but for IEEE-double rounding (regorus's floats) against OPA's arbitrary precision,
+    numbers as object keys included ("1e-7" and "1e-07")."""
+    if isinstance(mine, bool) or isinstance(theirs, bool):
+        return mine == theirs
+    if isinstance(mine, int | float) and isinstance(theirs, int | float):
+        return math.isclose(mine, theirs, rel_tol=1e-15, abs_tol=1e-300)
+    if isinstance(mine, str) and isinstance(theirs, str):
+        return mine == theirs or _same_number(mine, theirs)
+    if isinstance(mine, list) and isinstance(theirs, list):
+        return len(mine) == len(theirs) and all(close(a, b) for a, b in zip(mine, theirs, strict=True))
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        if len(mine) != len(theirs):
+            return False
+        pairs = zip(sorted(mine.items()), sorted(theirs.items(), key=lambda kv: _key_order(kv[0], mine)), strict=True)
+        return all(close(ka, kb) and close(va, vb) for (ka, va), (kb, vb) in pairs)
+    return mine == theirs
+
+
+def _same_number(a: str, b: str) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-15)
+    except ValueError:
+        return False
+
+
+def _key_order(key: str, mine: dict[str, Any]) -> str:
+    """OPA's key, sorted where the matching key of regokite's falls."""
+    for candidate in mine:
+        if close(candidate, key):
+            return candidate
+    return key
+
+
+def unordered(value: Any) -> Any:
+    """`value` with every array's order dropped: a set serialised in another order than OPA's
+    (regorus orders a set of objects and sets otherwise) compares equal."""
+    if isinstance(value, list):
+        return sorted((unordered(v) for v in value), key=canonical)
+    if isinstance(value, dict):
+        return {k: unordered(v) for k, v in value.items()}
+    return value
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def run_module(rng: random.Random, tally: Tally, inputs: int) -> None:
+    text, names = module(rng)
+    bundle = Bundle((Module("fuzz.rego", text),))
+    try:
+        oracle = OracleEngine(bundle)
+    except PolicyLoadError:
+        tally.refused_by_opa += 1
+        return
+    except Exception:  # the oracle's library refused it some other way
+        tally.refused_by_opa += 1
+        return
+    try:
+        try:
+            engine = open_engine(bundle, "embedded")
+        except PolicyLoadError as exc:
+            engine, refusal = None, cause("load: " + exc.message)
+        tally.modules += 1
+        for _ in range(inputs):
+            value = random_input(rng)
+            for name in names:
+                ref = f"data.fuzz.{name}"
+                theirs = oracle_answer(oracle, ref, value)
+                mine = (ERROR, refusal) if engine is None else regokite_answer(engine, ref, value)
+                record(tally, text, value, ref, mine, theirs)
+    finally:
+        oracle.close()
+
+
+def record(tally: Tally, text: str, value: Any, ref: str, mine: Any, theirs: Any) -> None:
+    kind = classify(mine, theirs)
+    tally.cases += 1
+    tally.classes[kind] += 1
+    if kind == "fail-closed":
+        tally.causes[mine[1]] += 1
+    elif kind in ("answers where OPA errors", "different"):
+        finding = {"class": kind, "module": text, "input": value, "rule": ref, "regokite": mine, "opa": theirs}
+        tally.findings.append(finding)
+
+
+def fuzz(seconds: float, seed: int, inputs: int = 3, max_modules: int | None = None) -> Tally:
+    rng = random.Random(seed)
+    tally = Tally()
+    deadline = time.monotonic() + seconds
+    count = 0
+    while time.monotonic() < deadline and (max_modules is None or count < max_modules):
+        run_module(rng, tally, inputs)
+        count += 1
+    return tally
+
+
+def report(tally: Tally, seconds: float, seed: int) -> str:
+    lines = [
+        f"seed {seed}: {tally.cases} cases ({tally.modules} modules x rules x inputs) in {seconds:.0f} s, "
+        f"{tally.cases / max(seconds, 1e-9):.1f} cases/s; {tally.refused_by_opa} generated modules OPA refuses "
+        "to compile (not cases)",
+    ]
+    lines += [f"  {name:26} {tally.classes[name]}" for name in CLASSES]
+    if tally.causes:
+        lines.append("fail-closed causes:")
+        lines += [f"  {n:6} {c}" for c, n in tally.causes.most_common(25)]
+    for finding in tally.findings[:5]:
+        lines.append(f"--- {finding['class']}: {finding['rule']}")
+        lines.append(finding["module"])
+        lines.append(f"input: {canonical(finding['input'])}")
+        lines.append(f"regokite: {canonical(finding['regokite'])}\nopa:      {canonical(finding['opa'])}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--inputs", type=int, default=3, help="inputs per module")
+    parser.add_argument("--save", type=Path, help="write each finding (different, answers where OPA errors) here")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    tally = fuzz(args.seconds, args.seed, args.inputs)
+    print(report(tally, time.monotonic() - started, args.seed))
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
+        for i, finding in enumerate(tally.findings):
+            (args.save / f"finding-{args.seed}-{i}.json").write_text(json.dumps(finding, indent=1, ensure_ascii=False))
+    return 1 if tally.findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""sprintf as OPA: Go's fmt.Sprintf over OPA's conversion of the arguments.
+
+regorus's own sprintf errors where Go prints a marker (`%!v(MISSING)` for a
+verb without an argument, `%!(EXTRA ...)` for an argument without a verb,
+`%!d(string=x)` for a verb of the wrong type: gatekeeper-library's
+horizontalpodautoscaler message has six verbs for five arguments) and
+formats some verbs otherwise (`%-3s`, `%s` of a number). OPA hands Go an
+integer as int64 (a larger one as *big.Int), another number as float64, a
+string as itself and anything else as its Rego text. What this module does
+not format exactly as Go (`%c`, `%U`, `%x` of a number with a fraction,
+argument indexes, `*` widths, `%q` of unprintable runes outside ASCII) is an
+error, never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from regokite.engine.extensions.common import BuiltinError, type_name
+
+_NAME = "sprintf"
+_VERB = re.compile(r"%(?P<flags>[-+# 0]*)(?P<width>\d+|\*)?(?:\.(?P<precision>\d*|\*))?(?P<verb>.?)", re.DOTALL)
+_INT_VERBS = frozenset("bcdoOqxXUv")
+_FLOAT_VERBS = frozenset("beEfFgGxXv")
+_STRING_VERBS = frozenset("sqvxX")
+_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def sprintf(template: Any, arguments: Any) -> str:
+    if not isinstance(template, str):
+        raise BuiltinError(f"{_NAME}: operand 1 must be string but got {type_name(template)}")
+    if not isinstance(arguments, list):
+        raise BuiltinError(f"{_NAME}: operand 2 must be array but got {type_name(arguments)}")
+    values = [_go_value(a) for a in arguments]
+    out, used, at = [], 0, 0
+    for found in _VERB.finditer(template):
+        out.append(template[at : found.start()])
+        at = found.end()
+        verb = found["verb"]
+        if verb == "%" and not (found["flags"] or found["width"] or found["precision"] is not None):
+            out.append("%")
+            continue
+        if not verb:
+            out.append("%!(NOVERB)")
+            continue
+        if found["width"] == "*" or found["precision"] == "*" or verb == "[":
+            raise BuiltinError(f"{_NAME}: regokite does not format `*` widths or argument indexes")
+        if used >= len(values):
+            out.append(f"%!{verb}(MISSING)")
+            continue
+        out.append(_one(values[used], verb, found["flags"], found["width"], found["precision"]))
+        used += 1
+    out.append(template[at:])
+    if used < len(values):
+        extra = ", ".join(f"{_go_type(v)}={_one(v, 'v', '', None, None)}" for v in values[used:])
+        out.append(f"%!(EXTRA {extra})")
+    return "".join(out)
+
+
+def _go_value(value: Any) -> int | float | str | tuple[str]:
+    """What OPA hands Go: int (int64 or *big.Int), float, str; other values as their Rego text (a 1-tuple)."""
+    if isinstance(value, bool) or value is None or isinstance(value, list | dict | set | frozenset):
+        return (rego_text(value),)
+    if isinstance(value, int | float | str):
+        return value
+    raise BuiltinError(f"{_NAME}: cannot format {type_name(value)}")
+
+
+def _go_type(value: Any) -> str:
+    if isinstance(value, int):
+        return "int64" if -(2**63) <= value < 2**63 else "*big.Int"
+    return "float64" if isinstance(value, float) else "string"
+
+
+def _one(value: Any, verb: str, flags: str, width: str | None, precision: str | None) -> str:
+    if isinstance(value, tuple):
+        value = value[0]
+    prec = None if precision is None else int(precision or 0)
+    if isinstance(value, int):
+        if verb not in _INT_VERBS:
+            return _bad(value, verb)
+        text = _integer(value, verb, flags, prec)
+    elif isinstance(value, float):
+        if verb not in _FLOAT_VERBS:
+            return _bad(value, verb)
+        text = _float(value, verb, flags, prec)
+    else:
+        if verb not in _STRING_VERBS:
+            return _bad(value, verb)
+        text = _string(value, verb, flags, prec)
+    numeric = isinstance(value, float) or (isinstance(value, int) and prec is None and verb != "c")
+    return _pad(text, flags, width, numeric=numeric)
+
+
+def _bad(value: Any, verb: str) -> str:
+    return f"%!{verb}({_go_type(value)}={_one(value, 'v', '', None, None)})"
+
+
+def _pad(text: str, flags: str, width: str | None, *, numeric: bool) -> str:
+    if width is None or len(text) >= int(width):
+        return text
+    fill = int(width) - len(text)
+    if "-" in flags:
+        return text + " " * fill
+    if "0" in flags:
+        if numeric and text[:1] in "+- ":
+            return text[0] + "0" * fill + text[1:]
+        return "0" * fill + text
+    return " " * fill + text
+
+
+def _sign(negative: bool, flags: str) -> str:
+    return "-" if negative else "+" if "+" in flags else " " if " " in flags else ""
+
+
+def _integer(value: int, verb: str, flags: str, precision: int | None) -> str:
+    bases: dict[str, tuple[Callable[[int], str], str]] = {
+        "d": (str, ""),
+        "v": (str, ""),
+        "b": (lambda n: format(n, "b"), "0b"),
+        "o": (lambda n: format(n, "o"), "0"),
+        "O": (lambda n: format(n, "o"), "0o"),
+        "x": (lambda n: format(n, "x"), "0x"),
+        "X": (lambda n: format(n, "X"), "0X"),
+    }
+    if verb == "c" and 0 <= value <= 0x10FFFF:
+        return "\ufffd" if 0xD800 <= value <= 0xDFFF else chr(value)  # Go writes a surrogate as U+FFFD
+    if verb not in bases or (not -(2**63) <= value < 2**63 and verb not in "dv"):
+        raise BuiltinError(f"{_NAME}: regokite does not format %{verb} of {value}")
+    digits, prefix = bases[verb]
+    text = digits(abs(value))
+    if precision is not None:
+        text = "" if precision == 0 and value == 0 else text.rjust(precision, "0")
+    if verb == "O" or ("#" in flags and verb in "boxX"):
+        text = prefix + text
+    return _sign(value < 0, flags) + text
+
+
+def _float(value: float, verb: str, flags: str, precision: int | None) -> str:
+    if not math.isfinite(value) or "#" in flags or verb in "bxX" or (verb in "gG" and precision is not None):
+        raise BuiltinError(f"{_NAME}: regokite does not format %{verb} of {value!r} with these flags")
+    negative = math.copysign(1.0, value) < 0
+    magnitude = abs(value)
+    if verb in "vgG":
+        text = _shortest(magnitude, upper=verb == "G")
+    elif verb in "fF":
+        text = f"{magnitude:.{6 if precision is None else precision}f}"
+    else:
+        text = f"{magnitude:.{6 if precision is None else precision}{verb}}"
+    return _sign(negative, flags) + text
+
+
+def _shortest(value: float, *, upper: bool, limit: int = 6) -> str:
+    """strconv.FormatFloat(value, 'g', -1, 64): shortest digits, %e from exponent < -4 or >= `limit`."""
+    if value == 0:
+        return "0"
+    _, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    point = len(text) + int(exponent)  # digits before the decimal point
+    power = point - 1
+    if power < -4 or power >= limit:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        return f"{mantissa}{'E' if upper else 'e'}{'-' if power < 0 else '+'}{abs(power):02d}"
+    if point <= 0:
+        return "0." + "0" * -point + text
+    if point >= len(text):
+        return text + "0" * (point - len(text))
+    return text[:point] + "." + text[point:]
+
+
+def _string(value: str, verb: str, flags: str, precision: int | None) -> str:
+    if precision is not None:
+        value = value[:precision]
+    if verb in "sv":
+        return value
+    if verb == "q":
+        if "#" in flags or "+" in flags:
+            raise BuiltinError(f"{_NAME}: regokite does not format %q with flags {flags!r}")
+        return go_quote(value)
+    if " " in flags or "#" in flags:
+        raise BuiltinError(f"{_NAME}: regokite does not format %{verb} with flags {flags!r}")
+    text = value.encode().hex()
+    return text.upper() if verb == "X" else text
+
+
+def go_quote(text: str) -> str:
+    """Go's strconv.Quote, for the runes regokite can judge printable as Go does (ASCII and printable others)."""
+    out = ['"']
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif " " <= char < "\x7f":
+            out.append(char)
+        elif ord(char) < 0x80 or ord(char) == 0x7F:
+            out.append(f"\\x{ord(char):02x}")
+        elif char.isprintable() and not char.isspace():
+            out.append(char)
+        else:
+            raise BuiltinError(f"{_NAME}: regokite does not quote {char!r} as Go would")
+    return "".join(out) + '"'
+
+
+def rego_text(value: Any) -> str:
+    """A value as OPA writes it (`ast.Value.String()`): strings quoted, sets `{...}` or `set()`, keys sorted."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = _shortest(abs(value), upper=False, limit=21)  # as JSON writes it: OPA keeps a number's text
+        return "-" + text if value < 0 else text
+    if isinstance(value, str):
+        return go_quote(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(rego_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = sorted(value.items(), key=lambda kv: _order(kv[0]))
+        return "{" + ", ".join(f"{rego_text(k)}: {rego_text(v)}" for k, v in items) + "}"
+    if isinstance(value, set | frozenset):
+        return "{" + ", ".join(rego_text(v) for v in sorted(value, key=_order)) + "}" if value else "set()"
+    raise BuiltinError(f"{_NAME}: cannot format {type_name(value)}")
+
+
+def _order(value: Any) -> tuple[int, Any]:
+    """OPA's order of values: null < booleans < numbers < strings < arrays < objects < sets."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, bool):
+        return (1, value)
+    if isinstance(value, int | float):
+        return (2, value)
+    if isinstance(value, str):
+        return (3, value)
+    raise BuiltinError(f"{_NAME}: regokite does not order composite keys as OPA")
+
+
+def converted_sprintf(template: Any, arguments: Any, is_array: Any) -> str:
+    """sprintf as the load-time rewrite calls it (engine.opa_syntax): `arguments` numbers, strings and
+    other values already written as text; `is_array` whether the original operand was an array."""
+    if is_array is not True:
+        raise BuiltinError(f"{_NAME}: operand 2 must be array")
+    return sprintf(template, arguments)
+
+
+SPRINTF = "__regokite_sprintf"  # what engine.opa_syntax writes for sprintf
+BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {SPRINTF: (3, converted_sprintf)}

@@ -1,0 +1,66 @@
+"""substring, indexof, strings.count and base64.decode as OPA.
+
+substring takes integer operands only (regorus took 1e-07 as a length and
+answered); indexof of "" is an error in OPA (regorus answered 0);
+strings.count of "" counts the gaps between runes (regorus panicked);
+base64.decode of bytes that are not UTF-8 replaces each such byte, as Go
+writes the string (regorus replaced each run of them).
+
+OPA refuses an offset or length that is not an integer and a negative
+offset; a negative length takes the rest of the string; offsets count runes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from regokite.engine.extensions.common import BuiltinError, base64_std_decode, string_operand, type_name
+
+
+def _integer(value: Any, position: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BuiltinError(f"substring: operand {position} must be number but got {type_name(value)}")
+    if isinstance(value, float):
+        raise BuiltinError(f"substring: operand {position} must be integer number but got floating-point number")
+    if not -(2**63) <= value < 2**63:  # OPA's IntOperand: a Go int
+        raise BuiltinError(f"substring: operand {position} must be integer number but got floating-point number")
+    return value
+
+
+def substring(value: Any, offset: Any, length: Any) -> str:
+    text = string_operand("substring", value, 1)
+    start, count = _integer(offset, 2), _integer(length, 3)
+    if start < 0:
+        raise BuiltinError("substring: negative offset")
+    if start >= len(text):
+        return ""
+    return text[start:] if count < 0 else text[start : start + count]
+
+
+def indexof(value: Any, search: Any) -> int:
+    text, wanted = string_operand("indexof", value, 1), string_operand("indexof", search, 2)
+    if not wanted:
+        raise BuiltinError("indexof: empty search character")
+    return text.find(wanted)
+
+
+def count(value: Any, search: Any) -> int:
+    text, wanted = string_operand("strings.count", value, 1), string_operand("strings.count", search, 2)
+    return len(text) + 1 if not wanted else text.count(wanted)
+
+
+def base64_decode(value: Any) -> str:
+    data = base64_std_decode(string_operand("base64.decode", value, 1))
+    return data.decode("utf-8", errors="surrogateescape").translate(_ESCAPED_BYTES)
+
+
+_ESCAPED_BYTES = {code: "\ufffd" for code in range(0xDC80, 0xDD00)}  # one U+FFFD per byte that is not UTF-8
+
+
+BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    "substring": (3, substring),
+    "indexof": (2, indexof),
+    "strings.count": (2, count),
+    "base64.decode": (1, base64_decode),
+}

@@ -1,0 +1,917 @@
+"""Rewrite the Rego that regorus reads otherwise than OPA, before regorus parses it.
+
+Each rewrite is exact: the module as rewritten means to regorus what it means
+to OPA as written.
+
+* Several bodies after one head (`p[x] { a } { b }`, v0): OPA defines one rule
+  per body; regorus reads the second body as an `else` (a partial set rule
+  fails to parse, a complete rule takes `true` for its value). Each further
+  body gets a copy of the head.
+* A reference followed by `(` on the next line: OPA ends the expression at the
+  newline and reads two; regorus reads a call. A `;` ends the line.
+* `not E`: OPA's compiler binds E's references, nested calls and composite
+  operands to variables before the negation, so `not f(input.missing)` is
+  undefined there; regorus evaluates them inside it and answers true. The same
+  bindings are written before the `not`, in OPA's order:
+  `__rk0__ := input.missing; not f(__rk0__)`.
+
+Lines are kept; columns move on the lines touched and `Columns` maps the
+engine's locations back. What cannot be rewritten without moving lines (a
+negated expression whose hoisted operand spans lines) is refused with
+file:line.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import regorus
+
+from regokite.bundle import Module
+from regokite.engine.extensions import LENIENT, arities
+from regokite.engine.extensions.formatting import SPRINTF
+from regokite.engine.import_refs import Columns, Edit
+from regokite.errors import Location, PolicyLoadError, engine_diagnostic
+from regokite.rego_ast import ref_parts, rule_heads
+
+# strings, raw strings and comments: what may hold braces or newlines that are not code
+_NOT_CODE = re.compile(rb'"(?:[^"\\\n]|\\.)*"|`[^`]*`|#[^\n]*')
+_CALLS = frozenset({"Call", "ArithExpr", "BinExpr", "BoolExpr", "Membership", "UnaryExpr"})  # calls in OPA
+_COMPREHENSIONS = frozenset({"ArrayCompr", "SetCompr", "ObjectCompr"})
+_REFS = frozenset({"RefDot", "RefBrack"})
+_SET_BODIES = "else cannot be used with set rules"  # regorus's word for a partial set rule's second body
+
+
+@dataclass(frozen=True)
+class _Change:
+    """Replace source[start:end] with `text` (an insertion when start == end)."""
+
+    start: int
+    end: int
+    text: bytes
+
+
+def rewrite(
+    modules: Sequence[Module], *, lenient: frozenset[Location] = frozenset()
+) -> tuple[tuple[Module, ...], Columns]:
+    """`modules` as regorus must read them to answer as OPA, and the map back to their columns.
+
+    A module regorus cannot parse is left as written where no rewrite applies
+    (loading it reports the error). Raises PolicyLoadError for a construct
+    with no exact rewrite. `lenient`: where the builtin calls at these
+    locations (as written) err, they are undefined instead, as in OPA's
+    evaluation without `strict-builtin-errors`.
+    """
+    return _rewrite(tuple(modules), lenient)
+
+
+@functools.lru_cache(maxsize=64)
+def _rewrite(modules: tuple[Module, ...], lenient: frozenset[Location]) -> tuple[tuple[Module, ...], Columns]:
+    # cached: outline() and the engine rewrite the same modules, and gator suites build an engine per case
+    current = list(modules)
+    for module in current:
+        _check_numbers(module)
+    stages: list[Columns] = []
+    for step in (_split_bodies, _split_lines, _output_arguments):
+        stages.append(_stage(current, ((m, step(m)) for m in list(current))))
+    for rounds in (_negations, _sprintf_rounds, _comparison_rounds):
+        for _ in range(16):  # a construct nested in another is rewritten on the next round
+            stage = _stage(current, rounds(list(current)))
+            if not stage.changed:
+                break
+            stages.append(stage)
+    stages.append(_stage(current, _builtin_mocks(list(current))))
+    if lenient:
+        back = Columns.chain(*stages)
+        stages.append(_stage(current, _lenient_calls(list(current), lenient, back)))
+    return tuple(current), Columns.chain(*stages)
+
+
+def _stage(current: list[Module], found: Iterator[tuple[Module, list[_Change]]]) -> Columns:
+    """Apply each module's changes in `current`; the map back through them."""
+    edits: dict[str, list[Edit]] = {}
+    for module, changes in found:
+        if changes:
+            index = current.index(module)
+            current[index], edits[module.path] = _apply(module, changes)
+    return Columns(edits)
+
+
+def located(error: PolicyLoadError, columns: Columns, originals: Sequence[Module]) -> PolicyLoadError:
+    """`error`, raised on rewritten modules, pointing into the modules as written."""
+    by_path = {m.path: m for m in originals}
+    location = columns.original(error.location)
+    module = by_path.get(location.file) if location else None
+    line = module.line(location.line) if module and location else error.source_line
+    also = tuple(_located_text(text, columns) for text in error.also)
+    return PolicyLoadError(error.message, location, line, also=also)
+
+
+_PREFIX = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): ")
+
+
+def _located_text(text: str, columns: Columns) -> str:
+    found = _PREFIX.match(text)
+    if not found:
+        return text
+    where = columns.original(Location(found["file"], int(found["line"]), int(found["col"])))
+    return f"{where}: {text[found.end() :]}"
+
+
+# ------------------------------------------------------------------ parsing and applying
+
+
+def _parse(module: Module, text: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """The module's AST (never modified by the caller), or regorus's error text."""
+    return _parsed(module.path, text, module.v0)
+
+
+def new_engine() -> regorus.Engine:
+    """A regorus engine that reads any module OPA reads: regorus's default refuses lines over
+    1,024 columns, files over 1 MiB and 20,000 lines; OPA has no such limits (a generated policy
+    or one rewritten here may pass them)."""
+    engine = regorus.Engine()
+    engine.set_policy_length_config(max_col=1 << 24, max_file_bytes=1 << 28, max_lines=1 << 24)
+    return engine
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(path: str, text: bytes, v0: bool) -> tuple[dict[str, Any] | None, str | None]:
+    # cached: loading parses a module up to four times, and outline() and the engine both load
+    engine = new_engine()
+    engine.set_rego_v0(v0)
+    try:
+        engine.add_policy(path, text.decode())
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # regorus raises RuntimeError (a panic: BaseException); its text is the diagnostic
+        return None, str(exc)
+    return json.loads(engine.get_ast_as_json())[0]["ast"], None
+
+
+def _width(text: bytes) -> int:
+    """Columns `text` takes in regorus's count: a byte each, a tab four."""
+    return len(text) + 3 * text.count(b"\t")
+
+
+def _position(source: bytes, offset: int) -> tuple[int, int]:
+    """(line, regorus column) of a byte offset."""
+    line_start = source.rfind(b"\n", 0, offset) + 1
+    return source.count(b"\n", 0, offset) + 1, _width(source[line_start:offset]) + 1
+
+
+def _offset(source: bytes, line: int, col: int) -> int | None:
+    """The byte offset of a regorus (line, column)."""
+    start = 0
+    for _ in range(line - 1):
+        start = source.find(b"\n", start) + 1
+        if start == 0:
+            return None
+    width = 1
+    for i in range(start, len(source) + 1):
+        if width >= col:
+            return i
+        width += 4 if source[i : i + 1] == b"\t" else 1
+    return None
+
+
+def _apply(module: Module, changes: list[_Change]) -> tuple[Module, list[Edit]]:
+    source = module.text.encode()
+    changes = sorted(changes, key=lambda c: (c.start, c.end))
+    out, edits, at = [], [], 0
+    for change in changes:
+        if change.start < at:
+            raise AssertionError(f"overlapping rewrites in {module.path}")  # a bug here, never input
+        out += [source[at : change.start], change.text]
+        line, col = _position(source, change.start)
+        edits.append(Edit(line, col, _width(source[change.start : change.end]), _width(change.text)))
+        at = change.end
+    out.append(source[at:])
+    return replace(module, text=b"".join(out).decode()), edits
+
+
+def _masked(text: bytes) -> bytes:
+    """`text` with strings and comments blanked (newlines kept), offsets kept."""
+    return _NOT_CODE.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group()), text)
+
+
+def _flat(module: Module, source: bytes, start: int, end: int) -> bytes:
+    """source[start:end] on one line: comments blanked, newlines as spaces (a raw string spanning lines refused)."""
+    text = source[start:end]
+    if b"\n" not in text:
+        return text
+    for found in _NOT_CODE.finditer(text):
+        if found.group().startswith(b"`") and b"\n" in found.group():
+            raise _refusal(module, source, start, "a raw string spanning lines would be copied here: write it with \\n")
+    blanked = _NOT_CODE.sub(lambda m: b" " * len(m.group()) if m.group().startswith(b"#") else m.group(), text)
+    return blanked.replace(b"\n", b" ")
+
+
+def _refusal(module: Module, source: bytes, offset: int, message: str) -> PolicyLoadError:
+    line, col = _position(source, offset)
+    return PolicyLoadError(message, Location(module.path, line, col), module.line(line))
+
+
+# ------------------------------------------------------------------ several bodies
+
+
+def _split_bodies(module: Module) -> list[_Change]:
+    """A copy of the head before each body after a rule's first (not an `else`)."""
+    source = module.text.encode()
+    probe, refused = source, []  # bodies regorus refused to parse are blanked until it parses the rest
+    for _ in range(source.count(b"{") + 1):
+        tree, failure = _parse(module, probe)
+        if failure is None:
+            break
+        message, location = engine_diagnostic(failure)
+        start = _offset(probe, location.line, location.col) if location and _SET_BODIES in message else None
+        end = _closing(probe, start) if start is not None and probe[start : start + 1] == b"{" else None
+        if end is None:
+            return []
+        probe = probe[:start] + re.sub(rb"[^\n]", b" ", probe[start:end]) + probe[end:]
+        refused.append(start)
+    else:
+        return []
+    assert tree is not None
+    changes = []
+    for rule, first, extra in _bodies(tree, probe, refused):
+        head = _flat(module, source, rule["span"]["start"], first)
+        changes += [_Change(start, start, head) for start in extra]
+    return changes
+
+
+def _bodies(tree: dict[str, Any], probe: bytes, refused: list[int]) -> Iterator[tuple[dict[str, Any], int, list[int]]]:
+    """(rule, where its first body starts, where each further body starts) of every rule with several."""
+    rules = [body for rule in tree.get("rules", []) for kind, body in rule.items() if kind == "Spec"]
+    for rule in rules:
+        bodies = rule["bodies"]
+        first = _opening(probe, bodies[0]["span"]["start"]) if bodies else None
+        if first is None:
+            continue
+        extra = [b["span"]["start"] for b in bodies[1:] if not b["is_else"]]
+        if any(b["is_else"] for b in bodies) and extra:
+            continue  # bodies and `else` mixed: regorus refuses it; so does the load
+        end = rule["span"]["end"]
+        for start in sorted(refused):
+            if start >= end and not _masked(probe[end:start]).strip():
+                extra.append(start)
+                end = _closing(probe, start) or end
+        if extra:
+            yield rule, first, extra
+
+
+def _opening(source: bytes, start: int) -> int | None:
+    """Where a rule body starting at `start` opens its brace (after v1's `if`); None for a body without."""
+    if source[start : start + 1] == b"{":
+        return start
+    after = re.match(rb"if\s*\{", _masked(source[start : start + 64]))
+    return start + after.end() - 1 if after else None
+
+
+def _closing(source: bytes, start: int) -> int | None:
+    """The offset just past the brace that closes the one at `start`."""
+    code, depth = _masked(source), 0
+    for i in range(start, len(code)):
+        if code[i] in b"{[(":
+            depth += 1
+        elif code[i] in b"}])":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+# ------------------------------------------------------------------ a reference, then ( on the next line
+
+
+def _split_lines(module: Module) -> list[_Change]:
+    """`;` after a reference that regorus would call with the parenthesis on the next line."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None:
+        return []
+    assert tree is not None
+    code = _masked(source)
+    statements = [st["span"] for st in _statements(tree)]
+    changes = []
+    for call in _calls(tree):
+        end = next(iter(call["fcn"].values()))["span"]["end"]
+        paren = code.find(b"(", end)
+        if b"\n" not in code[end:paren]:
+            continue
+        around = [sp for sp in statements if sp["start"] <= end <= sp["end"]]
+        start = max((sp["start"] for sp in around), default=None)  # the innermost statement holding the call
+        if start is not None and _balanced(code[start:end]):
+            changes.append(_Change(end, end, b";"))
+    return changes
+
+
+def _balanced(code: bytes) -> bool:
+    """No bracket left open: a newline here ends the expression in OPA."""
+    return all(code.count(o) == code.count(c) for o, c in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")))
+
+
+def _statements(node: Any) -> Iterator[dict[str, Any]]:
+    """Every statement of every query below `node`, outermost first."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _statements(item)
+    elif isinstance(node, dict):
+        if "literal" in node and "span" in node:
+            yield node
+        for value in node.values():
+            yield from _statements(value)
+
+
+def _calls(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _calls(item)
+    elif isinstance(node, dict):
+        call = node.get("Call")
+        if isinstance(call, dict) and "fcn" in call:
+            yield call
+        for value in node.values():
+            yield from _calls(value)
+
+
+# ------------------------------------------------------------------ not
+
+
+def _negations(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    """Each module's bindings before its negations, for those whose operands OPA evaluates first."""
+    parsed = []
+    for module in modules:
+        tree, failure = _parse(module, module.text.encode())
+        if failure is None and tree is not None:
+            parsed.append((module, tree))
+    rules: dict[tuple[str, ...], set[str]] = {}
+    for _, tree in parsed:
+        package = tuple(ref_parts(tree["package"]["refr"]))
+        rules.setdefault(package, set()).update(ref_parts(head["refr"])[0] for _, head in rule_heads(tree))
+    for module, tree in parsed:
+        package = tuple(ref_parts(tree["package"]["refr"]))
+        refs = rules[package] | _import_names(tree) | {"input", "data"}
+        changes = _negation_changes(module, tree, refs)
+        if changes:
+            yield module, changes
+
+
+def _import_names(tree: dict[str, Any]) -> set[str]:
+    """Names imports bring in without `as` (an alias's name is read from the source)."""
+    names = set()
+    for imported in tree.get("imports", []):
+        parts = ref_parts(imported["refr"])
+        if parts[0] in ("data", "input") and imported.get("as") is None:
+            names.add(parts[-1])
+    return names
+
+
+def _negation_changes(module: Module, tree: dict[str, Any], refs: set[str]) -> list[_Change]:
+    source = module.text.encode()
+    refs = refs | _aliases(source, tree)
+    found = []  # (statement, negation, hoisted spans, whether its query has braces)
+    for query in _queries(tree):
+        braced = source[query["span"]["start"] : query["span"]["start"] + 1] in (b"{", b"|")
+        for statement in query["stmts"]:
+            kind, negation = next(iter(statement["literal"].items()))
+            hoisted = _hoisted(negation["expr"], refs) if kind == "NotExpr" else []
+            if hoisted:
+                found.append((statement, negation, hoisted, braced))
+    starts = [statement["span"]["start"] for statement, *_ in found]
+    counter = _first_free(source)
+    changes: list[_Change] = []
+    for statement, negation, hoisted, braced in found:
+        if any(span["start"] <= at < span["end"] for span in hoisted for at in starts):
+            continue  # a negation to bind inside an operand (a comprehension's): that one first, next round
+        made, counter = _bind(module, source, statement, negation, hoisted, counter, braced)
+        changes += made
+    return changes
+
+
+def _aliases(source: bytes, tree: dict[str, Any]) -> set[str]:
+    names = set()
+    for imported in tree.get("imports", []):
+        alias = imported.get("as")
+        if alias is not None:
+            names.add(source[alias["start"] : alias["end"]].decode())
+    return names
+
+
+def _first_free(source: bytes) -> int:
+    used = [int(n) for n in re.findall(rb"__rk(\d+)__", source)]
+    return max(used, default=-1) + 1
+
+
+def _queries(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _queries(item)
+    elif isinstance(node, dict):
+        if "stmts" in node and "span" in node:
+            yield node
+        for value in node.values():
+            yield from _queries(value)
+
+
+def _bind(
+    module: Module,
+    source: bytes,
+    statement: dict[str, Any],
+    negation: dict[str, Any],
+    hoisted: list[dict[str, Any]],
+    counter: int,
+    braced: bool,
+) -> tuple[list[_Change], int]:
+    """The bindings before `not`, and each outermost operand replaced by its variable."""
+    withs = b"".join(
+        b" " + _flat(module, source, w["span"]["start"], w["span"]["end"]) for w in statement.get("with_mods", [])
+    )
+    names: dict[tuple[int, int], bytes] = {}
+    bindings = []
+    for span in hoisted:
+        start, end = _trimmed(source, span["start"], span["end"])
+        if b"\n" in source[start:end]:
+            raise _refusal(
+                module,
+                source,
+                start,
+                "a negated expression's operand spans lines, which the embedded engine cannot bind before the "
+                "`not` as OPA does: write it on one line, or assign it to a variable before the `not`",
+            )
+        inner = sorted((s, e, n) for (s, e), n in names.items() if start <= s and e <= end)
+        text, at = b"", start
+        for s, e, name in inner:
+            if s >= at:
+                text += source[at:s] + name
+                at = e
+        text += source[at:end]
+        names[(start, end)] = f"__rk{counter}__".encode()
+        bindings.append(names[(start, end)] + b" := (" + text + b")" + withs + b"; ")
+        counter += 1
+    at = negation["span"]["start"]
+    opening = b"" if braced else b"{ "
+    changes = [_Change(at, at, opening + b"".join(bindings))]
+    outermost = [
+        (s, e) for (s, e) in names if not any(s2 <= s and e <= e2 and (s2, e2) != (s, e) for (s2, e2) in names)
+    ]
+    changes += [_Change(s, e, names[(s, e)]) for s, e in outermost]
+    if not braced:
+        changes.append(_Change(statement["span"]["end"], statement["span"]["end"], b" }"))
+    return changes, counter
+
+
+def _hoisted(expr: dict[str, Any], refs: set[str]) -> list[dict[str, Any]]:
+    """Spans of the operands OPA evaluates before negating `expr`, in its order.
+
+    OPA's compiler first moves nested calls (operators included) out of the
+    expression, then every reference and composite holding one in an operand
+    position (`==` and `=` compare references in place, indexing only).
+    """
+    calls: list[dict[str, Any]] = []
+    dynamic: list[dict[str, Any]] = []
+    kind, node = next(iter(expr.items()))
+    if kind == "AssignExpr" or (kind == "BoolExpr" and node["op"] == "Eq"):
+        for side in (node["lhs"], node["rhs"]):
+            _in_place(side, refs, calls, dynamic)
+    elif kind in _CALLS:
+        for operand in _operands(kind, node):
+            _operand(operand, refs, calls, dynamic)
+    else:
+        _in_place(expr, refs, calls, dynamic)
+    return calls + dynamic
+
+
+def _operands(kind: str, node: dict[str, Any]) -> list[dict[str, Any]]:
+    if kind == "Call":
+        return node["params"]
+    if kind == "Membership":
+        return [t for t in (node.get("key"), node["value"], node["collection"]) if t]
+    if kind == "UnaryExpr":
+        return [node["expr"]]
+    return [node["lhs"], node["rhs"]]
+
+
+def _in_place(term: dict[str, Any], refs: set[str], calls: list, dynamic: list) -> None:
+    """A term compared in place: only what its reference's brackets hold is evaluated first."""
+    kind, node = next(iter(term.items()))
+    if kind in _REFS:
+        _indexes(node, refs, calls, dynamic)
+    elif kind in _CALLS:
+        calls.append(_extent(term))
+    elif kind not in _COMPREHENSIONS and kind != "Var":
+        _operand(term, refs, calls, dynamic)
+
+
+def _indexes(node: dict[str, Any], refs: set[str], calls: list, dynamic: list) -> None:
+    head_kind, head = next(iter(node["refr"].items()))
+    if head_kind in _REFS:
+        _indexes(head, refs, calls, dynamic)
+    elif head_kind in _CALLS:
+        calls.append(_extent(node["refr"]))
+    if "index" in node:
+        _operand(node["index"], refs, calls, dynamic)
+
+
+def _operand(term: dict[str, Any], refs: set[str], calls: list, dynamic: list) -> None:
+    """A term in an operand position: nested calls, references and comprehensions are bound first."""
+    kind, node = next(iter(term.items()))
+    if kind in _CALLS:
+        calls.append(_extent(term))
+    elif kind in _REFS:
+        _indexes(node, refs, calls, dynamic)
+        dynamic.append(_extent(term))
+    elif kind == "Var":
+        if node["value"] in refs:
+            dynamic.append(_extent(term))
+    elif kind in _COMPREHENSIONS:
+        dynamic.append(_extent(term))
+    elif kind in ("Array", "Set"):
+        for item in node["items"]:
+            _operand(item, refs, calls, dynamic)
+    elif kind == "Object":
+        for _, key, value in node["fields"]:
+            _operand(key, refs, calls, dynamic)
+            _operand(value, refs, calls, dynamic)
+
+
+# ------------------------------------------------------------------ sprintf
+
+
+def _sprintf_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    for module in modules:
+        yield module, _sprintf_calls(module)
+
+
+def _sprintf_calls(module: Module) -> list[_Change]:
+    """Each `sprintf(f, args)` as a call of regokite's, which formats as Go (`SPRINTF`).
+
+    Python cannot receive every Rego value (a set of objects), and OPA hands
+    Go anything but a number or a string as its text anyway: so the call
+    gets `args` with each such value written by regorus's `%v` (which writes
+    values as OPA does), and whether `args` was an array (else OPA's error).
+    """
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return []
+    spans = [c for c in _calls(tree) if _is_sprintf(c) and not _written_here(source, c)]
+    changes: list[_Change] = []
+    counter = _first_free(source)
+    for call in spans:
+        start, end = _call_span(call)
+        if any(start < _call_span(other)[0] and _call_span(other)[1] <= end for other in spans if other is not call):
+            continue  # a sprintf in its arguments: that one first, next round
+        if len(call["params"]) != 2:
+            continue  # wrong arity: left to the load's own error
+        arguments = next(iter(call["params"][1].values()))["span"]
+        fcn = next(iter(call["fcn"].values()))["span"]
+        name = f"__rk{counter}__".encode()
+        counter += 1
+        converted = (
+            b'[object.get({"number": '
+            + name
+            + b', "string": '
+            + name
+            + b"}, type_name("
+            + name
+            + b'), sprintf("%v", ['
+            + name
+            + b"])) | "
+            + name
+            + b" := "
+        )
+        flat = _flat(module, source, arguments["start"], arguments["end"])
+        changes += [
+            _Change(fcn["start"], fcn["end"], SPRINTF.encode()),
+            _Change(arguments["start"], arguments["start"], converted),
+            _Change(arguments["end"], arguments["end"], b"[_]], is_array(" + flat + b")"),
+        ]
+    return changes
+
+
+def _written_here(source: bytes, call: dict[str, Any]) -> bool:
+    """The `sprintf("%v", [__rkN__])` this rewrite writes: regorus's own, left as it is."""
+    start, end = _call_span(call)
+    return re.fullmatch(rb'sprintf\("%v", \[__rk\d+__\]\)', source[start:end]) is not None
+
+
+def _is_sprintf(call: dict[str, Any]) -> bool:
+    kind, node = next(iter(call["fcn"].items()))
+    return kind == "Var" and node["value"] == "sprintf"
+
+
+def _call_span(call: dict[str, Any]) -> tuple[int, int]:
+    """A call's extent: from its name to its closing parenthesis (regorus's span starts at the parenthesis)."""
+    return next(iter(call["fcn"].values()))["span"]["start"], call["span"]["end"]
+
+
+# ------------------------------------------------------------------ builtin errors as undefined (opa test's default)
+
+
+def _lenient_calls(
+    modules: list[Module], at: frozenset[Location], back: Columns
+) -> Iterator[tuple[Module, list[_Change]]]:
+    """`b(x, y)` written at one of `at` (as the file was written) becomes
+    `__regokite_lenient("b", [x, y])[0]`: undefined where the builtin errs."""
+    parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
+    rules: dict[tuple[str, ...], set[str]] = {}
+    for _, tree in parsed:
+        package = tuple(ref_parts(tree["package"]["refr"]))
+        rules.setdefault(package, set()).update(ref_parts(head["refr"])[0] for _, head in rule_heads(tree))
+    for module, tree in parsed:
+        source = module.text.encode()
+        functions = rules[tuple(ref_parts(tree["package"]["refr"]))] | _aliases(source, tree) | _import_names(tree)
+        wanted = {(loc.line, loc.col) for loc in at if loc.file == module.path}
+        changes = []
+        for call in _calls(tree):
+            start, end = _call_span(call)
+            paren = _masked(source).find(b"(", next(iter(call["fcn"].values()))["span"]["end"])
+            first = back.original(Location(module.path, *_position(source, start)))
+            last = back.original(Location(module.path, *_position(source, end)))
+            # regorus places a builtin's error at the call or at the operand it refused: every call
+            # around that place is made lenient (one that does not err answers as before)
+            name = _fcn_name(call)
+            if first is None or last is None or name is None or name.split(".")[0] in functions | {"data"}:
+                continue  # a function of the bundle: its own calls are made lenient where they err
+            if name in (LENIENT, "print", "http.send"):
+                continue
+            if not any((first.line, first.col) <= place <= (last.line, last.col) for place in wanted):
+                continue
+            name = source[start:paren].strip()
+            changes += [
+                _Change(start, paren + 1, LENIENT.encode() + b'("' + name + b'", ['),
+                _Change(end - 1, end, b"])[0]"),
+            ]
+        yield module, changes
+
+
+def _fcn_name(call: dict[str, Any]) -> str | None:
+    try:
+        return ".".join(ref_parts(call["fcn"]))
+    except (ValueError, KeyError):
+        return None
+
+
+def _extent(term: dict[str, Any]) -> dict[str, Any]:
+    """Where a term's text starts and ends: regorus's spans leave out a string's quotes, and an
+    operator's span starts at its first operand's (so at that string's first character)."""
+    start, end = None, None
+    for kind, node in _tagged(term):
+        quoted = 1 if kind in ("String", "RawString") else 0
+        first, last = node["span"]["start"] - quoted, node["span"]["end"] + quoted
+        start = first if start is None else min(start, first)
+        end = last if end is None else max(end, last)
+    return {"start": start, "end": end}
+
+
+def _tagged(node: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every tagged node (`{"Kind": {"span": ...}}`) at or below `node`."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _tagged(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, dict) and "span" in value and key[:1].isupper():
+                yield key, value
+            if isinstance(value, dict | list):
+                yield from _tagged(value)
+
+
+def _trimmed(source: bytes, start: int, end: int) -> tuple[int, int]:
+    """A span with its brackets balanced: regorus counts a closing one too many in (`set()` inside
+    parentheses) or leaves one out (an object's closing brace)."""
+    code = _masked(source[start:end])
+    for opening, closing in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")):
+        while code.endswith(closing) and code.count(closing) > code.count(opening):
+            code, end = code[:-1], end - 1
+    masked = _masked(source)
+    for opening, closing in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")):
+        while masked[start:end].count(opening) > masked[start:end].count(closing):
+            found = masked.find(closing, end)
+            if found < 0:
+                break
+            end = found + 1  # a closing brace regorus's span leaves out
+    return start, end
+
+
+# ------------------------------------------------------------------ comparing a set with an object
+
+_ORDERED = {"Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "ge"}
+_SCALAR_TERMS = frozenset({"Number", "String", "RawString", "Bool", "Null", "ArithExpr"})
+_SCALAR_CALLS = frozenset({"count", "sum", "product", "abs", "round", "ceil", "floor", "to_number", "indexof"})
+# OPA orders an object before a set, regorus a set before an object; otherwise they agree
+_HELPERS = {
+    False: (
+        "\n__rk_{op}_{tag}(a, b) := x if {{\n\tnot __rk_swapped_{tag}(a, b)\n\tx := a {sign} b\n}}\n"
+        "\n__rk_{op}_{tag}(a, b) := x if {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
+    ),
+    True: (
+        "\n__rk_{op}_{tag}(a, b) = x {{\n\tnot __rk_swapped_{tag}(a, b)\n\tx := a {sign} b\n}}\n"
+        "\n__rk_{op}_{tag}(a, b) = x {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
+    ),
+}
+_SWAPPED = {
+    False: "\n__rk_swapped_{tag}(a, b) if {{\n\tis_object(a)\n\tis_set(b)\n}}\n"
+    "\n__rk_swapped_{tag}(a, b) if {{\n\tis_set(a)\n\tis_object(b)\n}}\n",
+    True: "\n__rk_swapped_{tag}(a, b) {{\n\tis_object(a)\n\tis_set(b)\n}}\n"
+    "\n__rk_swapped_{tag}(a, b) {{\n\tis_set(a)\n\tis_object(b)\n}}\n",
+}
+_SIGNS = {"lt": ("<", "is_object"), "le": ("<=", "is_object"), "gt": (">", "is_set"), "ge": (">=", "is_set")}
+
+
+def _comparison_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    for module in modules:
+        yield module, _comparisons(module)
+
+
+def _comparisons(module: Module) -> list[_Change]:
+    """`a < b` (and <=, >, >=) where either side may be a set or an object, as a call of a helper
+    appended to the module that orders them as OPA. A side that is a number, a string or a
+    count is compared in place (the orders agree there)."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return []
+    tag = format(zlib.crc32(module.path.encode()), "08x")
+    found = []
+    for rule in tree.get("rules", []):
+        kind, body = next(iter(rule.items()))
+        if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
+            continue  # the helpers themselves
+        found += [n for n in _bool_exprs(rule) if n["op"] in _ORDERED and not _plainly_scalar(n)]
+    extents = [_trimmed(source, **_extent({"BoolExpr": n})) for n in found]
+    code = _masked(source)
+    changes: list[_Change] = []
+    used: set[str] = set()
+    taken: list[tuple[int, int]] = []
+    for node, (start, end) in zip(found, extents, strict=True):
+        if any(start <= s and e <= end and (s, e) != (start, end) for s, e in extents):
+            continue  # a comparison inside it: that one first, next round
+        op = _ORDERED[node["op"]]
+        left, right = _trimmed(source, **_extent(node["lhs"])), _trimmed(source, **_extent(node["rhs"]))
+        sign = code.find(_SIGNS[op][0].encode(), left[1], right[0])
+        first, last = _grouped(code, left[0], sign, sign + len(_SIGNS[op][0]), right[1])
+        if sign < 0 or any(first < e and s < last for s, e in taken):
+            continue  # sharing text with another rewritten here: next round
+        taken.append((first, last))
+        used.add(op)
+        changes += [
+            _Change(first, first, f"__rk_{op}_{tag}(".encode()),
+            _Change(sign, sign + len(_SIGNS[op][0]), b","),
+            _Change(last, last, b")"),
+        ]
+    missing = [op for op in sorted(used) if f"__rk_{op}_{tag}(a, b)".encode() not in source]
+    if missing:
+        helpers = "".join(
+            _HELPERS[module.v0].format(op=op, tag=tag, sign=_SIGNS[op][0], first=_SIGNS[op][1]) for op in missing
+        )
+        if f"__rk_swapped_{tag}(a, b)".encode() not in source:
+            helpers += _SWAPPED[module.v0].format(tag=tag)
+        changes.append(_Change(len(source), len(source), helpers.encode()))
+    return changes
+
+
+def _bool_exprs(node: Any) -> Iterator[dict[str, Any]]:
+    for kind, value in _tagged(node):
+        if kind == "BoolExpr":
+            yield value
+
+
+def _plainly_scalar(node: dict[str, Any]) -> bool:
+    for side in (node["lhs"], node["rhs"]):
+        kind, value = next(iter(side.items()))
+        if kind in _SCALAR_TERMS:
+            return True
+        if kind == "Call" and _fcn_name(value) in _SCALAR_CALLS:
+            return True
+    return False
+
+
+def _grouped(code: bytes, start: int, sign: int, after: int, end: int) -> tuple[int, int]:
+    """The operands' extent with the brackets around either side that regorus's spans leave out
+    (the parentheses around a side, an object's closing brace)."""
+    for opening, closing in ((b"(", b")"), (b"[", b"]"), (b"{", b"}")):
+        while code[start:sign].count(closing) > code[start:sign].count(opening):
+            start = code.rfind(opening, 0, start)
+        while code[after:end].count(opening) > code[after:end].count(closing):
+            end = code.find(closing, end) + 1
+    return start, end
+
+
+# ------------------------------------------------------------------ f(x, out)
+
+
+def _output_arguments(module: Module) -> list[_Change]:
+    """`f(x, out)` standing as a statement, for a builtin regokite adds in Python, as
+    `out = f(x)`: OPA unifies the result with the extra operand; regorus passes an
+    extension every operand (and finds `out` unsafe)."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return []
+    known = arities()
+    changes = []
+    for statement in _statements(tree):
+        kind, literal = next(iter(statement["literal"].items()))
+        expr_kind, call = next(iter(literal["expr"].items())) if kind == "Expr" else (None, None)
+        if expr_kind != "Call" or known.get(_fcn_name(call) or "") != len(call["params"]) - 1 or not call["params"]:
+            continue
+        output = _trimmed(source, **_extent(call["params"][-1]))
+        before = _trimmed(source, **_extent(call["params"][-2])) if len(call["params"]) > 1 else None
+        start, end = _call_span(call)
+        cut = before[1] if before else source.find(b"(", start) + 1
+        changes += [
+            _Change(start, start, _flat(module, source, *output) + b" = "),
+            _Change(cut, end - 1, b"\n" * source[cut : end - 1].count(b"\n")),  # lines kept
+        ]
+    return changes
+
+
+# ------------------------------------------------------------------ numbers regorus would round
+
+_INTEGER = re.compile(rb"-?[0-9]+")
+
+
+def _check_numbers(module: Module) -> None:
+    """Refuse an integer literal beyond 64 bits: regorus reads it as the nearest double
+    (123456789012345678901234567890 becomes 1.2345678901234568e+29), OPA exactly."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return
+    for kind, node in _tagged(tree):
+        if kind != "Number":
+            continue
+        text = source[node["span"]["start"] : node["span"]["end"]]
+        if _INTEGER.fullmatch(text) and not -(2**63) <= int(text) < 2**64:
+            raise _refusal(
+                module,
+                source,
+                node["span"]["start"],
+                f"the integer {text.decode()} is beyond 64 bits, which the embedded engine would round to a "
+                "double: write it as a string, or use --engine opa",
+            )
+
+
+# ------------------------------------------------------------------ with f as builtin
+
+
+def _builtin_mocks(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    """`with f as count` (a function or builtin replaced by a builtin): regorus takes only a
+    function of the bundle there, so the builtin gets one, appended to the module:
+    `__rk_mock_<tag>_<n>(a) := x if { x := count(a) }`. The arity is the replaced function's,
+    or, for a builtin, that of its calls in the bundle; with neither, left to the load's error."""
+    from regokite.engine.catalog import regorus_builtins  # catalog reaches regorus's list lazily
+
+    parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
+    builtins = regorus_builtins() | set(arities())
+    functions: dict[str, int] = {}  # a function of the bundle (full path, and name in its package) -> arity
+    called: dict[str, int] = {}  # a builtin -> the fewest operands it is called with
+    for _, tree in parsed:
+        package = ref_parts(tree["package"]["refr"])
+        for kind, head in rule_heads(tree):
+            if kind == "Func":
+                name = ".".join(ref_parts(head["refr"]))
+                functions[name] = functions[".".join(["data", *package, name])] = len(head["args"])
+        for call in _calls(tree):
+            name = _fcn_name(call)
+            if name:
+                called[name] = min(called.get(name, 99), len(call["params"]))
+    for module, tree in parsed:
+        yield module, _mocks(module, tree, builtins, functions, called)
+
+
+def _mocks(
+    module: Module,
+    tree: dict[str, Any],
+    builtins: set[str] | frozenset[str],
+    functions: dict[str, int],
+    called: dict[str, int],
+) -> list[_Change]:
+    source = module.text.encode()
+    tag = format(zlib.crc32(module.path.encode()), "08x")
+    changes, helpers = [], []
+    for statement in _statements(tree):
+        for modifier in statement.get("with_mods", []):
+            target, value = _fcn_name({"fcn": modifier["refr"]}), _fcn_name({"fcn": modifier["as"]})
+            if value is None or value not in builtins or value in functions or target is None:
+                continue
+            arity = functions.get(target, called.get(target))
+            if arity is None or arity == 99:
+                continue
+            name = f"__rk_mock_{tag}_{len(helpers)}"
+            where = _extent(modifier["as"])
+            changes.append(_Change(where["start"], where["end"], name.encode()))
+            operands = ", ".join(f"a{i}" for i in range(arity))
+            keyword = "= x {" if module.v0 else ":= x if {"
+            helpers.append(f"\n{name}({operands}) {keyword}\n\tx := {value}({operands})\n}}\n")
+    if helpers:
+        changes.append(_Change(len(source), len(source), "".join(helpers).encode()))
+    return changes

@@ -1,0 +1,130 @@
+"""Gaps OPA's own conformance cases showed, each beside OPA's evaluator (tests/opa_oracle.py).
+
+Each case failed on the code before: an extension builtin refused OPA's
+output-operand form (`f(x, out)`), `yaml.is_valid` of a multi-document string
+was false, an integer literal beyond 64 bits was silently rounded, and a
+number beyond a double's range was refused without saying what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opa_oracle import OracleEngine
+
+from regokite.bundle import Bundle, Module
+from regokite.engine import UNDEFINED
+from regokite.engine.embedded import EmbeddedEngine
+from regokite.errors import EvaluationError, Location, PolicyLoadError
+
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln"
+
+
+def answer(engine: Any, input: Any) -> Any:
+    try:
+        value = engine.evaluate("data.p.x", input)
+    except EvaluationError:
+        return "<error>"
+    return "<undefined>" if value is UNDEFINED else value
+
+
+def both(rules: str, input: Any = None) -> tuple[Any, Any]:
+    bundle = Bundle((Module("p.rego", f"package p\n\n{rules}\n"),))
+    return answer(EmbeddedEngine(bundle), input), answer(OracleEngine(bundle), input)
+
+
+OUTPUT_OPERANDS = {
+    "net.cidr_merge": 'x := merged if {\n\tnet.cidr_merge(["10.0.0.0/24", "10.0.1.0/24"], merged)\n}',
+    "io.jwt.decode": f'x := payload if {{\n\tio.jwt.decode("{TOKEN}", [_, payload, _])\n}}',
+    "an operand across lines": 'x := merged if {\n\tnet.cidr_merge(\n\t\t["10.0.0.0/24"],\n\t\tmerged,\n\t)\n}',
+    "a bound output is compared": 'x if {\n\tnet.cidr_merge(["10.0.0.0/24"], {"10.0.0.0/24"})\n}',
+    "a differing output fails": 'x := 1 if {\n\tnet.cidr_merge(["10.0.0.0/24"], {"10.9.0.0/24"})\n}',
+}
+
+
+@pytest.mark.parametrize("name", OUTPUT_OPERANDS)
+def test_an_extension_builtin_takes_an_output_operand_as_opa(name: str) -> None:
+    mine, opa = both(OUTPUT_OPERANDS[name])
+    assert mine == opa
+
+
+def test_an_output_operand_keeps_the_lines() -> None:
+    rules = OUTPUT_OPERANDS["an operand across lines"] + "\n\ny := 1 / input\n"
+    with pytest.raises(EvaluationError) as caught:
+        EmbeddedEngine(Bundle((Module("p.rego", f"package p\n\n{rules}\n"),))).evaluate("data.p.y", 0)
+    assert caught.value.location is not None and caught.value.location.line == 10
+
+
+@pytest.mark.parametrize("text", ["a: 1\n---\nb: 2\n", "a: 1\n---\nb: [\n", "", "a: [\n", "a: b: c", "- a\n- b"])
+def test_yaml_is_valid_reads_the_first_document_as_opa(text: str) -> None:
+    mine, opa = both("x := yaml.is_valid(input)", text)
+    assert mine == opa
+
+
+def test_an_integer_beyond_64_bits_is_refused_at_load_not_rounded() -> None:
+    assert both("x := 18446744073709551615")[0] == both("x := 18446744073709551615")[1]  # u64 still exact
+    with pytest.raises(PolicyLoadError, match="beyond 64 bits") as caught:
+        EmbeddedEngine(Bundle((Module("p.rego", "package p\n\nx := 123456789012345678901234567890\n"),)))
+    assert caught.value.location == Location("p.rego", 3, 6)
+    assert "write it as a string" in caught.value.message
+
+
+def test_a_number_beyond_a_double_is_refused_saying_what_to_do() -> None:
+    with pytest.raises(PolicyLoadError, match="write a smaller number, or a string") as caught:
+        EmbeddedEngine(Bundle((Module("p.rego", "package p\n\nx := 1e400\n"),)))
+    assert caught.value.location == Location("p.rego", 3, 6)
+
+
+LENIENT_TESTS = """package p_test
+
+import rego.v1
+
+exempt(params) if "x" in object.get(params, "images", [])
+
+test_a_builtin_error_is_undefined if not exempt(input.parameters) with input as {"parameters": null}
+
+test_nested_calls if {
+	images := object.get(object.get(input, "parameters", {}), "images", []) with input as {"parameters": null}
+	count(images) == 0
+}
+
+test_a_call_that_does_not_err_answers if {
+	object.get({"a": 1}, "a", 0) == 1
+}
+"""
+
+
+def test_regokite_test_makes_a_builtin_error_undefined_as_opa_test(tmp_path: Any) -> None:
+    """`opa test` evaluates without strict builtin errors: `object.get(null, ...)` is undefined
+    (gatekeeper-library's proc-mount suite relies on it); `--strict-builtin-errors` keeps the error."""
+    from regokite import testing
+
+    (tmp_path / "p_test.rego").write_text(LENIENT_TESTS)
+    lenient = {r.name: r.outcome.value for r in testing.run_tests([str(tmp_path)])}
+    strict = {r.name: r.outcome.value for r in testing.run_tests([str(tmp_path)], strict_builtin_errors=True)}
+    assert lenient == {
+        "test_a_builtin_error_is_undefined": "PASS",
+        "test_nested_calls": "FAIL",
+        "test_a_call_that_does_not_err_answers": "PASS",
+    }
+    assert strict == {
+        "test_a_builtin_error_is_undefined": "ERROR",
+        "test_nested_calls": "ERROR",
+        "test_a_call_that_does_not_err_answers": "PASS",
+    }
+
+
+MOCKS = {
+    "a builtin by a builtin": "x := y if {\n\ty := count([1]) with count as sum\n}",
+    "a string builtin by another": 'x := y if {\n\ty := upper("a") with upper as lower\n}',
+    "a function by a builtin": 'f(s) := upper(s)\n\nx := y if {\n\ty := f("A") with f as lower\n}',
+    "a function by a dotted builtin": 'f(s) := [s]\n\nx := y if {\n\ty := f(["b", "a"]) with f as array.reverse\n}',
+}
+
+
+@pytest.mark.parametrize("name", MOCKS)
+def test_with_replaces_a_function_by_a_builtin_as_opa(name: str) -> None:
+    """regorus takes only a function of the bundle after `with ... as`; the builtin gets one."""
+    mine, opa = both(MOCKS[name])
+    assert mine == opa
