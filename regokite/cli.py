@@ -189,6 +189,8 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         raise RegokiteError(f"--watchdog ({args.watchdog}s) must exceed --deadline ({args.deadline}s), or be 0")
     if args.self_signed == bool(args.tls_cert and args.tls_key):
         raise RegokiteError("choose TLS: either --tls-cert and --tls-key, or --self-signed")
+    if args.local and (args.replicate or args.replicate_cluster or args.kubeconfig):
+        raise RegokiteError("--local talks to no cluster: drop --replicate, --replicate-cluster and --kubeconfig")
     metrics_dir = None
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # must be set before prometheus_client is imported, for workers (always forked) to share metrics
@@ -219,6 +221,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         replicate=_replicate_args(args),
         replicate_path=args.replicate_path,
         kubeconfig=args.kubeconfig,
+        local=args.local,
         extensions=_extension_options(args, args.deadline),
         limits=ConnectionLimits(
             handshake_timeout=args.handshake_timeout,
@@ -501,6 +504,12 @@ def build_parser() -> argparse.ArgumentParser:
     limits.add_argument("--max-header-bytes", type=int, default=64 * 1024, metavar="N", help="request line + headers")
     adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
     adm.add_argument("--opa-wait", type=float, default=0.0, metavar="SECONDS", help="wait for OPA's /health")
+    adm.add_argument(
+        "--local",
+        action="store_true",
+        help="no cluster (a first run, a laptop): policies that read cluster data are not served, and say so;"
+        " without it they refuse what they match when the data cannot be replicated (fail closed)",
+    )
     _add_replicate_args(adm, declared=True)
     _add_engine_args(adm)
     _add_bundle_args(adm)

@@ -162,6 +162,8 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
             "policies": [p.name for p in current.policies],
             "reload": {"ok": state.reload_error is None, "error": state.reload_error, "at": state.reloaded_at},
         }
+        if current.not_served:
+            detail["not_served"] = dict(current.not_served)  # --local: they read cluster data
         if state.tls_error:
             detail["tls"] = {"ok": False, "error": state.tls_error}
         if state.replica is not None:

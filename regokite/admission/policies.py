@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regokite.admission.match import Match, MatchError, parse_match
@@ -114,6 +114,8 @@ class PolicySet:
     synced: tuple[ResourceRef, ...] = ()  # what Gatekeeper Configs ask to replicate (syncOnly)
     expands: bool = False  # Gatekeeper ExpansionTemplates: workloads also yield resources constraints judge
     expanded_kinds: tuple[tuple[str, str], ...] = ()  # (group, kind) of the workloads they expand: audited too
+    # local mode: policies left out because they read cluster data, and what they read
+    not_served: Mapping[str, str] = field(default_factory=dict)
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
@@ -130,6 +132,18 @@ class PolicySet:
     def replicate(self) -> tuple[ResourceRef, ...]:
         """Every resource some policy declares it reads, or a Gatekeeper Config syncs, once each."""
         return tuple(sorted({*self.synced, *(r for p in self.policies for r in p.replicate)}))
+
+    def without_cluster_data(self) -> PolicySet:
+        """The set minus every policy that declares cluster data, for a server with no cluster (local mode).
+
+        Those policies are left out whole, never served on no data: a request
+        they would match is decided by the others alone.
+        """
+        left_out = {p.name: ", ".join(map(str, p.replicate)) for p in self.policies if p.replicate}
+        if self.synced:
+            left_out["gatekeeper Config syncOnly"] = ", ".join(map(str, self.synced))
+        kept = tuple(p for p in self.policies if not p.replicate)
+        return replace(self, policies=kept, synced=(), not_served=left_out)
 
     def close(self) -> None:
         self.engine.close()

@@ -52,6 +52,8 @@ from regokite.ops.watchdog import Watchdog, resident_bytes
 
 log = logging.getLogger("regokite.admission")
 
+LOCAL_HINT = "with no cluster, --local serves the other policies and leaves out those that read cluster data"
+
 # How late a changed or removed replicated object may show in decisions (a new
 # one shows at once): the embedded engine reloads its data at most this often.
 REPLICA_MAX_LAG = 0.5
@@ -77,6 +79,9 @@ class AdmissionSettings:
     replicate: tuple[ResourceRef, ...] = ()  # beside what the policies declare
     replicate_path: str = "kubernetes"
     kubeconfig: str | None = None
+    # --local: no cluster; policies that read cluster data are left out (not served) instead of
+    # refusing what they match, as they do when replication is declared and unavailable
+    local: bool = False
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
@@ -101,7 +106,11 @@ class AdmissionSettings:
         )
         for problem in policy_set.problems:
             log.error("gatekeeper resource not loaded", extra={"error": problem})
-        return policy_set
+        return policy_set.without_cluster_data() if self.local else policy_set
+
+    @property
+    def mode(self) -> str:
+        return "local" if self.local else "cluster"
 
     def tls_files(self) -> list[str | None]:
         return [self.tls_cert, self.tls_key]
@@ -302,8 +311,10 @@ def serve(settings: AdmissionSettings) -> int:
     policy_set = settings.build(first)  # a broken policy dir stops startup with a clear error
     log.info(
         "policies loaded",
-        extra={"engine": settings.engine, "policies": [p.name for p in policy_set.policies]},
+        extra={"engine": settings.engine, "mode": settings.mode, "policies": [p.name for p in policy_set.policies]},
     )
+    for name, reads in policy_set.not_served.items():
+        log.warning("needs a cluster: not served", extra={"mode": "local", "policy": name, "reads": reads})
     _check_replication(settings, policy_set)
     policy_set.close()
     assert settings.tls_cert and settings.tls_key
@@ -350,7 +361,10 @@ def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> No
         if settings.replicate:
             raise
         for name, reason in _unreplicated(policy_set, exc).items():
-            log.error("policy refuses every request it matches", extra={"policy": name, "error": reason})
+            log.error(
+                "policy refuses every request it matches",
+                extra={"mode": "cluster", "policy": name, "error": reason, "hint": LOCAL_HINT},
+            )
         return
     try:
         check_access(client, refs)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,49 @@ def test_without_credentials_policies_that_read_cluster_data_refuse_and_the_othe
             in message
         )
     assert "policy refuses every request it matches" in server.logs()
+
+
+def test_local_mode_leaves_out_policies_that_read_cluster_data_and_says_so(
+    policies: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing.kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with admission_server(policies, tmp_path, "--local") as server, server.client() as client:
+        answer = client.post("/validate", content=json.dumps(review(deployment(replicas=5)))).json()["response"]
+        assert answer["allowed"] is False
+        assert answer["status"]["message"] == "[admission.plain] replicas over 3"  # no policy error
+        ready = client.get("/readyz").json()
+        assert ready["policies"] == ["admission.plain"]
+        assert ready["not_served"] == {"admission.reads": "v1/configmaps"}
+    logs = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    [loaded] = [r for r in logs if r["msg"] == "policies loaded"]
+    assert loaded["mode"] == "local"
+    [left_out] = [r for r in logs if r["msg"] == "needs a cluster: not served"]
+    assert (left_out["policy"], left_out["reads"]) == ("admission.reads", "v1/configmaps")
+    assert not [r for r in logs if r["level"] == "error"]
+
+
+def test_local_mode_refuses_flags_that_need_a_cluster(policies: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "regokite.cli", "admission", "--policies", str(policies), "--self-signed"),
+            *("--tls-dir", str(tmp_path / "tls"), "--local", "--replicate", "v1/configmaps"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "--local talks to no cluster" in done.stderr
+
+
+def test_without_cluster_data_keeps_the_rest_of_the_set(policies: Path) -> None:
+    policy_set = load_policy_set([str(policies)])
+    try:
+        local = policy_set.without_cluster_data()
+        assert [p.name for p in local.policies] == ["admission.plain"]
+        assert local.replicate == ()
+        assert local.not_served == {"admission.reads": "v1/configmaps"}
+        assert [p.name for p in policy_set.policies] == ["admission.plain", "admission.reads"]  # unchanged
+    finally:
+        policy_set.close()
