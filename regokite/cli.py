@@ -309,7 +309,7 @@ def _audit(args: argparse.Namespace) -> int:
         policies=args.policies,
         kubeconfig=args.kubeconfig,
         **_engine_choice(args),
-        write_reports=not args.no_reports,
+        write_reports=audit_writes_reports(args),
         replicate_path=args.replicate_path,
         jobs=args.jobs,
         constraint_violations_limit=args.constraint_violations_limit,
@@ -320,6 +320,12 @@ def _audit(args: argparse.Namespace) -> int:
     run_once(audit)
     print(render(audit, args.format))
     return 1 if any(r.result == "fail" for _, results in audit.findings.values() for r in results) else 0
+
+
+def audit_writes_reports(args: argparse.Namespace) -> bool:
+    """Continuous audit writes PolicyReports unless --no-reports; --once is a CI check that prints,
+    and writes (so needs the report CRDs) only with --reports."""
+    return not args.once if args.reports is None else args.reports
 
 
 def _cmd_capabilities(args: argparse.Namespace) -> int:
@@ -534,7 +540,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_policies_arg(aud, configmaps=True)
     aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
     aud.add_argument("--format", choices=["pretty", "json"], default="pretty", help="with --once")
-    aud.add_argument("--no-reports", action="store_true", help="do not write PolicyReports")
+    writes = aud.add_mutually_exclusive_group()
+    writes.add_argument(
+        "--reports",
+        action="store_true",
+        default=None,
+        help="write PolicyReports and constraint status (the default, except with --once)",
+    )
+    writes.add_argument(
+        "--no-reports",
+        dest="reports",
+        action="store_false",
+        help="write no PolicyReports or constraint status (the default with --once)",
+    )
     aud.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="with --once: processes deciding (embedded engine)"
     )

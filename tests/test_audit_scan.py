@@ -9,6 +9,7 @@ import pytest
 from regokite.admission.policies import load_policy_set
 from regokite.audit import reports
 from regokite.audit.scan import Subject, audit_object, audited_resources, violations
+from regokite.cli import audit_writes_reports, build_parser
 from regokite.clusterdata.store import ResourceRef
 from regokite.manifests import generate
 
@@ -135,3 +136,24 @@ def test_audit_manifests_grant_reads_of_audited_and_replicated_and_report_writes
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["template"]["spec"]["containers"][0]["args"][0] == "audit"
+
+
+@pytest.mark.parametrize(
+    ("flags", "writes"),
+    [
+        (["--once"], False),  # a CI check: prints, needs no report CRDs
+        (["--once", "--reports"], True),
+        (["--once", "--no-reports"], False),  # still accepted
+        ([], True),  # continuous: reports kept current
+        (["--no-reports"], False),
+    ],
+)
+def test_audit_once_writes_reports_only_when_asked(flags: list[str], writes: bool) -> None:
+    args = build_parser().parse_args(["audit", "--policies", "policies", *flags])
+    assert audit_writes_reports(args) is writes
+
+
+def test_audit_reports_and_no_reports_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["audit", "--policies", "p", "--reports", "--no-reports"])
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -236,7 +236,8 @@ class Audit:
                 if exc.status == 404:
                     raise RegokiteError(
                         f"{t.resource}.{reports.API_VERSION} is not served: install the PolicyReport CRDs"
-                        " (`regokite manifests audit` prints them), or pass --no-reports"
+                        " (`regokite manifests audit` prints them),"
+                        " or pass --no-reports (with --once: leave out --reports)"
                     ) from None
                 raise
             for item in listing.get("items", []):

@@ -163,9 +163,10 @@ def test_existing_violations_appear_and_follow_fixes_and_policy_deletion(
 def test_once_prints_the_findings_as_json_and_fails_on_a_denial(
     cluster: Cluster, api: client.ApiClient, namespace: str, crds: None, policies: Path, jobs: str
 ) -> None:
+    """A CI check: it prints and writes no report (so needs no report CRDs) unless asked with --reports."""
     create(api, f"/api/v1/namespaces/{namespace}/configmaps", configmap("unowned"))
     done = subprocess.run(
-        audit_command(cluster, policies, "--once", "--format", "json", "--no-reports", "--jobs", jobs),
+        audit_command(cluster, policies, "--once", "--format", "json", "--jobs", jobs),
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -180,3 +181,21 @@ def test_once_prints_the_findings_as_json_and_fails_on_a_denial(
         "unowned",
     )
     assert {"policy": "admission.owner_label", "enforcement": "deny", "count": 2} in found["violations"]
+
+    reports = f"/apis/wgpolicyk8s.io/v1alpha2/namespaces/{namespace}/policyreports"
+    assert [r["metadata"]["name"] for r in get(api, reports)["items"]] == []
+
+
+def test_once_with_reports_writes_them(
+    cluster: Cluster, api: client.ApiClient, namespace: str, crds: None, policies: Path
+) -> None:
+    create(api, f"/api/v1/namespaces/{namespace}/configmaps", configmap("unowned"))
+    done = subprocess.run(
+        audit_command(cluster, policies, "--once", "--reports", "--jobs", "1"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert ("admission.owner_label", "fail", "unowned") in results(api, namespace)
