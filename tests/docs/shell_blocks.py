@@ -123,15 +123,18 @@ def workspace(tmp: Path, *, install: bool, kubeconfig: Path | None = None) -> Wo
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
     if install:
-        pip = [str(venv / "bin/python3"), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "."]
-        subprocess.run(pip, cwd=repo, env=env, check=True, capture_output=True)
+        pip = [str(venv / "bin/python3"), "-m", "pip", "install", "--quiet", "--no-deps", "."]
+        done = subprocess.run(pip, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
     return Workspace(repo, home, venv, env)
 
 
 def _with_ports(code: str, ports: dict[int, int], serving: bool) -> str:
+    """The documented ports replaced by free ones; a server that listens on its default port is given it."""
     for documented, port in ports.items():
-        code = code.replace(f":{documented}", f":{port}").replace(f"--port {documented}", f"--port {port}")
-        if serving and f"--port {port}" not in code:
+        mentioned = re.search(rf"\b{documented}\b", code) is not None
+        code = re.sub(rf"\b{documented}\b", str(port), code)
+        if serving and not mentioned:
             code = code.rstrip() + f" --port {port}"
     return code
 
