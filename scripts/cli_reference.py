@@ -82,9 +82,10 @@ def _text(text: str) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[str]:
+def _command(name: str, summary: str, parser: argparse.ArgumentParser, depth: int = 2) -> list[str]:
     usage = parser.format_usage().removeprefix("usage: ").strip()
-    out = [f"## `regokite {name}`", "", summary[:1].upper() + summary[1:] + ".", "", "```text", usage, "```", ""]
+    heading = "#" * depth
+    out = [f"{heading} `regokite {name}`", "", summary[:1].upper() + summary[1:] + ".", "", "```text", usage, "```", ""]
     for group in parser._action_groups:
         table = _options_table(parser, group)
         if not table:
@@ -94,6 +95,9 @@ def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
         if group.description:
             out += [_text(group.description), ""]
         out += [*table, ""]
+    summaries = _summaries(parser)
+    for sub, subparser in _subcommands(parser).items():  # `regokite manifests admission`, ...
+        out += _command(f"{name} {sub}", summaries.get(sub, ""), subparser, min(depth + 1, 4))
     return out
 
 
