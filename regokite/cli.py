@@ -497,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="replace a worker resident past this (Mi/Gi suffixes); 0 = never",
     )
-    adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024)
+    adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="larger bodies get a 400")
     limits = adm.add_argument_group("connection limits (per worker)")
     limits.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS", help="to finish TLS")
     limits.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the headers")
@@ -508,7 +508,13 @@ def build_parser() -> argparse.ArgumentParser:
     limits.add_argument("--max-connections", type=int, default=1000, metavar="N", help="open at once, per worker")
     limits.add_argument("--max-requests-per-connection", type=int, default=1000, metavar="N", help="then close")
     limits.add_argument("--max-header-bytes", type=int, default=64 * 1024, metavar="N", help="request line + headers")
-    adm.add_argument("--reload-interval", type=float, default=1.0, metavar="SECONDS")
+    adm.add_argument(
+        "--reload-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often policy and TLS files are checked",
+    )
     adm.add_argument("--opa-wait", type=float, default=0.0, metavar="SECONDS", help="wait for OPA's /health")
     adm.add_argument(
         "--local",
