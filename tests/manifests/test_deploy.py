@@ -32,6 +32,7 @@ def as_map(objects: list[dict]) -> dict[tuple, dict]:
 def test_deploy_is_up_to_date_with_the_generator() -> None:
     expected = deploy.files()
     found = {p.relative_to(DEPLOY).as_posix() for p in DEPLOY.rglob("*") if p.is_file()}
+    found = {f for f in found if not f.startswith("monitoring/")}  # written by hand (tests/test_monitoring_kit.py)
     assert found == set(expected), "regenerate with: python -m regokite.manifests.deploy"
     for rel, text in expected.items():
         assert (DEPLOY / rel).read_text() == text, f"deploy/{rel} is stale: python -m regokite.manifests.deploy"
