@@ -139,14 +139,24 @@ class PolicySet:
         Those policies are left out whole, never served on no data: a request
         they would match is decided by the others alone.
         """
-        left_out = {p.name: ", ".join(map(str, p.replicate)) for p in self.policies if p.replicate}
+        left_out = {p.name: reads for p in self.policies if (reads := _cluster_data_read(p))}
         if self.synced:
             left_out["gatekeeper Config syncOnly"] = ", ".join(map(str, self.synced))
-        kept = tuple(p for p in self.policies if not p.replicate)
+        kept = tuple(p for p in self.policies if p.name not in left_out)
         return replace(self, policies=kept, synced=(), not_served=left_out)
 
     def close(self) -> None:
         self.engine.close()
+
+
+def _cluster_data_read(policy: AdmissionPolicy) -> str:
+    """What cluster data `policy` decides on ("" for none): its `replicate` declaration, or the
+    Namespace labels a Gatekeeper constraint's namespaceSelector reads."""
+    if policy.replicate:
+        return ", ".join(map(str, policy.replicate))
+    if isinstance(policy.match, ConstraintMatch) and policy.match.namespace_selector is not None:
+        return "v1/namespaces (namespaceSelector)"
+    return ""
 
 
 def load_policy_set(

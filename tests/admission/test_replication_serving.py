@@ -147,3 +147,18 @@ def test_without_cluster_data_keeps_the_rest_of_the_set(policies: Path) -> None:
         assert [p.name for p in policy_set.policies] == ["admission.plain", "admission.reads"]  # unchanged
     finally:
         policy_set.close()
+
+
+def test_without_cluster_data_leaves_out_constraints_whose_namespace_selector_reads_namespaces() -> None:
+    fixtures = Path(__file__).resolve().parents[1] / "gatekeeper/fixtures"
+    policy_set = load_policy_set([str(fixtures / "library"), str(fixtures / "actions")])
+    try:
+        local = policy_set.without_cluster_data()
+        assert "cm-in-labelled-namespaces" in {p.name for p in policy_set.policies}
+        assert local.not_served["cm-in-labelled-namespaces"] == "v1/namespaces (namespaceSelector)"
+        kept = {p.name for p in local.policies}
+        assert "cm-in-labelled-namespaces" not in kept
+        assert kept == {p.name for p in policy_set.policies} - set(local.not_served)
+        assert kept  # the other constraints serve
+    finally:
+        policy_set.close()
