@@ -189,8 +189,10 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         raise RegokiteError(f"--watchdog ({args.watchdog}s) must exceed --deadline ({args.deadline}s), or be 0")
     if args.self_signed == bool(args.tls_cert and args.tls_key):
         raise RegokiteError("choose TLS: either --tls-cert and --tls-key, or --self-signed")
-    if args.local and (args.replicate or args.replicate_cluster or args.kubeconfig):
-        raise RegokiteError("--local talks to no cluster: drop --replicate, --replicate-cluster and --kubeconfig")
+    if args.local and (args.replicate or args.replicate_cluster or args.kubeconfig or args.policy_namespaces):
+        raise RegokiteError(
+            "--local talks to no cluster: drop --replicate, --replicate-cluster, --kubeconfig and --policy-namespaces"
+        )
     metrics_dir = None
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # must be set before prometheus_client is imported, for workers (always forked) to share metrics

@@ -135,6 +135,16 @@ def test_local_mode_refuses_flags_that_need_a_cluster(policies: Path, tmp_path: 
     )
     assert done.returncode != 0
     assert "--local talks to no cluster" in done.stderr
+    with_configmaps = subprocess.run(
+        [
+            *(sys.executable, "-m", "regokite.cli", "admission", "--policy-namespaces", "opa", "--self-signed"),
+            *("--tls-dir", str(tmp_path / "tls"), "--local"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert with_configmaps.returncode != 0 and "--local talks to no cluster" in with_configmaps.stderr
 
 
 def test_without_cluster_data_keeps_the_rest_of_the_set(policies: Path) -> None:
