@@ -10,6 +10,7 @@ from regokite.testing import Outcome, run_tests
 
 ROOT = Path(__file__).resolve().parents[1]
 THIRDPARTY = ROOT / "tests" / "fixtures" / "thirdparty"
+METACONTROLLER_EXAMPLES = ROOT / "examples" / "metacontroller"
 
 
 def assert_all_pass(paths: list[Path], **kw: bool) -> None:
@@ -27,8 +28,9 @@ def test_every_policy_in_policies_passes_its_tests() -> None:
     assert_all_pass([ROOT / "policies"])
 
 
-def test_every_ported_metacontroller_example_passes_its_tests() -> None:
-    assert_all_pass([ROOT / "examples"])
+@pytest.mark.parametrize("example", sorted(p.name for p in METACONTROLLER_EXAMPLES.iterdir() if p.is_dir()))
+def test_every_ported_metacontroller_example_passes_its_tests(example: str) -> None:
+    assert_all_pass([METACONTROLLER_EXAMPLES / example])
 
 
 @pytest.mark.parametrize(
