@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from regokite import yamldoc
 from regokite.testing import Outcome, run_tests
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +33,30 @@ def test_every_policy_in_policies_passes_its_tests() -> None:
 @pytest.mark.parametrize("example", sorted(p.name for p in METACONTROLLER_EXAMPLES.iterdir() if p.is_dir()))
 def test_every_ported_metacontroller_example_passes_its_tests(example: str) -> None:
     assert_all_pass([METACONTROLLER_EXAMPLES / example])
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in METACONTROLLER_EXAMPLES.iterdir() if p.is_dir()))
+def test_every_ported_example_ships_each_policy_its_hooks_name(example: str) -> None:
+    """The ConfigMap holds every policy of manifest/ (no test), and each `rego` hook of the
+    definitions names a package one of them declares."""
+    manifest = METACONTROLLER_EXAMPLES / example / "manifest"
+    kustomization = yamldoc.load((manifest / "kustomization.yaml").read_text())
+    shipped = {f for g in kustomization["configMapGenerator"] for f in g["files"]}
+    policies = {p.name for p in manifest.glob("*.rego") if not p.name.endswith("_test.rego")}
+    assert shipped == policies
+    assert kustomization["generatorOptions"] == {
+        "disableNameSuffixHash": True,
+        "labels": {"openpolicyagent.org/policy": "rego"},
+    }
+    packages = {re.search(r"^package (\S+)", (manifest / p).read_text(), re.M)[1] for p in policies}
+    named = {
+        hook["rego"]["package"]
+        for f in kustomization.get("resources", [])
+        for doc in yamldoc.load_all((manifest / f).read_text())
+        if doc and doc.get("kind") in ("CompositeController", "DecoratorController")
+        for hook in doc["spec"]["hooks"].values()
+    }
+    assert named <= packages
 
 
 @pytest.mark.parametrize(
