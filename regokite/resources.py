@@ -7,7 +7,8 @@ line. Nothing here does I/O, so both layers can stand on it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,3 +83,55 @@ def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
 def refers_to(ref: Mapping[str, Any], t: ChildType) -> bool:
     """Does an owner reference point at an object of type `t`? (the group, not the version, must match)"""
     return ref.get("kind") == t.kind and api_group(ref.get("apiVersion", "")) == api_group(t.api_version)
+
+
+# Built-in kinds whose lists server-side apply keys by a field the API server defaults: Service
+# ports by (port, protocol), container ports by (containerPort, protocol). The paths to their pod
+# specs, by (API group, kind).
+_POD_SPEC_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Pod"): ("spec",),
+    ("", "PodTemplate"): ("template", "spec"),
+    ("", "ReplicationController"): ("spec", "template", "spec"),
+    **{("apps", k): ("spec", "template", "spec") for k in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")},
+    ("batch", "Job"): ("spec", "template", "spec"),
+    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def with_defaulted_list_keys(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` with `protocol: TCP`, the API server's default, on each Service or container port left without one.
+
+    Server-side apply keys those lists by port and protocol, and the API server (1.20 here) refuses an
+    item missing a key ("associative list with keys has an element that omits key field
+    \\"protocol\\""), where Metacontroller's client-side apply lets the server default it: hooks
+    written for Metacontroller leave it out. The stored object is the same either way. `obj` itself
+    is never changed; it is returned as is when nothing is missing.
+    """
+    if all("protocol" in p for ports in _port_lists(obj) for p in ports if isinstance(p, dict)):
+        return obj
+    out = copy.deepcopy(obj)
+    for ports in _port_lists(out):
+        for port in ports:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+    return out
+
+
+def _port_lists(obj: Mapping[str, Any]) -> Iterator[list[Any]]:
+    group, kind = api_group(str(obj.get("apiVersion", ""))), str(obj.get("kind"))
+    if (group, kind) == ("", "Service"):
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("ports"), list):
+            yield spec["ports"]
+        return
+    spec = obj
+    for key in _POD_SPEC_PATHS.get((group, kind), ()):
+        spec = spec.get(key) if isinstance(spec, dict) else None
+    if spec is obj or not isinstance(spec, dict):
+        return
+    for name in _CONTAINER_LISTS:
+        containers = spec.get(name)
+        for container in containers if isinstance(containers, list) else ():
+            if isinstance(container, dict) and isinstance(container.get("ports"), list):
+                yield container["ports"]

@@ -24,7 +24,7 @@ from regokite.controllers.composite import Action
 from regokite.controllers.hooks import HookEvent
 from regokite.kube.client import JSON_PATCH, MERGE_PATCH, ApiError, KubeClient, resource_path
 from regokite.ops import controller_metrics as metrics
-from regokite.resources import ChildType
+from regokite.resources import ChildType, with_defaulted_list_keys
 
 log = logging.getLogger("regokite.controller")
 FIELD_MANAGER = "regokite"
@@ -80,7 +80,7 @@ class Actuator:
     ) -> dict[str, Any]:
         """Server-side apply, forced, under `field_manager` (default: the controller's --field-manager)."""
         path = self._path_of(t, obj)
-        result = self.client.apply(path, obj, field_manager or self.manager, force=True)
+        result = self.client.apply(path, with_defaulted_list_keys(obj), field_manager or self.manager, force=True)
         self._count(controller, t, verb, path)
         return result
 

@@ -9,7 +9,7 @@ from regokite.controllers.hooks import HookEvent
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.ops import controller_metrics as metrics
-from regokite.resources import ChildType
+from regokite.resources import ChildType, with_defaulted_list_keys
 from tests.kube_runtime.fake import FakeKube
 
 CM = ChildType("v1", "configmaps", "ConfigMap", True)
@@ -122,3 +122,53 @@ def test_a_plans_writes_go_out_together_and_a_failure_stops_none_of_the_others(k
     assert [n for n in "abcd" if kube.stored(f"{CMS}/{n}")] == ["a", "c", "d"]  # as Metacontroller: the rest done
     act.execute_all([Action("create", CM, "ns", "b", body("b"))], controller="t-all")  # the next sync
     assert kube.stored(f"{CMS}/b") is not None
+
+
+def test_apply_fills_in_the_port_protocol_server_side_apply_keys_by(kube: FakeKube) -> None:
+    """A hook written for Metacontroller leaves `protocol` out; the API server refuses such an apply."""
+    act = Actuator(kube)  # type: ignore[arg-type]
+    svc_type = ChildType("v1", "services", "Service", True)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": "ns"},
+        "spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP"}]},
+    }
+    act.apply(svc_type, service, controller="t")
+    assert kube.stored("/api/v1/namespaces/ns/services/web")["spec"]["ports"] == [
+        {"port": 80, "protocol": "TCP"},
+        {"port": 53, "protocol": "UDP"},
+    ]
+    assert "protocol" not in service["spec"]["ports"][0]  # the hook's answer is left as it was
+
+
+def test_container_ports_get_their_protocol_in_every_pod_spec() -> None:
+    container = {"name": "c", "ports": [{"containerPort": 80}]}
+    tcp = [{"containerPort": 80, "protocol": "TCP"}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "spec": {"initContainers": [container], "containers": [container]}}
+    out = with_defaulted_list_keys(pod)
+    assert [c["ports"] for c in out["spec"]["containers"] + out["spec"]["initContainers"]] == [tcp, tcp]
+    cronjob = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [container]}}}}},
+    }
+    assert (
+        with_defaulted_list_keys(cronjob)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["ports"]
+        == tcp
+    )
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "spec": {"template": {"spec": {"containers": [container]}}},
+    }
+    assert with_defaulted_list_keys(replica_set)["spec"]["template"]["spec"]["containers"][0]["ports"] == tcp
+    assert container == {"name": "c", "ports": [{"containerPort": 80}]}
+
+
+def test_objects_with_nothing_to_default_are_passed_as_they_are() -> None:
+    complete = {"apiVersion": "v1", "kind": "Service", "spec": {"ports": [{"port": 80, "protocol": "TCP"}]}}
+    custom = {"apiVersion": "example.com/v1", "kind": "Service", "spec": {"ports": [{"port": 80}]}}
+    malformed = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": "nope"}}
+    for obj in (complete, custom, malformed, {"apiVersion": "v1", "kind": "ConfigMap"}):
+        assert with_defaulted_list_keys(obj) is obj
