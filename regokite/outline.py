@@ -58,6 +58,11 @@ def packages(outlines: Iterable[ModuleOutline]) -> dict[str, set[str]]:
     return merged
 
 
+def package_files(outlines: Iterable[ModuleOutline]) -> dict[str, str]:
+    """The package of each policy file."""
+    return {entry.file: entry.package for entry in outlines}
+
+
 def _module_outline(entry: dict[str, Any]) -> ModuleOutline:
     ast = entry["ast"]
     rules = [Rule(ref_parts(head["refr"])[0], head["span"]["line"], kind == "Func") for kind, head in rule_heads(ast)]

@@ -78,14 +78,19 @@ def load_hooks(
     name a file already uses, is left out and its reason put in `refused` instead of failing the start."""
     loaded = definitions.load(controllers) if controllers else definitions.Definitions()
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
-    packages = outline.packages(outline.outline(bundle.modules))
-    hooks = {d.name: _resolve(d, packages) for d in loaded.controllers}
+    outlines = outline.outline(bundle.modules)
+    packages, files = outline.packages(outlines), outline.package_files(outlines)
+    hooks = {d.name: _resolve(d, packages, files) for d in loaded.controllers}
     kept = []
     for d in cluster:
         try:
             if d.name in hooks:
-                raise HookError(d.hooks.sync.package, None, f"a --controllers file already defines {d.name}")
-            hooks[d.name] = _resolve(d, packages)
+                raise HookError(
+                    d.hooks.sync.package or str(d.hooks.sync.url),
+                    None,
+                    f"a --controllers file already defines {d.name}",
+                )
+            hooks[d.name] = _resolve(d, packages, files)
             kept.append(d)
         except HookError as exc:
             if refused is not None:
@@ -94,12 +99,15 @@ def load_hooks(
     return loaded, open_engine(bundle, engine, opa_url=opa_url, options=options), hooks
 
 
-def _resolve(d: Any, packages: Any) -> tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]:
+def _resolve(
+    d: Any, packages: Any, files: dict[str, str]
+) -> tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]:
     fields = decorator.RESPONSE_FIELDS if isinstance(d, decorator.DecoratorController) else RESPONSE_FIELDS
-    sync = resolve_hook(d.hooks.sync, packages, fields)
-    finalize = resolve_hook(d.hooks.finalize, packages, fields) if d.hooks.finalize else None
+    sync = resolve_hook(d.hooks.sync, packages, fields, files=files)
+    finalize = resolve_hook(d.hooks.finalize, packages, fields, files=files) if d.hooks.finalize else None
     custom = d.hooks.customize
-    return sync, finalize, resolve_hook(custom, packages, customize.RESPONSE_FIELDS) if custom else None
+    related = resolve_hook(custom, packages, customize.RESPONSE_FIELDS, files=files) if custom else None
+    return sync, finalize, related
 
 
 def hook_evaluator(settings: ControllerSettings, engine: Engine, replica: Replicator | None = None) -> HookEvaluator:

@@ -15,6 +15,7 @@ response is reported with package, rule and value, and never half-applied.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -133,14 +134,40 @@ class ResolvedHook:
         return self.target.timeout
 
 
+def served_package(target: HookTarget, files: Mapping[str, str]) -> HookTarget:
+    """A hook server's URL (`http://<service>.<namespace>/<path>`) resolved to the package of the policy
+    file `<namespace>/<service>/<path>.rego` (`files`: policy file -> package), which is where a
+    kube-mgmt ConfigMap `<service>` in `<namespace>` with key `<path>.rego` lands: a definition written
+    for Metacontroller runs unchanged, its hook server's ConfigMap holding Rego. Other targets as they are."""
+    if target.served_by is None:
+        return target
+    found = {
+        package for file, package in files.items() if f"/{file.replace(os.sep, '/')}".endswith(f"/{target.served_by}")
+    }
+    if len(found) != 1:
+        namespace, service, key = target.served_by.split("/", 2)
+        why = "no policy file" if not found else f"{len(found)} policy files"
+        raise HookError(
+            target.url or target.served_by,
+            None,
+            f"{why} {target.served_by} stands in for this hook server (a ConfigMap {service} in namespace "
+            f"{namespace} labelled openpolicyagent.org/policy=rego with key {key})",
+            reason="HookNotFound",
+        )
+    return replace(target, package=found.pop())
+
+
 def resolve_hook(
     target: HookTarget,
     packages: Mapping[str, set[str]],
     fields: tuple[str, ...] = RESPONSE_FIELDS,
     noun: str = "hook response rules",
+    files: Mapping[str, str] | None = None,
 ) -> ResolvedHook:
     """Check the target exists in the loaded policies; raise HookError naming what is missing.
-    `fields` are the response rules of the hook kind (sync/finalize, decorator, customize, a watch's outputs)."""
+    `fields` are the response rules of the hook kind (sync/finalize, decorator, customize, a watch's outputs);
+    `files` (policy file -> package) resolve a hook server's URL (`served_package`)."""
+    target = served_package(target, files or {})
     if target.package in packages:
         rules = tuple(r for r in fields if r in packages[target.package])
         if not rules:

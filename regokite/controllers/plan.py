@@ -206,13 +206,14 @@ def plan_from_files(
     known = _offline_types(crds)
     definition = _pick([*loaded.controllers, *loaded.watches], parent, controller, known)
     bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
-    packages = outline.packages(outline.outline(bundle.modules))
+    outlines = outline.outline(bundle.modules)
+    packages, files = outline.packages(outlines), outline.package_files(outlines)
     engine = open_engine(bundle, options=options)
     try:
         hooks = LocalHooks(engine)
         if isinstance(definition, watches.Watch):
             return _plan_watch(definition, parent, packages, hooks, event)
-        return _plan_sync(definition, parent, observed_objs, packages, hooks, known)
+        return _plan_sync(definition, parent, observed_objs, packages, hooks, known, files)
     finally:
         engine.close()
 
@@ -224,6 +225,7 @@ def _plan_sync(
     packages: dict[str, set[str]],
     hooks: LocalHooks,
     known: dict[tuple[str, str], ChildType],
+    files: dict[str, str],
 ) -> PlanReport:
     is_decorator = isinstance(definition, DecoratorController)
     meta, finalizer = parent["metadata"], definition.finalizer
@@ -242,7 +244,8 @@ def _plan_sync(
         return PlanReport(definition.name, name, [], None, [], None, False, False, start.finalizers, kind=kind)
     target = definition.hooks.finalize if start.finalizing else definition.hooks.sync
     assert target is not None
-    hook = resolve_hook(target, packages, decorator.RESPONSE_FIELDS if is_decorator else RESPONSE_FIELDS)
+    fields = decorator.RESPONSE_FIELDS if is_decorator else RESPONSE_FIELDS
+    hook = resolve_hook(target, packages, fields, files=files)
     parent_namespaced = bool(meta.get("namespace"))
     rules = definition.attachments if isinstance(definition, DecoratorController) else definition.children
     types = [_offline_type(c, known) for c in rules]

@@ -26,6 +26,8 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _PACKAGE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 _OPA_DATA_PATH = re.compile(r"^/v(?P<version>[01])/data(?P<path>(/[^/]+)*)/?$")
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SERVICE_HOST = re.compile(rf"^(?P<service>{_DNS_LABEL})\.(?P<namespace>{_DNS_LABEL})(\.svc(\.cluster\.local)?)?$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 ROLLING_HOOKS = ("preUpdateChild", "postUpdateChild")
@@ -50,6 +52,10 @@ class HookTarget:
     api: str | None = None  # "v0" or "v1" for OPA data API URLs
     timeout: float = DEFAULT_HOOK_TIMEOUT  # seconds one evaluation may take before its worker is replaced
     version: str = "v1"  # Metacontroller's hook version: v2 keys namespaced objects namespace/name always
+    # A hook server's URL (http://<service>.<namespace>/<path>): the policy file that stands in for it,
+    # <namespace>/<service>/<path>.rego (a kube-mgmt ConfigMap <service> with key <path>.rego); its
+    # package is found when the policies load (`regokite.controllers.hooks.served_package`).
+    served_by: str | None = None
 
     @property
     def uniform(self) -> bool:
@@ -342,10 +348,14 @@ def parse_webhook(c: Checker, raw: Any, path: str) -> HookTarget | None:
         return None
     match = _OPA_DATA_PATH.match(target_path)
     if not match or not match["path"]:
+        served_by = _served_by(url, obj.get("service"), hook_path)
+        if served_by is not None:
+            return HookTarget("", source="webhook", url=url or hook_path, timeout=timeout, served_by=served_by)
         c.error(
             where,
-            f"{url or hook_path!r} is not OPA's data API (/v0/data/<package> or /v1/data/<package>); "
-            "regokite evaluates hooks itself: point the URL at the policy's package or use rego: {package: ...}",
+            f"{url or hook_path!r} is neither OPA's data API (/v0/data/<package> or /v1/data/<package>) nor a "
+            "hook server's Service (http://<service>.<namespace>/<path>); regokite evaluates hooks itself: point "
+            "the URL at the policy's package or use rego: {package: ...}",
         )
         return None
     package = ".".join(p for p in match["path"].split("/") if p)
@@ -353,6 +363,22 @@ def parse_webhook(c: Checker, raw: Any, path: str) -> HookTarget | None:
         c.error(where, f"{package!r} is not a Rego package path")
         return None
     return HookTarget(package, source="webhook", url=url or hook_path, api=f"v{match['version']}", timeout=timeout)
+
+
+def _served_by(url: str | None, service: Any, hook_path: str | None) -> str | None:
+    """`<namespace>/<service>/<path>.rego` for a hook server's in-cluster URL (or `service` and `path`)."""
+    if url:
+        parts = urlsplit(url)
+        host = _SERVICE_HOST.match(parts.hostname or "")
+        if parts.scheme not in ("http", "https") or host is None:
+            return None
+        namespace, name, path = host["namespace"], host["service"], parts.path
+    elif isinstance(service, dict) and isinstance(service.get("namespace"), str) and hook_path:
+        namespace, name, path = service["namespace"], service.get("name"), hook_path
+    else:
+        return None
+    path = path.strip("/")
+    return f"{namespace}/{name}/{path}.rego" if path and ".." not in path.split("/") else None
 
 
 def go_duration(value: str) -> str | None:

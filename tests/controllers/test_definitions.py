@@ -88,10 +88,26 @@ def test_opa_v0_and_v1_webhook_urls_name_packages(tmp_path: Path) -> None:
     assert load_definitions([v1])[0].hooks.sync.package == "ctl"
 
 
-def test_a_webhook_that_is_not_opa_is_refused(tmp_path: Path) -> None:
-    path = write(tmp_path, HELLO.format(method="InPlace", hook="webhook: {url: 'http://hello.default/sync'}"))
-    [problem] = problems(path)
-    assert "spec.hooks.sync.webhook.url" in problem and "OPA's data API" in problem
+def test_a_webhook_that_is_neither_opa_nor_a_service_is_refused(tmp_path: Path) -> None:
+    for url in ("http://localhost:8080/sync", "https://hooks.example.org/sync", "http://hello.default/"):
+        path = write(tmp_path, HELLO.format(method="InPlace", hook=f"webhook: {{url: '{url}'}}"))
+        [problem] = problems(path)
+        assert "spec.hooks.sync.webhook.url" in problem and "OPA's data API" in problem, url
+
+
+def test_a_hook_servers_url_is_served_by_the_policy_file_named_after_it(tmp_path: Path) -> None:
+    """Metacontroller's examples point at a Service whose ConfigMap holds the hook: here that
+    ConfigMap holds Rego, and `<namespace>/<service>/<path>.rego` is where its key lands."""
+    cases = {
+        "webhook: {url: 'http://crd-role-controller.metacontroller/sync-crd-role', timeout: 10s}": (
+            "metacontroller/crd-role-controller/sync-crd-role.rego"
+        ),
+        "webhook: {url: 'http://hooks.ops.svc.cluster.local:8080/v2/sync/'}": "ops/hooks/v2/sync.rego",
+        "webhook: {service: {name: hooks, namespace: ops}, path: /sync}": "ops/hooks/sync.rego",
+    }
+    for hook, served_by in cases.items():
+        [loaded] = load_definitions([write(tmp_path, HELLO.format(method="InPlace", hook=hook))])
+        assert (loaded.hooks.sync.package, loaded.hooks.sync.served_by) == ("", served_by)
 
 
 def test_service_and_path_webhooks_work_too(tmp_path: Path) -> None:

@@ -166,6 +166,23 @@ def test_a_missing_package_is_reported_with_the_known_ones(tmp_path: Path) -> No
         resolve_hook(HookTarget("nothing.here"), packages)
 
 
+def test_a_hook_servers_url_runs_the_package_of_the_policy_file_named_after_it(tmp_path: Path) -> None:
+    """`http://crd-role-controller.metacontroller/sync-crd-role` (Metacontroller's crd-roles example):
+    the kube-mgmt ConfigMap crd-role-controller in metacontroller, key sync-crd-role.rego."""
+    where = tmp_path / "metacontroller" / "crd-role-controller"
+    where.mkdir(parents=True)
+    (where / "sync-crd-role.rego").write_text('package roles\n\nstatus := {"served": true}\n')
+    (tmp_path / "other.rego").write_text('package other\n\nstatus := {"served": false}\n')
+    outlines = outline.outline(load_bundle([tmp_path]).modules)
+    packages, files = outline.packages(outlines), outline.package_files(outlines)
+    served_by = "metacontroller/crd-role-controller/sync-crd-role.rego"
+    target = HookTarget("", "webhook", "http://crd-role-controller.metacontroller/sync-crd-role", served_by=served_by)
+    assert resolve_hook(target, packages, files=files).package == "roles"
+    missing = HookTarget("", "webhook", "http://x.metacontroller/sync", served_by="metacontroller/x/sync.rego")
+    with pytest.raises(HookError, match=r"no policy file metacontroller/x/sync.rego .*a ConfigMap x in namespace"):
+        resolve_hook(missing, packages, files=files)
+
+
 def test_a_runtime_error_in_the_policy_is_a_policy_error(tmp_path: Path) -> None:
     engine, packages = engine_and_packages(tmp_path, 'package boom\n\nstatus := {"x": 1 / 0}\n', v0=False)
     hook = resolve_hook(HookTarget("boom"), packages)

@@ -1,4 +1,6 @@
-# Metacontroller's crd-roles example (sync.py) as a Rego sync hook.
+# Metacontroller's crd-roles example (sync.py) as a Rego sync hook, served at
+# its definition's URL http://crd-role-controller.metacontroller/sync-crd-role
+# (the ConfigMap crd-role-controller, key sync-crd-role.rego).
 #
 # A DecoratorController on CustomResourceDefinitions annotated
 # enable-default-roles: each gets a ClusterRole <crd name>-reader, with no
