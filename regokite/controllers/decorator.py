@@ -61,7 +61,7 @@ class DecoratorController:
 
     @property
     def finalizer(self) -> str:
-        return f"regokite.dev/decorator-{self.name}"
+        return f"metacontroller.io/decoratorcontroller-{self.name}"
 
     @property
     def child_annotations(self) -> dict[str, str]:

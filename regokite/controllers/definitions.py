@@ -57,8 +57,9 @@ class CompositeController:
 
     @property
     def finalizer(self) -> str:
-        """The finalizer regokite keeps on parents while a finalize hook has work to do."""
-        return f"regokite.dev/{self.name}"
+        """The finalizer kept on parents while a finalize hook has work to do: Metacontroller's name, so a
+        parent it left finalizing is finished here, and scripts that wait on it see the same name."""
+        return f"metacontroller.io/compositecontroller-{self.name}"
 
     @property
     def child_annotations(self) -> dict[str, str]:

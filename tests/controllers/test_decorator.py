@@ -52,7 +52,7 @@ def test_the_service_per_pod_example_loads_as_two_decorators() -> None:
     assert (a.name, b.name) == ("service-per-pod", "pod-name-label")
     assert a.attachments[0].update_method == "InPlace"
     assert a.hooks.finalize.package == "controllers.service_per_pod"
-    assert a.finalizer == "regokite.dev/decorator-service-per-pod"
+    assert a.finalizer == "metacontroller.io/decoratorcontroller-service-per-pod"
 
 
 def test_a_decorator_definition_with_selectors_and_customize(tmp_path: Path) -> None:

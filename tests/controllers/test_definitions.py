@@ -50,7 +50,7 @@ def test_the_hello_world_definition_in_the_repo_loads() -> None:
     assert d.children[0].update_method == "Recreate"
     assert d.hooks.sync == HookTarget("controllers.hello_world")
     assert d.generate_selector
-    assert d.finalizer == "regokite.dev/hello-controller"
+    assert d.finalizer == "metacontroller.io/compositecontroller-hello-controller"
 
 
 def test_an_unknown_update_method_is_reported_with_file_controller_and_path(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from regokite.controllers import sync
 from regokite.controllers.hooks import HookEvent, HookResponse
 from tests.controllers.test_composite import CM, PARENT, cm, definition, owned
 
-F = "regokite.dev/things"
+F = "metacontroller.io/compositecontroller-things"
 
 
 def obj(*finalizers: str, deleting: bool = False) -> dict:

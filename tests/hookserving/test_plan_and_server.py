@@ -147,7 +147,7 @@ def test_plan_reads_kinds_from_the_crds_beside_the_definitions_and_walks_the_fin
     (tmp_path / "crd.yaml").write_text(WIDGET_CRD)
     args = ([str(tmp_path / "controller.yaml"), str(tmp_path / "crd.yaml")], *args[1:])
     report = plan_from_files(*args)
-    assert report.steps() == ["set finalizers ['regokite.dev/things']", "create Widget n/t"]
+    assert report.steps() == ["set finalizers ['metacontroller.io/compositecontroller-things']", "create Widget n/t"]
     thing["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     (tmp_path / "parent.yaml").write_text(yaml.safe_dump(thing))
     report = plan_from_files(*args)
@@ -240,7 +240,7 @@ def test_plan_covers_a_decorator_target_attachments_then_labels(tmp_path: Path) 
     (tmp_path / "sts.yaml").write_text(yaml.safe_dump(sts))
     report = plan_from_files([str(spp / "controller.yaml")], [str(spp)], str(tmp_path / "sts.yaml"))
     assert report.steps() == [
-        "set finalizers ['regokite.dev/decorator-service-per-pod']",
+        "set finalizers ['metacontroller.io/decoratorcontroller-service-per-pod']",
         "create Service shop/web-0",
         "create Service shop/web-1",
         'apply labels and annotations {"annotations": {"service-per-pod/services": "0"}, "labels": {}}'

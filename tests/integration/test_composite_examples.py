@@ -106,7 +106,7 @@ def test_finalize_tears_children_down_in_order_then_releases_the_parent(
             lambda p: p.get("status", {}).get("configMaps") == 3,
             what="status.configMaps == 3",
         )
-        assert parent["metadata"]["finalizers"] == ["regokite.dev/config-bundle"]
+        assert parent["metadata"]["finalizers"] == ["metacontroller.io/compositecontroller-config-bundle"]
 
         seen_order: list[list[str]] = []
 

@@ -73,7 +73,7 @@ def test_services_per_pod_labels_on_pods_and_finalize(cluster: Cluster, api: cli
             lambda o: o["metadata"].get("annotations", {}).get("service-per-pod/services") == "2",
             what="the StatefulSet annotated with its Service count",
         )
-        assert "regokite.dev/decorator-service-per-pod" in decorated["metadata"]["finalizers"]
+        assert "metacontroller.io/decoratorcontroller-service-per-pod" in decorated["metadata"]["finalizers"]
         # The user's annotations on the StatefulSet are untouched.
         assert decorated["metadata"]["annotations"]["service-per-pod-ports"] == "80:8080"
 

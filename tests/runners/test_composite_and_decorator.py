@@ -124,7 +124,7 @@ def test_a_finalize_hook_keeps_the_finalizer_until_it_answers_finalized() -> Non
     relist(runner.manager)
     runner.reconcile("ns", "p")
     parent = kube.stored(f"{THINGS}/p")
-    assert parent["metadata"]["finalizers"] == ["regokite.dev/things"]
+    assert parent["metadata"]["finalizers"] == ["metacontroller.io/compositecontroller-things"]
     parent["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     kube.put(THINGS, parent)
     relist(runner.manager)
