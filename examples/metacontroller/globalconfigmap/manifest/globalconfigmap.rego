@@ -26,11 +26,11 @@ status := {"working": "fine"}
 # The parent is cluster-scoped: related namespaced objects are keyed namespace/name.
 source := input.related["ConfigMap.v1"][concat("/", [spec.sourceNamespace, spec.sourceName])]
 
-configmap(name, namespace, data) := {
+configmap(name, namespace, content) := {
 	"apiVersion": "v1",
 	"kind": "ConfigMap",
 	"metadata": {"name": name, "namespace": namespace},
-	"data": data,
+	"data": content,
 }
 
 children := [] if count(input.related["ConfigMap.v1"]) == 0

@@ -27,11 +27,11 @@ status := {"working": "fine"}
 # The parent is cluster-scoped: related namespaced objects are keyed namespace/name.
 source := input.related["Secret.v1"][concat("/", [spec.sourceNamespace, spec.sourceName])]
 
-secret(name, namespace, data) := {
+secret(name, namespace, content) := {
 	"apiVersion": "v1",
 	"kind": "Secret",
 	"metadata": {"name": name, "namespace": namespace},
-	"data": data,
+	"data": content,
 }
 
 children := [] if count(input.related["Secret.v1"]) == 0
