@@ -82,6 +82,15 @@ def test_an_undefined_function_of_the_bundle_is_refused_as_opa_refuses_it() -> N
     assert error.location == Location("m1.rego", 5, 6)
 
 
+@pytest.mark.parametrize("name", ["data", "input"])
+def test_a_function_argument_named_data_or_input_is_refused_as_opa_refuses_it(name: str) -> None:
+    """regorus binds such an argument and evaluates; OPA's compiler refuses the module."""
+    error = refusal(f'package p\n\ncopy(ns, {name}) := {{"ns": ns, "data": {name}}}\n')
+    assert error.message == f"args must not shadow {name} (OPA refuses the module): rename the argument"
+    assert error.location == Location("m0.rego", 3, 10)
+    EmbeddedEngine(bundle('package p\n\ncopy(ns, content) := {"ns": ns, "data": content}\n'))
+
+
 def test_functions_of_the_bundle_and_builtins_it_has_load() -> None:
     lib = "package lib.k8s\n\nf(x) := x\n\ng.h(x) := x\n"
     policy = """\

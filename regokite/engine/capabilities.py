@@ -138,3 +138,23 @@ def _imports(imports: list[dict[str, Any]], source: bytes) -> Iterator[tuple[str
             continue  # input, future.keywords, rego.v1: no functions behind them
         alias = imp.get("as")  # a span: the name is read from the source
         yield (source[alias["start"] : alias["end"]].decode() if alias else parts[-1]), parts
+
+
+def check_arguments(bundle: Bundle, ast: list[dict[str, Any]]) -> None:
+    """Refuse a function argument named `data` or `input`, as OPA's compiler does ("args must not
+    shadow data"); regorus binds the argument and evaluates, so the policy would load here and
+    be refused by a sidecar OPA."""
+    for entry in ast:
+        for kind, head in rule_heads(entry["ast"]):
+            if kind != "Func":
+                continue
+            for arg in head.get("args", ()):
+                name = arg.get("Var", {}).get("value") if isinstance(arg, dict) else None
+                if name in ("data", "input"):
+                    where = Location(entry["source"]["file"], arg["Var"]["span"]["line"], arg["Var"]["span"]["col"])
+                    module = bundle.module(where.file)
+                    raise PolicyLoadError(
+                        f"args must not shadow {name} (OPA refuses the module): rename the argument",
+                        where,
+                        module.line(where.line) if module else None,
+                    )

@@ -30,7 +30,7 @@ from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
 from regokite.engine import KINDS, UNDEFINED, first_value, opa_syntax, rule_ref
-from regokite.engine.capabilities import check_builtins
+from regokite.engine.capabilities import check_arguments, check_builtins
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
@@ -85,6 +85,7 @@ class EmbeddedEngine:
             add_modules(parser, modules)
             ast = json.loads(parser.get_ast_as_json())
             check_builtins(rewritten, ast, provided(self.options))
+            check_arguments(rewritten, ast)
             check_shadowing(rewritten, ast)
         except PolicyLoadError as exc:
             error = opa_syntax.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
