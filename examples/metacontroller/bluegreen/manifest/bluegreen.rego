@@ -56,17 +56,21 @@ current := {
 	"inactive_template": inactive_template,
 }
 
-active_replicas := active_rs.spec.replicas if active_rs
-else := bgd.spec.replicas
+active_replicas := active_rs.spec.replicas if {
+	active_rs
+} else := bgd.spec.replicas
 
-active_template := template_of(active_rs) if active_rs
-else := bgd.spec.template
+active_template := template_of(active_rs) if {
+	active_rs
+} else := bgd.spec.template
 
-inactive_replicas := inactive_rs.spec.replicas if inactive_rs
-else := 0
+inactive_replicas := inactive_rs.spec.replicas if {
+	inactive_rs
+} else := 0
 
-inactive_template := template_of(inactive_rs) if inactive_rs
-else := bgd.spec.template
+inactive_template := template_of(inactive_rs) if {
+	inactive_rs
+} else := bgd.spec.template
 
 # The next step.
 next := object.union(current, {"color": observed_color, "inactive_replicas": 0}) if {
