@@ -185,11 +185,20 @@ class Actuator:
         patch = {"metadata": {"ownerReferences": refs, "uid": obj["metadata"]["uid"]}}
         return self.patch(t, obj, patch, controller=controller, verb=verb)
 
-    def set_status(self, t: ChildType, obj: dict[str, Any], status: dict[str, Any], *, controller: str) -> dict:
-        """Replace the whole status, through the status subresource when there is one."""
+    def set_status(
+        self, t: ChildType, obj: dict[str, Any], status: dict[str, Any], *, controller: str, as_read: bool = False
+    ) -> dict:
+        """Replace the whole status, through the status subresource when there is one.
+
+        `as_read`: only on the version of `obj` (409 when it changed since), as Metacontroller's
+        UpdateStatus: a hook's status computed from a stale parent (a sync the watch brought before
+        the previous sync's status write arrived) must not overwrite the status written since."""
         sub = "status" if t.status_subresource else None
-        patch = [{"op": "add", "path": "/status", "value": status}]
-        return self.patch(t, obj, patch, controller=controller, verb="status", sub=sub, precondition=False)
+        if as_read:
+            patch = {"status": merge_patch_to(obj.get("status"), status)}
+            return self.patch(t, obj, patch, controller=controller, verb="status", sub=sub)
+        json_patch = [{"op": "add", "path": "/status", "value": status}]
+        return self.patch(t, obj, json_patch, controller=controller, verb="status", sub=sub, precondition=False)
 
     def set_finalizers(self, t: ChildType, obj: dict[str, Any], finalizers: list[str], *, controller: str) -> dict:
         had = len(obj["metadata"].get("finalizers") or ())
@@ -280,3 +289,14 @@ def _event_body(
         "lastTimestamp": stamp,
         "count": count,
     }
+
+
+def merge_patch_to(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`: keys `old` has and `new` lacks are
+    nulled, maps both have are patched key by key, anything else is replaced."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        patch[key] = merge_patch_to(old[key], value) if key in old else value
+    return patch

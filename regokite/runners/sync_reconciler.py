@@ -192,7 +192,7 @@ class SyncReconciler:
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
             if plan.status is not None:
-                obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name)
+                obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name, as_read=True)
             self.actuator.finish(
                 self.type, obj, plan.events, finalizer=d.finalizer, release=plan.release, controller=d.name
             )

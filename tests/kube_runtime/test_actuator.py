@@ -6,7 +6,7 @@ import pytest
 
 from regokite.controllers.composite import Action
 from regokite.controllers.hooks import HookEvent
-from regokite.kube.actuator import Actuator
+from regokite.kube.actuator import Actuator, merge_patch_to
 from regokite.kube.client import ApiError
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, with_defaulted_list_keys
@@ -172,3 +172,25 @@ def test_objects_with_nothing_to_default_are_passed_as_they_are() -> None:
     malformed = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": "nope"}}
     for obj in (complete, custom, malformed, {"apiVersion": "v1", "kind": "ConfigMap"}):
         assert with_defaulted_list_keys(obj) is obj
+
+
+def test_a_status_written_as_read_replaces_it_whole_and_is_refused_on_a_stale_parent(kube: FakeKube) -> None:
+    """A status computed from a parent read before the last status write must not overwrite it:
+    an edge-triggered hook would lose the transition it recorded (Metacontroller's UpdateStatus
+    answers 409 there too)."""
+    act = Actuator(kube)  # type: ignore[arg-type]
+    stale = kube.put("/apis/example.com/v1/namespaces/ns/things", {"metadata": {"name": "p"}})
+    recorded = {"conditions": [{"type": "effective"}], "seen": {"a": 1, "b": 2}}
+    fresh = act.set_status(THING, stale, recorded, controller="t", as_read=True)
+    with pytest.raises(ApiError, match="409"):
+        act.set_status(THING, stale, {"conditions": []}, controller="t", as_read=True)
+    assert kube.stored("/apis/example.com/v1/namespaces/ns/things/p")["status"] == recorded
+    act.set_status(THING, fresh, {"seen": {"a": 1}}, controller="t", as_read=True)
+    assert kube.stored("/apis/example.com/v1/namespaces/ns/things/p")["status"] == {"seen": {"a": 1}}
+
+
+def test_merge_patch_to_turns_the_old_document_into_the_new() -> None:
+    old = {"a": 1, "m": {"x": 1, "y": [1]}, "gone": {"z": 1}}
+    new = {"a": 2, "m": {"y": [2]}, "n": {"k": "v"}}
+    assert merge_patch_to(old, new) == {"a": 2, "m": {"x": None, "y": [2]}, "n": {"k": "v"}, "gone": None}
+    assert merge_patch_to(None, new) == new
