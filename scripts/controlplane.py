@@ -310,12 +310,10 @@ SERVICE_IP = "10.0.0.1"
 ADMIN_USER = "regokite-admin"
 KCM_USER = "system:kube-controller-manager"
 # Controllers the tests rely on: GC (ownerReferences), namespace deletion, default
-# service accounts; workload controllers so policies' Deployment/Job children behave;
-# PVC protection, which lifts the kubernetes.io/pvc-protection finalizer the API server puts on
-# every PVC once no Pod uses it (without it no PVC is ever deleted: catset's clean-up hangs).
+# service accounts; workload controllers so policies' Deployment/Job children behave.
 KCM_CONTROLLERS = (
     "garbagecollector,namespace,serviceaccount,serviceaccount-token,root-ca-cert-publisher,"
-    "deployment,replicaset,statefulset,daemonset,job,cronjob,endpoint,endpointslice,pvc-protection"
+    "deployment,replicaset,statefulset,daemonset,job,cronjob,endpoint,endpointslice"
 )
 
 
