@@ -75,3 +75,27 @@ def test_an_echoing_container_logs_what_it_would_print_and_others_nothing() -> N
     assert standin.fake_log({"command": ["sh", "-c", "echo $(date)"]}) == ""
     assert standin.fake_log({"command": ["nginx"]}) == ""
     assert standin.fake_log({}) == ""
+
+
+def claim(name: str, deleting: bool, finalizers: list[str]) -> dict:
+    meta = {"name": name, "namespace": "n", "finalizers": finalizers, "resourceVersion": "1"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta}
+
+
+def test_a_deleted_claim_no_running_pod_mounts_loses_pvc_protection() -> None:
+    mounting = {**pod(volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "used"}}]), "status": {}}
+    finished = {
+        **pod(volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "done"}}]),
+        "status": {"phase": "Succeeded"},
+    }
+    claims = [
+        claim("used", True, [standin.PVC_PROTECTION]),
+        claim("done", True, [standin.PVC_PROTECTION]),
+        claim("free", True, [standin.PVC_PROTECTION, "other"]),
+        claim("kept", False, [standin.PVC_PROTECTION]),
+        claim("plain", True, ["other"]),
+    ]
+    released = standin.releasable_claims(claims, [mounting, finished])
+    assert [c["metadata"]["name"] for c in released] == ["done", "free"]
