@@ -51,8 +51,9 @@ def test_the_cli_reference_is_every_command_and_option_of_the_parsers(site: Path
     commands = list(_commands(build_parser()))
     assert len(commands) > 15 and "regokite manifests admission" in dict(commands)
     for name, parser in commands:
-        assert f"{name}</code>" in page, name
-        section = re.split(r"<h[234]", page.split(f"{name}</code>", 1)[1], maxsplit=1)[0]  # up to the next command
+        anchor = f'id="{name.replace(" ", "-")}"'  # the command's heading
+        assert anchor in page, name
+        section = re.split(r"<h[234]", page.split(anchor, 1)[1], maxsplit=1)[0]  # up to the next command
         for action in parser._actions:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help" and action.help != argparse.SUPPRESS:
