@@ -64,6 +64,7 @@ def test_yaml_is_valid_reads_the_first_document_as_opa(text: str) -> None:
 
 def test_an_integer_beyond_64_bits_is_refused_at_load_not_rounded() -> None:
     assert both("x := 18446744073709551615")[0] == both("x := 18446744073709551615")[1]  # u64 still exact
+    assert both("x := 1000000000000000000000")[0] == 10**21  # a double holds it (gatekeeper-library's containerlimits)
     with pytest.raises(PolicyLoadError, match="beyond 64 bits") as caught:
         EmbeddedEngine(Bundle((Module("p.rego", "package p\n\nx := 123456789012345678901234567890\n"),)))
     assert caught.value.location == Location("p.rego", 3, 6)

@@ -840,8 +840,9 @@ _INTEGER = re.compile(rb"-?[0-9]+")
 
 
 def _check_numbers(module: Module) -> None:
-    """Refuse an integer literal beyond 64 bits: regorus reads it as the nearest double
-    (123456789012345678901234567890 becomes 1.2345678901234568e+29), OPA exactly."""
+    """Refuse an integer literal beyond 64 bits that a double cannot hold: regorus reads it as the
+    nearest double (123456789012345678901234567890 becomes 1.2345678901234568e+29), OPA exactly.
+    One a double holds (gatekeeper-library's 1000000000000000000000) loads."""
     source = module.text.encode()
     tree, failure = _parse(module, source)
     if failure is not None or tree is None:
@@ -850,13 +851,13 @@ def _check_numbers(module: Module) -> None:
         if kind != "Number":
             continue
         text = source[node["span"]["start"] : node["span"]["end"]]
-        if _INTEGER.fullmatch(text) and not -(2**63) <= int(text) < 2**64:
+        if _INTEGER.fullmatch(text) and not -(2**63) <= int(text) < 2**64 and int(float(text)) != int(text):
             raise _refusal(
                 module,
                 source,
                 node["span"]["start"],
-                f"the integer {text.decode()} is beyond 64 bits, which the embedded engine would round to a "
-                "double: write it as a string, or use --engine opa",
+                f"the integer {text.decode()} is beyond 64 bits and not a double, which the embedded engine "
+                "would round: write it as a string, or use --engine opa",
             )
 
 
