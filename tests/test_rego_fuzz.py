@@ -104,3 +104,20 @@ def test_array_slice_beyond_a_go_int_errs_as_opa() -> None:
     """The 10-minute fuzz's: an index of 2**63 + 2**31 (regorus's double, an integer to Python) is no Go int."""
     mine, opa = both("package p\n\nx := array.slice([1], input - -9223372036854775808, 1)\n", 2147483648)
     assert mine == opa == "<error>"
+
+
+MEMBERSHIP = [
+    # the 10-minute fuzz's last difference: `x := a in c` with c undefined was false in regorus
+    "x := y if {\n\ty := 3 - 1 in input.c\n}",
+    "x := 0 if {\n\ty := -1\n\t-1 in input.c\n}",
+    "x := [1 in input.c, 2 in [2]]",
+    "x := y if {\n\ty := 1, 2 in input.c\n}",
+    "x := y if {\n\ty := 1, 2 in {1: 2}\n}",
+    "x if {\n\tnot 1 in input.c\n}",
+]
+
+
+@pytest.mark.parametrize("rule", MEMBERSHIP)
+def test_membership_of_an_undefined_collection_is_undefined_as_opa(rule: str) -> None:
+    mine, opa = both(f"package p\n\n{rule}\n", {"b": 1})
+    assert mine == opa

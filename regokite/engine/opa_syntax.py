@@ -80,7 +80,7 @@ def _rewrite(modules: tuple[Module, ...], lenient: frozenset[Location]) -> tuple
     stages: list[Columns] = []
     for step in (_split_bodies, _split_lines, _output_arguments):
         stages.append(_stage(current, ((m, step(m)) for m in list(current))))
-    for rounds in (_negations, _sprintf_rounds, _comparison_rounds):
+    for rounds in (_negations, _sprintf_rounds, _comparison_rounds, _membership_rounds):
         for _ in range(16):  # a construct nested in another is rewritten on the next round
             stage = _stage(current, rounds(list(current)))
             if not stage.changed:
@@ -915,4 +915,68 @@ def _mocks(
             helpers.append(f"\n{name}({operands}) {keyword}\n\tx := {value}({operands})\n}}\n")
     if helpers:
         changes.append(_Change(len(source), len(source), "".join(helpers).encode()))
+    return changes
+
+
+# ------------------------------------------------------------------ `a in c` as a value
+
+
+def _membership_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    for module in modules:
+        yield module, _memberships(module)
+
+
+def _memberships(module: Module) -> list[_Change]:
+    """`x := a in c` with `c` undefined is undefined in OPA (a call of internal.member_2) and false
+    in regorus: `a in c` as a value (not a statement of its own) calls a helper appended to the
+    module, undefined where an operand is."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return []
+    tag = format(zlib.crc32(module.path.encode()), "08x")
+    standing = {
+        id(next(iter(s["literal"][k]["expr"].values())))
+        for s in _statements(tree)
+        for k in ("Expr", "NotExpr")
+        if k in s["literal"]
+    }
+    code = _masked(source)
+    changes: list[_Change] = []
+    taken: list[tuple[int, int]] = []
+    arities_used: set[int] = set()
+    for rule in tree.get("rules", []):
+        kind, body = next(iter(rule.items()))
+        if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
+            continue
+        for node_kind, node in _tagged(rule):
+            if node_kind != "Membership" or id(node) in standing:
+                continue
+            operands = [t for t in (node.get("key"), node["value"], node["collection"]) if t]
+            first = _trimmed(source, **_extent(operands[0]))
+            last = _trimmed(source, **_extent(operands[-1]))
+            keyword = code.rfind(b" in ", first[1], last[0])
+            if keyword < 0:
+                continue
+            start, end = _grouped(code, first[0], keyword, keyword + 4, last[1])
+            if any(start < e and s < end for s, e in taken):
+                continue
+            taken.append((start, end))
+            arities_used.add(len(operands))
+            changes += [
+                _Change(start, start, f"__rk_in{len(operands)}_{tag}(".encode()),
+                _Change(keyword, keyword + 4, b", "),
+                _Change(end, end, b")"),
+            ]
+    helpers = ""
+    for n in sorted(arities_used):
+        name = f"__rk_in{n}_{tag}"
+        if f"{name}(".encode() in source:
+            continue
+        names = ["k", "v", "c"][-n:] if n == 3 else ["v", "c"]
+        member = f"{names[0]}, {names[1]} in c" if n == 3 else "v in c"
+        keyword = "= x {" if module.v0 else ":= x if {"
+        helpers += f"\n{name}({', '.join(names)}) {keyword}\n\tx := {member}\n}}\n"
+    if helpers:
+        changes.append(_Change(len(source), len(source), helpers.encode()))
     return changes
