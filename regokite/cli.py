@@ -32,14 +32,50 @@ def _add_bundle_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _extension_options(args: argparse.Namespace, deadline: float | None = None) -> Any:
+def _add_external_data_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--external-data-provider-response-cache-ttl",
+        type=_seconds,
+        default=180.0,
+        metavar="DURATION",
+        help="how long external_data answers are cached (Go duration or seconds; 0 = no cache), as Gatekeeper's",
+    )
+
+
+def _seconds(text: str) -> float:
+    """Seconds, or a Go duration as Gatekeeper's flags take them (`3m`, `90s`, `1h30m`)."""
+    import re
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?", text)
+    if not text or parts is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 3m, 90s, 0)")
+    hours, minutes, secs = (float(g or 0) for g in parts.groups())
+    return hours * 3600 + minutes * 60 + secs
+
+
+def _extension_options(
+    args: argparse.Namespace, deadline: float | None = None, client_cert: tuple[str, str] | None = None
+) -> Any:
     """The embedded engine's extension builtins for this command; an admission
-    request's http.send never outlasts its --deadline."""
+    request's http.send never outlasts its --deadline. external_data presents
+    `client_cert` (the admission server's own, as Gatekeeper presents its webhook's)."""
     from regokite.engine.extensions import ExtensionOptions
+    from regokite.engine.extensions.external_data import DEFAULT_CACHE_TTL, ExternalData
     from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT
 
     hosts = tuple(getattr(args, "allow_http_send", ()))
-    return ExtensionOptions(hosts, min(DEFAULT_TIMEOUT, deadline) if deadline else DEFAULT_TIMEOUT)
+    ttl = getattr(args, "external_data_provider_response_cache_ttl", DEFAULT_CACHE_TTL)
+    if ttl < 0:
+        raise RegokiteError("--external-data-provider-response-cache-ttl must be 0 (no cache) or more")
+    return ExtensionOptions(
+        hosts,
+        min(DEFAULT_TIMEOUT, deadline) if deadline else DEFAULT_TIMEOUT,
+        ExternalData(cache_ttl=ttl, client_cert=client_cert),
+    )
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
@@ -224,7 +260,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         replicate_path=args.replicate_path,
         kubeconfig=args.kubeconfig,
         local=args.local,
-        extensions=_extension_options(args, args.deadline),
+        extensions=_extension_options(args, args.deadline, (cert, key)),
         limits=ConnectionLimits(
             handshake_timeout=args.handshake_timeout,
             header_timeout=args.header_timeout,
@@ -315,6 +351,7 @@ def _audit(args: argparse.Namespace) -> int:
         replicate_path=args.replicate_path,
         jobs=args.jobs,
         constraint_violations_limit=args.constraint_violations_limit,
+        extensions=_extension_options(args),
     )
     audit = Audit(settings, KubeClient(args.kubeconfig))
     if not args.once:
@@ -524,6 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="no cluster (a first run, a laptop): policies that read cluster data are not served, and say so;"
         " without it they refuse what they match when the data cannot be replicated (fail closed)",
     )
+    _add_external_data_args(adm)
     _add_replicate_args(adm, declared=True)
     _add_engine_args(adm)
     _add_bundle_args(adm)
@@ -567,6 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
     aud.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
+    _add_external_data_args(aud)
     aud.add_argument(
         "--constraint-violations-limit",
         type=int,

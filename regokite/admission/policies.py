@@ -187,6 +187,7 @@ def build_policy_set(
     are read from the `source` roots when none are given.
     """
     bundle = bundle.without_tests()
+    options = options or ExtensionOptions()  # one object: the engine's external_data sees these Providers
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
     sources = read_sources(source) if gatekeeper_sources is None else gatekeeper_sources
@@ -198,6 +199,7 @@ def build_policy_set(
         lookup=namespaces,
         options=options,
         excluded=sources.excluded,
+        engine=engine,
     )
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
@@ -225,6 +227,8 @@ def build_policy_set(
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
     problems = [*sources.problems, *gatekeeper.problems, *mutator_conflicts(sources)]
     expanded = sorted({(g, k) for t in sources.expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
+    # the set loaded: its Providers are the ones external_data calls now
+    options.external_data.set_providers(sources.providers)
     return PolicySet(
         built,
         tuple(found),

@@ -26,6 +26,7 @@ from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_res
 from regokite.bundle import fingerprint
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED, Capability, capabilities_of
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.crds import constraint_plural
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
@@ -66,6 +67,7 @@ class AuditSettings:
     jobs: int = 1  # --once: processes deciding pages (embedded engine)
     constraint_violations_limit: int = DEFAULT_VIOLATIONS_LIMIT  # Gatekeeper's --constraint-violations-limit
     extra: dict[str, Any] = field(default_factory=dict)
+    extensions: ExtensionOptions | None = None  # external_data's cache lives across reloads
 
 
 class Audit:
@@ -92,6 +94,7 @@ class Audit:
             engine=self.settings.engine,
             opa_url=self.settings.opa_url,
             v0_compatible=self.settings.v0_compatible,
+            options=self.settings.extensions,
         )
         candidates, skipped = audited_resources(policy_set, self._preferred_version, self._resolve_kind)
         resources = [r for r in candidates if self._served(r)]

@@ -17,6 +17,7 @@ from typing import TypeVar
 from regokite.bundle import Module
 from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resource
 from regokite.engine.extensions import ExtensionOptions
+from regokite.engine.extensions.external_data import Provider
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_all, violation_ref
 from regokite.gatekeeper.expansion import ExpansionTemplate, is_expansion_template, parse_expansion_template
@@ -28,10 +29,12 @@ from regokite.gatekeeper.resources import (
     gatekeeper_files,
     is_config,
     is_constraint,
+    is_provider,
     is_template,
     may_hold_resources,
     parse_config_match,
     parse_constraint,
+    parse_provider,
     parse_sync_only,
     parse_template,
     read_documents,
@@ -73,6 +76,7 @@ class GatekeeperSources:
     mutation_excluded: tuple[str, ...] = ()  # Config spec.match namespaces the mutation webhook skips
     expansions: tuple[ExpansionTemplate, ...] = ()
     broken_expansions: tuple[str, ...] = ()  # ExpansionTemplates that did not load: validation refuses
+    providers: tuple[Provider, ...] = ()  # external data Providers, for external_data
 
 
 def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
@@ -84,7 +88,8 @@ def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
     entries: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     mutators: list[Mutator | str] = []
     expansions: list[ExpansionTemplate | str] = []
-    _read(roots, templates, constraints, syncs, problems, entries, mutators, expansions)
+    providers: list[Provider] = []
+    _read(roots, templates, constraints, syncs, problems, entries, mutators, expansions, providers)
     # regokite's webhook and audit share one decision: an entry for either excludes the namespace from both
     excluded = {
         ns for namespaces, processes in entries if {"*", "webhook", "audit"} & set(processes) for ns in namespaces
@@ -105,6 +110,7 @@ def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
         tuple(sorted(mutation_excluded)),
         tuple(t for t in expansions if not isinstance(t, str)),
         broken_expansions,
+        tuple(providers),
     )
 
 
@@ -130,6 +136,7 @@ def _read(
     exclusions: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
     mutators: list[Mutator | str] | None = None,
     expansions: list[ExpansionTemplate | str] | None = None,
+    providers: list[Provider] | None = None,
 ) -> None:
     for path in gatekeeper_files(roots):
         if not may_hold_resources(path):
@@ -156,6 +163,8 @@ def _read(
             try:
                 if is_template(doc):
                     templates.append(parse_template(doc, node, str(path)))
+                elif is_provider(doc) and providers is not None:
+                    providers.append(parse_provider(doc, str(path)))
                 elif is_constraint(doc):
                     constraints.append(parse_constraint(doc, str(path)))
             except PolicyLoadError as exc:
@@ -177,10 +186,11 @@ def prepare(
     lookup: NamespaceLookup | None = None,
     options: ExtensionOptions | None = None,
     excluded: Sequence[str] = (),
+    engine: str = "embedded",
 ) -> GatekeeperSet:
     """Compile the templates and ready each constraint; `excluded` namespaces (the Config's) are
     added to every constraint's excludedNamespaces, as Gatekeeper skips them before any constraint."""
-    good, bad = compile_all(templates, options=options)
+    good, bad = compile_all(templates, options=options, engine=engine)
     problems = [str(exc) for exc in bad.values()]
     ready = []
     seen: set[tuple[str, str]] = set()

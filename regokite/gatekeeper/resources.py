@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from regokite import yamldoc
+from regokite.engine.extensions.external_data import Provider, ProviderError
 from regokite.errors import PolicyLoadError
 
 TEMPLATE_GROUP = "templates.gatekeeper.sh"
@@ -24,6 +25,7 @@ CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
 CONFIG_GROUP = "config.gatekeeper.sh"
 MUTATION_GROUP = "mutations.gatekeeper.sh"
 EXPANSION_GROUP = "expansion.gatekeeper.sh"
+PROVIDER_GROUP = "externaldata.gatekeeper.sh"
 ADMISSION_TARGET = "admission.k8s.gatekeeper.sh"
 
 
@@ -76,6 +78,19 @@ def is_constraint(doc: Any) -> bool:
 
 def is_config(doc: Any) -> bool:
     return isinstance(doc, dict) and _group(doc) == CONFIG_GROUP and doc.get("kind") == "Config"
+
+
+def is_provider(doc: Any) -> bool:
+    return isinstance(doc, dict) and _group(doc) == PROVIDER_GROUP and doc.get("kind") == "Provider"
+
+
+def parse_provider(doc: dict[str, Any], file: str) -> Provider:
+    """An external data `Provider` (v1beta1 or v1alpha1), checked as Gatekeeper checks it before use."""
+    name = _dig(doc, "metadata", "name")
+    try:
+        return Provider.from_spec(name, doc.get("spec"))
+    except ProviderError as exc:
+        raise ResourceError(f"{file}: Provider {name or '?'}: {exc}") from None
 
 
 def parse_sync_only(doc: dict[str, Any], file: str) -> list[tuple[str, str, str]]:
@@ -242,7 +257,7 @@ def _node_at(node: yaml.Node | None, *path: str | int) -> yaml.Node | None:
 def may_hold_resources(path: Path) -> bool:
     """Whether a YAML file names Gatekeeper's API groups (cheap: no parsing)."""
     data = path.read_bytes()
-    groups = (TEMPLATE_GROUP, CONSTRAINT_GROUP, CONFIG_GROUP, MUTATION_GROUP, EXPANSION_GROUP)
+    groups = (TEMPLATE_GROUP, CONSTRAINT_GROUP, CONFIG_GROUP, MUTATION_GROUP, EXPANSION_GROUP, PROVIDER_GROUP)
     return any(group.encode() in data for group in groups)
 
 

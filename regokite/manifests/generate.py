@@ -263,6 +263,8 @@ GATEKEEPER_READS = (
     *((MUTATION_GROUP, plural, rbac.READ) for plural in MUTATOR_PLURALS),
     *((MUTATION_GROUP, f"{plural}/status", ("get", "update", "patch")) for plural in MUTATOR_PLURALS),
     (EXPANSION_GROUP, "expansiontemplate", rbac.READ),
+    ("externaldata.gatekeeper.sh", "providers", rbac.READ),
+    ("externaldata.gatekeeper.sh", "providers/status", ("get", "update", "patch")),
     ("apiextensions.k8s.io", "customresourcedefinitions", (*rbac.READ, "create", "update", "patch", "delete")),
 )
 

@@ -12,6 +12,9 @@ that does not compile, a constraint or Config that does not parse, is
 refused in its status and its last good version keeps serving; a constraint
 CRD is deleted only when its template is; a kind not served for a moment
 (the API server restarting) keeps the constraints last listed.
+
+External data `Provider`s are written too, each with its status (`active`, or the
+error that keeps it out).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from regokite.gatekeeper.crds import (
     expansion_crd,
     mutator_crds,
     mutator_status,
+    provider_crd,
+    provider_status,
     template_crd,
     template_status,
 )
@@ -52,8 +57,10 @@ from regokite.gatekeeper.resources import (
     CONSTRAINT_GROUP,
     EXPANSION_GROUP,
     MUTATION_GROUP,
+    PROVIDER_GROUP,
     TEMPLATE_GROUP,
     ResourceError,
+    parse_provider,
     parse_template,
 )
 from regokite.kube.client import ApiError, KubeClient
@@ -65,6 +72,7 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 TEMPLATES = f"/apis/{TEMPLATE_GROUP}/v1/constrainttemplates"
 CONFIGS_PATH = f"/apis/{CONFIG_GROUP}/v1alpha1"
 FILE = "gatekeeper.yaml"
+PROVIDERS = f"/apis/{PROVIDER_GROUP}/v1beta1/providers"
 _SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields")
 
 
@@ -78,8 +86,9 @@ class GatekeeperSync:
         self.served_kinds: set[str] = set()
 
     def install(self) -> None:
-        """The ConstraintTemplate and Config CRDs, so both can be applied where Gatekeeper is not installed."""
-        for crd in (template_crd(), config_crd(), *mutator_crds(), expansion_crd()):
+        """Gatekeeper's CRDs (templates, Config, mutators, ExpansionTemplate, Provider), so they can be applied
+        where Gatekeeper is not installed."""
+        for crd in (template_crd(), config_crd(), *mutator_crds(), expansion_crd(), provider_crd()):
             self.client.apply(f"{CRDS}/{crd['metadata']['name']}", crd, MANAGER)
 
     def sync_once(self) -> dict[str, str | None]:
@@ -104,6 +113,7 @@ class GatekeeperSync:
         documents += self._config_documents()
         documents += self._mutators(outcome)
         documents += [_clean(t) for t in self._expansions()]
+        documents += [_clean(p) for p in self._providers()]
         _write(self.out / FILE, yaml.safe_dump_all(documents, sort_keys=True))
         self.served_kinds = kinds
         return outcome
@@ -235,6 +245,23 @@ class GatekeeperSync:
             if exc.status != 404:  # deleted meanwhile
                 log.warning("status not written; next pass", extra={"path": path, "error": str(exc)[:500]})
 
+    def _providers(self) -> list[dict[str, Any]]:
+        """External data Providers that Gatekeeper would accept; each gets its status (errors, `active`)."""
+        accepted = []
+        for doc in self._list(PROVIDERS):
+            name = doc["metadata"]["name"]
+            error = None
+            try:
+                parse_provider(doc, f"provider/{name}")
+                accepted.append(doc)
+            except ResourceError as exc:
+                error = str(exc)
+                log.error("external data provider not served", extra={"provider": name, "error": error})
+            self._write_status(
+                f"{PROVIDERS}/{name}/status", doc, provider_status(doc["metadata"].get("generation"), error)
+            )
+        return accepted
+
     def _drop_crds(self, templates: set[str]) -> None:
         """Delete the constraint CRDs whose template was deleted, and only those."""
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
@@ -267,6 +294,7 @@ class GatekeeperSync:
         for plural, versions in MUTATOR_KINDS.values():
             watch(f"{MUTATION_GROUP}/{versions[0]}", plural)
         watch(f"{EXPANSION_GROUP}/v1beta1", EXPANSION_PLURAL)
+        watch(f"{PROVIDER_GROUP}/v1beta1", "providers")
         fixed = set(watched)
         try:
             while not stop.is_set():
