@@ -236,6 +236,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
     from regokite.admission.connections import ConnectionLimits
     from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
     from regokite.engine import Capability, capabilities_of
+    from regokite.gatekeeper.exempt import Exemptions
     from regokite.ops.tls import self_signed
 
     cert, key = args.tls_cert, args.tls_key
@@ -261,6 +262,9 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         local=args.local,
         extensions=_extension_options(args, args.deadline, (cert, key)),
+        exemptions=Exemptions(
+            tuple(args.exempt_namespace), tuple(args.exempt_namespace_prefix), tuple(args.exempt_namespace_suffix)
+        ),
         limits=ConnectionLimits(
             handshake_timeout=args.handshake_timeout,
             header_timeout=args.header_timeout,
@@ -562,6 +566,18 @@ def build_parser() -> argparse.ArgumentParser:
         " without it they refuse what they match when the data cannot be replicated (fail closed)",
     )
     _add_external_data_args(adm)
+    for suffix, what in (
+        ("", "this namespace"),
+        ("-prefix", "namespaces with this prefix"),
+        ("-suffix", "namespaces with this suffix"),
+    ):
+        adm.add_argument(
+            f"--exempt-namespace{suffix}",
+            action="append",
+            default=[],
+            metavar="NS",
+            help=f"{what} may carry the admission.gatekeeper.sh/ignore label (POST /v1/admitlabel)",
+        )
     _add_replicate_args(adm, declared=True)
     _add_engine_args(adm)
     _add_bundle_args(adm)

@@ -25,6 +25,7 @@ from regokite.engine import UNDEFINED, Capability, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.constraints import (
+    REVIEW_RULE_TEXT,
     GatekeeperSet,
     GatekeeperSources,
     constraint_rule,
@@ -257,7 +258,7 @@ def mutation_policy(sources: GatekeeperSources, slot: int) -> AdmissionPolicy:
 
 def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:
     """Decision rules for the constraints, in slots after the Rego policies'."""
-    lines = [""]
+    lines = [REVIEW_RULE_TEXT] if gatekeeper.constraints else [""]
     for i, ready in enumerate(gatekeeper.constraints):
         lines += constraint_rule(f"validate_{first_slot + i}", ready)
     return "\n".join(lines)

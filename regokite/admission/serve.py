@@ -43,6 +43,7 @@ from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSources, read_sources
+from regokite.gatekeeper.exempt import Exemptions
 from regokite.kube.client import KubeClient
 from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import admission_metrics as metrics
@@ -84,6 +85,7 @@ class AdmissionSettings:
     local: bool = False
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    exemptions: Exemptions = field(default_factory=Exemptions)  # Gatekeeper's --exempt-namespace*
 
     def read(self) -> Snapshot:
         """The policy files as they are now (the fingerprint taken first, so a change while reading shows next time)."""
@@ -285,6 +287,7 @@ def _worker(
         max_body_bytes=settings.max_body_bytes,
         watch=watch,
         replica=replica,
+        exemptions=settings.exemptions,
     )
     reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved)
 

@@ -237,13 +237,22 @@ def webhook_action(c: Constraint) -> str:
     return next((a for a in ("deny", "warn") if a in actions), "dryrun")
 
 
+REVIEW_RULE = "gatekeeper_review"
+# Gatekeeper's review: on DELETE, `object` is the object being deleted (the request's oldObject)
+REVIEW_RULE_TEXT = f"""
+{REVIEW_RULE} := object.union(input.request, {{"object": object.get(input.request, "oldObject", null)}}) if {{
+\tinput.request.operation == "DELETE"
+}} else := input.request
+"""
+
+
 def constraint_rule(name: str, c: ReadyConstraint) -> list[str]:
     """The generated rule evaluating one constraint: its template's violations under
     Gatekeeper's input (`review` = the AdmissionRequest, `parameters`)."""
     if c.broken:
         return []
     parameters = json.dumps(c.constraint.parameters if c.constraint.parameters is not None else {})
-    gatekeeper_input = f'{{"review": input.request, "parameters": {parameters}}}'
+    gatekeeper_input = f'{{"review": {REVIEW_RULE}, "parameters": {parameters}}}'
     return [
         f"# {c.constraint.kind} {c.constraint.name}",
         f'{name} := {{"violation": [v]}} if {{',
