@@ -137,7 +137,8 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
         for policy in constraints:
             applied = replace(policy, enforcement=resultant["enforcementAction"] or policy.enforcement)
             try:
-                if not policy.match.matches(child.request, source="Generated"):
+                skipped = policy.match.skipped(review.process)  # type: ignore[union-attr]
+                if not policy.match.matches(child.request, source="Generated", skipped=skipped):  # type: ignore[call-arg]
                     continue
                 if policy.name in policy_set.unavailable:
                     raise RegokiteError(policy_set.unavailable[policy.name])

@@ -117,6 +117,7 @@ class PolicySet:
     expanded_kinds: tuple[tuple[str, str], ...] = ()  # (group, kind) of the workloads they expand: audited too
     # local mode: policies left out because they read cluster data, and what they read
     not_served: Mapping[str, str] = field(default_factory=dict)
+    sync_excluded: tuple[str, ...] = ()  # namespaces a Config keeps out of replication (processes: sync)
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
@@ -241,6 +242,7 @@ def build_policy_set(
         synced,
         expands,
         tuple(expanded),
+        sync_excluded=sources.excluded_from("sync"),
     )
 
 

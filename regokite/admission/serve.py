@@ -141,6 +141,7 @@ def follow_cluster(
         if new:
             # refused before a reload takes them on: a resource that cannot be listed would never be ready
             check_access(replica.client, new)
+        replica.exclude(policy_set.sync_excluded)
         replica.ensure(new)
         policy_set.follow(replica.store)
     elif policy_set.reads_inventory:

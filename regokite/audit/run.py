@@ -102,6 +102,7 @@ class Audit:
         if policy_set.replicate:
             if self.replica is None:
                 self.replica = Replicator(self.client, ReplicaStore(self.settings.replicate_path))
+            self.replica.exclude(policy_set.sync_excluded)
             self.replica.ensure(policy_set.replicate)
         if self.replica is not None:
             policy_set.follow(self.replica.store)

@@ -129,7 +129,7 @@ def constraint_resources(match: Any, resolve_kind: KindResolver | None) -> tuple
 
 def audit_object(policy_set: PolicySet, obj: Obj, ref: ResourceRef) -> Results:
     """Every finding of the validating policies on `obj`, a `ref` object, as if it were created now."""
-    review = creation_review(obj, (ref.group, ref.version, ref.resource), "audit")
+    review = creation_review(obj, (ref.group, ref.version, ref.resource), "audit", process="audit")
     decision = decide(policy_set, review, mode="validate")
     policies = {p.name: p for p in policy_set.policies}
     found: list[Result] = []

@@ -18,6 +18,7 @@ from regokite.gatekeeper.resources import (
     EXPANSION_GROUP,
     MUTATION_GROUP,
     PROVIDER_GROUP,
+    SYNCSET_GROUP,
     TEMPLATE_GROUP,
     Template,
 )
@@ -155,6 +156,11 @@ def _crd(group: str, kind: str, plural: str, scope: str, versions: list[dict[str
 def provider_crd() -> dict[str, Any]:
     """The CRD of external data's Provider (externaldata.gatekeeper.sh v1beta1, v1alpha1; cluster-scoped)."""
     return _open_crd(PROVIDER_GROUP, "Provider", "Cluster", ("v1beta1", "v1alpha1"))
+
+
+def syncset_crd() -> dict[str, Any]:
+    """The CRD of SyncSet (syncset.gatekeeper.sh v1alpha1, cluster-scoped): more of what to replicate."""
+    return _open_crd(SYNCSET_GROUP, "SyncSet", "Cluster", ("v1alpha1",))
 
 
 def provider_status(generation: int | None, error: str | None) -> dict[str, Any]:

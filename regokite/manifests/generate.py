@@ -266,6 +266,7 @@ GATEKEEPER_READS = (
     *((MUTATION_GROUP, f"{plural}/status", ("get", "update", "patch")) for plural in MUTATOR_PLURALS),
     (EXPANSION_GROUP, "expansiontemplate", rbac.READ),
     ("externaldata.gatekeeper.sh", "providers", rbac.READ),
+    ("syncset.gatekeeper.sh", "syncsets", rbac.READ),
     ("externaldata.gatekeeper.sh", "providers/status", ("get", "update", "patch")),
     ("apiextensions.k8s.io", "customresourcedefinitions", (*rbac.READ, "create", "update", "patch", "delete")),
 )

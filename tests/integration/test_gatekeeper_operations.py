@@ -58,3 +58,60 @@ def test_an_exempt_namespace_flag_lets_that_namespace_carry_the_ignore_label_and
             for name in (exempt, other, plain):
                 with contextlib.suppress(ApiException):
                     delete(api, f"/api/v1/namespaces/{name}")
+
+
+def test_a_config_sync_exclusion_keeps_a_namespaces_objects_out_of_replication(
+    cluster: kube.Cluster, api: client.ApiClient
+) -> None:
+    from regokite.clusterdata.replicate import Replicator
+    from regokite.clusterdata.store import ReplicaStore, ResourceRef
+    from regokite.kube.client import KubeClient
+
+    label = kube.unique_name("sync")
+    kept, left_out = f"{label}-kept", f"{label}-out"
+    for name in (kept, left_out):
+        create(api, "/api/v1/namespaces", {"metadata": {"name": name}})
+        create(api, f"/api/v1/namespaces/{name}/configmaps", {"metadata": {"name": "cm"}, "data": {"a": "b"}})
+    replica = Replicator(KubeClient(cluster.kubeconfig), ReplicaStore())
+    try:
+        replica.exclude([f"{label}-o*"])  # a Config's `processes: ["sync"]` entry, prefix glob
+        replica.ensure([ResourceRef("", "v1", "configmaps", namespaced=True)])
+        assert replica.wait_ready(30)
+        held = replica.store.document["configmaps"]
+        assert "cm" in held[kept] and left_out not in held
+        replica.exclude([])  # the entry removed: the namespace's objects come back from the informer's cache
+        assert "cm" in replica.store.document["configmaps"][left_out]
+    finally:
+        replica.stop()
+        for name in (kept, left_out):
+            with contextlib.suppress(ApiException):
+                delete(api, f"/api/v1/namespaces/{name}")
+
+
+def test_syncsets_applied_with_kubectl_reach_the_admission_servers_replication(
+    cluster: kube.Cluster, api: client.ApiClient, tmp_path: Path
+) -> None:
+    from test_gatekeeper_constraints import kubectl
+
+    from regokite.admission.policies import load_policy_set
+    from regokite.gatekeeper.crds import syncset_crd
+    from regokite.kube.client import KubeClient
+    from regokite.kube.gatekeeper import GatekeeperSync
+
+    sync = GatekeeperSync(KubeClient(cluster.kubeconfig), tmp_path)
+    sync.install()
+    kube.install_crd(api, syncset_crd())
+    name = kube.unique_name("syncset")
+    syncset = (
+        f"apiVersion: syncset.gatekeeper.sh/v1alpha1\nkind: SyncSet\nmetadata: {{name: {name}}}\n"
+        "spec:\n  gvks:\n    - {group: '', version: v1, kind: Namespace}\n"
+    )
+    applied = kubectl(cluster, "apply", "-f", "-", stdin=syncset)
+    assert applied.returncode == 0, applied.stderr
+    try:
+        sync.sync_once()
+        policies = load_policy_set([str(tmp_path)])
+        assert [str(r) for r in policies.replicate] == ["v1/namespaces"]
+        policies.close()
+    finally:
+        kubectl(cluster, "delete", "syncset", name, "--ignore-not-found")
