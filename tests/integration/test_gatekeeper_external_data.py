@@ -22,8 +22,8 @@ from test_gatekeeper_constraints import VALIDATING, kubectl
 from regokite.admission.policies import load_policy_set
 from regokite.gatekeeper.crds import provider_crd, template_crd
 from regokite.kube.client import KubeClient
-from regokite.kube.gatekeeper import PROVIDERS, GatekeeperSync
 from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
+from regokite.sources.gatekeeper_objects import PROVIDERS, GatekeeperSync
 from tests.admission.server import admission_server
 from tests.gatekeeper.signature_provider import CONSTRAINT, SIGNED_PREFIX, TEMPLATE, SignatureProvider
 

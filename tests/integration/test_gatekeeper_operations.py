@@ -63,9 +63,9 @@ def test_an_exempt_namespace_flag_lets_that_namespace_carry_the_ignore_label_and
 def test_a_config_sync_exclusion_keeps_a_namespaces_objects_out_of_replication(
     cluster: kube.Cluster, api: client.ApiClient
 ) -> None:
-    from regokite.clusterdata.replicate import Replicator
     from regokite.clusterdata.store import ReplicaStore, ResourceRef
     from regokite.kube.client import KubeClient
+    from regokite.kube.replicate import Replicator
 
     label = kube.unique_name("sync")
     kept, left_out = f"{label}-kept", f"{label}-out"
@@ -96,7 +96,7 @@ def test_syncsets_applied_with_kubectl_reach_the_admission_servers_replication(
     from regokite.admission.policies import load_policy_set
     from regokite.gatekeeper.crds import syncset_crd
     from regokite.kube.client import KubeClient
-    from regokite.kube.gatekeeper import GatekeeperSync
+    from regokite.sources.gatekeeper_objects import GatekeeperSync
 
     sync = GatekeeperSync(KubeClient(cluster.kubeconfig), tmp_path)
     sync.install()
