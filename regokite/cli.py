@@ -32,6 +32,20 @@ def _add_bundle_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_events_args(parser: argparse.ArgumentParser, process: str) -> None:
+    parser.add_argument(
+        "--events-namespace",
+        default=os.environ.get("POD_NAMESPACE", "gatekeeper-system"),
+        metavar="NS",
+        help="where violation Events go (default: $POD_NAMESPACE, else gatekeeper-system), as Gatekeeper's own",
+    )
+    parser.add_argument(
+        f"--{process}-events-involved-namespace",
+        action="store_true",
+        help="put each Event in the resource's namespace, on the resource, as Gatekeeper's flag",
+    )
+
+
 def _add_external_data_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--external-data-provider-response-cache-ttl",
@@ -262,6 +276,10 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         local=args.local,
         extensions=_extension_options(args, args.deadline, (cert, key)),
+        log_denies=args.log_denies,
+        emit_admission_events=args.emit_admission_events,
+        events_namespace=args.events_namespace,
+        events_involved_namespace=args.admission_events_involved_namespace,
         exemptions=Exemptions(
             tuple(args.exempt_namespace), tuple(args.exempt_namespace_prefix), tuple(args.exempt_namespace_suffix)
         ),
@@ -356,6 +374,9 @@ def _audit(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         constraint_violations_limit=args.constraint_violations_limit,
         extensions=_extension_options(args),
+        emit_audit_events=args.emit_audit_events,
+        events_namespace=args.events_namespace,
+        events_involved_namespace=args.audit_events_involved_namespace,
     )
     audit = Audit(settings, KubeClient(args.kubeconfig))
     if not args.once:
@@ -566,6 +587,11 @@ def build_parser() -> argparse.ArgumentParser:
         " without it they refuse what they match when the data cannot be replicated (fail closed)",
     )
     _add_external_data_args(adm)
+    adm.add_argument("--log-denies", action="store_true", help="log each constraint violation, as Gatekeeper's flag")
+    adm.add_argument(
+        "--emit-admission-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"
+    )
+    _add_events_args(adm, "admission")
     for suffix, what in (
         ("", "this namespace"),
         ("-prefix", "namespaces with this prefix"),
@@ -622,6 +648,10 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
     aud.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
     _add_external_data_args(aud)
+    aud.add_argument(
+        "--emit-audit-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"
+    )
+    _add_events_args(aud, "audit")
     aud.add_argument(
         "--constraint-violations-limit",
         type=int,

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from regokite.admission.decide import Decision, Mode, decide, select
 from regokite.admission.policies import PolicySet
-from regokite.admission.review import BadReview, Verdict, parse_review, response
+from regokite.admission.review import BadReview, Review, Verdict, parse_review, response
 from regokite.gatekeeper.exempt import LABEL_WEBHOOK_PATH, Exemptions, label_verdict
 from regokite.kube.informer import staleness
 from regokite.kube.replicate import Replicator
@@ -46,6 +46,8 @@ class ServingState:
     watch: Callable[[str | None], None] = lambda _policy: None  # the watchdog's tracker for this worker
     replica: Replicator | None = None  # the cluster data policies read, when they read any
     exemptions: Exemptions = field(default_factory=Exemptions)  # --exempt-namespace*: who may carry the ignore label
+    # --log-denies / --emit-admission-events: hears each review's decision (Gatekeeper's violation reports)
+    on_decision: Callable[[Review, Decision, PolicySet], None] | None = None
 
     def swap(self, new: PolicySet) -> None:
         old, self.policy_set = self.policy_set, new
@@ -120,6 +122,11 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
             decision = Decision(Verdict(allowed=False, messages=[f"regokite internal error: {exc}"], code=500), [])
         finally:
             state.watch(None)
+        if state.on_decision is not None:
+            try:
+                state.on_decision(review, decision, current)
+            except Exception:  # a report must never change the answer
+                log.exception("violation report failed", extra={"uid": review.uid})
         answer = response(review, decision.verdict)
         elapsed = time.monotonic() - started
         _record(endpoint, decision, elapsed)
