@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from regokite.bundle import Bundle, Module
-from regokite.engine import open_engine
+from regokite.engine import Capability, capabilities_of, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import Location, PolicyLoadError
 from regokite.gatekeeper.resources import RegoSource, Template
@@ -149,8 +149,8 @@ def compile_template(
     template: Template, *, options: ExtensionOptions | None = None, engine: str = "embedded"
 ) -> Compiled:
     """Compile one template on its own; a PolicyLoadError locates the problem in the template file.
-    For another `engine` than the embedded one, a call of external_data is refused (OPA lacks it)."""
-    if engine != "embedded":
+    For an `engine` without external_data (a sidecar OPA lacks it), a call of it is refused."""
+    if Capability.EXTERNAL_DATA not in capabilities_of(engine):
         refuse_external_data(template)
     modules = template_modules(template)
     try:
