@@ -102,7 +102,14 @@ class Audit:
             v0_compatible=self.settings.v0_compatible,
             options=self.settings.extensions,
         )
-        candidates, skipped = audited_resources(policy_set, self._preferred_version, self._resolve_kind)
+        every: list[tuple[str, str, ResourceRef]] | None = None
+
+        def every_kind() -> list[tuple[str, str, ResourceRef]]:  # discovered once a load, when a constraint asks
+            nonlocal every
+            every = self._every_kind() if every is None else every
+            return every
+
+        candidates, skipped = audited_resources(policy_set, self._preferred_version, self._resolve_kind, every_kind)
         resources = [r for r in candidates if self._served(r)]
         check_access(self.client, resources)
         if policy_set.replicate:
@@ -134,6 +141,23 @@ class Audit:
         except (ApiError, DiscoveryError):
             return None
         return ResourceRef(group, version, t.resource, t.namespaced)
+
+    def _every_kind(self) -> list[tuple[str, str, ResourceRef]]:
+        """Every resource the API server lists (its group's preferred version; no subresources)."""
+        found = []
+        groups = [("", "v1", "/api/v1")]
+        for g in self.client.get("/apis").get("groups", []):
+            version = g["preferredVersion"]["version"]
+            groups.append((g["name"], version, f"/apis/{g['name']}/{version}"))
+        for group, version, path in groups:
+            try:
+                listing = self.client.get(path)
+            except ApiError:
+                continue  # a group whose server is down (an aggregated API): the others are audited
+            for r in listing.get("resources", []):
+                if "/" not in r["name"] and "list" in r.get("verbs", []):
+                    found.append((group, r["kind"], ResourceRef(group, version, r["name"], r.get("namespaced", True))))
+        return found
 
     def _served(self, ref: ResourceRef) -> bool:
         """Whether the API server serves `ref` (a rule's groups and resources combine freely)."""

@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import http.client
 import json
+import socket
 import ssl
 import threading
 import time
@@ -220,7 +221,7 @@ class ExternalData:
         except (OSError, ssl.SSLError) as exc:
             raise _CallFailed(400, f"failed to load the client certificate: {exc}") from None
         host, port = parts.hostname or "", parts.port or 443
-        connection = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+        connection = _Connection(host, port, timeout=timeout, context=context)
         table[provider.name] = (provider, connection)
         return connection, False
 
@@ -245,6 +246,14 @@ class ExternalData:
             self._contexts = {k: v for k, v in self._contexts.items() if k[0].name != provider.name}
             self._contexts[(provider, stamp)] = context
         return context
+
+
+class _Connection(http.client.HTTPSConnection):
+    """No Nagle delay on small requests (Go's HTTP client, Gatekeeper's, sets TCP_NODELAY too)."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _CallFailed(Exception):
