@@ -285,6 +285,14 @@ class Audit:
                         )
                     )
         took = time.time() - started
+        by_action = {"deny": 0, "dryrun": 0, "warn": 0}
+        for v in (v for violations_of in found.values() for v in violations_of):
+            by_action[v.action] = by_action.get(v.action, 0) + 1
+        for action, count in by_action.items():
+            metrics.gatekeeper_violations.labels(action).set(count)
+        metrics.gatekeeper_audit_last_run_time.set(started)
+        metrics.gatekeeper_audit_last_run_end_time.set(time.time())
+        metrics.gatekeeper_audit_duration.observe(took)
         log.info(
             "auditing is complete",
             extra={"event_type": "audit_finished", "audit_id": audit_id, "duration": f"{took:.3f}s"},

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -353,10 +354,19 @@ def test_a_constraint_with_no_kinds_is_audited_on_every_kind_and_reports_in_its_
 
         for crd in report_crds():
             kube.install_crd(api, crd)
+        from prometheus_client import REGISTRY
+
+        started = time.time()
         run_once(Audit(settings, KubeClient(cluster.kubeconfig)))
         status = get(api, f"/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels/{name}")["status"]
         found = {(v["kind"], v["name"]) for v in status["violations"]}
         assert found == {("Namespace", ns), ("ConfigMap", "cm")} and status["totalViolations"] == 2
+        # Gatekeeper's audit metrics, by its names
+        assert REGISTRY.get_sample_value("gatekeeper_violations", {"enforcement_action": "dryrun"}) >= 2
+        assert REGISTRY.get_sample_value("gatekeeper_audit_last_run_time") >= int(started)
+        end = REGISTRY.get_sample_value("gatekeeper_audit_last_run_end_time")
+        assert end >= REGISTRY.get_sample_value("gatekeeper_audit_last_run_time")
+        assert REGISTRY.get_sample_value("gatekeeper_audit_duration_seconds_count") >= 1
     finally:
         with contextlib.suppress(ApiException):
             delete(api, f"/api/v1/namespaces/{ns}")
