@@ -190,7 +190,8 @@ class ExternalData:
         for attempt in (0, 1):  # a kept-alive connection the provider closed is retried once, fresh
             connection, reused = self._connection(provider, timeout)
             try:
-                connection.sock.settimeout(timeout) if connection.sock else None
+                if connection.sock is not None:  # a kept-alive connection: this call's own timeout
+                    connection.sock.settimeout(timeout)
                 connection.request("POST", path, body=body, headers=headers)
                 reply = connection.getresponse()
                 data = reply.read(_MAX_BODY + 1)
