@@ -32,14 +32,64 @@ def _add_bundle_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _extension_options(args: argparse.Namespace, deadline: float | None = None) -> Any:
+def _add_events_args(parser: argparse.ArgumentParser, process: str) -> None:
+    parser.add_argument(
+        "--events-namespace",
+        default=os.environ.get("POD_NAMESPACE", "gatekeeper-system"),
+        metavar="NS",
+        help="where violation Events go (default: $POD_NAMESPACE, else gatekeeper-system), as Gatekeeper's own",
+    )
+    parser.add_argument(
+        f"--{process}-events-involved-namespace",
+        action="store_true",
+        help="put each Event in the resource's namespace, on the resource, as Gatekeeper's flag",
+    )
+
+
+def _add_external_data_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--external-data-provider-response-cache-ttl",
+        type=_seconds,
+        default=180.0,
+        metavar="DURATION",
+        help="how long external_data answers are cached (Go duration or seconds; 0 = no cache), as Gatekeeper's",
+    )
+
+
+def _seconds(text: str) -> float:
+    """Seconds, or a Go duration as Gatekeeper's flags take them (`3m`, `90s`, `1h30m`)."""
+    import re
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?", text)
+    if not text or parts is None:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 3m, 90s, 0)")
+    hours, minutes, secs = (float(g or 0) for g in parts.groups())
+    return hours * 3600 + minutes * 60 + secs
+
+
+def _extension_options(
+    args: argparse.Namespace, deadline: float | None = None, client_cert: tuple[str, str] | None = None
+) -> Any:
     """The embedded engine's extension builtins for this command; an admission
-    request's http.send never outlasts its --deadline."""
+    request's http.send never outlasts its --deadline. external_data presents
+    `client_cert` (the admission server's own, as Gatekeeper presents its webhook's)."""
     from regokite.engine.extensions import ExtensionOptions
+    from regokite.engine.extensions.external_data import DEFAULT_CACHE_TTL, ExternalData
     from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT
 
     hosts = tuple(getattr(args, "allow_http_send", ()))
-    return ExtensionOptions(hosts, min(DEFAULT_TIMEOUT, deadline) if deadline else DEFAULT_TIMEOUT)
+    ttl = getattr(args, "external_data_provider_response_cache_ttl", DEFAULT_CACHE_TTL)
+    if ttl < 0:
+        raise RegokiteError("--external-data-provider-response-cache-ttl must be 0 (no cache) or more")
+    return ExtensionOptions(
+        hosts,
+        min(DEFAULT_TIMEOUT, deadline) if deadline else DEFAULT_TIMEOUT,
+        ExternalData(cache_ttl=ttl, client_cert=client_cert),
+    )
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
@@ -200,6 +250,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
     from regokite.admission.connections import ConnectionLimits
     from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
     from regokite.engine import Capability, capabilities_of
+    from regokite.gatekeeper.exempt import Exemptions
     from regokite.ops.tls import self_signed
 
     cert, key = args.tls_cert, args.tls_key
@@ -224,7 +275,14 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         replicate_path=args.replicate_path,
         kubeconfig=args.kubeconfig,
         local=args.local,
-        extensions=_extension_options(args, args.deadline),
+        extensions=_extension_options(args, args.deadline, (cert, key)),
+        log_denies=args.log_denies,
+        emit_admission_events=args.emit_admission_events,
+        events_namespace=args.events_namespace,
+        events_involved_namespace=args.admission_events_involved_namespace,
+        exemptions=Exemptions(
+            tuple(args.exempt_namespace), tuple(args.exempt_namespace_prefix), tuple(args.exempt_namespace_suffix)
+        ),
         limits=ConnectionLimits(
             handshake_timeout=args.handshake_timeout,
             header_timeout=args.header_timeout,
@@ -315,6 +373,10 @@ def _audit(args: argparse.Namespace) -> int:
         replicate_path=args.replicate_path,
         jobs=args.jobs,
         constraint_violations_limit=args.constraint_violations_limit,
+        extensions=_extension_options(args),
+        emit_audit_events=args.emit_audit_events,
+        events_namespace=args.events_namespace,
+        events_involved_namespace=args.audit_events_involved_namespace,
     )
     audit = Audit(settings, KubeClient(args.kubeconfig))
     if not args.once:
@@ -524,6 +586,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="no cluster (a first run, a laptop): policies that read cluster data are not served, and say so;"
         " without it they refuse what they match when the data cannot be replicated (fail closed)",
     )
+    _add_external_data_args(adm)
+    adm.add_argument("--log-denies", action="store_true", help="log each constraint violation, as Gatekeeper's flag")
+    adm.add_argument(
+        "--emit-admission-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"
+    )
+    _add_events_args(adm, "admission")
+    for suffix, what in (
+        ("", "this namespace"),
+        ("-prefix", "namespaces with this prefix"),
+        ("-suffix", "namespaces with this suffix"),
+    ):
+        adm.add_argument(
+            f"--exempt-namespace{suffix}",
+            action="append",
+            default=[],
+            metavar="NS",
+            help=f"{what} may carry the admission.gatekeeper.sh/ignore label (POST /v1/admitlabel)",
+        )
     _add_replicate_args(adm, declared=True)
     _add_engine_args(adm)
     _add_bundle_args(adm)
@@ -567,6 +647,11 @@ def build_parser() -> argparse.ArgumentParser:
     aud.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
     aud.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
+    _add_external_data_args(aud)
+    aud.add_argument(
+        "--emit-audit-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"
+    )
+    _add_events_args(aud, "audit")
     aud.add_argument(
         "--constraint-violations-limit",
         type=int,

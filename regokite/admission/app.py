@@ -21,7 +21,8 @@ from starlette.routing import Route
 
 from regokite.admission.decide import Decision, Mode, decide, select
 from regokite.admission.policies import PolicySet
-from regokite.admission.review import BadReview, Verdict, parse_review, response
+from regokite.admission.review import BadReview, Review, Verdict, parse_review, response
+from regokite.gatekeeper.exempt import LABEL_WEBHOOK_PATH, Exemptions, label_verdict
 from regokite.kube.informer import staleness
 from regokite.kube.replicate import Replicator
 from regokite.ops import admission_metrics as metrics
@@ -44,6 +45,9 @@ class ServingState:
     tls_error: str | None = None
     watch: Callable[[str | None], None] = lambda _policy: None  # the watchdog's tracker for this worker
     replica: Replicator | None = None  # the cluster data policies read, when they read any
+    exemptions: Exemptions = field(default_factory=Exemptions)  # --exempt-namespace*: who may carry the ignore label
+    # --log-denies / --emit-admission-events: hears each review's decision (Gatekeeper's violation reports)
+    on_decision: Callable[[Review, Decision, PolicySet], None] | None = None
 
     def swap(self, new: PolicySet) -> None:
         old, self.policy_set = self.policy_set, new
@@ -118,6 +122,11 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
             decision = Decision(Verdict(allowed=False, messages=[f"regokite internal error: {exc}"], code=500), [])
         finally:
             state.watch(None)
+        if state.on_decision is not None:
+            try:
+                state.on_decision(review, decision, current)
+            except Exception:  # a report must never change the answer
+                log.exception("violation report failed", extra={"uid": review.uid})
         answer = response(review, decision.verdict)
         elapsed = time.monotonic() - started
         _record(endpoint, decision, elapsed)
@@ -148,6 +157,22 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
     for mode in ("validate", "mutate"):
         app.router.routes.append(Route(f"/{mode}", review_route(mode), methods=["POST"]))
         app.router.routes.append(Route(f"/{mode}/{{policy:path}}", review_route(mode), methods=["POST"]))
+
+    async def label_endpoint(request: Request) -> Response:
+        """Gatekeeper's namespace-label webhook: only exempt namespaces may carry its ignore label."""
+        try:
+            review = parse_review(await _read_body(request, state.max_body_bytes))
+        except BodyTooLarge as exc:
+            return _error(400, "too_large", str(exc))
+        except BadReview as exc:
+            return _error(400, "malformed", f"not an AdmissionReview: {exc}")
+        except ClientDisconnect:
+            return _error(400, "disconnected", "client disconnected before sending the whole body")
+        verdict = label_verdict(review, state.exemptions)
+        access_log.info("review", extra={**review.summary(), "endpoint": "admitlabel", "allowed": verdict.allowed})
+        return Response(json.dumps(response(review, verdict)), media_type="application/json")
+
+    app.router.routes.append(Route(LABEL_WEBHOOK_PATH, label_endpoint, methods=["POST"]))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

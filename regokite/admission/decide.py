@@ -22,6 +22,7 @@ from regokite.admission.outputs import PolicyOutputError, PolicyResult
 from regokite.admission.policies import EXPANSION, MUTATION_ERRORS, AdmissionPolicy, PolicySet
 from regokite.admission.review import Review, Verdict
 from regokite.engine import UNDEFINED, Bound
+from regokite.engine.extensions.external_data import call_deadline
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.expansion import MESSAGE_PREFIX
 
@@ -92,7 +93,8 @@ def decide(
             if bound is None or bound_to is not working:
                 raw = review.raw if working is original else _with_object(review.raw, working)
                 bound, bound_to = policy_set.engine.bind(raw), working
-            result = _evaluate(policy, bound, mode, review.uid)
+            with call_deadline(deadline):  # external_data calls end within the webhook's budget
+                result = _evaluate(policy, bound, mode, review.uid)
             if mode == "mutate" and policy.enforcement != "dryrun":
                 working = _mutate(policy, working, result)
         except (RegokiteError, PolicyOutputError) as exc:
@@ -135,7 +137,8 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
         for policy in constraints:
             applied = replace(policy, enforcement=resultant["enforcementAction"] or policy.enforcement)
             try:
-                if not policy.match.matches(child.request, source="Generated"):
+                skipped = policy.match.skipped(review.process)  # type: ignore[union-attr]
+                if not policy.match.matches(child.request, source="Generated", skipped=skipped):  # type: ignore[call-arg]
                     continue
                 if policy.name in policy_set.unavailable:
                     raise RegokiteError(policy_set.unavailable[policy.name])

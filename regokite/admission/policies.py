@@ -25,6 +25,7 @@ from regokite.engine import UNDEFINED, Capability, Engine, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.constraints import (
+    REVIEW_RULE_TEXT,
     GatekeeperSet,
     GatekeeperSources,
     constraint_rule,
@@ -116,6 +117,7 @@ class PolicySet:
     expanded_kinds: tuple[tuple[str, str], ...] = ()  # (group, kind) of the workloads they expand: audited too
     # local mode: policies left out because they read cluster data, and what they read
     not_served: Mapping[str, str] = field(default_factory=dict)
+    sync_excluded: tuple[str, ...] = ()  # namespaces a Config keeps out of replication (processes: sync)
 
     def follow(self, store: ReplicaStore) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
@@ -187,6 +189,7 @@ def build_policy_set(
     are read from the `source` roots when none are given.
     """
     bundle = bundle.without_tests()
+    options = options or ExtensionOptions()  # one object: the engine's external_data sees these Providers
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
     sources = read_sources(source) if gatekeeper_sources is None else gatekeeper_sources
@@ -198,6 +201,7 @@ def build_policy_set(
         lookup=namespaces,
         options=options,
         excluded=sources.excluded,
+        engine=engine,
     )
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
@@ -225,6 +229,8 @@ def build_policy_set(
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
     problems = [*sources.problems, *gatekeeper.problems, *mutator_conflicts(sources)]
     expanded = sorted({(g, k) for t in sources.expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
+    # the set loaded: its Providers are the ones external_data calls now
+    options.external_data.set_providers(sources.providers)
     return PolicySet(
         built,
         tuple(found),
@@ -236,6 +242,7 @@ def build_policy_set(
         synced,
         expands,
         tuple(expanded),
+        sync_excluded=sources.excluded_from("sync"),
     )
 
 
@@ -253,7 +260,7 @@ def mutation_policy(sources: GatekeeperSources, slot: int) -> AdmissionPolicy:
 
 def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:
     """Decision rules for the constraints, in slots after the Rego policies'."""
-    lines = [""]
+    lines = [REVIEW_RULE_TEXT] if gatekeeper.constraints else [""]
     for i, ready in enumerate(gatekeeper.constraints):
         lines += constraint_rule(f"validate_{first_slot + i}", ready)
     return "\n".join(lines)

@@ -27,6 +27,7 @@ class Review:
     """A validated AdmissionReview: `raw` is exactly what policies get as input."""
 
     raw: dict[str, Any]
+    process: str = "webhook"  # Gatekeeper's process judging it (`audit` for existing objects): Config exclusions
 
     @property
     def api_version(self) -> str:
@@ -110,7 +111,7 @@ def parse_review(body: bytes) -> Review:
     return Review(doc)
 
 
-def creation_review(obj: dict[str, Any], resource: tuple[str, str, str], uid: str) -> Review:
+def creation_review(obj: dict[str, Any], resource: tuple[str, str, str], uid: str, process: str = "webhook") -> Review:
     """The CREATE AdmissionReview the API server would send for `obj` as `resource`
     ((group, version, plural)): how `check` and `audit` put existing objects to the policies."""
     group, version, plural = resource
@@ -134,7 +135,8 @@ def creation_review(obj: dict[str, Any], resource: tuple[str, str, str], uid: st
                 "dryRun": True,
                 "options": None,
             },
-        }
+        },
+        process,
     )
 
 

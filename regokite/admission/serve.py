@@ -37,13 +37,17 @@ from fastapi import FastAPI
 from regokite.admission.app import ServingState, create_app
 from regokite.admission.connections import ConnectionLimits, GuardedServer
 from regokite.admission.policies import PolicySet, build_policy_set
+from regokite.admission.violation_reports import ViolationReporter
 from regokite.bundle import Bundle, fingerprint, load_bundle
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSources, read_sources
+from regokite.gatekeeper.exempt import Exemptions
+from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
+from regokite.kube.events import BackgroundEvents
 from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
@@ -84,6 +88,11 @@ class AdmissionSettings:
     local: bool = False
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    exemptions: Exemptions = field(default_factory=Exemptions)  # Gatekeeper's --exempt-namespace*
+    log_denies: bool = False  # Gatekeeper's --log-denies
+    emit_admission_events: bool = False  # Gatekeeper's --emit-admission-events
+    events_namespace: str = "gatekeeper-system"  # where those Events go (Gatekeeper's own namespace)
+    events_involved_namespace: bool = False  # --admission-events-involved-namespace: the resource's instead
 
     def read(self) -> Snapshot:
         """The policy files as they are now (the fingerprint taken first, so a change while reading shows next time)."""
@@ -116,6 +125,21 @@ class AdmissionSettings:
         return [self.tls_cert, self.tls_key]
 
 
+def _violation_reporter(settings: AdmissionSettings) -> ViolationReporter | None:
+    """In the worker (after the fork: the Event thread is its own)."""
+    if not (settings.log_denies or settings.emit_admission_events):
+        return None
+    events = None
+    if settings.emit_admission_events:
+        events = BackgroundEvents(Actuator(KubeClient(settings.kubeconfig), "regokite-admission"))
+    return ViolationReporter(
+        log_denies=settings.log_denies,
+        events=events,
+        home=settings.events_namespace,
+        involved_namespace=settings.events_involved_namespace,
+    )
+
+
 def follow_cluster(
     settings: AdmissionSettings, replica: Replicator | None, policy_set: PolicySet
 ) -> tuple[Replicator | None, PolicySet]:
@@ -139,6 +163,7 @@ def follow_cluster(
         if new:
             # refused before a reload takes them on: a resource that cannot be listed would never be ready
             check_access(replica.client, new)
+        replica.exclude(policy_set.sync_excluded)
         replica.ensure(new)
         policy_set.follow(replica.store)
     elif policy_set.reads_inventory:
@@ -285,6 +310,8 @@ def _worker(
         max_body_bytes=settings.max_body_bytes,
         watch=watch,
         replica=replica,
+        exemptions=settings.exemptions,
+        on_decision=_violation_reporter(settings),
     )
     reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved)
 

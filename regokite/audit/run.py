@@ -11,6 +11,7 @@ so in place).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import logging
 import multiprocessing
@@ -26,16 +27,19 @@ from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_res
 from regokite.bundle import fingerprint
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED, Capability, capabilities_of
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.crds import constraint_plural
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
 from regokite.gatekeeper.status import DEFAULT_VIOLATIONS_LIMIT, constraint_statuses, same_findings
+from regokite.gatekeeper.violations import audit_violations, constraint_audited, event
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import OUTAGE_REASONS, ApiError, KubeClient, error_reason, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import audit_metrics as metrics
+from regokite.ops.logging import NAMED_FIELDS
 from regokite.ops.outage import Outage
 from regokite.resources import ChildType
 
@@ -66,6 +70,10 @@ class AuditSettings:
     jobs: int = 1  # --once: processes deciding pages (embedded engine)
     constraint_violations_limit: int = DEFAULT_VIOLATIONS_LIMIT  # Gatekeeper's --constraint-violations-limit
     extra: dict[str, Any] = field(default_factory=dict)
+    extensions: ExtensionOptions | None = None  # external_data's cache lives across reloads
+    emit_audit_events: bool = False  # Gatekeeper's --emit-audit-events: an Event per constraint violation
+    events_namespace: str = "gatekeeper-system"  # where they go, unless events_involved_namespace
+    events_involved_namespace: bool = False
 
 
 class Audit:
@@ -92,13 +100,22 @@ class Audit:
             engine=self.settings.engine,
             opa_url=self.settings.opa_url,
             v0_compatible=self.settings.v0_compatible,
+            options=self.settings.extensions,
         )
-        candidates, skipped = audited_resources(policy_set, self._preferred_version, self._resolve_kind)
+        every: list[tuple[str, str, ResourceRef]] | None = None
+
+        def every_kind() -> list[tuple[str, str, ResourceRef]]:  # discovered once a load, when a constraint asks
+            nonlocal every
+            every = self._every_kind() if every is None else every
+            return every
+
+        candidates, skipped = audited_resources(policy_set, self._preferred_version, self._resolve_kind, every_kind)
         resources = [r for r in candidates if self._served(r)]
         check_access(self.client, resources)
         if policy_set.replicate:
             if self.replica is None:
                 self.replica = Replicator(self.client, ReplicaStore(self.settings.replicate_path))
+            self.replica.exclude(policy_set.sync_excluded)
             self.replica.ensure(policy_set.replicate)
         if self.replica is not None:
             policy_set.follow(self.replica.store)
@@ -124,6 +141,23 @@ class Audit:
         except (ApiError, DiscoveryError):
             return None
         return ResourceRef(group, version, t.resource, t.namespaced)
+
+    def _every_kind(self) -> list[tuple[str, str, ResourceRef]]:
+        """Every resource the API server lists (its group's preferred version; no subresources)."""
+        found = []
+        groups = [("", "v1", "/api/v1")]
+        for g in self.client.get("/apis").get("groups", []):
+            version = g["preferredVersion"]["version"]
+            groups.append((g["name"], version, f"/apis/{g['name']}/{version}"))
+        for group, version, path in groups:
+            try:
+                listing = self.client.get(path)
+            except ApiError:
+                continue  # a group whose server is down (an aggregated API): the others are audited
+            for r in listing.get("resources", []):
+                if "/" not in r["name"] and "list" in r.get("verbs", []):
+                    found.append((group, r["kind"], ResourceRef(group, version, r["name"], r.get("namespaced", True))))
+        return found
 
     def _served(self, ref: ResourceRef) -> bool:
         """Whether the API server serves `ref` (a rule's groups and resources combine freely)."""
@@ -225,6 +259,45 @@ class Audit:
         self.constraint_status.pop(name, None)  # not as last written: the next changed-only write retries it
         return 1
 
+    def report_violations(self, started: float) -> None:
+        """Gatekeeper's audit log lines (constraint_audited, violation_audited with audit_id, audit_finished)
+        and, with emit_audit_events, an AuditViolation Event per violation."""
+        assert self.policy_set is not None
+        audit_id = dt.datetime.fromtimestamp(started, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        kinds = {p.name: (p.constraint_kind, p.enforcement) for p in self.policy_set.policies if p.constraint_kind}
+        found = audit_violations(kinds, self.findings.values())
+        for name, (kind, action) in sorted(kinds.items()):
+            log.info(
+                "audit results for constraint",
+                extra={NAMED_FIELDS: constraint_audited(kind, name, action, len(found[name]), audit_id)},
+            )
+        for violations_of in found.values():
+            for v in violations_of:
+                log.info(v.message, extra={NAMED_FIELDS: {**v.fields("audit"), "audit_id": audit_id, "details": None}})
+                if self.settings.emit_audit_events:
+                    self.actuator.record_event(
+                        event(
+                            v,
+                            "audit",
+                            self.settings.events_namespace,
+                            self.settings.events_involved_namespace,
+                            audit_id,
+                        )
+                    )
+        took = time.time() - started
+        by_action = {"deny": 0, "dryrun": 0, "warn": 0}
+        for v in (v for violations_of in found.values() for v in violations_of):
+            by_action[v.action] = by_action.get(v.action, 0) + 1
+        for action, count in by_action.items():
+            metrics.gatekeeper_violations.labels(action).set(count)
+        metrics.gatekeeper_audit_last_run_time.set(started)
+        metrics.gatekeeper_audit_last_run_end_time.set(time.time())
+        metrics.gatekeeper_audit_duration.observe(took)
+        log.info(
+            "auditing is complete",
+            extra={"event_type": "audit_finished", "audit_id": audit_id, "duration": f"{took:.3f}s"},
+        )
+
     def existing_reports(self) -> set[str]:
         """Namespaces that hold a regokite audit report now ("" for the cluster one)."""
         found = set()
@@ -275,7 +348,11 @@ def run_once(audit: Audit) -> None:
     With `settings.jobs` > 1 (embedded engine) pages are decided in forked
     processes: regorus holds the GIL, so using more cores takes processes.
     """
+    started = time.time()
     audit.load()
+    log.info(
+        "auditing constraints and violations", extra={NAMED_FIELDS: {"event_type": "audit_started", "process": "audit"}}
+    )
     metrics.audit_passes.inc()
     pages = ((ref, page) for ref in audit.resources for page in paged(audit.client, ref, audit.settings.page_size))
     covered = 0
@@ -290,6 +367,7 @@ def run_once(audit: Audit) -> None:
             covered += len(page)
     audit.covered = covered
     audit.update_metrics()
+    audit.report_violations(started)
     if audit.settings.write_reports:
         _write_all(audit, audit.report_namespaces() | audit.existing_reports())
     _stop_replica(audit)
@@ -525,6 +603,8 @@ class Continuous:
         self.dirty |= deleted & self.audit.report_namespaces()  # a deleted empty report needs no rewrite
         if not (self.dirty or self.constraints_due or self.status_failed):
             return
+        if self.constraints_due:  # a full pass is in: Gatekeeper's per-audit log lines and Events
+            self.audit.report_violations(time.time())
         self.dirty = self.audit.write(self.dirty, self._report_exists)
         if self.audit.settings.write_reports:
             self.status_failed = self.audit.write_constraint_status(changed_only=not self.constraints_due)

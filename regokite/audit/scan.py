@@ -59,10 +59,15 @@ class Subject:
 
 
 KindResolver = Callable[[str, str], "ResourceRef | None"]  # (group, kind) -> its resource, None: not served
+# every listable resource of the cluster, the group's preferred version: (group, kind, its resource)
+EveryKind = Callable[[], "list[tuple[str, str, ResourceRef]]"]
 
 
 def audited_resources(
-    policy_set: PolicySet, preferred_version: Callable[[str], str], resolve_kind: KindResolver | None = None
+    policy_set: PolicySet,
+    preferred_version: Callable[[str], str],
+    resolve_kind: KindResolver | None = None,
+    every_kind: EveryKind | None = None,
 ) -> tuple[list[ResourceRef], list[str]]:
     """The resources the validating policies' `match` names for CREATE, and what cannot be audited.
 
@@ -70,7 +75,9 @@ def audited_resources(
     a `*` group or resource, or a policy without `match`, is reported as not
     audited rather than guessed. A `*` version means the group's preferred one.
     A Gatekeeper constraint names kinds: `resolve_kind` (discovery) finds their
-    resources; without it (offline) constraints are not audited. The workloads
+    resources; without it (offline) constraints are not audited. One with no
+    kinds, or a `*` group or kind, is audited on every listable resource that
+    fits (`every_kind`, discovery), as Gatekeeper's audit does. The workloads
     Gatekeeper's ExpansionTemplates expand are audited too (their resources
     judged as Generated ones).
     """
@@ -80,7 +87,7 @@ def audited_resources(
         if not policy.validating:
             continue
         if not isinstance(policy.match, Match):
-            refs, reason = constraint_resources(policy.match, resolve_kind)
+            refs, reason = constraint_resources(policy.match, resolve_kind, every_kind)
             found |= refs
             if reason:
                 skipped.append(f"{policy.name}: {reason}")
@@ -109,16 +116,25 @@ def audited_resources(
     return sorted(found), skipped
 
 
-def constraint_resources(match: Any, resolve_kind: KindResolver | None) -> tuple[set[ResourceRef], str]:
-    """The resources of a constraint's `match.kinds`, and why some cannot be audited (or "")."""
+def constraint_resources(
+    match: Any, resolve_kind: KindResolver | None, every_kind: EveryKind | None = None
+) -> tuple[set[ResourceRef], str]:
+    """The resources of a constraint's `match.kinds` (every listable one that fits, for no kinds or a
+    `*`), and why some cannot be audited (or "")."""
     if resolve_kind is None:
         return set(), "a constraint: its kinds need discovery (audit a cluster)"
-    if not match.kinds:
-        return set(), "a constraint matching every kind (match.kinds empty): name its kinds to audit it"
+    wildcard = not match.kinds or any("*" in groups or "*" in kinds for groups, kinds in match.kinds)
+    if wildcard:
+        if every_kind is None:
+            return set(), "a constraint matching every kind (no kinds, or a * group or kind) needs discovery"
+        return {
+            ref
+            for group, kind, ref in every_kind()
+            if not match.kinds
+            or any(("*" in gs or group in gs) and ("*" in ks or kind in ks) for gs, ks in match.kinds)
+        }, ""
     found: set[ResourceRef] = set()
     for groups, kinds in match.kinds:
-        if "*" in groups or "*" in kinds:
-            return found, "a constraint with a * group or kind"
         for group in groups:
             for kind in kinds:
                 ref = resolve_kind(group, kind)
@@ -129,7 +145,7 @@ def constraint_resources(match: Any, resolve_kind: KindResolver | None) -> tuple
 
 def audit_object(policy_set: PolicySet, obj: Obj, ref: ResourceRef) -> Results:
     """Every finding of the validating policies on `obj`, a `ref` object, as if it were created now."""
-    review = creation_review(obj, (ref.group, ref.version, ref.resource), "audit")
+    review = creation_review(obj, (ref.group, ref.version, ref.resource), "audit", process="audit")
     decision = decide(policy_set, review, mode="validate")
     policies = {p.name: p for p in policy_set.policies}
     found: list[Result] = []

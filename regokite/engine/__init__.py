@@ -52,10 +52,11 @@ class Capability(enum.Enum):
     INVENTORY = "inventory"  # follows replicated data as Gatekeeper's `data.inventory` view too
     IN_PROCESS = "in-process"  # evaluates here, holding the GIL: more cores take worker processes, each its own
     SIDECAR = "sidecar"  # evaluates in a server beside this process, which must be deployed and reachable
+    EXTERNAL_DATA = "external-data"  # has Gatekeeper's external_data builtin (a Python extension)
 
 
 KINDS: Final[dict[str, frozenset[Capability]]] = {
-    "embedded": frozenset({Capability.INVENTORY, Capability.IN_PROCESS}),
+    "embedded": frozenset({Capability.INVENTORY, Capability.IN_PROCESS, Capability.EXTERNAL_DATA}),
     "opa": frozenset({Capability.SIDECAR}),
 }
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from regokite.bundle import Bundle, Module
-from regokite.engine import open_engine
+from regokite.engine import Capability, capabilities_of, open_engine
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import Location, PolicyLoadError
 from regokite.gatekeeper.resources import RegoSource, Template
@@ -145,8 +145,13 @@ def _error(source: RegoSource, line: int, col: int, message: str) -> PolicyLoadE
     )
 
 
-def compile_template(template: Template, *, options: ExtensionOptions | None = None) -> Compiled:
-    """Compile one template on its own; a PolicyLoadError locates the problem in the template file."""
+def compile_template(
+    template: Template, *, options: ExtensionOptions | None = None, engine: str = "embedded"
+) -> Compiled:
+    """Compile one template on its own; a PolicyLoadError locates the problem in the template file.
+    For an `engine` without external_data (a sidecar OPA lacks it), a call of it is refused."""
+    if Capability.EXTERNAL_DATA not in capabilities_of(engine):
+        refuse_external_data(template)
     modules = template_modules(template)
     try:
         engine = open_engine(Bundle(modules), "embedded", options=options)
@@ -157,6 +162,27 @@ def compile_template(template: Template, *, options: ExtensionOptions | None = N
     if "violation" not in rules:
         raise PolicyLoadError(f"{template.file}: ConstraintTemplate {template.name}: its Rego has no violation rule")
     return Compiled(template, modules)
+
+
+_EXTERNAL_DATA = re.compile(r"(?<![\w.])external_data\s*\(")
+
+
+def refuse_external_data(template: Template) -> None:
+    """external_data is a builtin of the embedded engine only (a sidecar OPA answers `undefined function`)."""
+    for source in (template.rego, *template.libs):
+        if source is None:
+            continue
+        for kind, chunk, offset in _code_chunks(source.text):
+            found = _EXTERNAL_DATA.search(chunk) if kind == "code" else None
+            if found is not None:
+                line, col = _line_col(source.text, offset + found.start())
+                raise _error(
+                    source,
+                    line,
+                    col,
+                    "external_data (Gatekeeper's external data) is evaluated by the embedded engine only: "
+                    "serve this template without --engine opa",
+                )
 
 
 def relocate(exc: PolicyLoadError, template: Template) -> PolicyLoadError:
@@ -170,7 +196,7 @@ def relocate(exc: PolicyLoadError, template: Template) -> PolicyLoadError:
 
 
 def compile_all(
-    templates: Sequence[Template], *, options: ExtensionOptions | None = None
+    templates: Sequence[Template], *, options: ExtensionOptions | None = None, engine: str = "embedded"
 ) -> tuple[dict[str, Compiled], dict[str, PolicyLoadError]]:
     """Each template compiled on its own: (kind -> compiled, kind -> why not)."""
     good: dict[str, Compiled] = {}
@@ -183,7 +209,7 @@ def compile_all(
             good.pop(template.kind, None)
             continue
         try:
-            good[template.kind] = compile_template(template, options=options)
+            good[template.kind] = compile_template(template, options=options, engine=engine)
         except PolicyLoadError as exc:
             bad[template.kind] = exc
     return good, bad

@@ -17,6 +17,7 @@ from typing import TypeVar
 from regokite.bundle import Module
 from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resource
 from regokite.engine.extensions import ExtensionOptions
+from regokite.engine.extensions.external_data import Provider
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_all, violation_ref
 from regokite.gatekeeper.expansion import ExpansionTemplate, is_expansion_template, parse_expansion_template
@@ -28,10 +29,13 @@ from regokite.gatekeeper.resources import (
     gatekeeper_files,
     is_config,
     is_constraint,
+    is_provider,
+    is_syncset,
     is_template,
     may_hold_resources,
     parse_config_match,
     parse_constraint,
+    parse_provider,
     parse_sync_only,
     parse_template,
     read_documents,
@@ -67,12 +71,17 @@ class GatekeeperSources:
     constraints: tuple[Constraint, ...] = ()
     problems: tuple[str, ...] = ()
     synced: tuple[ResourceRef, ...] = ()
-    excluded: tuple[str, ...] = ()  # Config spec.match namespaces excluded from the webhook and audit
+    # Config spec.match: (process, namespace patterns it skips) for webhook, audit and sync
+    excluded: tuple[tuple[str, tuple[str, ...]], ...] = ()
     mutators: tuple[Mutator, ...] = ()
     broken_mutators: tuple[str, ...] = ()  # mutators that did not load, each with why: mutation refuses
     mutation_excluded: tuple[str, ...] = ()  # Config spec.match namespaces the mutation webhook skips
     expansions: tuple[ExpansionTemplate, ...] = ()
     broken_expansions: tuple[str, ...] = ()  # ExpansionTemplates that did not load: validation refuses
+    providers: tuple[Provider, ...] = ()  # external data Providers, for external_data
+
+    def excluded_from(self, process: str) -> tuple[str, ...]:
+        return next((namespaces for p, namespaces in self.excluded if p == process), ())
 
 
 def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
@@ -84,14 +93,10 @@ def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
     entries: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     mutators: list[Mutator | str] = []
     expansions: list[ExpansionTemplate | str] = []
-    _read(roots, templates, constraints, syncs, problems, entries, mutators, expansions)
-    # regokite's webhook and audit share one decision: an entry for either excludes the namespace from both
-    excluded = {
-        ns for namespaces, processes in entries if {"*", "webhook", "audit"} & set(processes) for ns in namespaces
-    }
-    mutation_excluded = {
-        ns for namespaces, processes in entries if {"*", "mutation-webhook"} & set(processes) for ns in namespaces
-    }
+    providers: list[Provider] = []
+    _read(roots, templates, constraints, syncs, problems, entries, mutators, expansions, providers)
+    excluded = tuple((p, _excluded(entries, p)) for p in ("webhook", "audit", "sync") if _excluded(entries, p))
+    mutation_excluded = _excluded(entries, "mutation-webhook")
     broken = tuple(m for m in mutators if isinstance(m, str))
     broken_expansions = tuple(t for t in expansions if isinstance(t, str))
     return GatekeeperSources(
@@ -99,12 +104,20 @@ def read_sources(roots: Iterable[str | Path]) -> GatekeeperSources:
         tuple(constraints),
         (*problems, *broken, *broken_expansions),
         _synced(syncs),
-        tuple(sorted(excluded)),
+        excluded,
         tuple(m for m in mutators if not isinstance(m, str)),
         broken,
-        tuple(sorted(mutation_excluded)),
+        mutation_excluded,
         tuple(t for t in expansions if not isinstance(t, str)),
         broken_expansions,
+        tuple(providers),
+    )
+
+
+def _excluded(entries: Iterable[tuple[tuple[str, ...], tuple[str, ...]]], process: str) -> tuple[str, ...]:
+    """The namespaces the Config's spec.match excludes from one process (`*` names them all)."""
+    return tuple(
+        sorted({ns for namespaces, processes in entries if {"*", process} & set(processes) for ns in namespaces})
     )
 
 
@@ -130,6 +143,7 @@ def _read(
     exclusions: list[tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
     mutators: list[Mutator | str] | None = None,
     expansions: list[ExpansionTemplate | str] | None = None,
+    providers: list[Provider] | None = None,
 ) -> None:
     for path in gatekeeper_files(roots):
         if not may_hold_resources(path):
@@ -153,9 +167,14 @@ def _read(
                 if expansions is not None:
                     expansions.append(_parsed(parse_expansion_template, doc, str(path)))
                 continue
+            if is_syncset(doc):  # likewise a SyncSet: the union of them all and the Config's is replicated
+                syncs.extend(parse_sync_only(doc, str(path)))
+                continue
             try:
                 if is_template(doc):
                     templates.append(parse_template(doc, node, str(path)))
+                elif is_provider(doc) and providers is not None:
+                    providers.append(parse_provider(doc, str(path)))
                 elif is_constraint(doc):
                     constraints.append(parse_constraint(doc, str(path)))
             except PolicyLoadError as exc:
@@ -176,11 +195,13 @@ def prepare(
     *,
     lookup: NamespaceLookup | None = None,
     options: ExtensionOptions | None = None,
-    excluded: Sequence[str] = (),
+    excluded: Sequence[tuple[str, tuple[str, ...]]] = (),
+    engine: str = "embedded",
 ) -> GatekeeperSet:
-    """Compile the templates and ready each constraint; `excluded` namespaces (the Config's) are
-    added to every constraint's excludedNamespaces, as Gatekeeper skips them before any constraint."""
-    good, bad = compile_all(templates, options=options)
+    """Compile the templates and ready each constraint; `excluded` namespaces (the Config's, per
+    process) are skipped by every constraint in that process (webhook or audit), as Gatekeeper skips
+    them before any constraint."""
+    good, bad = compile_all(templates, options=options, engine=engine)
     problems = [str(exc) for exc in bad.values()]
     ready = []
     seen: set[tuple[str, str]] = set()
@@ -191,7 +212,7 @@ def prepare(
         seen.add((c.kind, c.name))
         match = parse_constraint_match(c.match, f"{where}: spec.match", lookup)
         if excluded:
-            match = replace(match, excluded_namespaces=(*match.excluded_namespaces, *excluded))
+            match = replace(match, excluded_by_process=tuple(excluded))
         broken = None
         if c.kind in bad:
             broken = f"its ConstraintTemplate did not load: {bad[c.kind]}"
@@ -227,13 +248,22 @@ def webhook_action(c: Constraint) -> str:
     return next((a for a in ("deny", "warn") if a in actions), "dryrun")
 
 
+REVIEW_RULE = "gatekeeper_review"
+# Gatekeeper's review: on DELETE, `object` is the object being deleted (the request's oldObject)
+REVIEW_RULE_TEXT = f"""
+{REVIEW_RULE} := object.union(input.request, {{"object": object.get(input.request, "oldObject", null)}}) if {{
+\tinput.request.operation == "DELETE"
+}} else := input.request
+"""
+
+
 def constraint_rule(name: str, c: ReadyConstraint) -> list[str]:
     """The generated rule evaluating one constraint: its template's violations under
     Gatekeeper's input (`review` = the AdmissionRequest, `parameters`)."""
     if c.broken:
         return []
     parameters = json.dumps(c.constraint.parameters if c.constraint.parameters is not None else {})
-    gatekeeper_input = f'{{"review": input.request, "parameters": {parameters}}}'
+    gatekeeper_input = f'{{"review": {REVIEW_RULE}, "parameters": {parameters}}}'
     return [
         f"# {c.constraint.kind} {c.constraint.name}",
         f'{name} := {{"violation": [v]}} if {{',

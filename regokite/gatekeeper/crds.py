@@ -17,6 +17,8 @@ from regokite.gatekeeper.resources import (
     CONSTRAINT_GROUP,
     EXPANSION_GROUP,
     MUTATION_GROUP,
+    PROVIDER_GROUP,
+    SYNCSET_GROUP,
     TEMPLATE_GROUP,
     Template,
 )
@@ -149,6 +151,29 @@ def _crd(group: str, kind: str, plural: str, scope: str, versions: list[dict[str
             "versions": versions,
         },
     }
+
+
+def provider_crd() -> dict[str, Any]:
+    """The CRD of external data's Provider (externaldata.gatekeeper.sh v1beta1, v1alpha1; cluster-scoped)."""
+    return _open_crd(PROVIDER_GROUP, "Provider", "Cluster", ("v1beta1", "v1alpha1"))
+
+
+def syncset_crd() -> dict[str, Any]:
+    """The CRD of SyncSet (syncset.gatekeeper.sh v1alpha1, cluster-scoped): more of what to replicate."""
+    return _open_crd(SYNCSET_GROUP, "SyncSet", "Cluster", ("v1alpha1",))
+
+
+def provider_status(generation: int | None, error: str | None) -> dict[str, Any]:
+    """Gatekeeper's Provider status: per pod, `active` and the errors that kept it out of use."""
+    by_pod: dict[str, Any] = {
+        "id": POD_ID,
+        "active": error is None,
+        "observedGeneration": generation,
+        "operations": ["webhook", "audit"],
+    }
+    if error is not None:
+        by_pod["errors"] = [{"type": "UpsertCache", "message": error}]
+    return {"byPod": [by_pod]}
 
 
 def _open_crd(group: str, kind: str, scope: str, versions: tuple[str, ...]) -> dict[str, Any]:

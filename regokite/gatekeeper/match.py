@@ -56,13 +56,19 @@ class ConstraintMatch:
     name: str | None = None
     source: str = "All"  # Original (requests), Generated (expanded resources) or All
     lookup: NamespaceLookup | None = field(default=None, compare=False)
+    # the Config's spec.match: namespaces each process (webhook, audit) skips before any constraint
+    excluded_by_process: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def applies_to(self, review: Any) -> bool:
-        return self.matches(review.request)
+        return self.matches(review.request, skipped=self.skipped(getattr(review, "process", "webhook")))
 
-    def matches(self, req: Mapping[str, Any], source: str = "Original") -> bool:
-        """Whether an AdmissionRequest (or an expanded resource's, `source` Generated) is in scope;
-        NamespaceUnknown when it cannot say."""
+    def skipped(self, process: str) -> tuple[str, ...]:
+        """The namespaces the Config excludes from `process` (webhook, audit)."""
+        return next((namespaces for p, namespaces in self.excluded_by_process if p == process), ())
+
+    def matches(self, req: Mapping[str, Any], source: str = "Original", skipped: tuple[str, ...] = ()) -> bool:
+        """Whether an AdmissionRequest (or an expanded resource's, `source` Generated) is in scope, the
+        `skipped` namespaces aside (the Config's, for this process); NamespaceUnknown when it cannot say."""
         if self.source not in ("All", source):
             return False
         kind = req.get("kind") or {}
@@ -82,7 +88,7 @@ class ConstraintMatch:
         if own or is_namespace:
             if self.namespaces and not any(glob_matches(p, own) for p in self.namespaces):
                 return False
-            if any(glob_matches(p, own) for p in self.excluded_namespaces):
+            if any(glob_matches(p, own) for p in (*self.excluded_namespaces, *skipped)):
                 return False
         name = meta.get("name") or req.get("name") or ""
         if self.name is not None and not glob_matches(self.name, name):

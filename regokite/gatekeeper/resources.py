@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from regokite import yamldoc
+from regokite.engine.extensions.external_data import Provider, ProviderError
 from regokite.errors import PolicyLoadError
 
 TEMPLATE_GROUP = "templates.gatekeeper.sh"
@@ -24,6 +25,8 @@ CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
 CONFIG_GROUP = "config.gatekeeper.sh"
 MUTATION_GROUP = "mutations.gatekeeper.sh"
 EXPANSION_GROUP = "expansion.gatekeeper.sh"
+PROVIDER_GROUP = "externaldata.gatekeeper.sh"
+SYNCSET_GROUP = "syncset.gatekeeper.sh"
 ADMISSION_TARGET = "admission.k8s.gatekeeper.sh"
 
 
@@ -78,16 +81,36 @@ def is_config(doc: Any) -> bool:
     return isinstance(doc, dict) and _group(doc) == CONFIG_GROUP and doc.get("kind") == "Config"
 
 
+def is_provider(doc: Any) -> bool:
+    return isinstance(doc, dict) and _group(doc) == PROVIDER_GROUP and doc.get("kind") == "Provider"
+
+
+def parse_provider(doc: dict[str, Any], file: str) -> Provider:
+    """An external data `Provider` (v1beta1 or v1alpha1), checked as Gatekeeper checks it before use."""
+    name = _dig(doc, "metadata", "name")
+    try:
+        return Provider.from_spec(name, doc.get("spec"))
+    except ProviderError as exc:
+        raise ResourceError(f"{file}: Provider {name or '?'}: {exc}") from None
+
+
+def is_syncset(doc: Any) -> bool:
+    return isinstance(doc, dict) and _group(doc) == SYNCSET_GROUP and doc.get("kind") == "SyncSet"
+
+
 def parse_sync_only(doc: dict[str, Any], file: str) -> list[tuple[str, str, str]]:
-    """A Config's `spec.sync.syncOnly`: (group, version, kind) of what Gatekeeper replicates."""
-    entries = _dig(doc, "spec", "sync", "syncOnly") or []
+    """A Config's `spec.sync.syncOnly`, or a SyncSet's `spec.gvks`: (group, version, kind) of what
+    Gatekeeper replicates (the union of them all)."""
+    syncset = is_syncset(doc)
+    entries = (_dig(doc, "spec", "gvks") if syncset else _dig(doc, "spec", "sync", "syncOnly")) or []
+    where = f"SyncSet {_dig(doc, 'metadata', 'name') or '?'} spec.gvks" if syncset else "Config spec.sync.syncOnly"
     if not isinstance(entries, list):
-        raise ResourceError(f"{file}: Config spec.sync.syncOnly must be a list")
+        raise ResourceError(f"{file}: {where} must be a list")
     found = []
     for i, entry in enumerate(entries):
         gvk = tuple(entry.get(k, "") if isinstance(entry, dict) else None for k in ("group", "version", "kind"))
         if not all(isinstance(v, str) for v in gvk) or not gvk[1] or not gvk[2]:
-            raise ResourceError(f"{file}: Config spec.sync.syncOnly[{i}] needs version and kind (and group)")
+            raise ResourceError(f"{file}: {where}[{i}] needs version and kind (and group)")
         found.append(gvk)
     return found  # type: ignore[return-value]
 
@@ -242,7 +265,9 @@ def _node_at(node: yaml.Node | None, *path: str | int) -> yaml.Node | None:
 def may_hold_resources(path: Path) -> bool:
     """Whether a YAML file names Gatekeeper's API groups (cheap: no parsing)."""
     data = path.read_bytes()
-    groups = (TEMPLATE_GROUP, CONSTRAINT_GROUP, CONFIG_GROUP, MUTATION_GROUP, EXPANSION_GROUP)
+    groups = (
+        TEMPLATE_GROUP, CONSTRAINT_GROUP, CONFIG_GROUP, MUTATION_GROUP, EXPANSION_GROUP, PROVIDER_GROUP, SYNCSET_GROUP,
+    )  # fmt: skip
     return any(group.encode() in data for group in groups)
 
 

@@ -254,6 +254,14 @@ class Actuator:
         except Exception as exc:  # an Event is best effort; never fail a sync over it
             log.warning("could not record event", extra={"reason": reason, "error": str(exc)[:300]})
 
+    def record_event(self, body: Mapping[str, Any]) -> None:
+        """Post an Event built elsewhere (Gatekeeper's violation Events), best effort."""
+        namespace = (body.get("metadata") or {}).get("namespace") or "default"
+        try:
+            self.client.request("POST", f"/api/v1/namespaces/{namespace}/events", dict(body))
+        except Exception as exc:  # an Event is best effort
+            log.warning("could not record event", extra={"reason": body.get("reason"), "error": str(exc)[:300]})
+
 
 @dataclass
 class _SeenEvent:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable
 
 from regokite.clusterdata.store import Obj, ReplicaStore, ResourceRef
+from regokite.gatekeeper.match import glob_matches
 from regokite.input_guard import InputRejected
 from regokite.kube.client import ApiError, KubeClient, resource_path
 from regokite.kube.informer import Informer
@@ -39,6 +40,20 @@ class Replicator:
         self._lock = threading.Lock()  # a seed and the handlers' changes never interleave
         self._ready = threading.Event()
         self._stopped = threading.Event()
+        self._excluded: tuple[str, ...] = ()  # namespace patterns not replicated (Gatekeeper's `sync` process)
+
+    def exclude(self, patterns: Iterable[str]) -> None:
+        """Leave out objects in these namespaces (exact, `prefix*`, `*suffix`; a Namespace by its own
+        name), as a Gatekeeper Config's `processes: ["sync"]` entries do; a change re-sorts what is held."""
+        patterns = tuple(sorted(set(patterns)))
+        with self._lock:
+            if patterns == self._excluded:
+                return
+            self._excluded = patterns
+            for ref, informer in self._informers.items():
+                if ref in self._seeded:
+                    for obj in informer.list():
+                        self._put(ref, obj)
 
     @property
     def resources(self) -> tuple[ResourceRef, ...]:
@@ -106,6 +121,12 @@ class Replicator:
             replicated_objects.labels(str(ref)).set(len(informer))
 
     def _put(self, ref: ResourceRef, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        if self._excluded and _in_namespaces(self._excluded, ref, meta):
+            self.store.remove(
+                ref.resource, meta.get("namespace") or "", meta.get("name", ""), namespaced=ref.namespaced
+            )
+            return
         try:
             self.store.put(ref.resource, obj, namespaced=ref.namespaced)
         except InputRejected as exc:
@@ -115,6 +136,11 @@ class Replicator:
             self.store.remove(
                 ref.resource, meta.get("namespace") or "", meta.get("name", ""), namespaced=ref.namespaced
             )
+
+
+def _in_namespaces(patterns: tuple[str, ...], ref: ResourceRef, meta: Obj) -> bool:
+    own = meta.get("name", "") if (ref.group, ref.resource) == ("", "namespaces") else meta.get("namespace") or ""
+    return bool(own) and any(glob_matches(p, own) for p in patterns)
 
 
 def check_access(client: KubeClient, refs: Iterable[ResourceRef]) -> None:

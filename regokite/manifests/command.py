@@ -69,6 +69,21 @@ def add_manifests_commands(sub: Any) -> None:
     _placement(gk, "regokite-gatekeeper")
     _serving_options(gk, timeout=3)
     gk.add_argument("--config-namespace", default="gatekeeper-system", help="where Gatekeeper's Config is read")
+    gk.add_argument(
+        "--operation",
+        action="append",
+        choices=["DELETE", "CONNECT"],
+        default=[],
+        help="also validate DELETE or CONNECT (e.g. kubectl exec), as Gatekeeper's webhook operations",
+    )
+    for suffix in ("", "-prefix", "-suffix"):
+        gk.add_argument(
+            f"--exempt-namespace{suffix}",
+            action="append",
+            default=[],
+            metavar="NS",
+            help="may carry the admission.gatekeeper.sh/ignore label, as Gatekeeper's flag",
+        )
     _replicate_options(gk, "what the Config syncs: the server replicates it and needs to read it")
     gk.set_defaults(func=_cmd_gatekeeper)
 
@@ -143,6 +158,12 @@ def _cmd_gatekeeper(args: argparse.Namespace) -> int:
         image=args.image,
         **_serving(args),
         config_namespace=args.config_namespace,
+        operations=("CREATE", "UPDATE", *dict.fromkeys(args.operation)),
+        exempt_namespaces=(
+            *args.exempt_namespace,
+            *(f"{p}*" for p in args.exempt_namespace_prefix),
+            *(f"*{s}" for s in args.exempt_namespace_suffix),
+        ),
     )
     header = (
         "regokite in Gatekeeper's role (`regokite manifests gatekeeper`): apply ConstraintTemplates, Constraints"

@@ -250,6 +250,8 @@ class GatekeeperOptions(AdmissionOptions):
     name: str = "regokite-gatekeeper"
     timeout_seconds: int = 3  # Gatekeeper's
     config_namespace: str = "gatekeeper-system"
+    operations: tuple[str, ...] = ("CREATE", "UPDATE")  # the validating webhook's; DELETE, CONNECT on request
+    exempt_namespaces: tuple[str, ...] = ()  # --exempt-namespace, -prefix `p*`, -suffix `*s` (Gatekeeper's flags)
 
 
 GATEKEEPER_DIR = "/var/run/regokite/gatekeeper"
@@ -263,6 +265,9 @@ GATEKEEPER_READS = (
     *((MUTATION_GROUP, plural, rbac.READ) for plural in MUTATOR_PLURALS),
     *((MUTATION_GROUP, f"{plural}/status", ("get", "update", "patch")) for plural in MUTATOR_PLURALS),
     (EXPANSION_GROUP, "expansiontemplate", rbac.READ),
+    ("externaldata.gatekeeper.sh", "providers", rbac.READ),
+    ("syncset.gatekeeper.sh", "syncsets", rbac.READ),
+    ("externaldata.gatekeeper.sh", "providers/status", ("get", "update", "patch")),
     ("apiextensions.k8s.io", "customresourcedefinitions", (*rbac.READ, "create", "update", "patch", "delete")),
 )
 
@@ -288,14 +293,26 @@ def gatekeeper_manifests(opts: GatekeeperOptions) -> list[Obj]:
     [syncer] = _containers(opts, sync_args, port=None, probes={}, cpu_limit="1", mounts=[shared])
     syncer["name"] = "gatekeeper-sync"
     volumes = [{"name": "gatekeeper", "emptyDir": {}}]
-    args = ["admission", "--policies", GATEKEEPER_DIR, *_replicate_flags(opts)]
+    args = ["admission", "--policies", GATEKEEPER_DIR, *_replicate_flags(opts), *_exempt_flags(opts)]
     served, target = _webhook_server(
         opts, component, args, mounts=[shared], volumes=volumes, automount=True, webhook_name=opts.name, first=syncer
     )
     objects += served
-    objects.append(webhooks.catch_all_configuration(target))
+    objects.append(webhooks.catch_all_configuration(target, operations=opts.operations))
     objects.append(webhooks.catch_all_configuration(target, "mutate"))
     return objects
+
+
+def _exempt_flags(opts: GatekeeperOptions) -> list[str]:
+    flags = []
+    for pattern in opts.exempt_namespaces:
+        if pattern.endswith("*"):
+            flags.append(f"--exempt-namespace-prefix={pattern[:-1]}")
+        elif pattern.startswith("*"):
+            flags.append(f"--exempt-namespace-suffix={pattern[1:]}")
+        else:
+            flags.append(f"--exempt-namespace={pattern}")
+    return flags
 
 
 # --------------------------------------------------------------------------- controller

@@ -59,13 +59,23 @@ def webhook_configurations(policies: list[AdmissionPolicy], target: WebhookTarge
 
 
 GATEKEEPER_IGNORE_LABEL = "admission.gatekeeper.sh/ignore"
+# `*` names no subresource: Gatekeeper's webhook lists these (kubectl exec is CONNECT of pods/exec)
+GATEKEEPER_SUBRESOURCES = (
+    "pods/ephemeralcontainers", "pods/exec", "pods/log", "pods/eviction", "pods/portforward", "pods/proxy",
+    "pods/attach", "pods/binding", "pods/resize", "deployments/scale", "replicasets/scale", "statefulsets/scale",
+    "replicationcontrollers/scale", "services/proxy", "nodes/proxy", "services/status",
+)  # fmt: skip
 
 
-def catch_all_configuration(target: WebhookTarget, mode: str = "validate") -> dict[str, Any]:
-    """One webhook for CREATE and UPDATE of every resource to `/validate` (or `/mutate`), as Gatekeeper
-    registers its own (failurePolicy Ignore, namespaces labelled admission.gatekeeper.sh/ignore skipped;
-    mutation: reinvocationPolicy Never, as its chart): constraints and mutators are matched in process,
-    so they come and go without a new webhook."""
+def catch_all_configuration(
+    target: WebhookTarget, mode: str = "validate", operations: tuple[str, ...] = ("CREATE", "UPDATE")
+) -> dict[str, Any]:
+    """One webhook for CREATE and UPDATE (validation: plus DELETE or CONNECT when asked) of every resource
+    to `/validate` (or `/mutate`), as Gatekeeper registers its own (failurePolicy Ignore, namespaces
+    labelled admission.gatekeeper.sh/ignore skipped; mutation: reinvocationPolicy Never, as its chart):
+    constraints and mutators are matched in process, so they come and go without a new webhook. Beside
+    the validating one, Gatekeeper's namespace-label webhook (failurePolicy Fail): only the
+    --exempt-namespace* namespaces may carry that label."""
     name = target.name if mode == "validate" else f"{target.name}-mutating"
     metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/name": "regokite"}}
     if target.cert_manager_certificate:
@@ -79,11 +89,12 @@ def catch_all_configuration(target: WebhookTarget, mode: str = "validate") -> di
         clients["url"] = target.url.rstrip("/") + f"/{mode}"  # type: ignore[union-attr]
     selector = _namespace_selector(None, (), (), target.namespace)
     selector["matchExpressions"].append({"key": GATEKEEPER_IGNORE_LABEL, "operator": "DoesNotExist"})
+    validating = mode == "validate"
     rule = {
-        "operations": ["CREATE", "UPDATE"],
+        "operations": list(operations) if validating else ["CREATE", "UPDATE"],
         "apiGroups": ["*"],
         "apiVersions": ["*"],
-        "resources": ["*"],
+        "resources": ["*", *GATEKEEPER_SUBRESOURCES] if validating else ["*"],
         "scope": "*",
     }
     point = "validation" if mode == "validate" else "mutation"
@@ -94,8 +105,22 @@ def catch_all_configuration(target: WebhookTarget, mode: str = "validate") -> di
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration" if mode == "validate" else "MutatingWebhookConfiguration",
         "metadata": metadata,
-        "webhooks": [hook],
+        "webhooks": [hook, _label_webhook(target)] if validating else [hook],
     }
+
+
+def _label_webhook(target: WebhookTarget) -> dict[str, Any]:
+    """Gatekeeper's check-ignore-label webhook: CREATE and UPDATE of Namespaces, failing closed."""
+    policy = AdmissionPolicy("label", (), Match(), failure_policy="Fail")
+    hook = _webhook(policy, "validate", target)
+    clients = hook["clientConfig"]
+    if "service" in clients:
+        clients["service"]["path"] = "/v1/admitlabel"
+    else:
+        clients["url"] = target.url.rstrip("/") + "/v1/admitlabel"  # type: ignore[union-attr]
+    rule = {"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["*"], "resources": ["namespaces"]}
+    hook.update(name=f"check-ignore-label.{target.name}.regokite.dev", rules=[rule], matchPolicy="Exact")
+    return hook
 
 
 def _webhooks(policies: list[AdmissionPolicy], mode: str, target: WebhookTarget) -> list[dict[str, Any]]:

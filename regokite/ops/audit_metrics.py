@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 audit_violations = Gauge(
     "regokite_audit_violations",
@@ -20,4 +20,20 @@ audit_pending_writes = Gauge(
     "regokite_audit_pending_writes",
     "Reports (namespaces) and constraint statuses whose current findings are not written yet.",
     ["target"],
+)
+
+# Gatekeeper's own audit metrics, by its names, so its dashboards and alerts keep working
+gatekeeper_violations = Gauge(
+    "gatekeeper_violations", "Total number of audited violations (Gatekeeper's metric).", ["enforcement_action"]
+)
+gatekeeper_audit_duration = Histogram(
+    "gatekeeper_audit_duration_seconds",
+    "Latency of audit operation in seconds (Gatekeeper's metric).",
+    buckets=(1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 3000),
+)
+gatekeeper_audit_last_run_time = Gauge(
+    "gatekeeper_audit_last_run_time", "Timestamp of last audit run starting time (Gatekeeper's metric)."
+)
+gatekeeper_audit_last_run_end_time = Gauge(
+    "gatekeeper_audit_last_run_end_time", "Timestamp of last audit run ending time (Gatekeeper's metric)."
 )

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+NAMED_FIELDS = "named_fields"
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName", "color_message"}
 _context: contextvars.ContextVar[tuple[tuple[str, Any], ...]] = contextvars.ContextVar("regokite_log", default=())
 
@@ -35,7 +36,13 @@ def context() -> dict[str, Any]:
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD}
+    """The record's extra fields; `named_fields` (a dict) is spread out, so a line can carry names that
+    a LogRecord reserves (`process` in Gatekeeper's violation lines)."""
+    found = {k: v for k, v in vars(record).items() if k not in _STANDARD}
+    named = found.pop(NAMED_FIELDS, None)
+    if isinstance(named, dict):
+        found.update(named)
+    return found
 
 
 class JsonFormatter(logging.Formatter):

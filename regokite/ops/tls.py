@@ -94,7 +94,10 @@ def issue(ca: Ca, hosts: Sequence[str], common_name: str | None = None) -> tuple
         _builder(subject, ca_cert.subject, key.public_key(), dt.datetime.now(dt.UTC))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(  # client auth too: external_data presents it to Providers (mTLS), as Gatekeeper's
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH, x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
+        )
         .sign(ca_key, hashes.SHA256())
     )
     return pem(cert), private_pem(key)

@@ -12,6 +12,9 @@ that does not compile, a constraint or Config that does not parse, is
 refused in its status and its last good version keeps serving; a constraint
 CRD is deleted only when its template is; a kind not served for a moment
 (the API server restarting) keeps the constraints last listed.
+
+Gatekeeper's `SyncSet`s and the external data `Provider`s are written too, each Provider with its status
+(`active`, or the error that keeps it out).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,9 @@ from regokite.gatekeeper.crds import (
     expansion_crd,
     mutator_crds,
     mutator_status,
+    provider_crd,
+    provider_status,
+    syncset_crd,
     template_crd,
     template_status,
 )
@@ -52,8 +59,11 @@ from regokite.gatekeeper.resources import (
     CONSTRAINT_GROUP,
     EXPANSION_GROUP,
     MUTATION_GROUP,
+    PROVIDER_GROUP,
+    SYNCSET_GROUP,
     TEMPLATE_GROUP,
     ResourceError,
+    parse_provider,
     parse_template,
 )
 from regokite.kube.client import ApiError, KubeClient
@@ -65,6 +75,8 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 TEMPLATES = f"/apis/{TEMPLATE_GROUP}/v1/constrainttemplates"
 CONFIGS_PATH = f"/apis/{CONFIG_GROUP}/v1alpha1"
 FILE = "gatekeeper.yaml"
+PROVIDERS = f"/apis/{PROVIDER_GROUP}/v1beta1/providers"
+SYNCSETS = f"/apis/{SYNCSET_GROUP}/v1alpha1/syncsets"
 _SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields")
 
 
@@ -78,8 +90,9 @@ class GatekeeperSync:
         self.served_kinds: set[str] = set()
 
     def install(self) -> None:
-        """The ConstraintTemplate and Config CRDs, so both can be applied where Gatekeeper is not installed."""
-        for crd in (template_crd(), config_crd(), *mutator_crds(), expansion_crd()):
+        """Gatekeeper's CRDs (templates, Config, mutators, ExpansionTemplate, Provider, SyncSet), so they can
+        be applied where Gatekeeper is not installed."""
+        for crd in (template_crd(), config_crd(), *mutator_crds(), expansion_crd(), provider_crd(), syncset_crd()):
             self.client.apply(f"{CRDS}/{crd['metadata']['name']}", crd, MANAGER)
 
     def sync_once(self) -> dict[str, str | None]:
@@ -104,6 +117,8 @@ class GatekeeperSync:
         documents += self._config_documents()
         documents += self._mutators(outcome)
         documents += [_clean(t) for t in self._expansions()]
+        documents += [_clean(p) for p in self._providers()]
+        documents += [_clean(s) for s in self._list(SYNCSETS)]
         _write(self.out / FILE, yaml.safe_dump_all(documents, sort_keys=True))
         self.served_kinds = kinds
         return outcome
@@ -235,6 +250,23 @@ class GatekeeperSync:
             if exc.status != 404:  # deleted meanwhile
                 log.warning("status not written; next pass", extra={"path": path, "error": str(exc)[:500]})
 
+    def _providers(self) -> list[dict[str, Any]]:
+        """External data Providers that Gatekeeper would accept; each gets its status (errors, `active`)."""
+        accepted = []
+        for doc in self._list(PROVIDERS):
+            name = doc["metadata"]["name"]
+            error = None
+            try:
+                parse_provider(doc, f"provider/{name}")
+                accepted.append(doc)
+            except ResourceError as exc:
+                error = str(exc)
+                log.error("external data provider not served", extra={"provider": name, "error": error})
+            self._write_status(
+                f"{PROVIDERS}/{name}/status", doc, provider_status(doc["metadata"].get("generation"), error)
+            )
+        return accepted
+
     def _drop_crds(self, templates: set[str]) -> None:
         """Delete the constraint CRDs whose template was deleted, and only those."""
         selector = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
@@ -267,6 +299,8 @@ class GatekeeperSync:
         for plural, versions in MUTATOR_KINDS.values():
             watch(f"{MUTATION_GROUP}/{versions[0]}", plural)
         watch(f"{EXPANSION_GROUP}/v1beta1", EXPANSION_PLURAL)
+        watch(f"{PROVIDER_GROUP}/v1beta1", "providers")
+        watch(f"{SYNCSET_GROUP}/v1alpha1", "syncsets")
         fixed = set(watched)
         try:
             while not stop.is_set():
@@ -281,7 +315,7 @@ class GatekeeperSync:
                     watched.pop(key).stop()
                 for kind in self.served_kinds:  # its constraints: a change to one syncs too
                     watch(f"{CONSTRAINT_GROUP}/v1beta1", constraint_plural(kind))
-                if changed.wait(interval):
+                if _wait_for_change(changed, stop, interval):
                     stop.wait(0.1)  # events come in bursts (kubectl apply -f dir): one pass for the burst
         finally:
             for informer in watched.values():
@@ -294,6 +328,18 @@ def _written(path: Path) -> list[Any]:
         return list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
     except (OSError, yaml.YAMLError):
         return []
+
+
+def _wait_for_change(changed: threading.Event, stop: threading.Event, interval: float) -> bool:
+    """Wait for a change, `interval` seconds at most, but no longer than a stop (the watches end with it)."""
+    deadline = time.monotonic() + interval
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if changed.wait(min(left, 0.5)):
+            return True
+    return False
 
 
 def _clean(doc: dict[str, Any]) -> dict[str, Any]:

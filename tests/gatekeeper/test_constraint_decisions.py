@@ -189,3 +189,61 @@ def test_a_malformed_config_match_fails_the_load(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text(CONFIG_MATCH.replace('processes: ["sync"]', 'processes: ["everything"]'))
     with pytest.raises(PolicyLoadError, match=r"spec.match\[1\].processes must list some of"):
         load_policy_set([str(FIXTURES / "library"), str(tmp_path)])
+
+
+PER_PROCESS = """apiVersion: config.gatekeeper.sh/v1alpha1
+kind: Config
+metadata: {name: config, namespace: gatekeeper-system}
+spec:
+  match:
+    - excludedNamespaces: ["audit-only"]
+      processes: ["audit"]
+    - excludedNamespaces: ["webhook-only"]
+      processes: ["webhook"]
+    - excludedNamespaces: ["synced-out"]
+      processes: ["sync"]
+"""
+
+
+def test_a_config_entry_excludes_only_from_the_processes_it_names(tmp_path: Path) -> None:
+    from regokite.admission.review import creation_review
+
+    (tmp_path / "config.yaml").write_text(PER_PROCESS)
+    ps = load_policy_set([str(FIXTURES / "library"), str(tmp_path)])
+    try:
+
+        def audited(name: str) -> bool:
+            review = creation_review(namespace(name), ("", "v1", "namespaces"), "audit", process="audit")
+            return decide(ps, review, mode="validate").verdict.allowed
+
+        assert not judge(ps, namespace("audit-only")).verdict.allowed  # the webhook still judges it
+        assert audited("audit-only")  # the audit skips it
+        assert judge(ps, namespace("webhook-only")).verdict.allowed
+        assert not audited("webhook-only")
+        assert ps.sync_excluded == ("synced-out",)
+        assert not judge(ps, namespace("synced-out")).verdict.allowed and not audited("synced-out")
+    finally:
+        ps.close()
+
+
+SYNCSET = """apiVersion: syncset.gatekeeper.sh/v1alpha1
+kind: SyncSet
+metadata: {name: syncset-1}
+spec:
+  gvks:
+    - {group: "", version: v1, kind: Namespace}
+    - {group: networking.k8s.io, version: v1, kind: Ingress}
+"""
+
+
+def test_syncsets_add_to_what_is_replicated_with_the_configs_sync_only(tmp_path: Path) -> None:
+    (tmp_path / "syncset.yaml").write_text(SYNCSET)
+    (tmp_path / "config.yaml").write_text((FIXTURES / "sync/config.yaml").read_text())
+    ps = load_policy_set([str(tmp_path)])
+    try:
+        assert {str(r) for r in ps.replicate} >= {"v1/namespaces", "networking.k8s.io/v1/ingresses"}
+    finally:
+        ps.close()
+    (tmp_path / "syncset.yaml").write_text(SYNCSET.replace("kind: Namespace}", "}"))
+    with pytest.raises(PolicyLoadError, match=r"SyncSet syncset-1 spec.gvks\[0\] needs version and kind"):
+        load_policy_set([str(tmp_path)])

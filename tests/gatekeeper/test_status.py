@@ -62,5 +62,14 @@ def test_constraint_kinds_resolve_to_the_resources_audit_lists() -> None:
     refs, reason = constraint_resources(match, lambda g, k: served.get((g, k)))
     assert refs == set(served.values()) and reason == ""
     wild = parse_constraint_match({"kinds": [{"apiGroups": ["*"], "kinds": ["Pod"]}]}, "spec.match")
-    assert constraint_resources(wild, lambda g, k: None)[1] == "a constraint with a * group or kind"
+    assert "needs discovery" in constraint_resources(wild, lambda g, k: None)[1]
     assert "discovery" in constraint_resources(match, None)[1]
+    # with discovery's list of every kind, as Gatekeeper's audit: `*` and no kinds audit what fits
+    every = [
+        ("", "Pod", ResourceRef("", "v1", "pods")),
+        ("batch", "Pod", ResourceRef("batch", "v1", "pods")),
+        ("", "Secret", ResourceRef("", "v1", "secrets")),
+    ]
+    assert constraint_resources(wild, lambda g, k: None, lambda: every) == ({every[0][2], every[1][2]}, "")
+    everything = parse_constraint_match({}, "spec.match")
+    assert constraint_resources(everything, lambda g, k: None, lambda: every) == ({e[2] for e in every}, "")

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -324,3 +325,48 @@ def test_the_syncer_follows_templates_and_constraints_through_watches(
     finally:
         stop.set()
         runner.join(10)
+
+
+def test_a_constraint_with_no_kinds_is_audited_on_every_kind_and_reports_in_its_status(
+    cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync
+) -> None:
+    from regokite.audit.run import Audit, AuditSettings, run_once
+
+    label = kube.unique_name("gk")
+    assert kubectl(cluster, "apply", "-f", str(FIXTURES / "library/requiredlabels/template.yaml")).returncode == 0
+    sync.sync_once()
+    kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established")
+    name = f"{label}-everything"
+    everything = yaml.safe_load(constraint(name, label, "dryrun"))
+    del everything["spec"]["match"]["kinds"]  # every kind, as Gatekeeper's audit takes it
+    kube.wait_for(
+        lambda: kubectl(cluster, "apply", "-f", "-", stdin=yaml.safe_dump(everything)).returncode,
+        lambda rc: rc == 0,
+        what="the constraint CRD to be served",
+    )
+    sync.sync_once()
+    ns = kube.unique_name("ns")
+    create(api, "/api/v1/namespaces", yaml.safe_load(namespace(ns, label)))
+    create(api, f"/api/v1/namespaces/{ns}/configmaps", {"metadata": {"name": "cm", "labels": {SELECT: label}}})
+    try:
+        settings = AuditSettings(policies=[str(sync.out)], kubeconfig=str(cluster.kubeconfig), write_reports=True)
+        from regokite.audit.crds import report_crds
+
+        for crd in report_crds():
+            kube.install_crd(api, crd)
+        from prometheus_client import REGISTRY
+
+        started = time.time()
+        run_once(Audit(settings, KubeClient(cluster.kubeconfig)))
+        status = get(api, f"/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels/{name}")["status"]
+        found = {(v["kind"], v["name"]) for v in status["violations"]}
+        assert found == {("Namespace", ns), ("ConfigMap", "cm")} and status["totalViolations"] == 2
+        # Gatekeeper's audit metrics, by its names
+        assert REGISTRY.get_sample_value("gatekeeper_violations", {"enforcement_action": "dryrun"}) >= 2
+        assert REGISTRY.get_sample_value("gatekeeper_audit_last_run_time") >= int(started)
+        end = REGISTRY.get_sample_value("gatekeeper_audit_last_run_end_time")
+        assert end >= REGISTRY.get_sample_value("gatekeeper_audit_last_run_time")
+        assert REGISTRY.get_sample_value("gatekeeper_audit_duration_seconds_count") >= 1
+    finally:
+        with contextlib.suppress(ApiException):
+            delete(api, f"/api/v1/namespaces/{ns}")

@@ -316,12 +316,33 @@ def test_gatekeeper_runs_the_syncer_beside_the_server_with_one_webhook_for_every
     assert server["args"][:3] == ["admission", "--policies", generate.GATEKEEPER_DIR]
     assert {m["name"] for m in syncer["volumeMounts"]} & {m["name"] for m in server["volumeMounts"]} >= {"gatekeeper"}
     [config] = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
-    [hook] = config["webhooks"]
+    hook, label = config["webhooks"]
     assert hook["clientConfig"]["service"]["path"] == "/validate" and hook["failurePolicy"] == "Ignore"
-    assert hook["rules"] == [
-        {"operations": ["CREATE", "UPDATE"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "scope": "*"}
-    ]
+    [rule] = hook["rules"]
+    assert rule["operations"] == ["CREATE", "UPDATE"] and rule["apiGroups"] == ["*"]
+    assert rule["resources"][0] == "*" and "pods/exec" in rule["resources"]  # `*` names no subresource
+    # Gatekeeper's namespace-label webhook, failing closed
+    assert label["clientConfig"]["service"]["path"] == "/v1/admitlabel" and label["failurePolicy"] == "Fail"
+    assert label["rules"][0]["resources"] == ["namespaces"]
     rules = [r for o in objects if o["kind"] == "ClusterRole" for r in o["rules"]]
     assert {"apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": ["get", "list", "watch"]} in rules
     with pytest.raises(RegokiteError, match="embedded engine"):
         generate.gatekeeper_manifests(generate.GatekeeperOptions(engine="opa"))
+
+
+def test_gatekeeper_webhook_validates_delete_and_connect_and_passes_the_exempt_namespaces_on() -> None:
+    from regokite.cli import main
+
+    objects = generate.gatekeeper_manifests(
+        generate.GatekeeperOptions(operations=("CREATE", "UPDATE", "DELETE", "CONNECT"), exempt_namespaces=(
+            "kube-system", "team-*", "*-sandbox")),
+    )  # fmt: skip
+    [config] = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
+    assert config["webhooks"][0]["rules"][0]["operations"] == ["CREATE", "UPDATE", "DELETE", "CONNECT"]
+    server = pod_spec(objects)["containers"][1]
+    assert {
+        "--exempt-namespace=kube-system",
+        "--exempt-namespace-prefix=team-",
+        "--exempt-namespace-suffix=-sandbox",
+    } <= set(server["args"])
+    assert main(["manifests", "gatekeeper", "--operation", "DELETE", "--exempt-namespace-prefix", "t-"]) == 0

@@ -10,7 +10,7 @@ undefined, so without the flag it must be refused, never called).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import regorus
 
@@ -26,6 +26,7 @@ from regokite.engine.extensions import (
     units,
     yamlcheck,
 )
+from regokite.engine.extensions.external_data import ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
@@ -46,10 +47,12 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
 @dataclass(frozen=True)
 class ExtensionOptions:
     """http_send_hosts: HOST or HOST:PORT that http.send may reach (none: http.send refused).
-    http_send_timeout: the longest any http.send may take, whatever its `timeout` asks."""
+    http_send_timeout: the longest any http.send may take, whatever its `timeout` asks.
+    external_data: Gatekeeper's `external_data` (its Providers, cache and client certificate)."""
 
     http_send_hosts: tuple[str, ...] = ()
     http_send_timeout: float = DEFAULT_TIMEOUT
+    external_data: ExternalData = field(default_factory=ExternalData, compare=False)
 
 
 def arities() -> dict[str, int]:
@@ -59,7 +62,7 @@ def arities() -> dict[str, int]:
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {LENIENT}
+    names = set(_BUILTINS) | {LENIENT, "external_data"}
     if options.http_send_hosts:
         names.add("http.send")
     return frozenset(names)
@@ -70,6 +73,7 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     for name, (arity, function) in _BUILTINS.items():
         engine.add_extension(name, arity, _guarded(name, function))
     engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
+    engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
         engine.add_extension("http.send", 1, _guarded("http.send", send))

@@ -1,0 +1,175 @@
+"""Gatekeeper's violation log lines and Events, field for field: pure, no I/O.
+
+Log pipelines and alerts built on Gatekeeper read these names: admission's
+`--log-denies` line (`event_type: violation`, `process: admission`, "denied
+admission: <msg>"), audit's per-violation line (`event_type:
+violation_audited`, `audit_id`), the `constraint_*` and `resource_*` fields,
+and the Events of `--emit-admission-events` (reasons `FailedAdmission`,
+`WarningAdmission`, `DryrunViolation`) and `--emit-audit-events`
+(`AuditViolation`), whose annotations carry the same fields.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
+CONSTRAINT_VERSION = "v1beta1"
+WEBHOOK = 'Admission webhook "validation.gatekeeper.sh"'
+_ADMISSION_EVENTS = {
+    "dryrun": ("DryrunViolation", "Dryrun violation"),
+    "warn": ("WarningAdmission", f"{WEBHOOK} raised a warning for this request"),
+    "deny": ("FailedAdmission", f"{WEBHOOK} denied request"),
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One constraint's violation on one resource."""
+
+    constraint_kind: str
+    constraint_name: str
+    action: str  # deny | warn | dryrun
+    message: str
+    resource_group: str
+    resource_version: str
+    resource_kind: str
+    resource_namespace: str
+    resource_name: str
+    resource_uid: str = ""
+    resource_version_id: str = ""  # resourceVersion
+    username: str = ""
+
+    def fields(self, process: str) -> dict[str, Any]:
+        """The structured log fields Gatekeeper writes for it (and annotates its Events with)."""
+        return {
+            "process": process,
+            "event_type": "violation" if process == "admission" else "violation_audited",
+            "constraint_group": CONSTRAINT_GROUP,
+            "constraint_api_version": CONSTRAINT_VERSION,
+            "constraint_kind": self.constraint_kind,
+            "constraint_name": self.constraint_name,
+            "constraint_namespace": "",
+            "constraint_action": self.action,
+            "constraint_enforcement_actions": [],
+            "resource_group": self.resource_group,
+            "resource_api_version": self.resource_version,
+            "resource_kind": self.resource_kind,
+            "resource_namespace": self.resource_namespace,
+            "resource_name": self.resource_name,
+            **({"request_username": self.username} if process == "admission" else {}),
+        }
+
+
+def admission_violations(
+    request: dict[str, Any], constraints: dict[str, tuple[str, str]], outcomes: Any
+) -> list[Violation]:
+    """The violations of one review: `constraints` maps a constraint's name to (kind, webhook action);
+    `outcomes` are the decision's (policy, decision, messages)."""
+    kind = request.get("kind") or {}
+    obj = request.get("object") or request.get("oldObject") or {}
+    meta = obj.get("metadata") if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else {}
+    found = []
+    for outcome in outcomes:
+        if outcome.policy not in constraints or outcome.decision not in ("denied", "warned", "dryrun"):
+            continue
+        constraint_kind, action = constraints[outcome.policy]
+        for message in outcome.messages:
+            found.append(
+                Violation(
+                    constraint_kind,
+                    outcome.policy,
+                    action,
+                    message,
+                    kind.get("group", ""),
+                    kind.get("version", ""),
+                    kind.get("kind", ""),
+                    request.get("namespace") or "",
+                    request.get("name") or meta.get("name") or "",
+                    meta.get("uid") or "",
+                    meta.get("resourceVersion") or "",
+                    (request.get("userInfo") or {}).get("username", ""),
+                )
+            )
+    return found
+
+
+def audit_violations(
+    constraints: dict[str, tuple[str, str]], findings: Iterable[tuple[Any, Iterable[Any]]]
+) -> dict[str, list[Violation]]:
+    """Each constraint's violations from the audit's findings ((subject, results) pairs, as
+    gatekeeper.status reads them): every fail or warn result, with its enforcement action."""
+    found: dict[str, list[Violation]] = {name: [] for name in constraints}
+    for subject, results in findings:
+        group, _, version = subject.api_version.rpartition("/")
+        where = (group, version, subject.kind, subject.namespace, subject.name, subject.uid)
+        for r in results:
+            if r.policy in found and r.result in ("fail", "warn"):
+                kind = constraints[r.policy][0]
+                found[r.policy].append(Violation(kind, r.policy, r.enforcement, r.message, *where))
+    return found
+
+
+def constraint_audited(kind: str, name: str, action: str, total: int, audit_id: str) -> dict[str, Any]:
+    """The fields of Gatekeeper's per-constraint audit line."""
+    return {
+        "process": "audit",
+        "event_type": "constraint_audited",
+        "audit_id": audit_id,
+        "constraint_group": CONSTRAINT_GROUP,
+        "constraint_api_version": CONSTRAINT_VERSION,
+        "constraint_kind": kind,
+        "constraint_name": name,
+        "constraint_namespace": "",
+        "constraint_action": action,
+        "constraint_status": "enforced",
+        "constraint_violations": str(total),
+    }
+
+
+def event(v: Violation, process: str, home: str, involved_namespace: bool, audit_id: str = "") -> dict[str, Any]:
+    """The Event Gatekeeper records for a violation: in its own namespace (`home`) on a reference
+    named after the resource, or (`involved_namespace`) on the resource in its namespace."""
+    annotations = {k: (",".join(v) if isinstance(v, list) else v) for k, v in v.fields(process).items()}
+    if process == "audit":
+        reason, text = "AuditViolation", ""
+        annotations["auditTimestamp"] = audit_id
+    else:
+        reason, text = _ADMISSION_EVENTS.get(v.action, _ADMISSION_EVENTS["deny"])
+        annotations.pop("constraint_namespace")
+    prefix = f"{text}, " if text else ""
+    if involved_namespace:
+        message = f"{prefix}Constraint: {v.constraint_name}, Message: {v.message}"
+    else:
+        message = (
+            f"{prefix}Resource Namespace: {v.resource_namespace}, Constraint: {v.constraint_name}, Message: {v.message}"
+        )
+    namespace = v.resource_namespace if involved_namespace and v.resource_namespace else home
+    involved: dict[str, Any] = {"kind": v.resource_kind, "name": v.resource_name, "namespace": namespace}
+    if involved_namespace and v.resource_uid and v.resource_version_id:
+        involved.update(uid=v.resource_uid, resourceVersion=v.resource_version_id)
+    elif not involved_namespace:  # Gatekeeper's synthetic UID, one per resource and constraint
+        involved["uid"] = "/".join(
+            (v.resource_kind, v.resource_namespace, v.resource_name, v.constraint_kind, "", v.constraint_name)
+        )
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "generateName": f"{v.resource_name or 'resource'}.",
+            "namespace": namespace,
+            "annotations": annotations,
+        },
+        "involvedObject": involved,
+        "type": "Warning",
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": "gatekeeper-webhook" if process == "admission" else "gatekeeper-audit"},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }

@@ -1,0 +1,191 @@
+"""A small external data Provider for tests and benches: HTTPS on loopback, tags images signed or unsigned.
+
+It speaks Gatekeeper's ProviderRequest/ProviderResponse: an image under
+`registry.example/signed/` is answered `"signed"`, any other image
+`"unsigned"`, and a key holding `error` gets an item error
+(`<key>_invalid`, as Gatekeeper's dummy provider). It records each request's
+body and the client certificate's subject, and can require a client
+certificate signed by a given CA (mTLS), answer slowly, or answer garbage.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from regokite.ops.tls import issue, new_ca, pem
+from tests.ports import free_port
+
+SIGNED_PREFIX = "registry.example/signed/"
+
+
+@dataclass
+class SignatureProvider:
+    directory: Path
+    port: int = 0
+    client_ca: Path | None = None  # require a client certificate signed by this CA
+    delay: float = 0.0
+    garbage: bool = False
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    client_subjects: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.port = self.port or free_port()
+        ca = new_ca("signature provider CA")
+        cert, key = issue(ca, ["127.0.0.1", "localhost"])
+        self.ca_pem = pem(ca[0])
+        (self.directory / "provider.crt").write_bytes(cert)
+        (self.directory / "provider.key").write_bytes(key)
+        self._server: ThreadingHTTPServer | None = None
+        self._open: set[Any] = set()  # kept-alive connections: a stopped provider drops them too
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/validate"
+
+    def provider_yaml(self, name: str = "image-signatures", timeout: int = 2) -> str:
+        ca = base64.b64encode(self.ca_pem).decode()
+        return (
+            "apiVersion: externaldata.gatekeeper.sh/v1beta1\nkind: Provider\n"
+            f"metadata:\n  name: {name}\nspec:\n  url: {self.url}\n  timeout: {timeout}\n  caBundle: {ca}\n"
+        )
+
+    def answer(self, keys: list[str]) -> dict[str, Any]:
+        items = []
+        for key in keys:
+            if "error" in key:
+                items.append({"key": key, "error": f"{key}_invalid"})
+            else:
+                items.append({"key": key, "value": "signed" if key.startswith(SIGNED_PREFIX) else "unsigned"})
+        return {
+            "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+            "kind": "ProviderResponse",
+            "response": {"idempotent": True, "items": items},
+        }
+
+    def start(self) -> SignatureProvider:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.directory / "provider.crt", self.directory / "provider.key")
+        if self.client_ca is not None:
+            context.load_verify_locations(self.client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                # headers and body are two writes: without it, Nagle waits for the client's delayed ACK
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                provider._open.add(self.connection)
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                provider.requests.append(body)
+                peer = self.connection.getpeercert() if hasattr(self.connection, "getpeercert") else None
+                if peer:
+                    provider.client_subjects.append(dict(x[0] for x in peer["subject"]).get("commonName", ""))
+                time.sleep(provider.delay)
+                data = (
+                    b"not json" if provider.garbage else json.dumps(provider.answer(body["request"]["keys"])).encode()
+                )
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = _QuietServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self._server = server
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        for connection in list(self._open):
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self._open.clear()
+
+    @contextmanager
+    def running(self) -> Iterator[SignatureProvider]:
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that timed out and left (the timeout tests) is expected: no traceback."""
+
+
+TEMPLATE = """\
+apiVersion: templates.gatekeeper.sh/v1beta1
+kind: ConstraintTemplate
+metadata:
+  name: k8ssignedimages
+spec:
+  crd:
+    spec:
+      names:
+        kind: K8sSignedImages
+  targets:
+    - target: admission.k8s.gatekeeper.sh
+      rego: |
+        package k8ssignedimages
+
+        images := [img | img = input.review.object.spec.containers[_].image]
+
+        violation[{"msg": msg}] {
+          response := external_data({"provider": "image-signatures", "keys": images})
+          count(response.system_error) > 0
+          msg := sprintf("image signatures could not be checked: %v", [response.system_error])
+        }
+
+        violation[{"msg": msg}] {
+          response := external_data({"provider": "image-signatures", "keys": images})
+          item := response.responses[_]
+          item[1] != "signed"
+          msg := sprintf("image %v is %v", [item[0], item[1]])
+        }
+
+        violation[{"msg": msg}] {
+          response := external_data({"provider": "image-signatures", "keys": images})
+          count(response.errors) > 0
+          msg := sprintf("provider errors: %v", [response.errors])
+        }
+"""
+
+CONSTRAINT = """\
+apiVersion: constraints.gatekeeper.sh/v1beta1
+kind: K8sSignedImages
+metadata:
+  name: signed-images
+spec:
+  match:
+    kinds:
+      - apiGroups: [""]
+        kinds: ["Pod"]
+"""

@@ -1,0 +1,104 @@
+"""Gatekeeper's external data on a real API server: a Provider applied with kubectl, a template calling
+external_data, and a provider written here (HTTPS on loopback, mTLS) tagging images signed or unsigned.
+
+The API server refuses a Pod with an unsigned image and admits a signed one;
+with the provider down, the template's documented failure path (its
+`system_error` violation) refuses; the provider sees regokite's client
+certificate; the Provider's status says it is active.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import kube
+from kube import create, delete, get
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from test_gatekeeper_constraints import VALIDATING, kubectl
+
+from regokite.admission.policies import load_policy_set
+from regokite.gatekeeper.crds import provider_crd, template_crd
+from regokite.kube.client import KubeClient
+from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
+from regokite.sources.gatekeeper_objects import PROVIDERS, GatekeeperSync
+from tests.admission.server import admission_server
+from tests.gatekeeper.signature_provider import CONSTRAINT, SIGNED_PREFIX, TEMPLATE, SignatureProvider
+
+SELECT = "regokite.dev/external-data-test"
+
+
+def test_external_data_refuses_unsigned_images_and_fails_as_the_template_says_when_the_provider_is_down(
+    cluster: kube.Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "policies"
+    out.mkdir()
+    sync = GatekeeperSync(KubeClient(cluster.kubeconfig), out)
+    sync.install()
+    kube.install_crd(api, template_crd())
+    kube.install_crd(api, provider_crd())
+    (tmp_path / "provider").mkdir()
+    (tmp_path / "server").mkdir()
+    provider = SignatureProvider(tmp_path / "provider", client_ca=tmp_path / "server" / "tls" / "ca.crt")
+    assert kubectl(cluster, "apply", "-f", "-", stdin=provider.provider_yaml()).returncode == 0
+    assert kubectl(cluster, "apply", "-f", "-", stdin=TEMPLATE).returncode == 0
+    sync.sync_once()
+    kube.wait_for(
+        lambda: kubectl(cluster, "apply", "-f", "-", stdin=CONSTRAINT).returncode,
+        lambda rc: rc == 0,
+        what="the constraint CRD to be served",
+    )
+    sync.sync_once()
+    assert get(api, f"{PROVIDERS}/image-signatures")["status"]["byPod"][0]["active"] is True
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+
+    def pod(image: str) -> object:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": kube.unique_name("p"), "labels": {SELECT: namespace}},
+            "spec": {"containers": [{"name": "c", "image": image}], "automountServiceAccountToken": False},
+        }
+        try:
+            create(api, pods, body)
+        except ApiException as exc:
+            return exc.status, json.loads(exc.body)["message"]
+        return "admitted"
+
+    with admission_server(out, tmp_path / "server") as server:
+        policy_set = load_policy_set([str(out)])
+        ca = base64.b64encode(server.ca.read_bytes()).decode()
+        (config,) = webhook_configurations(
+            list(policy_set.policies),
+            WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca),
+        )
+        policy_set.close()
+        for hook in config["webhooks"]:
+            hook["objectSelector"] = {"matchLabels": {SELECT: namespace}}
+        create(api, VALIDATING, config)
+        try:
+            # the provider is not running yet: the template's system_error violation refuses
+            down = kube.wait_for(
+                lambda: pod(f"{SIGNED_PREFIX}web:1"),
+                lambda got: got != "admitted" and "image signatures could not be checked" in got[1],
+                what="the API server to call regokite (provider down)",
+            )
+            assert down[0] == 403 and "failed to send external data request" in down[1]
+
+            with provider.running():
+                assert pod(f"{SIGNED_PREFIX}web:1") == "admitted"
+                refused = pod("docker.io/library/nginx:1")
+                assert refused[0] == 403
+                assert "[signed-images] image docker.io/library/nginx:1 is unsigned" in refused[1]
+                assert provider.client_subjects and set(provider.client_subjects) == {"localhost"}  # mTLS
+                asked = len(provider.requests)
+            # down again: a cached answer still serves (Gatekeeper's cache), a new image takes the failure path
+            assert pod(f"{SIGNED_PREFIX}web:1") == "admitted" and len(provider.requests) == asked
+            again = pod(f"{SIGNED_PREFIX}api:2")
+            assert again[0] == 403 and "image signatures could not be checked" in again[1]
+        finally:
+            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+            kubectl(cluster, "delete", "constrainttemplate", "k8ssignedimages", "--ignore-not-found")
+            kubectl(cluster, "delete", "provider", "image-signatures", "--ignore-not-found")
