@@ -173,7 +173,11 @@ def test_yaml_output_loads_back_and_keeps_rego_readable() -> None:
     text = generate.to_yaml(objects, "header")
     assert text.startswith("# header\n")
     assert list(yaml.safe_load_all(text)) == objects
-    assert "\tdeny contains" not in text or "|\n" in text
+    rego = [k for o in objects if o["kind"] == "ConfigMap" for k in o.get("data") or {} if k.endswith(".rego")]
+    assert rego  # the policies ship in a ConfigMap
+    for key in rego:  # each a literal block: its lines as written, tabs and all, not one escaped string
+        assert re.search(rf"^  {re.escape(key)}: \|[-+]?$", text, re.MULTILINE), key
+    assert "\t" in text and "\\t" not in text and "\\n" not in text
     assert "&id" not in text
 
 
