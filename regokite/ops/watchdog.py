@@ -48,9 +48,11 @@ class Overdue:
 class Watchdog:
     """One slot per worker, in an anonymous shared mapping made before any worker is forked."""
 
-    def __init__(self, slots: int, limit: float) -> None:
+    def __init__(self, slots: int, limit: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock` must be CLOCK_MONOTONIC (shared by every process) but in tests, which pass their own."""
         self.limit = limit
         self.slots = max(1, slots)
+        self.clock = clock
         self._memory = mmap.mmap(-1, _SLOT.size * self.slots)
 
     def tracker(self, slot: int) -> Callable[..., None]:
@@ -59,6 +61,7 @@ class Watchdog:
         overrides the watchdog's own for this call (a hook's timeout)."""
         offset = _SLOT.size * slot
         memory = self._memory
+        clock = self.clock
         busy_since = 0.0
 
         def note(policy: str | None, limit: float | None = None) -> None:
@@ -66,7 +69,7 @@ class Watchdog:
             if policy is None:
                 busy_since = 0.0
             elif busy_since == 0.0:
-                busy_since = time.monotonic()
+                busy_since = clock()
             _SLOT.pack_into(memory, offset, busy_since, limit or 0.0, (policy or "").encode())  # "s" truncates
 
         return note
@@ -80,7 +83,7 @@ class Watchdog:
         return name.rstrip(b"\0").decode(errors="replace") if since else None
 
     def overdue(self) -> list[Overdue]:
-        now = time.monotonic()
+        now = self.clock()
         found = []
         for slot in range(self.slots):
             since, limit, name = _SLOT.unpack_from(self._memory, _SLOT.size * slot)

@@ -32,6 +32,24 @@ class RunningServer:
     def logs(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def workers(self) -> set[int]:
+        """The supervisor's worker processes now."""
+        tasks = Path(f"/proc/{self.process.pid}/task")
+        found: set[int] = set()
+        for task in tasks.iterdir() if tasks.exists() else ():
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                found.update(int(pid) for pid in (task / "children").read_text().split())
+        return found
+
+    def busy_workers(self, looks: int = 10, every: float = 0.02) -> set[int]:
+        """Workers on (or waiting for) a CPU at each of `looks`: those stuck evaluating a review. An idle worker
+        sleeps in its event loop; one running a policy that never ends never sleeps."""
+        busy = self.workers()
+        for _ in range(looks):
+            busy = {pid for pid in busy if _state(pid) == "R"}
+            time.sleep(every)
+        return busy
+
 
 @contextlib.contextmanager
 def admission_server(
@@ -82,3 +100,12 @@ def _wait_ready(server: RunningServer, timeout: float = 30) -> None:
                 pass
         time.sleep(0.1)
     raise TimeoutError(f"regokite admission not ready after {timeout}s:\n{server.logs()}")
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter (R running or runnable, S sleeping, Z exited, ...), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]  # after the command name, which may hold spaces

@@ -18,7 +18,8 @@ from regokite.bundle import Bundle, Module
 from regokite.ops.tls import self_signed, server_context
 from tests.admission.reviews import deployment, review
 from tests.admission.server import RunningServer, admission_server
-from tests.admission.test_server import RUNAWAY, wait_for
+from tests.admission.test_server import RUNAWAY
+from tests.waiting import wait_until
 
 REPLICAS = """package admission.replicas
 
@@ -71,31 +72,33 @@ def metrics(running: RunningServer) -> str:
 
 def test_replacements_start_from_the_last_good_set_while_a_file_is_broken(tmp_path: Path) -> None:
     root = policies(tmp_path, replicas=REPLICAS, runaway=RUNAWAY)
-    args = ("--workers", "2", "--deadline", "0.5", "--watchdog", "1")
+    # a watchdog long enough to see both workers stuck at once on a loaded machine, a deadline (below it)
+    # that a loaded machine does not pass before the policies start
+    args = ("--workers", "2", "--deadline", "4.5", "--watchdog", "5")
     with admission_server(root, tmp_path, *args) as running:
         three = deployment(replicas=3)
         assert ask(running, three) == "allowed"
         (root / "replicas.rego").write_text(REPLICAS.replace("> 3", "> 2"))  # a good change: the last good set
-        wait_for(lambda: every_worker(running, three, "denied"))
+        wait_until(lambda: every_worker(running, three, "denied"))
         (root / "replicas.rego").write_text(BROKEN)
-        wait_for(lambda: all(not ready(running)["reload"]["ok"] for _ in range(8)))
+        wait_until(lambda: all(not ready(running)["reload"]["ok"] for _ in range(8)))
 
         # both workers stuck at once while the file is broken: both replaced
         spinning = [threading.Thread(target=ask, args=(running, deployment(labels={"spin": "yes"}))) for _ in range(2)]
-        for thread in spinning:
-            thread.start()
-            time.sleep(0.3)  # the first worker is stuck now and accepts nothing more: the other takes this one
+        for stuck, thread in enumerate(spinning, 1):
+            thread.start()  # a stuck worker accepts nothing more: the next review goes to the other
+            wait_until(lambda n=stuck: len(running.busy_workers()) == n, what=f"{stuck} worker(s) stuck")
         for thread in spinning:
             thread.join(timeout=20)
-        wait_for(lambda: 'regokite_admission_worker_restarts_total{reason="stuck"} 2.0' in metrics(running))
+        wait_until(lambda: 'regokite_admission_worker_restarts_total{reason="stuck"} 2.0' in metrics(running))
 
         assert every_worker(running, three, "denied")  # the last good set, not the start-up one
         # a replacement reports the broken files too, with file:line, once it has looked at them
-        wait_for(lambda: all("replicas.rego:4" in (ready(running)["reload"]["error"] or "") for _ in range(8)))
+        wait_until(lambda: all("replicas.rego:4" in (ready(running)["reload"]["error"] or "") for _ in range(8)))
         assert "admission worker exited" not in running.logs()
 
         (root / "replicas.rego").write_text(REPLICAS)
-        wait_for(lambda: every_worker(running, three, "allowed"))
+        wait_until(lambda: every_worker(running, three, "allowed"))
 
 
 def test_a_certificate_without_its_key_keeps_the_previous_pair_serving(tmp_path: Path) -> None:
@@ -105,12 +108,12 @@ def test_a_certificate_without_its_key_keeps_the_previous_pair_serving(tmp_path:
         before = ssl.get_server_certificate(("127.0.0.1", port))
         fresh = self_signed(tmp_path / "rotated", ["localhost", "127.0.0.1", "::1"])
         shutil.copy(fresh.cert, running.tls_dir / "tls.crt")  # the certificate first, its key later
-        wait_for(lambda: running.logs().count("keeping the previous certificate") >= 2)
+        wait_until(lambda: running.logs().count("keeping the previous certificate") >= 2)
         for _ in range(8):
             assert ssl.get_server_certificate(("127.0.0.1", port)) == before
             assert ready(running)["tls"]["ok"] is False
         shutil.copy(fresh.key, running.tls_dir / "tls.key")
-        wait_for(
+        wait_until(
             lambda: all(ssl.get_server_certificate(("127.0.0.1", port)) == fresh.cert.read_text() for _ in range(8))
         )
         verify = ssl.create_default_context(cafile=fresh.ca)
@@ -124,7 +127,7 @@ def test_a_worker_over_its_memory_limit_is_replaced_and_its_policy_named(tmp_pat
     with admission_server(root, tmp_path, *args) as running:
         assert ask(running, deployment(labels={"grow": "yes"})) == "dropped"
         assert ask(running, deployment(replicas=9)) == "denied"
-        wait_for(lambda: 'regokite_admission_worker_restarts_total{reason="memory"} 1.0' in metrics(running))
+        wait_until(lambda: 'regokite_admission_worker_restarts_total{reason="memory"} 1.0' in metrics(running))
     [line] = [json.loads(x) for x in running.logs().splitlines() if "memory limit" in x]
     assert line["policy"] == "admission.greedy"
     assert line["resident_bytes"] > 300 * 2**20
@@ -137,7 +140,11 @@ def test_a_deployment_of_100k_containers_is_refused_by_the_watchdog_while_the_ot
     huge = deployment("huge")
     huge["spec"]["template"]["spec"]["containers"] = [{"name": f"c{i}", "image": "nginx:1.25"} for i in range(100_000)]
     bundled = Path(__file__).parents[2] / "policies"
-    with admission_server(bundled, tmp_path, "--workers", "2", "--deadline", "0.5", "--watchdog", "1.5") as running:
+    # A deadline a loaded machine does not pass while it reads and parses the 4 MB body, so the policies start
+    # and only the watchdog ends this review (a 0.5 s deadline, passed before the first policy under load,
+    # turned it into a denial). The watchdog must exceed the deadline.
+    args = ("--workers", "2", "--deadline", "3.5", "--watchdog", "4")
+    with admission_server(bundled, tmp_path, *args) as running:
         outcome: list[str] = []
         refused = threading.Thread(target=lambda: outcome.append(ask(running, huge)))
         refused.start()
@@ -149,7 +156,7 @@ def test_a_deployment_of_100k_containers_is_refused_by_the_watchdog_while_the_ot
         refused.join()
         assert outcome == ["dropped"]
         assert probes and set(probes) == {200}
-        wait_for(lambda: 'regokite_admission_worker_restarts_total{reason="stuck"} 1.0' in metrics(running))
+        wait_until(lambda: 'regokite_admission_worker_restarts_total{reason="stuck"} 1.0' in metrics(running))
     assert "memory limit" not in running.logs() and "worker exited" not in running.logs()
     [line] = [json.loads(x) for x in running.logs().splitlines() if "watchdog limit" in x]
     assert line["policy"].startswith("admission.")
@@ -160,11 +167,11 @@ def test_policies_loaded_counts_the_set_served_now_and_readiness_outlives_a_fail
     with admission_server(root, tmp_path) as running:
         assert "regokite_policies_loaded 2.0" in metrics(running)
         (root / "other.rego").unlink()
-        wait_for(lambda: ready(running)["policies"] == ["admission.replicas"])
+        wait_until(lambda: ready(running)["policies"] == ["admission.replicas"])
         assert "regokite_policies_loaded 1.0" in metrics(running)
         # A reload that fails keeps the last good set serving: still ready, the failure visible.
         (root / "replicas.rego").write_text(BROKEN)
-        wait_for(lambda: ready(running)["reload"]["ok"] is False)
+        wait_until(lambda: ready(running)["reload"]["ok"] is False)
         text = metrics(running)
         assert "regokite_policy_reload_healthy 0.0" in text and "regokite_policies_loaded 1.0" in text
 

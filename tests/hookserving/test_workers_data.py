@@ -4,9 +4,6 @@ the whole document before its first answer."""
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_chan
 from regokite.controllers.hooks import ResolvedHook, resolve_hook
 from regokite.controllers.schema import HookTarget
 from regokite.hookserving.workers import HookWorkers
-from tests.hookserving.test_workers import gone
+from tests.hookserving.processes import kill_and_wait
 
 POLICY = """package hooks.copy
 
@@ -66,10 +63,7 @@ def test_a_worker_replacing_a_killed_one_starts_from_the_whole_document(setup) -
     store.put("configmaps", configmap("a", "red", "1"), namespaced=True)
     for _ in range(4):
         colors(pool, hook)
-    for pid in pool.pids():
-        os.kill(pid, signal.SIGKILL)
-        while not gone(pid):
-            time.sleep(0.01)  # until its end of the pipe is closed
+    kill_and_wait(pool.pids())
     store.put("configmaps", configmap("b", "blue", "2"), namespaced=True)
     for _ in range(4):  # the dead are replaced as calls find them; every answer has both objects
         assert colors(pool, hook) == {"a": "red", "b": "blue"}

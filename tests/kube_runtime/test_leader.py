@@ -8,18 +8,11 @@ import pytest
 
 from regokite.errors import RegokiteError
 from regokite.kube.leader import LeaderElector, LeaderSettings
+from tests.clocks import ManualClock
 from tests.kube_runtime.fake import FakeKube
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def elector(kube: FakeKube, identity: str, clock: Clock) -> LeaderElector:
+def elector(kube: FakeKube, identity: str, clock: ManualClock) -> LeaderElector:
     settings = LeaderSettings(name="lead", namespace="ns", identity=identity)
     return LeaderElector(kube, settings, clock=clock)  # type: ignore[arg-type]
 
@@ -31,7 +24,7 @@ def lead(e: LeaderElector) -> None:
 
 def test_one_holder_until_the_lease_expires_on_the_standby_clock() -> None:
     kube = FakeKube()
-    ca, cb = Clock(), Clock()
+    ca, cb = ManualClock(), ManualClock()
     a, b = elector(kube, "a", ca), elector(kube, "b", cb)
     lead(a)
     assert a.is_leader() and a.may_act() and a.holder == "a"
@@ -50,7 +43,7 @@ def test_one_holder_until_the_lease_expires_on_the_standby_clock() -> None:
 
 def test_a_leader_that_cannot_renew_stops_acting_on_its_own_clock_before_the_lease_expires() -> None:
     kube = FakeKube()
-    clock = Clock()
+    clock = ManualClock()
     a = elector(kube, "a", clock)
     lead(a)
     kube.fail("GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lead", 500)
@@ -62,7 +55,7 @@ def test_a_leader_that_cannot_renew_stops_acting_on_its_own_clock_before_the_lea
 
 def test_release_hands_over_at_once() -> None:
     kube = FakeKube()
-    ca, cb = Clock(), Clock()
+    ca, cb = ManualClock(), ManualClock()
     a, b = elector(kube, "a", ca), elector(kube, "b", cb)
     lead(a)
     assert not b.try_acquire_or_renew()

@@ -10,6 +10,7 @@ import pytest
 from regokite.kube.client import NotLeader
 from regokite.kube.manager import Manager
 from tests.kube_runtime.fake import FakeKube
+from tests.waiting import wait_until
 
 
 class Flaky:
@@ -95,8 +96,11 @@ class Gate:
 
     def __init__(self) -> None:
         self.open = threading.Event()
+        self.asked_by_workers = 0  # how often a worker thread looked before taking a key
 
     def ready(self) -> bool:
+        if threading.current_thread().name.startswith("worker-"):
+            self.asked_by_workers += 1
         return self.open.is_set()
 
     def pending(self) -> list[str]:
@@ -135,7 +139,9 @@ def test_no_sync_runs_before_the_replicated_data_is_in() -> None:
             "watches": {},
             "stale_seconds": 0.0,
         }
-        recorder.called.wait(0.3)  # a worker that did not wait would have synced by now
+        # both workers have looked at the closed gate again and again (they poll it), and left the key queued
+        wait_until(lambda: gate.asked_by_workers >= 10, what="workers polling the closed gate")
+        assert not recorder.called.is_set() and len(manager.queue) == 1
         gate.open.set()
         assert recorder.called.wait(5)
         assert recorder.seen == [True]
@@ -187,14 +193,17 @@ def test_with_shards_each_manager_syncs_only_its_own_objects_and_a_view_change_r
         a, b = members
         a.tick()  # a alone: everything is a's, and the view change resyncs every key
         (ma, ra), (mb, rb) = runs
-        _wait(lambda: ra.synced == set(keys))
-        mb.queue.add(("keyed", "ns", "p0"))  # b is not a member yet: the key waits
+        wait_until(lambda: ra.synced == set(keys), what="a syncs every key")
+        theirs = next(k for k in keys if owner(object_key(*k), ["a", "b"]) == "a")
+        mb.queue.add(("keyed", *theirs))  # b is not a member yet: the key waits
         for _ in range(2):
             b.tick(), a.tick()
         b.tick()
         mine_b = {k for k in keys if owner(object_key(*k), ["a", "b"]) == "b"}
-        _wait(lambda: rb.synced == mine_b)
-        assert ("ns", "p0") in mine_b or ("ns", "p0") in rb.disowned
+        wait_until(lambda: rb.synced == mine_b, what="b syncs its share")
+        # the key b held before it was a member is a's under [a, b]: b drops it, telling its reconciler
+        wait_until(lambda: rb.disowned == [theirs], what="b disowns a's object")
+        assert theirs not in rb.synced
         ma.enqueue("keyed", *next(iter(mine_b)))  # another's object: dropped at once
         assert len(ma.queue) == 0 and ma.readiness()["shards"]["view"] == ["a", "b"]
         a.release()
@@ -203,12 +212,3 @@ def test_with_shards_each_manager_syncs_only_its_own_objects_and_a_view_change_r
     finally:
         for manager, _ in runs:
             manager.stop(timeout=2)
-
-
-def _wait(cond, timeout: float = 5.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)

@@ -10,29 +10,23 @@ import pytest
 from regokite.kube.client import NotLeader
 from regokite.kube.leader import LeaderSettings
 from regokite.kube.shards import SINGLETON, Shards, Verdict, lease_name, object_key, owner
+from tests.clocks import ManualClock
 from tests.kube_runtime.fake import FakeKube
+from tests.waiting import GENEROUS, wait_until
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
 KEYS = [("team", f"parent-{i}") for i in range(300)]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def member(kube: FakeKube, identity: str, retry_period: float = 2.0) -> Shards:
     settings = LeaderSettings(name="ctl", namespace="ns", identity=identity, retry_period=retry_period)
-    shards = Shards(kube, settings, clock=Clock())  # type: ignore[arg-type]
+    shards = Shards(kube, settings, clock=ManualClock())  # type: ignore[arg-type]
     shards.keys = lambda: KEYS
     return shards
 
 
-def clock(s: Shards) -> Clock:
-    assert isinstance(s.clock, Clock)
+def clock(s: Shards) -> ManualClock:
+    assert isinstance(s.clock, ManualClock)
     return s.clock
 
 
@@ -128,16 +122,17 @@ def test_a_member_gives_objects_away_only_after_its_in_flight_syncs_finish() -> 
     c.tick()
     moving = threading.Thread(target=a.tick)
     moving.start()
-    moving.join(0.3)
-    assert moving.is_alive() and a.paused  # waiting for the sync; no new one starts
+    wait_until(lambda: a.paused, what="a pauses to give objects away")
+    assert moving.is_alive()  # waiting for the sync; no new one starts
     renewals = kube.calls.count(("PUT", f"{LEASES}/ctl-a"))
-    moving.join(0.3)
-    assert kube.calls.count(("PUT", f"{LEASES}/ctl-a")) > renewals  # a long sync does not let a's Lease expire
+    # a long sync does not let a's Lease expire: it renews while it waits
+    wait_until(lambda: kube.calls.count(("PUT", f"{LEASES}/ctl-a")) > renewals, what="a renewal during the wait")
+    assert moving.is_alive() and a.paused
     assert a.begin(*KEYS[0]) is Verdict.WAIT
     c.tick()
     assert c.begin(*busy) is Verdict.WAIT  # a still publishes the old view: c must not act
     a.end()
-    moving.join(5)
+    moving.join(GENEROUS)
     assert not moving.is_alive() and not a.paused
     c.tick()
     assert c.begin(*busy) is Verdict.MINE and a.begin(*busy) is Verdict.OTHER
