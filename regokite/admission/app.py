@@ -92,63 +92,11 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
     metrics.policies_loaded.set(len(state.policy_set.policies))
     metrics.policy_reload_healthy.set(1)
 
-    async def review_endpoint(request: Request, mode: Mode, policy: str | None) -> Response:
-        started = time.monotonic()
-        endpoint = mode if policy is None else f"{mode}/{policy}"
-        try:
-            body = await _read_body(request, state.max_body_bytes)
-        except BodyTooLarge as exc:
-            return _error(400, "too_large", str(exc))
-        except ClientDisconnect:  # gone mid-body: nobody to answer; counted, not a traceback
-            log.debug("client disconnected before sending the whole body", extra={"endpoint": endpoint})
-            return _error(400, "disconnected", "client disconnected before sending the whole body")
-        try:
-            review = parse_review(body)
-        except BadReview as exc:
-            return _error(400, "malformed", f"not an AdmissionReview: {exc}")
-        if state.replica is not None and not state.replica.ready():
-            # an error, not a denial: the API server applies the webhook's failurePolicy
-            pending = ", ".join(state.replica.pending())
-            return _error(503, "not_ready", f"cluster data not loaded yet ({pending}): no policy decides before it is")
-        current = state.policy_set
-        if policy is not None and not select(current, mode, policy):
-            return _error(404, "unknown_policy", f"no {mode} policy named {policy!r}")
-        try:
-            deadline = started + state.deadline_seconds
-            with log_context(uid=review.uid):  # for what policies print()
-                decision = decide(current, review, mode=mode, only=policy, deadline=deadline, on_policy=state.watch)
-        except Exception as exc:  # a bug of ours must still fail closed with an AdmissionReview
-            log.exception("admission decision failed", extra={"uid": review.uid})
-            decision = Decision(Verdict(allowed=False, messages=[f"regokite internal error: {exc}"], code=500), [])
-        finally:
-            state.watch(None)
-        if state.on_decision is not None:
-            try:
-                state.on_decision(review, decision, current)
-            except Exception:  # a report must never change the answer
-                log.exception("violation report failed", extra={"uid": review.uid})
-        answer = response(review, decision.verdict)
-        elapsed = time.monotonic() - started
-        _record(endpoint, decision, elapsed)
-        access_log.info(
-            "review",
-            extra={
-                **review.summary(),
-                "endpoint": endpoint,
-                "allowed": decision.verdict.allowed,
-                "policies": {o.policy: o.decision for o in decision.outcomes},
-                "warnings": len(decision.verdict.warnings),
-                "patched": bool(decision.verdict.patch),
-                "duration_ms": round(elapsed * 1000, 3),
-            },
-        )
-        return Response(json.dumps(answer), media_type="application/json")
-
     def review_route(mode: Mode) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             policy = request.path_params.get("policy")
             name = policy.replace("/", ".").replace("-", "_") if policy else None
-            return await review_endpoint(request, mode, name)
+            return await _review(state, request, mode, name)
 
         return endpoint
 
@@ -180,32 +128,7 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        current = state.policy_set
-        detail = {
-            "status": "ok",
-            "engine": current.engine.name,
-            "policies": [p.name for p in current.policies],
-            "reload": {"ok": state.reload_error is None, "error": state.reload_error, "at": state.reloaded_at},
-        }
-        if current.not_served:
-            detail["not_served"] = dict(current.not_served)  # --local: they read cluster data
-        if state.tls_error:
-            detail["tls"] = {"ok": False, "error": state.tls_error}
-        if state.replica is not None:
-            ready = state.replica.ready()
-            watches = state.replica.health()
-            detail["replication"] = {
-                "ready": ready,
-                "resources": [str(r) for r in state.replica.resources],
-                "pending": state.replica.pending(),
-                "objects": len(state.replica.store),
-                "watches": watches,  # connected, last event's age: an outage is served from the last data, said here
-                "stale_seconds": staleness(watches),
-            }
-            if not ready:
-                detail["status"] = "loading cluster data"
-                return JSONResponse(detail, status_code=503)
-        return JSONResponse(detail)
+        return _readiness(state)
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:
@@ -213,6 +136,94 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
         return Response(body, media_type=content_type)
 
     return app
+
+
+async def _review(state: ServingState, request: Request, mode: Mode, policy: str | None) -> Response:
+    """One review: read and parse the body, decide under the deadline, log and count it, answer."""
+    started = time.monotonic()
+    endpoint = mode if policy is None else f"{mode}/{policy}"
+    try:
+        body = await _read_body(request, state.max_body_bytes)
+    except BodyTooLarge as exc:
+        return _error(400, "too_large", str(exc))
+    except ClientDisconnect:  # gone mid-body: nobody to answer; counted, not a traceback
+        log.debug("client disconnected before sending the whole body", extra={"endpoint": endpoint})
+        return _error(400, "disconnected", "client disconnected before sending the whole body")
+    try:
+        review = parse_review(body)
+    except BadReview as exc:
+        return _error(400, "malformed", f"not an AdmissionReview: {exc}")
+    if state.replica is not None and not state.replica.ready():
+        # an error, not a denial: the API server applies the webhook's failurePolicy
+        pending = ", ".join(state.replica.pending())
+        return _error(503, "not_ready", f"cluster data not loaded yet ({pending}): no policy decides before it is")
+    current = state.policy_set
+    if policy is not None and not select(current, mode, policy):
+        return _error(404, "unknown_policy", f"no {mode} policy named {policy!r}")
+    try:
+        deadline = started + state.deadline_seconds
+        with log_context(uid=review.uid):  # for what policies print()
+            decision = decide(current, review, mode=mode, only=policy, deadline=deadline, on_policy=state.watch)
+    except Exception as exc:  # a bug of ours must still fail closed with an AdmissionReview
+        log.exception("admission decision failed", extra={"uid": review.uid})
+        decision = Decision(Verdict(allowed=False, messages=[f"regokite internal error: {exc}"], code=500), [])
+    finally:
+        state.watch(None)
+    if state.on_decision is not None:
+        try:
+            state.on_decision(review, decision, current)
+        except Exception:  # a report must never change the answer
+            log.exception("violation report failed", extra={"uid": review.uid})
+    answer = response(review, decision.verdict)
+    elapsed = time.monotonic() - started
+    _record(endpoint, decision, elapsed)
+    _log_access(review.summary(), endpoint, decision, elapsed)
+    return Response(json.dumps(answer), media_type="application/json")
+
+
+def _log_access(summary: dict[str, Any], endpoint: str, decision: Decision, elapsed: float) -> None:
+    access_log.info(
+        "review",
+        extra={
+            **summary,
+            "endpoint": endpoint,
+            "allowed": decision.verdict.allowed,
+            "policies": {o.policy: o.decision for o in decision.outcomes},
+            "warnings": len(decision.verdict.warnings),
+            "patched": bool(decision.verdict.patch),
+            "duration_ms": round(elapsed * 1000, 3),
+        },
+    )
+
+
+def _readiness(state: ServingState) -> JSONResponse:
+    """/readyz: the policy set served and its last reload, TLS trouble, and the cluster data (503 until it is in)."""
+    current = state.policy_set
+    detail = {
+        "status": "ok",
+        "engine": current.engine.name,
+        "policies": [p.name for p in current.policies],
+        "reload": {"ok": state.reload_error is None, "error": state.reload_error, "at": state.reloaded_at},
+    }
+    if current.not_served:
+        detail["not_served"] = dict(current.not_served)  # --local: they read cluster data
+    if state.tls_error:
+        detail["tls"] = {"ok": False, "error": state.tls_error}
+    if state.replica is not None:
+        ready = state.replica.ready()
+        watches = state.replica.health()
+        detail["replication"] = {
+            "ready": ready,
+            "resources": [str(r) for r in state.replica.resources],
+            "pending": state.replica.pending(),
+            "objects": len(state.replica.store),
+            "watches": watches,  # connected, last event's age: an outage is served from the last data, said here
+            "stale_seconds": staleness(watches),
+        }
+        if not ready:
+            detail["status"] = "loading cluster data"
+            return JSONResponse(detail, status_code=503)
+    return JSONResponse(detail)
 
 
 def _record(endpoint: str, decision: Decision, elapsed: float) -> None:

@@ -249,17 +249,7 @@ def _plan_sync(
     parent_namespaced = bool(meta.get("namespace"))
     rules = definition.attachments if isinstance(definition, DecoratorController) else definition.children
     types = [_offline_type(c, known) for c in rules]
-    observed: dict[str, list[dict[str, Any]]] = {}
-    for t in types:
-        candidates = [o for o in observed_objs if o.get("kind") == t.kind and o.get("apiVersion") == t.api_version]
-        for o in candidates:
-            if parent_namespaced and t.namespaced:
-                o.setdefault("metadata", {}).setdefault("namespace", meta.get("namespace"))
-        if isinstance(definition, DecoratorController):
-            observed[t.key] = [dict(o) for o in decorator.owned_attachments(definition, parent, candidates)]
-        else:
-            claims = composite.claim(parent, composite.parent_selector(definition, parent), candidates)
-            observed[t.key] = claims.owned + claims.adopt
+    observed = _observed_children(definition, parent, types, observed_objs)
     names = ("object", "attachments") if is_decorator else ("parent", "children")
     grouped = group_children(types, observed, parent_namespaced, hook.target.uniform)
     request = sync_request(definition.raw, parent, grouped, finalizing=start.finalizing, names=names)
@@ -302,6 +292,28 @@ def _plan_sync(
         beside=beside,
         events=[f"{e.type} {e.reason}: {e.message}" for e in response.events],
     )
+
+
+def _observed_children(
+    definition: CompositeController | DecoratorController,
+    parent: dict[str, Any],
+    types: list[ChildType],
+    observed_objs: list[dict[str, Any]],
+) -> dict[str, list[dict[str, Any]]]:
+    """The given objects the parent owns (or would adopt), by child type, as its controller would observe them."""
+    namespace = parent["metadata"].get("namespace")
+    observed: dict[str, list[dict[str, Any]]] = {}
+    for t in types:
+        candidates = [o for o in observed_objs if o.get("kind") == t.kind and o.get("apiVersion") == t.api_version]
+        for o in candidates:
+            if namespace and t.namespaced:
+                o.setdefault("metadata", {}).setdefault("namespace", namespace)
+        if isinstance(definition, DecoratorController):
+            observed[t.key] = [dict(o) for o in decorator.owned_attachments(definition, parent, candidates)]
+        else:
+            claims = composite.claim(parent, composite.parent_selector(definition, parent), candidates)
+            observed[t.key] = claims.owned + claims.adopt
+    return observed
 
 
 def _plan_watch(

@@ -113,39 +113,13 @@ def create_app(served: Served, reload_interval: float = 0.0, replica: Replicator
 
     app = FastAPI(title="regokite hooks", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
 
-    @app.middleware("http")
-    async def access_log(request: Request, call_next: Callable[..., Any]) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        if request.method == "POST":
-            log.info(
-                "hook call",
-                extra={
-                    "path": request.url.path,
-                    "status": response.status_code,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                },
-            )
-        return response
+    app.middleware("http")(_access_log)
 
     def loading() -> JSONResponse | None:
-        if replica is None or replica.ready():
-            return None
-        pending = ", ".join(replica.pending())
-        return _error(503, "unavailable", f"cluster data not loaded yet ({pending}): no hook answers before it is")
-
-    async def body_of(request: Request) -> Any:
-        raw = await request.body()
-        return input_guard.parse_json(raw) if raw.strip() else {}  # InputRejected is a ValueError
+        return _loading(replica)
 
     async def data_api_body(request: Request) -> tuple[Any, JSONResponse | None]:
-        """The body of an OPA data API call, or the answer refusing it (data not loaded, body refused)."""
-        if waiting := loading():
-            return None, waiting
-        try:
-            return await body_of(request), None
-        except ValueError as exc:
-            return None, _error(400, "invalid_parameter", f"request body refused: {exc}")
+        return await _data_api_body(request, replica)
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -189,7 +163,7 @@ def create_app(served: Served, reload_interval: float = 0.0, replica: Replicator
         package = ".".join(p for p in path.split("/") if p)
         policies = served.current
         try:
-            body = await body_of(request)
+            body = await _body_of(request)
             fields, noun = contract_of(body)
             resolved = resolve_hook(HookTarget(package), policies.packages, fields, noun)
             return JSONResponse(evaluate_hook(policies.engine, resolved, body))
@@ -199,6 +173,45 @@ def create_app(served: Served, reload_interval: float = 0.0, replica: Replicator
             return _error(404 if exc.reason == "HookNotFound" else 500, exc.reason, str(exc))
 
     return app
+
+
+async def _access_log(request: Request, call_next: Callable[..., Any]) -> Response:
+    """One log line per hook call."""
+    started = time.perf_counter()
+    response = await call_next(request)
+    if request.method == "POST":
+        log.info(
+            "hook call",
+            extra={
+                "path": request.url.path,
+                "status": response.status_code,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            },
+        )
+    return response
+
+
+def _loading(replica: Replicator | None) -> JSONResponse | None:
+    """The 503 every call gets until the cluster data's initial lists are in; None once they are."""
+    if replica is None or replica.ready():
+        return None
+    pending = ", ".join(replica.pending())
+    return _error(503, "unavailable", f"cluster data not loaded yet ({pending}): no hook answers before it is")
+
+
+async def _body_of(request: Request) -> Any:
+    raw = await request.body()
+    return input_guard.parse_json(raw) if raw.strip() else {}  # InputRejected is a ValueError
+
+
+async def _data_api_body(request: Request, replica: Replicator | None) -> tuple[Any, JSONResponse | None]:
+    """The body of an OPA data API call, or the answer refusing it (data not loaded, body refused)."""
+    if waiting := _loading(replica):
+        return None, waiting
+    try:
+        return await _body_of(request), None
+    except ValueError as exc:
+        return None, _error(400, "invalid_parameter", f"request body refused: {exc}")
 
 
 def _ref(path: str) -> str:

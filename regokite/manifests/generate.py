@@ -341,25 +341,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     definitions, watches = list(loaded.controllers), loaded.watches
     raw_definitions = [d.raw for d in definitions] + [w.raw for w in watches]
     crd_docs = list(loaded.crds)
-    crds = rbac.crds_from_documents(crd_docs)
-    perms = rbac.controller_permissions(
-        definitions,
-        crds=crds,
-        namespace_scoped=opts.watch_namespace is not None,
-        leader_election=opts.leader_elect and not opts.shards,
-        lease_name=opts.name,
-        related=[_resource_rule(r) for r in opts.related],
-        watched=[rbac.watched_rule(w) for w in watches],
-        written=[_resource_rule(r, "--writes") for r in opts.writes],
-    )
-    for ref in _replicated(opts):
-        perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
-    if opts.shards:  # its own Lease (named after the pod), the others' read, long-expired ones deleted
-        perms.grant(perms.own_namespace, "coordination.k8s.io", "leases", rbac.SHARD_LEASES)
-    if opts.watch_definitions:  # the definitions and their Accepted status; what they act on: --related, --writes
-        for group, plural in DEFINITION_RESOURCES:
-            perms.grant(perms.cluster, group, plural, rbac.READ)
-            perms.grant(perms.cluster, group, f"{plural}/status", ("update", "patch"))
+    perms = _controller_permissions(opts, definitions, watches, crd_docs)
     objects = _prelude(opts, opts.name, component, automount=True)
     objects += rbac.rbac_objects(
         perms,
@@ -393,24 +375,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         [("controllers.yaml", definitions_text)],
     )
     objects += [*cm_objects, defs.config_map]
-    args = [
-        "controller",
-        *policy_args,
-        *(["--controllers", f"{CONTROLLERS_DIR}/controllers.yaml"] if opts.controllers else []),
-        *(["--watch-definitions"] if opts.watch_definitions else []),
-        *_engine_args(opts),
-        "--workers",
-        str(opts.workers),
-        "--metrics-port",
-        str(opts.metrics_port),
-    ]
-    args += _replicate_flags(opts)
-    if opts.watch_namespace:
-        args += ["--namespace", opts.watch_namespace]
-    if opts.leader_elect or opts.shards:
-        args.append("--shards" if opts.shards else "--leader-elect")
-        if opts.name != "regokite-controller":  # the Lease(s) named like the Deployment; RBAC names it
-            args += ["--leader-election-name", opts.name]
+    args = _controller_args(opts, policy_args)
     containers = _containers(
         opts,
         args,
@@ -442,6 +407,56 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     if replicas >= 2:
         objects.append(w.pod_disruption_budget(opts.name, opts.namespace, component))
     return objects
+
+
+def _controller_permissions(
+    opts: ControllerOptions, definitions: list[Any], watches: list[Any], crd_docs: list[Obj]
+) -> rbac.Permissions:
+    """What the controller may do: its definitions' resources, watched, related and written ones, replicated data,
+    its Lease(s), and the definitions themselves when it watches them."""
+    crds = rbac.crds_from_documents(crd_docs)
+    perms = rbac.controller_permissions(
+        definitions,
+        crds=crds,
+        namespace_scoped=opts.watch_namespace is not None,
+        leader_election=opts.leader_elect and not opts.shards,
+        lease_name=opts.name,
+        related=[_resource_rule(r) for r in opts.related],
+        watched=[rbac.watched_rule(w) for w in watches],
+        written=[_resource_rule(r, "--writes") for r in opts.writes],
+    )
+    for ref in _replicated(opts):
+        perms.grant(perms.cluster, ref.group, ref.resource, rbac.READ)
+    if opts.shards:  # its own Lease (named after the pod), the others' read, long-expired ones deleted
+        perms.grant(perms.own_namespace, "coordination.k8s.io", "leases", rbac.SHARD_LEASES)
+    if opts.watch_definitions:  # the definitions and their Accepted status; what they act on: --related, --writes
+        for group, plural in DEFINITION_RESOURCES:
+            perms.grant(perms.cluster, group, plural, rbac.READ)
+            perms.grant(perms.cluster, group, f"{plural}/status", ("update", "patch"))
+    return perms
+
+
+def _controller_args(opts: ControllerOptions, policy_args: list[str]) -> list[str]:
+    """The controller container's command line."""
+    args = [
+        "controller",
+        *policy_args,
+        *(["--controllers", f"{CONTROLLERS_DIR}/controllers.yaml"] if opts.controllers else []),
+        *(["--watch-definitions"] if opts.watch_definitions else []),
+        *_engine_args(opts),
+        "--workers",
+        str(opts.workers),
+        "--metrics-port",
+        str(opts.metrics_port),
+    ]
+    args += _replicate_flags(opts)
+    if opts.watch_namespace:
+        args += ["--namespace", opts.watch_namespace]
+    if opts.leader_elect or opts.shards:
+        args.append("--shards" if opts.shards else "--leader-elect")
+        if opts.name != "regokite-controller":  # the Lease(s) named like the Deployment; RBAC names it
+            args += ["--leader-election-name", opts.name]
+    return args
 
 
 # -------------------------------------------------------------------------------- audit
