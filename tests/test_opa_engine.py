@@ -18,7 +18,8 @@ from opa_standin import MSG_COMPILE_MODULE, OpaError, OpaStandin
 
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, open_engine
-from regokite.engine.opa import MARKER_PATH, OpaEngine, QueryPlan, data_api_path, policy_id
+from regokite.engine.opa import MARKER_PATH, OpaEngine, policy_id
+from regokite.engine.query_plan import QueryPlan, data_api_path
 from regokite.errors import EngineUnavailable, EvaluationError, Location, PolicyLoadError
 from tests.ports import free_port
 
