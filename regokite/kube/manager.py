@@ -1,4 +1,5 @@
-"""The controller runtime: shared informers, one work queue, N workers, health and metrics.
+"""The controller runtime: wires shared informers, work queues, worker threads (kube.sync_workers),
+leadership or shards, gauges and the health endpoint (kube.health) into one process's lifecycle.
 
 Generic on purpose: a reconciler is anything with a `name` and
 `reconcile(namespace, name) -> float | None` (seconds until a requested
@@ -19,38 +20,30 @@ objects are dropped, and every view change resyncs.
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 
-from regokite.controllers.hooks import HookError
-from regokite.kube.client import ApiError, KubeClient, NotLeader, error_reason
+from regokite.kube import sync_workers
+from regokite.kube.client import KubeClient, NotLeader
+from regokite.kube.health import serve_health
 from regokite.kube.informer import InformerFactory, staleness
-from regokite.kube.shards import Shards, Verdict
+from regokite.kube.shards import Shards
+from regokite.kube.sync_workers import InFlight, Reconciler
 from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
-from regokite.ops.metrics import exposition
 
 if TYPE_CHECKING:
     from regokite.kube.leader import LeaderElector
 
 log = logging.getLogger("regokite.controller")
-_EXPECTED = (HookError, ApiError)
-WAIT_RETRY = 0.25  # seconds before a key whose shard views disagree is tried again
 # Worker threads: they mostly wait on the API server and hook processes. bench.controller_converge, 500 parents:
 # converged in 17.2 s with 1, 13.8 s with 2, 9.9 s with 4, 7.0-9.2 s with 8, 7.5 s with 16.
 DEFAULT_WORKERS = 8
-
-
-class Reconciler(Protocol):
-    name: str
-
-    def reconcile(self, namespace: str, name: str) -> float | None: ...
 
 
 class DataGate(Protocol):
@@ -61,15 +54,6 @@ class DataGate(Protocol):
     def pending(self) -> list[str]: ...
 
     def health(self) -> dict[str, dict]: ...
-
-
-def failure_reason(exc: BaseException) -> str:
-    """A failed sync's metric label: a hook's own reason (a fixed set: InvalidHookOutput, PolicyError, ...)
-    or the request's (error_reason: never a message, a host or a port, as urllib3's `reason` carries)."""
-    reason = getattr(exc, "reason", None)
-    if isinstance(reason, str) and not isinstance(exc, ApiError) and reason.isidentifier():
-        return reason
-    return error_reason(exc)
 
 
 class Manager:
@@ -84,8 +68,7 @@ class Manager:
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._http: ThreadingHTTPServer | None = None
-        self.in_flight = 0
-        self._lock = threading.Lock()
+        self._in_flight = InFlight()
         self._queues: dict[str, tuple[WorkQueue, int]] = {}  # reconcilers with their own workers
         self.elector: LeaderElector | None = None
         self.shards: Shards | None = None
@@ -108,6 +91,11 @@ class Manager:
         """Act only on the objects `shards` gives this replica; writes are refused while its Lease is not fresh."""
         self.shards = shards
         self.client.write_guard = shards.guard
+
+    @property
+    def in_flight(self) -> int:
+        """Syncs running now."""
+        return self._in_flight.count
 
     @property
     def leading(self) -> bool:
@@ -238,71 +226,19 @@ class Manager:
         log.info("stopped")
 
     def _work(self, queue: WorkQueue) -> None:
-        while True:
-            # a standby: caches warm, hands off; and no hook decides on a partial inventory
-            while not self._leading.is_set() or not self._data_ready() or self._shard_paused():
-                if self._stopping.wait(0.1):
-                    return
-            key = queue.get(timeout=0.5)
-            if key is None:
-                if self._stopping.is_set():
-                    return
-                continue
-            name, namespace, obj_name = key
-            reconciler = self.reconcilers.get(name)
-            if self.shards is not None and not self._shard_begin(queue, key, reconciler):
-                continue
-            with self._lock:
-                self.in_flight += 1
-            try:
-                started = time.perf_counter()
-                after = reconciler.reconcile(namespace, obj_name) if reconciler else None
-                metrics.reconcile_duration.labels(name).observe(time.perf_counter() - started)
-                metrics.reconciles.labels(name, "ok").inc()
-                queue.forget(key)
-                if after:
-                    queue.add_after(key, after)
-            except NotLeader:
-                queue.add(key)  # leadership lost mid-sync: the key waits for the next term (or leader)
-            except Exception as exc:
-                metrics.reconciles.labels(name, "error").inc()
-                metrics.reconcile_errors.labels(name, failure_reason(exc)).inc()
-                delay = queue.add_rate_limited(key)
-                log.warning(
-                    "sync failed",
-                    extra={
-                        "controller": name,
-                        "parent": f"{namespace}/{obj_name}" if namespace else obj_name,
-                        "error": str(exc)[:1000],
-                        "retry_in": round(delay, 3),
-                    },
-                    exc_info=not isinstance(exc, _EXPECTED),
-                )
-            finally:
-                with self._lock:
-                    self.in_flight -= 1
-                if self.shards is not None:
-                    self.shards.end()
-                queue.done(key)
+        sync_workers.work(
+            queue,
+            self.reconcilers,
+            may_work=self._may_work,
+            stopping=self._stopping,
+            shards=lambda: self.shards,
+            in_flight=self._in_flight,
+        )
 
-    def _shard_paused(self) -> bool:
-        return self.shards is not None and self.shards.paused
-
-    def _shard_begin(self, queue: WorkQueue, key: tuple[str, str, str], reconciler: Reconciler | None) -> bool:
-        """May this sync start (then shards.end() must follow)? Another's object is dropped; one that must
-        wait for the views to agree comes back shortly."""
-        assert self.shards is not None
-        verdict = self.shards.begin(key[1], key[2])
-        if verdict is Verdict.MINE:
-            return True
-        if verdict is Verdict.OTHER:
-            queue.forget(key)
-            if (disown := getattr(reconciler, "disown", None)) is not None:
-                disown(key[1], key[2])
-        else:
-            queue.add_after(key, WAIT_RETRY)
-        queue.done(key)
-        return False
+    def _may_work(self) -> bool:
+        """Leading, the replicated data in, no shard hand-over draining."""
+        shard_paused = self.shards is not None and self.shards.paused
+        return self._leading.is_set() and self._data_ready() and not shard_paused
 
     def _tick(self, period: float, fn: Callable[[], None]) -> None:
         while not self._stopping.wait(period):
@@ -361,37 +297,6 @@ class Manager:
         return {"healthy": healthy, "dead_threads": dead}
 
     def serve_health(self, port: int, host: str = "0.0.0.0") -> int:
-        manager = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path == "/metrics":
-                    body, ctype = exposition()
-                    self._reply(200, body, ctype)
-                elif self.path == "/healthz":
-                    live = manager.liveness()
-                    self._reply(200 if live["healthy"] else 503, _json(live), "application/json")
-                elif self.path == "/readyz":
-                    detail = manager.readiness()
-                    self._reply(200 if detail["ready"] else 503, _json(detail), "application/json")
-                else:
-                    self._reply(404, b"not found\n")
-
-            def _reply(self, status: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._http = ThreadingHTTPServer((host, port), Handler)
-        threading.Thread(target=self._http.serve_forever, name="health", daemon=True).start()
-        log.info("serving metrics and health", extra={"port": self._http.server_address[1]})
+        """Serve /healthz, /readyz and /metrics (kube.health) until stop(); the port served."""
+        self._http = serve_health(port, host, self.liveness, self.readiness)
         return self._http.server_address[1]
-
-
-def _json(value: Any) -> bytes:
-    return json.dumps(value, indent=1).encode() + b"\n"
