@@ -74,12 +74,18 @@ def test_a_broken_assertion_exits_one_and_names_test_and_file(suite: Path, capsy
     assert "FAIL: 1/4" in out
 
 
+def run_with(suite: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, code: int) -> tuple[str, str]:
+    """`regokite test` on the suite with file `name` (re)written; its exit code must be `code`; (stdout, stderr)."""
+    (suite / name).write_text(text)
+    assert main(["test", str(suite)]) == code
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
 def test_an_evaluation_error_is_reported_as_error_with_location(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (suite / "more_test.rego").write_text("package more_test\n\ntest_divides if {\n\t1 / 0\n}\n")
-    assert main(["test", str(suite)]) == 1
-    out = capsys.readouterr().out
+    out, _ = run_with(suite, capsys, "more_test.rego", "package more_test\n\ntest_divides if {\n\t1 / 0\n}\n", 1)
     assert "data.more_test.test_divides: ERROR" in out
     assert "more_test.rego:4" in out
     assert "divide by zero" in out
@@ -106,9 +112,7 @@ def test_json_format_has_one_entry_per_test(suite: Path, capsys: pytest.CaptureF
 def test_a_syntax_error_exits_two_with_file_line_column_and_no_traceback(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (suite / "demo.rego").write_text("package demo\n\nallow if {\n\tinput.x ==\n}\n")
-    assert main(["test", str(suite)]) == 2
-    err = capsys.readouterr().err
+    _, err = run_with(suite, capsys, "demo.rego", "package demo\n\nallow if {\n\tinput.x ==\n}\n", 2)
     assert "demo.rego:5:1" in err
     assert "Traceback" not in err
 

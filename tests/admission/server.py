@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import ssl
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from tests.ports import free_port
+from tests.processes import terminate
 
 
 @dataclass
@@ -77,13 +77,7 @@ def admission_server(
         _wait_ready(server)
         yield server
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        terminate(proc, group=True)
 
 
 def _wait_ready(server: RunningServer, timeout: float = 30) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonpatch
 import pytest
 
-from regokite.admission.decide import decide
+from regokite.admission.decide import Decision, decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review, response
 from regokite.errors import PolicyLoadError
@@ -103,25 +103,24 @@ def test_allow_true_with_no_denials_allows(tmp_path: Path) -> None:
     assert decision.verdict.allowed
 
 
+def nine_replicas_under(tmp_path: Path, enforcement: str) -> Decision:
+    """The replicas policy (more than 3 is denied) with `enforcement`, on a Deployment of 9."""
+    text = REPLICAS.replace(
+        "package admission.replicas\n", f'package admission.replicas\n\nenforcement := "{enforcement}"\n'
+    )
+    decision, _ = run(tmp_path, {"r.rego": text}, review(deployment(replicas=9)))
+    return decision
+
+
 def test_warn_enforcement_turns_denials_into_warnings(tmp_path: Path) -> None:
-    files = {
-        "r.rego": REPLICAS.replace(
-            "package admission.replicas\n", 'package admission.replicas\n\nenforcement := "warn"\n'
-        )
-    }
-    decision, _ = run(tmp_path, files, review(deployment(replicas=9)))
+    decision = nine_replicas_under(tmp_path, "warn")
     assert decision.verdict.allowed
     assert "[admission.replicas] replicas 9 is more than 3" in decision.verdict.warnings
     assert decision.outcomes[0].decision == "warned"
 
 
 def test_dryrun_enforcement_only_records(tmp_path: Path) -> None:
-    files = {
-        "r.rego": REPLICAS.replace(
-            "package admission.replicas\n", 'package admission.replicas\n\nenforcement := "dryrun"\n'
-        )
-    }
-    decision, _ = run(tmp_path, files, review(deployment(replicas=9)))
+    decision = nine_replicas_under(tmp_path, "dryrun")
     assert decision.verdict.allowed
     assert decision.verdict.warnings == []
     assert decision.outcomes[0].decision == "dryrun"

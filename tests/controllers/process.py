@@ -46,6 +46,13 @@ class ControllerProcess:
         self.argv += list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @classmethod
+    def running(
+        cls, kubeconfig: Path | str, root: Path, definitions: str = "controller.yaml", **kw: Any
+    ) -> ControllerProcess:
+        """The controller of one policy directory holding its definitions file (an example as shipped)."""
+        return cls(kubeconfig, policies=[root], controllers=[root / definitions], **kw)
+
     def __enter__(self) -> ControllerProcess:
         out = self.log_file.open("ab")
         env = {**os.environ, "PYTHONPATH": str(ROOT)}

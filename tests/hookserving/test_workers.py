@@ -16,7 +16,7 @@ from regokite.controllers.schema import HookTarget
 from regokite.engine import open_engine
 from regokite.errors import RegokiteError
 from regokite.hookserving.workers import HookWorkers, usable_cpus
-from tests.hookserving.processes import kill_and_wait
+from tests.processes import kill_and_wait
 
 GREETING = """package hooks.greet
 

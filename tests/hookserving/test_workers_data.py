@@ -14,7 +14,7 @@ from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_chan
 from regokite.controllers.hooks import ResolvedHook, resolve_hook
 from regokite.controllers.schema import HookTarget
 from regokite.hookserving.workers import HookWorkers
-from tests.hookserving.processes import kill_and_wait
+from tests.processes import kill_and_wait
 
 POLICY = """package hooks.copy
 

@@ -33,6 +33,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+@pytest.fixture
+def private_plane(tmp_path: Path) -> Iterator[controlplane.ControlPlane]:
+    """A control plane of the test's own, for a test that stops or restarts the API server."""
+    cp = controlplane.start(tmp_path / "cp")
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kube.Cluster]:
     """The API server under test; a private instance unless REGOKITE_KUBECONFIG is set."""

@@ -437,3 +437,35 @@ def admission_response(review: Obj, allowed: bool, message: str = "", code: int 
     if not allowed:
         response["status"] = {"code": code, "message": message}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+def webhook_config(
+    kind: str,
+    name: str,
+    url: str,
+    ca: str,
+    namespace: str,
+    *,
+    resource: tuple[str, str] = ("apps", "deployments"),
+    review_versions: tuple[str, ...] = ("v1",),
+) -> Obj:
+    """A (Validating|Mutating)WebhookConfiguration of one webhook at `url` (trusting `ca`, base64 PEM) for
+    CREATE and UPDATE of `resource` (group, plural; version v1) in the test's `namespace` only, failing closed."""
+    group, plural = resource
+    rule = {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [plural]}
+    webhook = {
+        "name": name,
+        "clientConfig": {"url": url, "caBundle": ca},
+        "rules": [rule],
+        "namespaceSelector": {"matchLabels": {TEST_NAMESPACE_LABEL: namespace}},
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": list(review_versions),
+        "timeoutSeconds": 5,
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "webhooks": [webhook],
+    }

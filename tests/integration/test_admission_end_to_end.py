@@ -56,33 +56,6 @@ warn contains "single replica: not highly available" if input.request.object.spe
 """
 
 
-def webhook_config(kind: str, name: str, url: str, ca: str, namespace: str) -> dict:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": kind,
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": name,
-                "clientConfig": {"url": url, "caBundle": ca},
-                "rules": [
-                    {
-                        "apiGroups": ["apps"],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["deployments"],
-                    }
-                ],
-                "namespaceSelector": {"matchLabels": {kube.TEST_NAMESPACE_LABEL: namespace}},
-                "failurePolicy": "Fail",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1", "v1beta1"],
-                "timeoutSeconds": 5,
-            }
-        ],
-    }
-
-
 @pytest.fixture(scope="module")
 def policies(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("policies")
@@ -100,12 +73,28 @@ def regokite(policies: Path, tmp_path: Path, api: client.ApiClient, namespace: s
         ca = base64.b64encode(server.ca.read_bytes()).decode()
         name = f"{kube.unique_name('rk')}.admission.regokite.dev"
         create(
-            api, MUTATING, webhook_config("MutatingWebhookConfiguration", name, f"{server.url}/mutate", ca, namespace)
+            api,
+            MUTATING,
+            kube.webhook_config(
+                "MutatingWebhookConfiguration",
+                name,
+                f"{server.url}/mutate",
+                ca,
+                namespace,
+                review_versions=("v1", "v1beta1"),
+            ),
         )
         create(
             api,
             VALIDATING,
-            webhook_config("ValidatingWebhookConfiguration", name, f"{server.url}/validate", ca, namespace),
+            kube.webhook_config(
+                "ValidatingWebhookConfiguration",
+                name,
+                f"{server.url}/validate",
+                ca,
+                namespace,
+                review_versions=("v1", "v1beta1"),
+            ),
         )
         try:
             kube.wait_for(

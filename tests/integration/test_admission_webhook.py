@@ -30,30 +30,10 @@ def webhook(api: client.ApiClient, namespace: str) -> Iterator[HttpsJsonServer]:
     """A validating webhook for configmaps in this test's namespace only."""
     with HttpsJsonServer(deny_forbidden_configmaps) as server:
         name = f"{kube.unique_name('deny')}.test.regokite.dev"
-        config = {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": name},
-            "webhooks": [
-                {
-                    "name": name,
-                    "clientConfig": {"url": f"{server.url}/validate", "caBundle": server.ca_bundle},
-                    "rules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["configmaps"],
-                        }
-                    ],
-                    "namespaceSelector": {"matchLabels": {kube.TEST_NAMESPACE_LABEL: namespace}},
-                    "failurePolicy": "Fail",
-                    "sideEffects": "None",
-                    "admissionReviewVersions": ["v1"],
-                    "timeoutSeconds": 5,
-                }
-            ],
-        }
+        url, ca = f"{server.url}/validate", server.ca_bundle
+        config = kube.webhook_config(
+            "ValidatingWebhookConfiguration", name, url, ca, namespace, resource=("", "configmaps")
+        )
         create(api, WEBHOOKS, config)
         try:
             yield server

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
 from regokite.audit.crds import report_crds
+from tests.processes import terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,6 +80,11 @@ def audit_command(cluster: Cluster, policies: Path, *args: str) -> list[str]:
     ]
 
 
+def results_until(api: client.ApiClient, namespace: str, holds, what: str, timeout: float) -> None:
+    """Wait until the report's results (`results`) satisfy `holds`, looking often: a bound on the audit's lag."""
+    kube.wait_for(lambda: results(api, namespace), holds, what=what, timeout=timeout, interval=0.05)
+
+
 def results(api: client.ApiClient, namespace: str) -> list[tuple[str, str, str]]:
     report = get(api, f"/apis/wgpolicyk8s.io/v1alpha2/namespaces/{namespace}/policyreports/regokite-audit")
     found = ((r["policy"], r["result"], r["resources"][0]["name"]) for r in report.get("results", []))
@@ -106,12 +111,7 @@ def auditing(
     try:
         yield log
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        terminate(proc, 10, group=True)
 
 
 def test_existing_violations_appear_and_follow_fixes_and_policy_deletion(
@@ -132,28 +132,24 @@ def test_existing_violations_appear_and_follow_fixes_and_policy_deletion(
     assert report["summary"]["fail"] == 2 and report["summary"]["warn"] == 1  # with kube-root-ca.crt
 
     merge_patch(api, f"{cms}/unowned", {"metadata": {"labels": {"owner": "b"}}})
-    kube.wait_for(
-        lambda: results(api, namespace),
+    results_until(
+        api,
+        namespace,
         lambda r: r == [("admission.small_configmaps", "warn", "big")],
-        what="the fixed ConfigMap's result to go",
+        "the fixed ConfigMap's result to go",
         timeout=5,
-        interval=0.05,
     )
     create(api, cms, configmap("late"))
-    kube.wait_for(
-        lambda: results(api, namespace),
-        lambda r: ("admission.owner_label", "fail", "late") in r,
-        what="a new violation to show",
-        timeout=5,
-        interval=0.05,
+    results_until(
+        api, namespace, lambda r: ("admission.owner_label", "fail", "late") in r, "a new violation to show", timeout=5
     )
     (policies / "small_configmaps.rego").unlink()
-    kube.wait_for(
-        lambda: results(api, namespace),
+    results_until(
+        api,
+        namespace,
         lambda r: r == [("admission.owner_label", "fail", "late")],
-        what="the deleted policy's results to go",
+        "the deleted policy's results to go",
         timeout=10,
-        interval=0.05,
     )
     report = get(api, f"/apis/wgpolicyk8s.io/v1alpha2/namespaces/{namespace}/policyreports/regokite-audit")
     assert report["metadata"]["uid"] == uid  # updated in place, never recreated

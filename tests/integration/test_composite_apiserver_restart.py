@@ -7,32 +7,19 @@ history is compacted, so the informers' resume must relist after 410 Gone.
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+import controlplane
 import kube
-import pytest
 import yaml
 from kube import create, get, merge_patch
 
 from tests.controllers.process import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-import controlplane  # noqa: E402
 
 EXAMPLE = ROOT / "policies" / "controllers" / "config_bundle"
-
-
-@pytest.fixture
-def private_plane(tmp_path: Path) -> Iterator[controlplane.ControlPlane]:
-    cp = controlplane.start(tmp_path / "cp")
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 def restart_apiserver(cp: controlplane.ControlPlane, down_seconds: float, while_down=None) -> None:
@@ -66,7 +53,7 @@ def test_no_update_is_lost_across_an_apiserver_restart(private_plane: controlpla
     cms = "/api/v1/namespaces/default/configmaps"
     with cluster.api_client() as api:
         kube.install_crd(api, yaml.safe_load((EXAMPLE / "crd.yaml").read_text()))
-        with ControllerProcess(cp.kubeconfig, policies=[EXAMPLE], controllers=[EXAMPLE / "controller.yaml"]) as ctl:
+        with ControllerProcess.running(cp.kubeconfig, EXAMPLE) as ctl:
             create(api, parents, bundle("a", "1"))
             kube.wait_for(lambda: get(api, f"{cms}/a-0"), lambda c: c["data"] == {"v": "1"}, what="a-0 v=1")
 

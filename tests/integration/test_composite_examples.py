@@ -33,13 +33,7 @@ def test_temporary_access_rolebinding_exists_only_inside_its_window(
     example = EXAMPLES / "temporary_access"
     parents = f"/apis/access.example.com/v1/namespaces/{namespace}/temporaryaccesses"
     binding = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings/alice"
-    with ControllerProcess(
-        cluster.kubeconfig,
-        policies=[example],
-        controllers=[example / "controller.yaml"],
-        namespace=namespace,
-        extra=["--v0-compatible"],
-    ):
+    with ControllerProcess.running(cluster.kubeconfig, example, namespace=namespace, extra=["--v0-compatible"]):
         start = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=3)
         create(
             api,
@@ -86,9 +80,7 @@ def test_finalize_tears_children_down_in_order_then_releases_the_parent(
     example = EXAMPLES / "config_bundle"
     parents = f"/apis/example.com/v1/namespaces/{namespace}/configbundles"
     cms = f"/api/v1/namespaces/{namespace}/configmaps"
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[example], controllers=[example / "controller.yaml"], namespace=namespace
-    ):
+    with ControllerProcess.running(cluster.kubeconfig, example, namespace=namespace):
         create(
             api,
             parents,
@@ -171,12 +163,7 @@ def test_invalid_policy_output_leaves_children_untouched_and_records_an_event(
     kube.install_crd(api, kube.crd_manifest("example.com", "Broken"))
     parents = f"/apis/example.com/v1/namespaces/{namespace}/brokens"
     cm = f"/api/v1/namespaces/{namespace}/configmaps/keep"
-    with ControllerProcess(
-        cluster.kubeconfig,
-        policies=[broken_policy],
-        controllers=[broken_policy / "controller.yaml"],
-        namespace=namespace,
-    ):
+    with ControllerProcess.running(cluster.kubeconfig, broken_policy, namespace=namespace):
         create(
             api,
             parents,

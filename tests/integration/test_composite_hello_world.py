@@ -28,9 +28,7 @@ def test_hello_world_pod_status_recreate_and_garbage_collection(
 ) -> None:
     parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
     pod_path = f"/api/v1/namespaces/{namespace}/pods/your-name"
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[HELLO], controllers=[HELLO / "controller.yaml"], namespace=namespace
-    ) as ctl:
+    with ControllerProcess.running(cluster.kubeconfig, HELLO, namespace=namespace) as ctl:
         parent = create(api, parents, hello(namespace, "your-name", "Your Name"))
 
         pod = kube.wait_for(lambda: get(api, pod_path), what="the hello pod", timeout=30)

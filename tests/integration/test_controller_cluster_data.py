@@ -58,9 +58,7 @@ def test_hooks_read_replicated_objects_loaded_before_the_first_sync(
     create(api, parents, {"apiVersion": "example.com/v1", "kind": "HelloWorld", "metadata": {"name": "p"},
                           "spec": {"who": "Ada"}})  # fmt: skip
     extra = ["--replicate", "v1/configmaps"]
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[tmp_path], controllers=[tmp_path / "controller.yaml"], extra=extra
-    ) as ctl:
+    with ControllerProcess.running(cluster.kubeconfig, tmp_path, extra=extra) as ctl:
         child = kube.wait_for(lambda: get(api, f"{cms}/p"), what="the child ConfigMap", timeout=30)
         assert child["data"] == {"greeting": "Hello, Ada"}  # the first sync saw the replicated settings
         assert ctl.readiness()["replicated"] == {"ready": True, "pending": []}

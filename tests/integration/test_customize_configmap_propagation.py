@@ -51,8 +51,8 @@ def test_a_source_change_reaches_exactly_the_propagations_that_relate_it(
     one, two = kube.unique_name("p"), kube.unique_name("p")
     create(api, f"/api/v1/namespaces/{src}/configmaps", configmap(src, "red", {"color": "red"}))
     create(api, f"/api/v1/namespaces/{src}/configmaps", configmap(src, "blue", {"color": "blue"}))
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[EXAMPLE], controllers=[EXAMPLE / "controller.yaml"]
+    with ControllerProcess.running(
+        cluster.kubeconfig, EXAMPLE
     ) as ctl:  # cluster-wide: the parent is cluster-scoped and copies go to other namespaces
         create(api, PARENTS, propagation(one, src, "red", [a, b]))
         create(api, PARENTS, propagation(two, src, "blue", [a]))

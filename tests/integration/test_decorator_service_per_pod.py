@@ -57,9 +57,7 @@ def test_services_per_pod_labels_on_pods_and_finalize(cluster: Cluster, api: cli
     sts_path = f"/apis/apps/v1/namespaces/{namespace}/statefulsets"
     svc = f"/api/v1/namespaces/{namespace}/services"
     pods = f"/api/v1/namespaces/{namespace}/pods"
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[EXAMPLE], controllers=[EXAMPLE / "controller.yaml"], namespace=namespace
-    ) as ctl:
+    with ControllerProcess.running(cluster.kubeconfig, EXAMPLE, namespace=namespace) as ctl:
         sts = create(api, sts_path, statefulset(namespace))
         for i in range(2):
             s = kube.wait_for(lambda i=i: get(api, f"{svc}/nginx-{i}"), what=f"service nginx-{i}")

@@ -200,9 +200,7 @@ def test_policy_files_reload_without_watching_the_clusters_definitions(
     shutil.copytree(HELLO, policies)
     rego = policies / "hello_world.rego"
     pod_path = f"/api/v1/namespaces/{namespace}/pods/pf"
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[policies], controllers=[policies / "controller.yaml"], namespace=namespace
-    ) as ctl:
+    with ControllerProcess.running(cluster.kubeconfig, policies, namespace=namespace) as ctl:
         create(api, f"/apis/example.com/v1/namespaces/{namespace}/helloworlds", hello(namespace, "pf", "any", "Y"))
         first = kube.wait_for(lambda: get(api, pod_path), what="the pod", timeout=30)
         assert greeting(first) == ["echo", "Hello, Y!"]

@@ -26,9 +26,7 @@ LEASE += ["--leader-election-retry-period", "0.5"]
 def replica(cluster: Cluster, namespace: str, ident: str) -> ControllerProcess:
     extra = ["--leader-elect", "--leader-election-namespace", namespace, "--leader-election-id", ident]
     extra += ["--field-manager", f"regokite-{ident}", *LEASE]
-    return ControllerProcess(
-        cluster.kubeconfig, policies=[SCALER], controllers=[SCALER / "watch.yaml"], namespace=namespace, extra=extra
-    )
+    return ControllerProcess.running(cluster.kubeconfig, SCALER, "watch.yaml", namespace=namespace, extra=extra)
 
 
 def holder(api: client.ApiClient, namespace: str) -> str:

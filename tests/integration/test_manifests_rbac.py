@@ -126,9 +126,7 @@ def test_hello_world_runs_on_exactly_the_generated_role(
         assert status_of(sa_api, "DELETE", f"{parents}/nope") == 403
         assert status_of(sa_api, "GET", parents) == 200
 
-        with ControllerProcess(
-            kubeconfig, policies=[HELLO], controllers=[HELLO / "controller.yaml"], extra=extra
-        ) as ctl:
+        with ControllerProcess.running(kubeconfig, HELLO, extra=extra) as ctl:
             create(
                 api,
                 parents,

@@ -39,9 +39,7 @@ def test_a_pod_metacontroller_created_is_taken_over_without_being_recreated(
     pod_path = f"/api/v1/namespaces/{namespace}/pods/moved"
     created = kube.request(api, "POST", f"/api/v1/namespaces/{namespace}/pods?fieldManager=metacontroller", pod)
 
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[HELLO], controllers=[HELLO / "controller.yaml"], namespace=namespace
-    ) as ctl:
+    with ControllerProcess.running(cluster.kubeconfig, HELLO, namespace=namespace) as ctl:
         taken = kube.wait_for(
             lambda: get(api, pod_path),
             lambda p: LAST_APPLIED not in (p["metadata"].get("annotations") or {}),

@@ -78,35 +78,12 @@ def regokite(
 ) -> Iterator[RunningServer]:
     with admission_server(policies, tmp_path, "--kubeconfig", str(token), "--workers", "2") as server:
         name = f"{kube.unique_name('rk')}.ingress.regokite.dev"
-        webhook = {
-            "name": name,
-            "clientConfig": {
-                "url": f"{server.url}/validate",
-                "caBundle": base64.b64encode(server.ca.read_bytes()).decode(),
-            },
-            "rules": [
-                {
-                    "apiGroups": ["networking.k8s.io"],
-                    "apiVersions": ["v1"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": ["ingresses"],
-                }
-            ],
-            "namespaceSelector": {"matchLabels": {kube.TEST_NAMESPACE_LABEL: namespace}},
-            "failurePolicy": "Fail",
-            "sideEffects": "None",
-            "admissionReviewVersions": ["v1"],
-            "timeoutSeconds": 5,
-        }
+        ca = base64.b64encode(server.ca.read_bytes()).decode()
+        kind, ingresses = "ValidatingWebhookConfiguration", ("networking.k8s.io", "ingresses")
         create(
             api,
             VALIDATING,
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration",
-                "metadata": {"name": name},
-                "webhooks": [webhook],
-            },
+            kube.webhook_config(kind, name, f"{server.url}/validate", ca, namespace, resource=ingresses),
         )
         try:
             yield server

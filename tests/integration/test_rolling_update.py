@@ -44,9 +44,7 @@ def test_one_worker_at_a_time_gated_on_ready(cluster: Cluster, api: client.ApiCl
     def versions() -> list[str]:
         return [get(api, f"{workers}/{n}")["spec"].get("version") for n in names]
 
-    with ControllerProcess(
-        cluster.kubeconfig, policies=[EXAMPLE], controllers=[EXAMPLE / "controller.yaml"], namespace=namespace
-    ) as ctl:
+    with ControllerProcess.running(cluster.kubeconfig, EXAMPLE, namespace=namespace) as ctl:
         create(
             api,
             parents,

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
+import controlplane
 import kube
-import pytest
 from kube import create, get, merge_patch
 
 from tests.controllers.process import ControllerProcess
 from tests.integration.test_composite_apiserver_restart import restart_apiserver
 from tests.integration.test_watch_deployment_scaler import SCALER, counter, deployment
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-import controlplane  # noqa: E402
-
-
-@pytest.fixture
-def private_plane(tmp_path: Path) -> Iterator[controlplane.ControlPlane]:
-    cp = controlplane.start(tmp_path / "cp")
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 def test_changes_made_while_the_watch_was_down_are_all_processed(private_plane: controlplane.ControlPlane) -> None:
@@ -36,7 +20,7 @@ def test_changes_made_while_the_watch_was_down_are_all_processed(private_plane: 
     labels = {"enforce-max-replicas": "true"}
     with (
         cluster.api_client() as api,
-        ControllerProcess(cp.kubeconfig, policies=[SCALER], controllers=[SCALER / "watch.yaml"]) as ctl,
+        ControllerProcess.running(cp.kubeconfig, SCALER, "watch.yaml") as ctl,
     ):
         create(api, deployments, deployment("default", "a", 10, labels))
         kube.wait_for(lambda: get(api, f"{deployments}/a"), lambda d: d["spec"]["replicas"] == 3, what="a at 3")

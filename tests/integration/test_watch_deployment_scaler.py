@@ -109,12 +109,8 @@ def test_the_maximum_comes_from_the_command_line(
     cluster: Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
     deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    with ControllerProcess(
-        cluster.kubeconfig,
-        policies=[SCALER],
-        controllers=[SCALER / "watch.yaml"],
-        namespace=namespace,
-        extra=["--var", "max_replicas=5"],
+    with ControllerProcess.running(
+        cluster.kubeconfig, SCALER, "watch.yaml", namespace=namespace, extra=["--var", "max_replicas=5"]
     ):
         create(api, deployments, deployment(namespace, "web", 10, {"enforce-max-replicas": "true"}))
         kube.wait_for(lambda: get(api, f"{deployments}/web"), lambda d: d["spec"]["replicas"] == 5, what="capped at 5")

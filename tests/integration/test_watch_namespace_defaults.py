@@ -21,11 +21,8 @@ def test_labelled_namespaces_get_quota_and_limits_removed_with_the_label(
     ns_path = f"/api/v1/namespaces/{name}"
     quota = f"{ns_path}/resourcequotas/regokite-defaults"
     limits = f"{ns_path}/limitranges/regokite-defaults"
-    with ControllerProcess(
-        cluster.kubeconfig,
-        policies=[DEFAULTS],
-        controllers=[DEFAULTS / "watch.yaml"],
-        extra=["--var", "quota={pods: '7'}"],
+    with ControllerProcess.running(
+        cluster.kubeconfig, DEFAULTS, "watch.yaml", extra=["--var", "quota={pods: '7'}"]
     ) as ctl:
         create(api, "/api/v1/namespaces", {"metadata": {"name": name, "labels": {"regokite.dev/defaults": "true"}}})
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from regokite.ops.tls import self_signed
 from tests.admission.reviews import deployment, review
 from tests.manifests import kubectl
 from tests.ports import free_port
+from tests.processes import terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,12 +111,7 @@ def test_regokite_waits_for_the_sidecar_pushes_the_policies_and_answers(tmp_path
             assert "admission.required_labels" in answer["status"]["message"]
             client.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
 
 
 @pytest.mark.parametrize("engine", ["opa"])

@@ -1,0 +1,43 @@
+"""Processes a test started or watches: stopping them, killing them, waiting until they are really gone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+from tests.waiting import wait_until
+
+
+def gone(pid: int) -> bool:
+    """Exited (a zombie not reaped yet counts: its end of the pipe is closed) or reaped already."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except (FileNotFoundError, ProcessLookupError):  # reaped before, or while, the file is read
+        return True
+
+
+def kill_and_wait(pids: Iterable[int]) -> None:
+    """SIGKILL each process and wait until it is gone."""
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda pid=pid: gone(pid), what=f"process {pid} gone after SIGKILL")
+
+
+def terminate(proc: subprocess.Popen, timeout: float = 15, *, group: bool = False) -> int | None:
+    """SIGTERM, then wait up to `timeout`; past it SIGKILL (its whole process group with `group`: one started
+    with start_new_session, whose children must go too). The exit code, or None when it had to be killed."""
+    if proc.poll() is not None:
+        return proc.returncode
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+        proc.wait()
+        return None
