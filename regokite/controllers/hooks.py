@@ -300,19 +300,13 @@ def validate_children(
     parent_namespaced: bool,
     rule: str = "children",
 ) -> tuple[dict[str, Any], ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise HookError(package, rule, f"must be an array or set of objects, got {show(value)}")
     out: list[dict[str, Any]] = []
     seen: set[tuple[str, str | None, str]] = set()
-    for i, child in enumerate(value):
+    for i, child in objects_of(package, rule, value, "an array or set of objects"):
 
         def bad(message: str, i: int = i, child: Any = child) -> HookError:
             return HookError(package, rule, f"{rule}[{i}] {message}: {show(child)}")
 
-        if not isinstance(child, dict):
-            raise bad("is not an object")
         api_version, kind = child.get("apiVersion"), child.get("kind")
         if not isinstance(api_version, str) or not api_version:
             raise bad("has no apiVersion")
@@ -352,15 +346,22 @@ def validate_children(
     return tuple(out)
 
 
-def validate_events(package: str, value: Any) -> tuple[HookEvent, ...]:
+def objects_of(package: str, rule: str, value: Any, expected: str) -> list[tuple[int, dict[str, Any]]]:
+    """A rule's array (or set) of objects, each with its index; none for an undefined rule. HookError naming
+    the rule (`must be <expected>`) for anything else, or the index of the first item that is not an object."""
     if value is None:
-        return ()
+        return []
     if not isinstance(value, list):
-        raise HookError(package, "events", f"must be an array or set of {{type, reason, message}}, got {show(value)}")
+        raise HookError(package, rule, f"must be {expected}, got {show(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise HookError(package, rule, f"{rule}[{i}] is not an object: {show(item)}")
+    return list(enumerate(value))
+
+
+def validate_events(package: str, value: Any) -> tuple[HookEvent, ...]:
     events = []
-    for i, e in enumerate(value):
-        if not isinstance(e, dict):
-            raise HookError(package, "events", f"events[{i}] is not an object: {show(e)}")
+    for i, e in objects_of(package, "events", value, "an array or set of {type, reason, message}"):
         etype = e.get("type", "Normal")
         if etype not in EVENT_TYPES:
             raise HookError(package, "events", f"events[{i}].type must be Normal or Warning: {show(e)}")

@@ -37,7 +37,14 @@ from typing import Any
 
 from regokite import yamldoc
 from regokite.controllers import schema
-from regokite.controllers.hooks import HookError, HookEvent, ResolvedHook, resolve_hook, validate_events
+from regokite.controllers.hooks import (
+    HookError,
+    HookEvent,
+    ResolvedHook,
+    objects_of,
+    resolve_hook,
+    validate_events,
+)
 from regokite.controllers.schema import HookTarget
 from regokite.errors import show
 from regokite.selectors import SelectorError, parse_selector
@@ -316,14 +323,8 @@ def _patch(package: str, value: Any) -> list[dict[str, Any]] | dict[str, Any] | 
 
 
 def _apply(package: str, value: Any) -> tuple[dict[str, Any], ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise HookError(package, "apply", f"must be an array or set of objects, got {show(value)}")
     seen: set[tuple[str, str, str | None, str]] = set()
-    for i, obj in enumerate(value):
-        if not isinstance(obj, dict):
-            raise HookError(package, "apply", f"apply[{i}] is not an object: {show(obj)}")
+    for i, obj in objects_of(package, "apply", value, "an array or set of objects"):
         for key in ("apiVersion", "kind"):
             if not isinstance(obj.get(key), str) or not obj[key]:
                 raise HookError(package, "apply", f"apply[{i}] has no {key}: {show(obj)}")
@@ -337,18 +338,12 @@ def _apply(package: str, value: Any) -> tuple[dict[str, Any], ...]:
         if key in seen:
             raise HookError(package, "apply", f"apply[{i}] appears twice: {show(obj)}")
         seen.add(key)
-    return tuple(value)
+    return tuple(value or ())
 
 
 def _delete(package: str, value: Any) -> tuple[Ref, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise HookError(package, "delete", f"must be an array or set of object references, got {show(value)}")
     refs = []
-    for i, r in enumerate(value):
-        if not isinstance(r, dict):
-            raise HookError(package, "delete", f"delete[{i}] is not an object: {show(r)}")
+    for i, r in objects_of(package, "delete", value, "an array or set of object references"):
         if isinstance(r.get("metadata"), dict):  # a whole object: take its reference
             meta = r["metadata"]
             r = {k: v for k, v in (("apiVersion", r.get("apiVersion")), ("kind", r.get("kind"))) if v is not None} | {
