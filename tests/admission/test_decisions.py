@@ -29,6 +29,13 @@ def run(tmp_path: Path, files: dict[str, str], doc: dict, mode: str = "validate"
     return decide(ps, r, mode=mode, **kw), r
 
 
+def on_a_deployment(tmp_path: Path, rego: str) -> Decision:
+    """The decision of the one policy `rego` (as p.rego) on a plain Deployment."""
+    decision, _ = run(tmp_path, {"p.rego": rego}, review(deployment()))
+    return decision
+
+
+DIVIDES_BY_ZERO = 'deny contains msg if {\n\tmsg := sprintf("%d", [1 / 0])\n}\n'  # an evaluation error
 REPLICAS = """package admission.replicas
 
 deny contains msg if {
@@ -57,14 +64,13 @@ def test_warnings_reach_the_response_of_an_allowed_request(tmp_path: Path) -> No
 
 
 def test_deny_messages_may_be_objects_with_msg(tmp_path: Path) -> None:
-    files = {"p.rego": 'package admission.p\n\ndeny contains {"msg": "no", "details": {"x": 1}} if true\n'}
-    decision, _ = run(tmp_path, files, review(deployment()))
+    rego = 'package admission.p\n\ndeny contains {"msg": "no", "details": {"x": 1}} if true\n'
+    decision = on_a_deployment(tmp_path, rego)
     assert decision.verdict.messages == ["[admission.p] no"]
 
 
 def test_a_message_of_the_wrong_shape_fails_closed_naming_policy_rule_and_value(tmp_path: Path) -> None:
-    files = {"p.rego": "package admission.p\n\ndeny contains 42 if true\n"}
-    decision, _ = run(tmp_path, files, review(deployment()))
+    decision = on_a_deployment(tmp_path, "package admission.p\n\ndeny contains 42 if true\n")
     assert not decision.verdict.allowed
     (message,) = decision.verdict.messages
     assert message.startswith("[admission.p] policy error: data.admission.p.deny:")
@@ -73,33 +79,26 @@ def test_a_message_of_the_wrong_shape_fails_closed_naming_policy_rule_and_value(
 
 
 def test_an_evaluation_error_denies_with_the_error_text(tmp_path: Path) -> None:
-    files = {"p.rego": 'package admission.p\n\ndeny contains msg if {\n\tmsg := sprintf("%d", [1 / 0])\n}\n'}
-    decision, _ = run(tmp_path, files, review(deployment()))
+    decision = on_a_deployment(tmp_path, "package admission.p\n\n" + DIVIDES_BY_ZERO)
     assert not decision.verdict.allowed
     assert "divide by zero" in decision.verdict.messages[0]
     assert decision.outcomes[0].decision == "error"
 
 
 def test_a_fail_open_policy_allows_on_error_with_a_warning(tmp_path: Path) -> None:
-    files = {
-        "p.rego": 'package admission.p\n\nfailure_policy := "Ignore"\n\ndeny contains msg if {\n'
-        '\tmsg := sprintf("%d", [1 / 0])\n}\n'
-    }
-    decision, _ = run(tmp_path, files, review(deployment()))
+    decision = on_a_deployment(tmp_path, 'package admission.p\n\nfailure_policy := "Ignore"\n\n' + DIVIDES_BY_ZERO)
     assert decision.verdict.allowed
     assert "policy error ignored" in decision.verdict.warnings[0]
 
 
 def test_allow_that_is_not_true_denies(tmp_path: Path) -> None:
-    files = {"p.rego": 'package admission.p\n\nallow if input.request.userInfo.username == "admin"\n'}
-    decision, _ = run(tmp_path, files, review(deployment()))
+    decision = on_a_deployment(tmp_path, 'package admission.p\n\nallow if input.request.userInfo.username == "admin"\n')
     assert not decision.verdict.allowed
     assert decision.verdict.messages == ["[admission.p] request not allowed by policy (allow is not true)"]
 
 
 def test_allow_true_with_no_denials_allows(tmp_path: Path) -> None:
-    files = {"p.rego": 'package admission.p\n\nallow if input.request.userInfo.username == "alice"\n'}
-    decision, _ = run(tmp_path, files, review(deployment()))
+    decision = on_a_deployment(tmp_path, 'package admission.p\n\nallow if input.request.userInfo.username == "alice"\n')
     assert decision.verdict.allowed
 
 
@@ -128,11 +127,11 @@ def test_dryrun_enforcement_only_records(tmp_path: Path) -> None:
 
 
 def test_policies_outside_their_match_are_not_evaluated(tmp_path: Path) -> None:
-    files = {
-        "p.rego": 'package admission.p\n\nmatch := {"rules": [{"operations": ["CREATE"], "resources": ["pods"]}]}\n\n'
+    rego = (
+        'package admission.p\n\nmatch := {"rules": [{"operations": ["CREATE"], "resources": ["pods"]}]}\n\n'
         'deny contains "pods only" if true\n'
-    }
-    decision, _ = run(tmp_path, files, review(deployment()))
+    )
+    decision = on_a_deployment(tmp_path, rego)
     assert decision.verdict.allowed
     assert decision.outcomes == []
 
@@ -239,8 +238,7 @@ def test_a_whole_response_with_another_uid_is_refused(tmp_path: Path) -> None:
 
 
 def test_audit_annotations_are_collected(tmp_path: Path) -> None:
-    files = {"p.rego": 'package admission.p\n\naudit_annotations := {"checked-by": "p"}\n'}
-    decision, _ = run(tmp_path, files, review(deployment()))
+    decision = on_a_deployment(tmp_path, 'package admission.p\n\naudit_annotations := {"checked-by": "p"}\n')
     assert decision.verdict.audit_annotations == {"checked-by": "p"}
 
 

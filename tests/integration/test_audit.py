@@ -132,25 +132,12 @@ def test_existing_violations_appear_and_follow_fixes_and_policy_deletion(
     assert report["summary"]["fail"] == 2 and report["summary"]["warn"] == 1  # with kube-root-ca.crt
 
     merge_patch(api, f"{cms}/unowned", {"metadata": {"labels": {"owner": "b"}}})
-    results_until(
-        api,
-        namespace,
-        lambda r: r == [("admission.small_configmaps", "warn", "big")],
-        "the fixed ConfigMap's result to go",
-        timeout=5,
-    )
+    big, late = ("admission.small_configmaps", "warn", "big"), ("admission.owner_label", "fail", "late")
+    results_until(api, namespace, lambda r: r == [big], "the fixed ConfigMap's result to go", timeout=5)
     create(api, cms, configmap("late"))
-    results_until(
-        api, namespace, lambda r: ("admission.owner_label", "fail", "late") in r, "a new violation to show", timeout=5
-    )
+    results_until(api, namespace, lambda r: late in r, "a new violation to show", timeout=5)
     (policies / "small_configmaps.rego").unlink()
-    results_until(
-        api,
-        namespace,
-        lambda r: r == [("admission.owner_label", "fail", "late")],
-        "the deleted policy's results to go",
-        timeout=10,
-    )
+    results_until(api, namespace, lambda r: r == [late], "the deleted policy's results to go", timeout=10)
     report = get(api, f"/apis/wgpolicyk8s.io/v1alpha2/namespaces/{namespace}/policyreports/regokite-audit")
     assert report["metadata"]["uid"] == uid  # updated in place, never recreated
 

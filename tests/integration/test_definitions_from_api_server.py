@@ -49,6 +49,20 @@ def greeting(pod: dict) -> list[str]:
     return pod["spec"]["containers"][0]["command"]
 
 
+def assert_recreated_by_the_edit(
+    api: client.ApiClient, pod_path: str, first: dict, who: str, ctl: ControllerProcess
+) -> None:
+    """The policy now says Howdy: the pod is replaced by one that does, by the same process (no restart)."""
+    howdy = kube.wait_for(
+        lambda: get(api, pod_path),
+        lambda p: greeting(p) == ["echo", f"Howdy, {who}!"],
+        what="the pod recreated by the edited policy",
+        timeout=30,
+    )
+    assert howdy["metadata"]["uid"] != first["metadata"]["uid"]
+    assert ctl.proc is not None and ctl.proc.poll() is None, "no restart of the process"
+
+
 def reloads(metrics: str) -> float:
     lines = [ln for ln in metrics.splitlines() if ln.startswith("regokite_controller_definitions_reloads_total ")]
     return float(lines[0].split()[1]) if lines else 0.0
@@ -147,14 +161,7 @@ def test_an_edited_policy_file_recreates_the_pod_and_a_broken_one_keeps_the_last
             assert name in state["running"] and "broken" in state["reload_error"]  # /readyz: still the last good set
             rego.write_text(rego.read_text().replace("Hello, %s!", "Howdy, %s!"))
             (policies / "broken.rego").unlink()
-            howdy = kube.wait_for(
-                lambda: get(api, pod_path),
-                lambda p: greeting(p) == ["echo", "Howdy, X!"],
-                what="the pod recreated by the edited policy",
-                timeout=30,
-            )
-            assert howdy["metadata"]["uid"] != first["metadata"]["uid"]
-            assert ctl.proc is not None and ctl.proc.poll() is None, "no restart of the process"
+            assert_recreated_by_the_edit(api, pod_path, first, "X", ctl)
         finally:
             kube.delete(api, f"{DEFINITIONS}/{name}")
 
@@ -205,12 +212,5 @@ def test_policy_files_reload_without_watching_the_clusters_definitions(
         first = kube.wait_for(lambda: get(api, pod_path), what="the pod", timeout=30)
         assert greeting(first) == ["echo", "Hello, Y!"]
         rego.write_text(rego.read_text().replace("Hello, %s!", "Howdy, %s!"))
-        howdy = kube.wait_for(
-            lambda: get(api, pod_path),
-            lambda p: greeting(p) == ["echo", "Howdy, Y!"],
-            what="the pod recreated by the edited policy",
-            timeout=30,
-        )
-        assert howdy["metadata"]["uid"] != first["metadata"]["uid"]
-        assert ctl.proc is not None and ctl.proc.poll() is None, "no restart of the process"
+        assert_recreated_by_the_edit(api, pod_path, first, "Y", ctl)
         assert "definitions" in ctl.readiness()
