@@ -9,6 +9,7 @@ import kube
 from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
+from tests.controllers.definitions_text import composite_controller
 from tests.controllers.process import ControllerProcess
 
 HOOK = """package controllers.edge_triggered
@@ -32,23 +33,9 @@ status := {"conditions": array.concat(carried, [{"type": "effective", "status": 
 } else := {"conditions": carried}
 """
 
-CONTROLLER = """apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata:
-  name: edge-triggered
-spec:
-  generateSelector: true
-  parentResource:
-    apiVersion: example.com/v1
-    resource: helloworlds
-  childResources:
-    - apiVersion: v1
-      resource: configmaps
-  hooks:
-    sync:
-      rego:
-        package: controllers.edge_triggered
-"""
+CONTROLLER = composite_controller(
+    "edge-triggered", "helloworlds", "configmaps", "rego: {package: controllers.edge_triggered}", None
+)
 
 
 def test_a_transition_recorded_only_on_the_creating_sync_is_written(

@@ -11,6 +11,7 @@ import yaml
 from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
+from tests.controllers.definitions_text import composite_controller
 from tests.controllers.process import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,21 +134,9 @@ children := [cm, {"apiVersion": "v1", "metadata": {"name": "no-kind"}}] if input
 status := {"value": input.parent.spec.value}
 """
 
-BROKEN_CONTROLLER = """apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata:
-  name: sometimes-broken
-spec:
-  generateSelector: true
-  parentResource: {apiVersion: example.com/v1, resource: brokens}
-  childResources:
-    - apiVersion: v1
-      resource: configmaps
-      updateStrategy: {method: InPlace}
-  hooks:
-    sync:
-      rego: {package: controllers.sometimes_broken}
-"""
+BROKEN_CONTROLLER = composite_controller(
+    "sometimes-broken", "brokens", "configmaps", "rego: {package: controllers.sometimes_broken}"
+)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import kube
 from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
+from tests.controllers.definitions_text import composite_controller
 from tests.controllers.process import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,22 +30,7 @@ children := [{
 }]
 """
 
-CONTROLLER = """\
-apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata:
-  name: greeting
-spec:
-  generateSelector: true
-  parentResource: {apiVersion: example.com/v1, resource: helloworlds}
-  childResources:
-    - apiVersion: v1
-      resource: configmaps
-      updateStrategy: {method: InPlace}
-  hooks:
-    sync:
-      rego: {package: controllers.greeting}
-"""
+CONTROLLER = composite_controller("greeting", "helloworlds", "configmaps", "rego: {package: controllers.greeting}")
 
 
 def test_hooks_read_replicated_objects_loaded_before_the_first_sync(
