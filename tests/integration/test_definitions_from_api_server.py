@@ -36,6 +36,13 @@ def controller(name: str, app: str) -> dict:
     return doc
 
 
+@pytest.fixture
+def policies(tmp_path: Path) -> Path:
+    """A copy of the hello_world example's policies, for a test that edits them."""
+    shutil.copytree(HELLO, tmp_path / "hello")
+    return tmp_path / "hello"
+
+
 def hello(namespace: str, name: str, app: str, who: str) -> dict:
     return {
         "apiVersion": "example.com/v1",
@@ -138,10 +145,8 @@ def test_an_invalid_definition_on_the_server_says_why_in_its_status(
 
 
 def test_an_edited_policy_file_recreates_the_pod_and_a_broken_one_keeps_the_last_good_set(
-    cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None, tmp_path: Path
+    cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None, policies: Path
 ) -> None:
-    policies = tmp_path / "hello"
-    shutil.copytree(HELLO, policies)
     rego = policies / "hello_world.rego"
     name = kube.unique_name("hello-live")
     pod_path = f"/api/v1/namespaces/{namespace}/pods/pl"
@@ -201,10 +206,8 @@ def test_a_watch_applied_to_the_cluster_runs_and_says_so_in_its_status(
 
 
 def test_policy_files_reload_without_watching_the_clusters_definitions(
-    cluster: Cluster, api: client.ApiClient, namespace: str, hello_crd: None, tmp_path: Path
+    cluster: Cluster, api: client.ApiClient, namespace: str, hello_crd: None, policies: Path
 ) -> None:
-    policies = tmp_path / "hello"
-    shutil.copytree(HELLO, policies)
     rego = policies / "hello_world.rego"
     pod_path = f"/api/v1/namespaces/{namespace}/pods/pf"
     with ControllerProcess.running(cluster.kubeconfig, policies, namespace=namespace) as ctl:
