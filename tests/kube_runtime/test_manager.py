@@ -170,9 +170,10 @@ def test_with_shards_each_manager_syncs_only_its_own_objects_and_a_view_change_r
         def keys(self) -> list[tuple[str, str]]:
             return keys
 
-        def resync_all(self) -> None:
+        def resync_all(self, only=None) -> None:
             for k in keys:
-                manager_of[self].enqueue(self.name, *k)
+                if only is None or only(*k):
+                    manager_of[self].enqueue(self.name, *k)
 
         def disown(self, namespace: str, name: str) -> None:
             self.disowned.append((namespace, name))
