@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -346,17 +346,18 @@ def validate_children(
     return tuple(out)
 
 
-def objects_of(package: str, rule: str, value: Any, expected: str) -> list[tuple[int, dict[str, Any]]]:
-    """A rule's array (or set) of objects, each with its index; none for an undefined rule. HookError naming
-    the rule (`must be <expected>`) for anything else, or the index of the first item that is not an object."""
+def objects_of(package: str, rule: str, value: Any, expected: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """A rule's array (or set) of objects, each with its index, checked as the caller goes (so the first
+    bad item is the one reported); none for an undefined rule. HookError naming the rule (`must be
+    <expected>`) for anything else, or the index of an item that is not an object."""
     if value is None:
-        return []
+        return
     if not isinstance(value, list):
         raise HookError(package, rule, f"must be {expected}, got {show(value)}")
     for i, item in enumerate(value):
         if not isinstance(item, dict):
             raise HookError(package, rule, f"{rule}[{i}] is not an object: {show(item)}")
-    return list(enumerate(value))
+        yield i, item
 
 
 def validate_events(package: str, value: Any) -> tuple[HookEvent, ...]:
