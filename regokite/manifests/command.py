@@ -97,6 +97,13 @@ def add_manifests_commands(sub: Any) -> None:
     aud.set_defaults(func=_cmd_audit)
 
     ctl = kinds.add_parser("controller", help="controllers, with RBAC computed from their definitions")
+    _controller_options(ctl)
+    _replicate_options(ctl)
+    ctl.set_defaults(func=_cmd_controller)
+
+
+def _controller_options(ctl: argparse.ArgumentParser) -> None:
+    """`regokite manifests controller`'s own flags (the replication ones are added beside them)."""
     _common(ctl, "regokite-controller")
     ctl.set_defaults(workers=generate.ControllerOptions.workers)  # threads here, processes for admission
     ctl.add_argument("--controllers", action="append", default=[], metavar="PATH", help="definitions file or dir")
@@ -146,8 +153,6 @@ def add_manifests_commands(sub: Any) -> None:
         metavar="API_VERSION/RESOURCE",
         help="a resource watch policies `apply` or `delete`, e.g. v1/resourcequotas (repeatable)",
     )
-    _replicate_options(ctl)
-    ctl.set_defaults(func=_cmd_controller)
 
 
 def _cmd_gatekeeper(args: argparse.Namespace) -> int:
