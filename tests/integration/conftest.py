@@ -132,6 +132,16 @@ def hello_crd(api: client.ApiClient) -> None:
     kube.install_crd(api, yaml.safe_load((HERE.parents[1] / "policies/controllers/hello_world/crd.yaml").read_text()))
 
 
+@pytest.fixture(scope="session")
+def definition_crds(api: client.ApiClient, hello_crd: None) -> None:
+    """The HelloWorld CRD and regokite's definition CRDs (CompositeController, ..., Watch), for tests that
+    apply definitions to the cluster."""
+    from regokite.manifests.definition_crds import crds
+
+    for crd in crds():
+        kube.install_crd(api, crd)
+
+
 @pytest.fixture
 def namespace(api: client.ApiClient) -> Iterator[str]:
     """A fresh namespace, labelled with its own name so webhooks can select it."""

@@ -23,7 +23,7 @@ import kube
 from kube import create, get
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from test_composite_apiserver_restart import private_plane, restart_apiserver  # noqa: F401 - a fixture
+from test_composite_apiserver_restart import restart_apiserver
 
 from regokite.audit.crds import report_crds
 from tests.ports import free_port
@@ -138,7 +138,7 @@ def bad_namespaces(api: client.ApiClient) -> list[str]:
 
 
 def test_every_report_lands_through_an_apiserver_restart_during_the_first_pass(
-    private_plane,  # noqa: F811 - the fixture imported above
+    private_plane,  # the conftest's fixture
     tmp_path: Path,
 ) -> None:
     cp = private_plane
@@ -153,7 +153,7 @@ def test_every_report_lands_through_an_apiserver_restart_during_the_first_pass(
 
 
 def test_every_report_is_written_again_when_the_report_crd_is_recreated(
-    private_plane,  # noqa: F811 - the fixture imported above
+    private_plane,  # the conftest's fixture
     tmp_path: Path,
 ) -> None:
     cp = private_plane

@@ -8,25 +8,16 @@ import json
 from pathlib import Path
 
 import kube
-import pytest
 import yaml
 from kube import Cluster, create, get
 from kubernetes import client
 
-from regokite.manifests.definition_crds import crds
 from regokite.sources.configmap_policies import STATUS_ANNOTATION
 from tests.controllers.process import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
 DEFINITIONS = "/apis/metacontroller.k8s.io/v1alpha1/compositecontrollers"
-
-
-@pytest.fixture(scope="module")
-def definition_crds(api: client.ApiClient) -> None:
-    kube.install_crd(api, yaml.safe_load((HELLO / "crd.yaml").read_text()))
-    for crd in crds():
-        kube.install_crd(api, crd)
 
 
 def test_a_definition_waits_for_its_hook_package_to_arrive_in_a_configmap(

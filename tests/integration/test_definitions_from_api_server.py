@@ -14,19 +14,11 @@ import yaml
 from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
-from regokite.manifests.definition_crds import crds
 from tests.controllers.process import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
 DEFINITIONS = "/apis/metacontroller.k8s.io/v1alpha1/compositecontrollers"
-
-
-@pytest.fixture(scope="module")
-def definition_crds(api: client.ApiClient) -> None:
-    kube.install_crd(api, yaml.safe_load((HELLO / "crd.yaml").read_text()))
-    for crd in crds():
-        kube.install_crd(api, crd)
 
 
 def controller(name: str, app: str) -> dict:

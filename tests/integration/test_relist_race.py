@@ -18,7 +18,6 @@ import kube
 import yaml
 from kube import create, delete, get
 from kubernetes.client.rest import ApiException
-from test_composite_apiserver_restart import private_plane  # noqa: F401 - a fixture
 
 from tests.controllers.process import ControllerProcess
 
@@ -66,7 +65,7 @@ def served(api: object, name: str, on: bool) -> None:
 
 
 def test_no_child_is_created_for_a_parent_deleted_while_its_cache_was_away(
-    private_plane,  # noqa: F811 - the fixture imported above
+    private_plane,  # the conftest's fixture
 ) -> None:
     cp = private_plane
     cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
