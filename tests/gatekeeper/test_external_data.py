@@ -222,3 +222,18 @@ def test_external_data_is_refused_at_load_for_the_opa_engine(tmp_path: Path) -> 
     with pytest.raises(PolicyLoadError, match="embedded engine only") as refused:
         compile_template(template, engine="opa")
     assert refused.value.location is not None and refused.value.location.line == 18  # the call, in the template file
+
+
+def test_a_worker_process_starts_from_the_settings_and_providers_with_a_cache_of_its_own(
+    signer: SignatureProvider,
+) -> None:
+    """Hook and admission workers receive the extension options pickled (the lock and cache stay behind)."""
+    import pickle
+
+    data = ExternalData(cache_ttl=7)
+    data.set_providers([provider_of(signer)])
+    data({"provider": "image-signatures", "keys": [SIGNED]})
+    copy = pickle.loads(pickle.dumps(ExtensionOptions(external_data=data))).external_data
+    assert copy.cache_ttl == 7 and copy.providers == data.providers
+    copy({"provider": "image-signatures", "keys": [SIGNED]})
+    assert len(signer.requests) == 2  # the copy's cache started empty: it asked the provider itself

@@ -123,6 +123,15 @@ class ExternalData:
         self._lock = threading.Lock()
         self._connections = threading.local()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process starts from (its settings and Providers): locks, connections and the
+        cache are per process."""
+        return {"cache_ttl": self.cache_ttl, "client_cert": self._client_cert, "providers": self.providers}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(cache_ttl=state["cache_ttl"], client_cert=state["client_cert"])  # type: ignore[misc]
+        self._providers = dict(state["providers"])
+
     def set_providers(self, providers: Sequence[Provider]) -> None:
         with self._lock:
             self._providers = {p.name: p for p in providers}
