@@ -47,8 +47,17 @@ def test_hooks_read_replicated_objects_loaded_before_the_first_sync(
     with ControllerProcess.running(cluster.kubeconfig, tmp_path, extra=extra) as ctl:
         child = kube.wait_for(lambda: get(api, f"{cms}/p"), what="the child ConfigMap", timeout=30)
         assert child["data"] == {"greeting": "Hello, Ada"}  # the first sync saw the replicated settings
-        assert ctl.readiness()["replicated"] == {"ready": True, "pending": []}
-        assert "regokite_controller_reconcile_errors_total{" not in ctl.metrics()  # no sync failed meanwhile
+        replicated = ctl.readiness()["replicated"]
+        assert (replicated["ready"], replicated["pending"]) == (True, [])
+        assert replicated["watches"]["v1/configmaps"]["connected"] is True
+        # no sync failed meanwhile; a 409 (a status written on a version the cache had not caught up with)
+        # is optimistic concurrency at work, retried on the next read, not a failure
+        failures = [
+            line
+            for line in ctl.metrics().splitlines()
+            if line.startswith("regokite_controller_reconcile_errors_total{") and 'reason="conflict"' not in line
+        ]
+        assert failures == []
 
         merge_patch(api, f"{cms}/settings", {"data": {"greeting": "Bonjour"}})
         merge_patch(api, f"{parents}/p", {"spec": {"who": "Grace"}})
