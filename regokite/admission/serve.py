@@ -27,6 +27,7 @@ import ssl
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -269,6 +270,8 @@ class Reloader:
             snapshot = Snapshot(read_at, self._policies, self.settings.bundle(), read_sources(self.settings.policies))
             candidate = self.settings.build(snapshot)
         except RegokiteError as exc:
+            # the frames' locals go now, on this thread, cycles through the exception included
+            traceback.clear_frames(exc.__traceback__)
             return str(exc), None
         candidate.engine.release_thread()
         return candidate, snapshot
