@@ -179,18 +179,7 @@ def provider_status(generation: int | None, error: str | None) -> dict[str, Any]
 def _open_crd(group: str, kind: str, scope: str, versions: tuple[str, ...]) -> dict[str, Any]:
     """A CRD of one of Gatekeeper's own kinds: `spec` and `status` kept as given (regokite checks them)."""
     schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": _ANY_OBJECT, "status": _ANY_OBJECT}}}
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}", "labels": {"app.kubernetes.io/name": "regokite"}},
-        "spec": {
-            "group": group,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "scope": scope,
-            "versions": _versions(versions, schema),
-        },
-    }
+    return _crd(group, kind, kind.lower() + "s", scope, _versions(versions, schema))
 
 
 def constraint_plural(kind: str) -> str:
