@@ -2,8 +2,8 @@
 leadership or shards, gauges and the health endpoint (kube.health) into one process's lifecycle.
 
 Generic on purpose: a reconciler is anything with a `name` and
-`reconcile(namespace, name) -> float | None` (seconds until a requested
-resync). Composite controllers are one kind; decorator and event-driven
+`reconcile(namespace, name) -> Result` (kube.reconcile: nothing more, or a
+requested resync). Composite controllers are one kind; decorator and event-driven
 watch handlers can register the same way.
 
 Keys are `(reconciler name, namespace, name)`. A failing reconcile is retried
@@ -32,8 +32,9 @@ from regokite.kube import sync_workers
 from regokite.kube.client import KubeClient, NotLeader
 from regokite.kube.health import serve_health
 from regokite.kube.informer import InformerFactory, staleness
+from regokite.kube.reconcile import Reconciler
 from regokite.kube.shards import Shards
-from regokite.kube.sync_workers import InFlight, Reconciler
+from regokite.kube.sync_workers import InFlight
 from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
 

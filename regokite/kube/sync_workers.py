@@ -12,10 +12,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Protocol
 
 from regokite.controllers.hooks import HookError
 from regokite.kube.client import ApiError, NotLeader, error_reason
+from regokite.kube.reconcile import Reconciler, Result
 from regokite.kube.shards import Shards, Verdict
 from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
@@ -24,12 +24,6 @@ log = logging.getLogger("regokite.controller")
 _EXPECTED = (HookError, ApiError)
 WAIT_RETRY = 0.25  # seconds before a key whose shard views disagree is tried again
 Key = tuple[str, str, str]  # (reconciler name, namespace, name)
-
-
-class Reconciler(Protocol):
-    name: str
-
-    def reconcile(self, namespace: str, name: str) -> float | None: ...
 
 
 class InFlight:
@@ -83,12 +77,12 @@ def _sync(queue: WorkQueue, key: Key, reconciler: Reconciler | None) -> None:
     name, namespace, obj_name = key
     try:
         started = time.perf_counter()
-        after = reconciler.reconcile(namespace, obj_name) if reconciler else None
+        result = reconciler.reconcile(namespace, obj_name) if reconciler else Result()
         metrics.reconcile_duration.labels(name).observe(time.perf_counter() - started)
         metrics.reconciles.labels(name, "ok").inc()
         queue.forget(key)
-        if after:
-            queue.add_after(key, after)
+        if result.requeue_after:
+            queue.add_after(key, result.requeue_after)
     except NotLeader:
         queue.add(key)  # leadership lost mid-sync: the key waits for the next term (or leader)
     except Exception as exc:

@@ -34,6 +34,7 @@ from regokite.kube.client import ApiError, NotLeader, resource_path
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
+from regokite.kube.reconcile import Result
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, where
 from regokite.runners.related_resources import RelatedResources
@@ -143,19 +144,19 @@ class SyncReconciler:
 
     # -- one sync
 
-    def reconcile(self, namespace: str, name: str) -> float | None:
+    def reconcile(self, namespace: str, name: str) -> Result:
         obj = self.get(namespace, name)
         if obj is None:
             if self.related is not None:
                 self.related.forget(namespace, name)
-            return None  # deleted: the garbage collector removes the children
+            return Result()  # deleted: the garbage collector removes the children
         d = self.definition
         start = sync.begin(obj, d.finalizer, finalize_hook=self.finalize_hook is not None, selected=self.selects(obj))
         try:
             if start.finalizers is not None:
                 obj = self.actuator.set_finalizers(self.type, obj, start.finalizers, controller=d.name)
             if start.hook is None:
-                return None
+                return Result()
             hook = self.finalize_hook if start.finalizing else self.sync_hook
             assert hook is not None
             observed = self.observe(obj)
@@ -188,7 +189,7 @@ class SyncReconciler:
                 observed_generation=self.observed_generation,
             )
             if any(a.verb == "create" for a in plan.actions) and not self.parent_confirmed(obj):
-                return None  # deleted while the caches were away: its deletion is on its way
+                return Result()  # deleted while the caches were away: its deletion is on its way
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
             if plan.status is not None:
@@ -206,7 +207,7 @@ class SyncReconciler:
             raise
         if plan.actions:
             log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
-        return plan.resync_after_seconds
+        return Result(requeue_after=plan.resync_after_seconds)
 
     def _run(self, hook: ResolvedHook, request: dict[str, Any], obj: Mapping[str, Any]) -> HookResponse:
         return run_hook(

@@ -33,6 +33,7 @@ from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer, Key, key_of
 from regokite.kube.manager import Manager
+from regokite.kube.reconcile import Result
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, same_version, where
 
@@ -131,14 +132,14 @@ class WatchRunner:
 
     # -- delivering (worker threads; one key at a time)
 
-    def reconcile(self, namespace: str, name: str) -> float | None:
+    def reconcile(self, namespace: str, name: str) -> Result:
         k = (namespace, name)
         while True:
             with self._lock:
                 q = self._pending.get(k)
                 if not q:
                     self._pending.pop(k, None)
-                    return None
+                    return Result()
                 ev = q[0]
             self._deliver(ev)
             with self._lock:

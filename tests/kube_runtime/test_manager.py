@@ -9,6 +9,7 @@ import pytest
 
 from regokite.kube.client import NotLeader
 from regokite.kube.manager import Manager
+from regokite.kube.reconcile import Result
 from tests.kube_runtime.fake import FakeKube
 from tests.waiting import wait_until
 
@@ -22,14 +23,14 @@ class Flaky:
         self.calls: list[tuple[str, str]] = []
         self.done = threading.Event()
 
-    def reconcile(self, namespace: str, name: str) -> float | None:
+    def reconcile(self, namespace: str, name: str) -> Result:
         self.calls.append((namespace, name))
         if len(self.calls) == 1:
             raise RuntimeError("first try fails")
         if len(self.calls) == 2:
-            return 0.001
+            return Result(requeue_after=0.001)
         self.done.set()
-        return None
+        return Result()
 
 
 class Elector:
@@ -73,8 +74,8 @@ def test_writes_are_refused_unless_leading_and_a_new_leader_resyncs_everything()
     class Reconciler:
         name = "r"
 
-        def reconcile(self, namespace: str, name: str) -> None:
-            return None
+        def reconcile(self, namespace: str, name: str) -> Result:
+            return Result()
 
         def resync_all(self) -> None:
             resynced.append("r")
@@ -118,9 +119,10 @@ class Recorder:
     def __init__(self, gate: Gate) -> None:
         self.gate, self.seen, self.called = gate, [], threading.Event()
 
-    def reconcile(self, namespace: str, name: str) -> None:
+    def reconcile(self, namespace: str, name: str) -> Result:
         self.seen.append(self.gate.ready())
         self.called.set()
+        return Result()
 
 
 def test_no_sync_runs_before_the_replicated_data_is_in() -> None:
@@ -164,8 +166,9 @@ def test_with_shards_each_manager_syncs_only_its_own_objects_and_a_view_change_r
             self.synced: set[tuple[str, str]] = set()
             self.disowned: list[tuple[str, str]] = []
 
-        def reconcile(self, namespace: str, name: str) -> None:
+        def reconcile(self, namespace: str, name: str) -> Result:
             self.synced.add((namespace, name))
+            return Result()
 
         def keys(self) -> list[tuple[str, str]]:
             return keys
@@ -213,3 +216,9 @@ def test_with_shards_each_manager_syncs_only_its_own_objects_and_a_view_change_r
     finally:
         for manager, _ in runs:
             manager.stop(timeout=2)
+
+
+@pytest.mark.parametrize("after", [-1.0, float("inf"), float("nan"), "5"])
+def test_a_result_refuses_a_delay_that_is_no_number_of_seconds(after: object) -> None:
+    with pytest.raises(ValueError, match="requeue_after"):
+        Result(requeue_after=after)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager
+from regokite.kube.reconcile import Result
 from regokite.runners.composite_runner import CompositeRunner
 from regokite.runners.decorator_runner import DecoratorRunner
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
@@ -51,7 +52,12 @@ def thing_policy(ref: str, input: Any) -> Any:
     return UNDEFINED
 
 
-def composite_runner(kube: FakeKube, engine: ScriptedEngine, finalize: bool = False) -> CompositeRunner:
+def composite_runner(
+    kube: FakeKube,
+    engine: ScriptedEngine,
+    finalize: bool = False,
+    rules: tuple[str, ...] = ("children", "status", "finalized"),
+) -> CompositeRunner:
     hooks = Hooks(sync=HookTarget("things"), finalize=HookTarget("things") if finalize else None)
     definition = CompositeController(
         name="things",
@@ -60,7 +66,7 @@ def composite_runner(kube: FakeKube, engine: ScriptedEngine, finalize: bool = Fa
         hooks=hooks,
         generate_selector=True,
     )
-    hook = ResolvedHook(HookTarget("things"), rules=("children", "status", "finalized"))
+    hook = ResolvedHook(HookTarget("things"), rules=rules)
     manager = Manager(kube)  # type: ignore[arg-type]
     return CompositeRunner(
         definition,
@@ -78,7 +84,7 @@ def test_one_sync_creates_children_and_writes_the_status_answered_then_nothing_i
     kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})
     runner = composite_runner(kube, ScriptedEngine(thing_policy))
     relist(runner.manager)
-    assert runner.reconcile("ns", "p") is None
+    assert runner.reconcile("ns", "p") == Result()
     child = kube.stored(f"{CMS}/p")
     assert child["data"] == {"v": "1"} and child["metadata"]["ownerReferences"][0]["name"] == "p"
     # as Metacontroller: the status the hook answered on the creating sync is written on that sync
@@ -90,6 +96,25 @@ def test_one_sync_creates_children_and_writes_the_status_answered_then_nothing_i
     writes = len(kube.writes())
     runner.reconcile("ns", "p")
     assert len(kube.writes()) == writes  # in sync: no write at all
+
+
+def test_a_resync_the_hook_asks_for_is_the_sync_s_result() -> None:
+    """resyncAfterSeconds comes back to the worker as the Result's requeue_after (kube.sync_workers adds the
+    key again after it); without it the Result asks for nothing."""
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})
+
+    def policy(ref: str, input: Any) -> Any:
+        if ref == "data.things.resyncAfterSeconds":
+            return 2.5 if input["parent"]["spec"]["v"] == "1" else 0
+        return thing_policy(ref, input)
+
+    runner = composite_runner(kube, ScriptedEngine(policy), rules=("children", "status", "resyncAfterSeconds"))
+    relist(runner.manager)
+    assert runner.reconcile("ns", "p") == Result(requeue_after=2.5)
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "2"}})
+    relist(runner.manager)
+    assert runner.reconcile("ns", "p") == Result()
 
 
 def edge_triggered_policy(ref: str, input: Any) -> Any:
@@ -209,14 +234,14 @@ def test_no_child_is_created_for_a_parent_a_cache_that_missed_events_still_holds
     runner.parents._disconnected()  # its watch failed: it may have missed the deletion below
     del kube.objects[("/apis/example.com/v1", "things", "ns", "p")]
     gets = len(kube.calls)
-    assert runner.reconcile("ns", "p") is None
+    assert runner.reconcile("ns", "p") == Result()
     assert kube.stored(f"{CMS}/p") is None and not kube.writes()
     assert ("GET", f"{THINGS}/p") in kube.calls[gets:]
     # the same parent still there (a different one would have a new uid): children are created
     kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "q"}, "spec": {"v": "1"}})
     runner.parents._relist()
     runner.children["ConfigMap.v1"]._disconnected()
-    assert runner.reconcile("ns", "q") is None and kube.stored(f"{CMS}/q") is not None
+    assert runner.reconcile("ns", "q") == Result() and kube.stored(f"{CMS}/q") is not None
     # all caches current again: no GET before a create
     relist(runner.manager)
     kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "r"}, "spec": {"v": "1"}})
