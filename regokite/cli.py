@@ -463,7 +463,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"regokite {__version__}")
     parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_test_command(sub)
+    _add_verify_command(sub)
+    _add_expand_command(sub)
+    _add_gatekeeper_command(sub)
+    _add_configmaps_command(sub)
+    _add_eval_command(sub)
+    _add_admission_command(sub)
+    _add_check_command(sub)
+    _add_audit_command(sub)
+    _add_controller_command(sub)
+    _add_hooks_command(sub)
+    _add_plan_command(sub)
+    _add_capabilities_command(sub)
+    from regokite.manifests.command import add_manifests_commands
 
+    add_manifests_commands(sub)
+    return parser
+
+
+def _add_test_command(sub: Any) -> None:
+    """`regokite test`: the *_test.rego tests of a bundle, as `opa test`."""
     test = sub.add_parser("test", help="run *_test.rego tests like `opa test`")
     test.add_argument("paths", nargs="*", default=["."], metavar="PATH")
     test.add_argument("-v", "--verbose", action="store_true", help="list every test")
@@ -477,6 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bundle_args(test)
     test.set_defaults(func=_cmd_test)
 
+
+def _add_verify_command(sub: Any) -> None:
+    """`regokite verify`: gator Suite files, as `gator verify`."""
     ver = sub.add_parser("verify", help="run gator Suite files (Gatekeeper ConstraintTemplates) like `gator verify`")
     ver.add_argument("paths", nargs="+", help="suite files or directories holding them")
     ver.add_argument("--run", help="only tests or cases whose name matches this regex")
@@ -484,6 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--allow-http-send", action="append", default=[], metavar="HOST[:PORT]", help=argparse.SUPPRESS)
     ver.set_defaults(func=_cmd_verify)
 
+
+def _add_expand_command(sub: Any) -> None:
+    """`regokite expand`: the resources ExpansionTemplates make, as `gator expand`."""
     exp = sub.add_parser(
         "expand", help="print the resources ExpansionTemplates make of workloads, mutated (gator expand)"
     )
@@ -494,6 +520,10 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--namespace", default="default", help="for namespaced objects that name none")
     exp.add_argument("--format", choices=["yaml", "json"], default="yaml")
     exp.set_defaults(func=_cmd_expand)
+
+
+def _add_gatekeeper_command(sub: Any) -> None:
+    """`regokite gatekeeper`: the cluster's ConstraintTemplates and Constraints as files admission serves."""
     gk = sub.add_parser(
         "gatekeeper", help="serve the cluster's ConstraintTemplates and Constraints: CRDs, status, files for admission"
     )
@@ -510,6 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gk.set_defaults(func=_cmd_gatekeeper)
 
+
+def _add_configmaps_command(sub: Any) -> None:
+    """`regokite configmaps`: kube-mgmt's policy and data ConfigMaps as a policy directory."""
     cms = sub.add_parser(
         "configmaps",
         help="kube-mgmt's policy and data ConfigMaps, written as a policy directory other commands serve",
@@ -527,6 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
     cms.add_argument("--v0-compatible", action="store_true", help="the modules are Rego v0")
     cms.set_defaults(func=_cmd_configmaps)
 
+
+def _add_eval_command(sub: Any) -> None:
+    """`regokite eval`: one query, as `opa eval`."""
     ev = sub.add_parser("eval", help="evaluate a query like `opa eval`")
     ev.add_argument("query", metavar="QUERY")
     ev.add_argument("-d", "--data", action="append", default=[], metavar="PATH", required=True)
@@ -537,6 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bundle_args(ev)
     ev.set_defaults(func=_cmd_eval)
 
+
+def _add_admission_command(sub: Any) -> None:
+    """`regokite admission`: the HTTPS admission server."""
     adm = sub.add_parser("admission", help="serve validating and mutating admission webhooks over HTTPS")
     _add_policies_arg(adm, configmaps=True)
     _add_listen_args(adm, 8443)
@@ -562,16 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace a worker resident past this (Mi/Gi suffixes); 0 = never",
     )
     adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="larger bodies get a 400")
-    limits = adm.add_argument_group("connection limits (per worker)")
-    limits.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS", help="to finish TLS")
-    limits.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the headers")
-    limits.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the body")
-    limits.add_argument(
-        "--keep-alive-timeout", type=float, default=5.0, metavar="SECONDS", help="idle between requests"
-    )
-    limits.add_argument("--max-connections", type=int, default=1000, metavar="N", help="open at once, per worker")
-    limits.add_argument("--max-requests-per-connection", type=int, default=1000, metavar="N", help="then close")
-    limits.add_argument("--max-header-bytes", type=int, default=64 * 1024, metavar="N", help="request line + headers")
+    _add_connection_limits(adm)
     adm.add_argument(
         "--reload-interval",
         type=float,
@@ -592,6 +622,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--emit-admission-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"
     )
     _add_events_args(adm, "admission")
+    _add_exempt_namespace_args(adm)
+    _add_replicate_args(adm, declared=True)
+    _add_engine_args(adm)
+    _add_bundle_args(adm)
+    adm.set_defaults(func=_cmd_admission)
+
+
+def _add_connection_limits(adm: argparse.ArgumentParser) -> None:
+    """What one admission worker allows each client connection (slow or many clients cannot starve it)."""
+    limits = adm.add_argument_group("connection limits (per worker)")
+    limits.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS", help="to finish TLS")
+    limits.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the headers")
+    limits.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the body")
+    limits.add_argument(
+        "--keep-alive-timeout", type=float, default=5.0, metavar="SECONDS", help="idle between requests"
+    )
+    limits.add_argument("--max-connections", type=int, default=1000, metavar="N", help="open at once, per worker")
+    limits.add_argument("--max-requests-per-connection", type=int, default=1000, metavar="N", help="then close")
+    limits.add_argument("--max-header-bytes", type=int, default=64 * 1024, metavar="N", help="request line + headers")
+
+
+def _add_exempt_namespace_args(adm: argparse.ArgumentParser) -> None:
+    """Gatekeeper's --exempt-namespace flags: which namespaces may carry its ignore label."""
     for suffix, what in (
         ("", "this namespace"),
         ("-prefix", "namespaces with this prefix"),
@@ -604,10 +657,10 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="NS",
             help=f"{what} may carry the admission.gatekeeper.sh/ignore label (POST /v1/admitlabel)",
         )
-    _add_replicate_args(adm, declared=True)
-    _add_engine_args(adm)
-    _add_bundle_args(adm)
-    adm.set_defaults(func=_cmd_admission)
+
+
+def _add_check_command(sub: Any) -> None:
+    """`regokite check`: manifests through the admission policies, offline."""
     chk = sub.add_parser("check", help="offline: the admission policies on manifests, as CREATE reviews")
     _add_policies_arg(chk)
     chk.add_argument(
@@ -624,6 +677,10 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--format", choices=["pretty", "json"], default="pretty")
     _add_bundle_args(chk)
     chk.set_defaults(func=_cmd_check)
+
+
+def _add_audit_command(sub: Any) -> None:
+    """`regokite audit`: the admission policies on existing objects."""
     aud = sub.add_parser("audit", help="the admission policies on existing objects: PolicyReports, or once for CI")
     _add_policies_arg(aud, configmaps=True)
     aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
@@ -662,15 +719,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_args(aud)
     _add_bundle_args(aud)
     aud.set_defaults(func=_cmd_audit)
-    _add_controller_commands(sub)
+
+
+def _add_capabilities_command(sub: Any) -> None:
+    """`regokite capabilities`: the builtins the embedded engine evaluates, adds and refuses."""
     caps = sub.add_parser("capabilities", help="list the builtins the embedded engine evaluates, adds and refuses")
     caps.add_argument("--format", choices=["pretty", "json"], default="pretty")
     caps.add_argument("--allow-http-send", action="append", default=[], metavar="HOST[:PORT]")
     caps.set_defaults(func=_cmd_capabilities)
-    from regokite.manifests.command import add_manifests_commands
-
-    add_manifests_commands(sub)
-    return parser
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:
@@ -754,7 +810,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_controller_commands(sub: Any) -> None:
+def _add_controller_command(sub: Any) -> None:
+    """`regokite controller`: Composite/DecoratorControllers and Watches run on the cluster."""
     ctl = sub.add_parser(
         "controller", help="run Metacontroller Composite/DecoratorControllers and regokite Watches whose hooks are Rego"
     )
@@ -782,6 +839,15 @@ def _add_controller_commands(sub: Any) -> None:
         "--var", action="append", default=[], metavar="[WATCH/]KEY=VALUE", help="set a Watch param (VALUE is YAML)"
     )
     ctl.add_argument("--field-manager", default="regokite", help="field manager of every write (default regokite)")
+    _add_leader_election_args(ctl)
+    _add_replicate_args(ctl, kubeconfig=False)
+    _add_engine_args(ctl)
+    _add_bundle_args(ctl)
+    ctl.set_defaults(func=_cmd_controller)
+
+
+def _add_leader_election_args(ctl: argparse.ArgumentParser) -> None:
+    """One leader, or shards, over Leases (kube.leader, kube.shards)."""
     le = ctl.add_argument_group(
         "leader election or sharding (coordination.k8s.io/v1 Leases)",
         "--shards splits the objects between every replica started with --shards and the same Lease name, "
@@ -796,11 +862,10 @@ def _add_controller_commands(sub: Any) -> None:
     le.add_argument("--leader-election-lease-duration", type=float, default=15.0, metavar="SECONDS")
     le.add_argument("--leader-election-renew-deadline", type=float, default=10.0, metavar="SECONDS")
     le.add_argument("--leader-election-retry-period", type=float, default=2.0, metavar="SECONDS")
-    _add_replicate_args(ctl, kubeconfig=False)
-    _add_engine_args(ctl)
-    _add_bundle_args(ctl)
-    ctl.set_defaults(func=_cmd_controller)
 
+
+def _add_hooks_command(sub: Any) -> None:
+    """`regokite hooks`: Rego packages as Metacontroller webhooks."""
     hooks = sub.add_parser("hooks", help="serve Rego packages as Metacontroller webhooks over HTTP")
     _add_policies_arg(hooks, configmaps=True)
     _add_listen_args(hooks, 8181)
@@ -809,6 +874,9 @@ def _add_controller_commands(sub: Any) -> None:
     _add_replicate_args(hooks)
     hooks.set_defaults(func=_cmd_hooks)
 
+
+def _add_plan_command(sub: Any) -> None:
+    """`regokite plan`: what a controller would write for one object, offline."""
     plan = sub.add_parser(
         "plan", help="offline: what a Composite/DecoratorController or Watch would write for one object"
     )

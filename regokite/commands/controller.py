@@ -33,6 +33,8 @@ from regokite.runners.watch_runner import build_watches
 from regokite.sources import cluster_definitions
 
 log = logging.getLogger("regokite.controller")
+# definition name -> its sync, finalize and customize hooks
+Hooks = dict[str, tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]]
 
 
 @dataclass
@@ -71,7 +73,7 @@ def load_hooks(
     options: ExtensionOptions | None = None,
     cluster: Sequence[Any] = (),
     refused: dict[str, Exception] | None = None,
-) -> tuple[definitions.Definitions, Engine, dict[str, tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]]]:
+) -> tuple[definitions.Definitions, Engine, Hooks]:
     """Definitions (each file read once), an engine over the policies, and every hook checked against them.
 
     `cluster` definitions (read from the API server) join them; one whose hooks do not resolve, or whose
@@ -156,88 +158,121 @@ def build(
         cluster=cluster,
         refused=refused,
     )
-    from_cluster = {d.name for d in cluster}
     evaluator = hook_evaluator(settings, engine, replica)
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
     manager = Manager(client, namespace=settings.namespace, workers=settings.workers)
     manager.data = replica
     if (close := getattr(evaluator, "close", None)) is not None:
         manager.on_stop.append(close)
-    discovery = Discovery(client)
-    actuator = Actuator(client, settings.field_manager)
+    wiring = Wiring(
+        settings,
+        manager,
+        evaluator,
+        Actuator(client, settings.field_manager),
+        Discovery(client),
+        hooks,
+        from_cluster={d.name for d in cluster},
+        refused=refused,
+    )
+    runners = [r for d in loaded.composites if (r := wiring.runner(d, CompositeRunner)) is not None]
+    for d in loaded.decorators:
+        if (deco := wiring.runner(d, DecoratorRunner)) is not None:
+            _log_decorator(d.name, deco)
+    wiring.watches(loaded.watches, cluster_watches)
+    for r in runners:
+        _log_composite(r)
+    return manager, runners
 
-    def common(d: Any) -> dict[str, Any]:
-        sync, finalize, customize = hooks[d.name]
-        # a definition from the API server whose types are not served yet is refused now, not waited for
-        return {
-            "manager": manager,
-            "evaluator": evaluator,
-            "actuator": actuator,
-            "sync_hook": sync,
-            "finalize_hook": finalize,
-            "customize_hook": customize,
-            "discovery": discovery,
-            "discovery_wait": 0.0 if d.name in from_cluster else settings.discovery_wait,
-        }
 
-    def run(d: Any, runner: Any) -> Any:
+@dataclass
+class Wiring:
+    """What every runner of one controller set is built with; a definition that cannot run goes to `refused`
+    (when given) and the others run."""
+
+    settings: ControllerSettings
+    manager: Manager
+    evaluator: HookEvaluator
+    actuator: Actuator
+    discovery: Discovery
+    hooks: Hooks
+    from_cluster: set[str]  # names of the definitions read from the API server
+    refused: dict[str, Exception] | None
+
+    def runner(self, d: Any, kind: Any) -> Any:
         """A definition naming a type not served (after --discovery-wait for a file's) is refused, not the
         process: the others run, and it starts once the type is served (`_now_served`)."""
+        sync, finalize, customize = self.hooks[d.name]
         try:
-            return runner(d, **common(d))
+            return kind(
+                d,
+                manager=self.manager,
+                evaluator=self.evaluator,
+                actuator=self.actuator,
+                sync_hook=sync,
+                finalize_hook=finalize,
+                customize_hook=customize,
+                discovery=self.discovery,
+                # a definition from the API server whose types are not served yet is refused now, not waited for
+                discovery_wait=0.0 if d.name in self.from_cluster else self.settings.discovery_wait,
+            )
         except DiscoveryError as exc:
-            if refused is None:
+            if self.refused is None:
                 raise
-            refused[d.name] = Unserved(exc, cluster_definitions.rules(d))
-            if d.name not in from_cluster:  # the server's get it in their status
+            self.refused[d.name] = Unserved(exc, cluster_definitions.rules(d))
+            if d.name not in self.from_cluster:  # the server's get it in their status
                 log.error("controller refused: a type it names is not served; the others run",
                           extra={"controller": d.name, "error": str(exc)})  # fmt: skip
             return None
 
-    runners = [r for d in loaded.composites if (r := run(d, CompositeRunner)) is not None]
-    for d in loaded.decorators:
-        if (deco := run(d, DecoratorRunner)) is None:
-            continue
-        log.info(
-            "decorator loaded",
-            extra={
-                "controller": d.name,
-                "resources": [t.type.key for t in deco.targets],
-                "attachments": [t.key for t in deco.attachment_types],
-                "sync": deco.sync_hook.package,
-            },
+    def watches(self, files: Sequence[Any], cluster: Sequence[Any]) -> None:
+        """The Watches of --controllers files (one that cannot run stops the set), then the API server's
+        (one that cannot run is refused alone, as a cluster definition is)."""
+        self._build_watches(files, self.settings.discovery_wait)
+        taken = {w.name for w in files}
+        for w in cluster:
+            try:
+                if w.name in taken:
+                    raise RegokiteError(f"a --controllers file already defines Watch {w.name}")
+                self._build_watches([w], 0.0)
+            except (RegokiteError, DiscoveryError) as exc:
+                if self.refused is not None:
+                    self.refused[w.name] = exc
+
+    def _build_watches(self, watches: Sequence[Any], discovery_wait: float) -> None:
+        build_watches(
+            watches,
+            self.settings.vars,
+            manager=self.manager,
+            evaluator=self.evaluator,
+            actuator=self.actuator,
+            discovery=self.discovery,
+            discovery_wait=discovery_wait,
         )
-    build_watches(
-        loaded.watches,
-        settings.vars,
-        manager=manager,
-        evaluator=evaluator,
-        actuator=actuator,
-        discovery=discovery,
-        discovery_wait=settings.discovery_wait,
+
+
+def _log_decorator(name: str, deco: DecoratorRunner) -> None:
+    log.info(
+        "decorator loaded",
+        extra={
+            "controller": name,
+            "resources": [t.type.key for t in deco.targets],
+            "attachments": [t.key for t in deco.attachment_types],
+            "sync": deco.sync_hook.package,
+        },
     )
-    taken = {w.name for w in loaded.watches}
-    for w in cluster_watches:  # one that cannot run is refused alone, as a cluster definition is
-        try:
-            if w.name in taken:
-                raise RegokiteError(f"a --controllers file already defines Watch {w.name}")
-            build_watches([w], settings.vars, manager=manager, evaluator=evaluator, actuator=actuator,
-                          discovery=discovery, discovery_wait=0.0)  # fmt: skip
-        except (RegokiteError, DiscoveryError) as exc:
-            if refused is not None:
-                refused[w.name] = exc
-    for r in runners:
-        log.info(
-            "controller loaded",
-            extra={
-                "controller": r.name,
-                "parent": r.parent_type.key,
-                "children": [t.key for t in r.child_types],
-                "sync": r.sync_hook.package,
-                "finalize": r.finalize_hook.package if r.finalize_hook else None,
-            },
-        )
-    return manager, runners
+
+
+def _log_composite(r: CompositeRunner) -> None:
+    log.info(
+        "controller loaded",
+        extra={
+            "controller": r.name,
+            "parent": r.parent_type.key,
+            "children": [t.key for t in r.child_types],
+            "sync": r.sync_hook.package,
+            "finalize": r.finalize_hook.package if r.finalize_hook else None,
+        },
+    )
 
 
 def serve(settings: ControllerSettings) -> int:
