@@ -22,7 +22,7 @@ from typing import Any
 
 from regokite import outline, yamldoc
 from regokite.bundle import load_bundle
-from regokite.controllers import composite, decorator, definitions, sync
+from regokite.controllers import composite, decorator, definitions, failing, sync
 from regokite.controllers import watch as watches
 from regokite.controllers.decorator import DecoratorController
 from regokite.controllers.definitions import CompositeController
@@ -252,7 +252,7 @@ def _plan_sync(
     observed = _observed_children(definition, parent, types, observed_objs)
     names = ("object", "attachments") if is_decorator else ("parent", "children")
     grouped = group_children(types, observed, parent_namespaced, hook.target.uniform)
-    request = sync_request(definition.raw, parent, grouped, finalizing=start.finalizing, names=names)
+    request = sync_request(definition.raw, failing.hidden(parent), grouped, finalizing=start.finalizing, names=names)
     response = run_hook(
         hooks,
         hook,

@@ -32,7 +32,8 @@ EVENT_REPEAT_SECONDS = 60.0
 WRITE_THREADS = 16  # child writes in flight at once, over every sync
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """Now, as Kubernetes writes timestamps (RFC 3339, seconds, UTC)."""
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -186,7 +187,14 @@ class Actuator:
         return self.patch(t, obj, patch, controller=controller, verb=verb)
 
     def set_status(
-        self, t: ChildType, obj: dict[str, Any], status: dict[str, Any], *, controller: str, as_read: bool = False
+        self,
+        t: ChildType,
+        obj: dict[str, Any],
+        status: dict[str, Any],
+        *,
+        controller: str,
+        as_read: bool = False,
+        verb: str = "status",
     ) -> dict:
         """Replace the whole status, through the status subresource when there is one.
 
@@ -196,9 +204,9 @@ class Actuator:
         sub = "status" if t.status_subresource else None
         if as_read:
             patch = {"status": merge_patch_to(obj.get("status"), status)}
-            return self.patch(t, obj, patch, controller=controller, verb="status", sub=sub)
+            return self.patch(t, obj, patch, controller=controller, verb=verb, sub=sub)
         json_patch = [{"op": "add", "path": "/status", "value": status}]
-        return self.patch(t, obj, json_patch, controller=controller, verb="status", sub=sub, precondition=False)
+        return self.patch(t, obj, json_patch, controller=controller, verb=verb, sub=sub, precondition=False)
 
     def set_finalizers(self, t: ChildType, obj: dict[str, Any], finalizers: list[str], *, controller: str) -> dict:
         had = len(obj["metadata"].get("finalizers") or ())
@@ -244,7 +252,7 @@ class Actuator:
                     cutoff = now - EVENT_REPEAT_SECONDS
                     self._events = {k: v for k, v in self._events.items() if v.sent_at > cutoff}
         namespace = meta.get("namespace") or "default"
-        stamp = _now()
+        stamp = utc_now()
         try:
             if seen.name is not None and self._aggregate(namespace, seen, stamp):
                 return

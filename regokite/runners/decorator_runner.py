@@ -102,6 +102,9 @@ class DecoratorTarget(SyncReconciler):
         hooks = (runner.sync_hook, runner.finalize_hook)
         super().__init__(d, f"{d.name}/{t.resource}.{t.api_version}", t, runner.attachment_types, *hooks, manager)
         self.runner, self.rule, self.evaluator, self.actuator = runner, rule, evaluator, actuator
+        # a target's status is often another controller's (a Deployment's): a failing sync is reported
+        # there only when this decorator's hook writes the status itself
+        self.writes_failing_condition = "status" in runner.sync_hook.rules
         selector = composite.parse_selector(rule.label_selector).query() if rule.label_selector else None
         # With a finalize hook, targets that stop matching the label selector must still be seen to finalize.
         if runner.finalize_hook is not None:

@@ -9,16 +9,23 @@ children (a decorator's labels).
 One conflict policy: a 409 means the object changed since it was read (or a
 write raced another); the sync is retried with backoff and no Event is
 recorded. Any other API error and every hook error become a Warning Event on
-the object, and are retried too.
+the object, and are retried too; once an object's sync has failed
+`failing.REPEATED` times in a row, its status also gets the condition
+`regokite.dev/SyncFailing` (`regokite.controllers.failing`: the hook never
+sees it, and the next successful sync removes it).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from regokite.controllers import sync
+from regokite.controllers import failing, sync
 from regokite.controllers.hooks import (
     HookError,
     HookEvaluator,
@@ -29,7 +36,7 @@ from regokite.controllers.hooks import (
     sync_request,
     translate_response,
 )
-from regokite.kube.actuator import Actuator
+from regokite.kube.actuator import Actuator, utc_now
 from regokite.kube.client import ApiError, NotLeader, resource_path
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
@@ -42,6 +49,7 @@ from regokite.runners.rolling_updates import RollingUpdates
 
 log = logging.getLogger("regokite.controller")
 Observed = dict[str, list[dict[str, Any]]]
+CONDITION_REWRITE_SECONDS = 60.0  # a failing object's condition is rewritten (a new reason) at most this often
 
 
 class SyncReconciler:
@@ -60,6 +68,7 @@ class SyncReconciler:
     rolling: RollingUpdates | None = None
     request_names = ("parent", "children")
     observed_generation = True  # a composite's status says which generation it describes
+    writes_failing_condition = True  # the status is this controller's: a failing sync may say so there
     translate = staticmethod(translate_response)
 
     def __init__(
@@ -75,6 +84,8 @@ class SyncReconciler:
         """Refuses a namespaced object with cluster-scoped children: its owner references could not hold."""
         self.definition, self.name, self.type, self.child_types = definition, name, t, child_types
         self.sync_hook, self.finalize_hook, self.manager = sync_hook, finalize_hook, manager
+        self._failing: dict[tuple[str, str], _Failing] = {}  # objects whose last sync failed
+        self._failing_lock = threading.Lock()
         bad = [c.kind for c in child_types if t.namespaced and not c.namespaced]
         if bad:
             raise HookError(
@@ -149,26 +160,52 @@ class SyncReconciler:
         if obj is None:
             if self.related is not None:
                 self.related.forget(namespace, name)
+            with self._failing_lock:
+                self._failing.pop((namespace, name), None)
             return Result()  # deleted: the garbage collector removes the children
+        try:
+            plan, obj = self._sync(obj)
+        except _FailedOn as failed:
+            exc, obj = failed.error, failed.obj
+            if isinstance(exc, HookError):
+                self.actuator.event(obj, "Warning", exc.reason, str(exc))
+                self._failed(obj, exc.reason, str(exc))
+            # a conflict is optimistic concurrency at work, a standby may not write: retried, not reported
+            elif exc.status != 409 and not isinstance(exc, NotLeader):
+                self.actuator.event(obj, "Warning", "SyncError", str(exc))
+                self._failed(obj, "SyncError", str(exc))
+            raise exc from None
+        with self._failing_lock:
+            self._failing.pop((namespace, name), None)
+        if plan is None:
+            return Result()
+        if plan.actions:
+            log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
+        return Result(requeue_after=plan.resync_after_seconds)
+
+    def _sync(self, obj: dict[str, Any]) -> tuple[sync.SyncPlan | None, dict[str, Any]]:
+        """One sync of `obj`: the plan carried out (None: nothing to do) and the object as last written.
+        A hook or API error comes wrapped with the object as last written (`_FailedOn`)."""
         d = self.definition
         start = sync.begin(obj, d.finalizer, finalize_hook=self.finalize_hook is not None, selected=self.selects(obj))
         try:
             if start.finalizers is not None:
                 obj = self.actuator.set_finalizers(self.type, obj, start.finalizers, controller=d.name)
             if start.hook is None:
-                return Result()
+                return None, obj
             hook = self.finalize_hook if start.finalizing else self.sync_hook
             assert hook is not None
             observed = self.observe(obj)
+            seen = failing.hidden(obj)  # what Metacontroller would show the hook
             request = sync_request(
                 d.raw,
-                obj,
+                seen,
                 group_children(self.child_types, observed, self.type.namespaced, hook.target.uniform),
-                related=self.related.gather(obj, uniform=hook.target.uniform) if self.related is not None else None,
+                related=self.related.gather(seen, uniform=hook.target.uniform) if self.related is not None else None,
                 finalizing=start.finalizing,
                 names=self.request_names,
             )
-            response = self._run(hook, request, obj)
+            response = self._run(hook, request, seen)
             metrics.evaluation_latency.labels(d.name, hook.package).observe(response.evaluation_seconds)
 
             desired = None
@@ -189,25 +226,62 @@ class SyncReconciler:
                 observed_generation=self.observed_generation,
             )
             if any(a.verb == "create" for a in plan.actions) and not self.parent_confirmed(obj):
-                return Result()  # deleted while the caches were away: its deletion is on its way
+                return None, obj  # deleted while the caches were away: its deletion is on its way
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
             if plan.status is not None:
                 obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name, as_read=True)
+            obj = self._recovered(obj, response)
             self.actuator.finish(
                 self.type, obj, plan.events, finalizer=d.finalizer, release=plan.release, controller=d.name
             )
-        except HookError as exc:
-            self.actuator.event(obj, "Warning", exc.reason, str(exc))
-            raise
-        except ApiError as exc:
-            # a conflict is optimistic concurrency at work, a standby may not write: retried, not reported
-            if exc.status != 409 and not isinstance(exc, NotLeader):
-                self.actuator.event(obj, "Warning", "SyncError", str(exc))
-            raise
-        if plan.actions:
-            log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
-        return Result(requeue_after=plan.resync_after_seconds)
+        except (HookError, ApiError) as exc:
+            raise _FailedOn(exc, obj) from exc
+        return plan, obj
+
+    # -- a sync that keeps failing says so in the status (regokite.controllers.failing)
+
+    def _failed(self, obj: dict[str, Any], reason: str, message: str) -> None:
+        """Count a failed sync of `obj`; from the REPEATED-th in a row on, its status says why (rewritten at
+        most every CONDITION_REWRITE_SECONDS, so a message that changes on every try cannot loop through
+        the status watch). Best effort: the failure itself is what the caller raises."""
+        meta = obj["metadata"]
+        key = (meta.get("namespace") or "", meta["name"])
+        now = time.monotonic()
+        with self._failing_lock:
+            state = self._failing.setdefault(key, _Failing())
+            state.count += 1
+            due = state.count >= failing.REPEATED and now - state.written_at >= CONDITION_REWRITE_SECONDS
+        status = failing.failing(obj, reason, message, utc_now()) if due and self.writes_failing_condition else None
+        if status is None:
+            return
+        try:
+            written = self.actuator.set_status(
+                self.type, obj, status, controller=self.definition.name, as_read=True, verb="condition"
+            )
+        except Exception as exc:  # a status the API server refuses (its schema, RBAC, a race): the Event says it
+            log.info(
+                "could not write the SyncFailing condition",
+                extra={"controller": self.name, "object": where(obj), "error": str(exc)[:300]},
+            )
+            return
+        with self._failing_lock:
+            state.written_at = now
+        kept = failing.current(written) is not None  # a status schema without `conditions` prunes it
+        log.info(
+            "sync failing: condition written" if kept else "sync failing: the status schema dropped the condition",
+            extra={"controller": self.name, "object": where(obj), "reason": reason, "failures": state.count},
+        )
+
+    def _recovered(self, obj: dict[str, Any], response: HookResponse) -> dict[str, Any]:
+        """After a sync that succeeded: remove the condition where the hook's status write did not (a
+        decorator's hook that answered no status). A condition the hook itself answered is the hook's."""
+        status = failing.cleared(obj)
+        if status is None or failing.current({"status": response.status or {}}) is not None:
+            return obj
+        return self.actuator.set_status(
+            self.type, obj, status, controller=self.definition.name, as_read=True, verb="condition"
+        )
 
     def _run(self, hook: ResolvedHook, request: dict[str, Any], obj: Mapping[str, Any]) -> HookResponse:
         return run_hook(
@@ -219,3 +293,19 @@ class SyncReconciler:
             parent_namespaced=self.type.namespaced,
             translate=self.translate,
         )
+
+
+@dataclass
+class _Failing:
+    """An object whose syncs fail: how many in a row, when its condition was last written (monotonic)."""
+
+    count: int = 0
+    written_at: float = -math.inf
+
+
+class _FailedOn(Exception):
+    """A sync's hook or API error, with the object as last written (the Event and condition go on it)."""
+
+    def __init__(self, error: HookError | ApiError, obj: dict[str, Any]) -> None:
+        super().__init__(str(error))
+        self.error, self.obj = error, obj

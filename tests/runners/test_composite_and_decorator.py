@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from regokite.controllers import failing
 from regokite.controllers.decorator import DECORATOR_ANNOTATION, DecoratorController, TargetResource
 from regokite.controllers.definitions import CompositeController, ParentResource
 from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook
@@ -249,3 +250,116 @@ def test_no_child_is_created_for_a_parent_a_cache_that_missed_events_still_holds
     gets = len(kube.calls)
     runner.reconcile("ns", "r")
     assert kube.stored(f"{CMS}/r") is not None and ("GET", f"{THINGS}/r") not in kube.calls[gets:]
+
+
+def failing_policy(broken: set[str], seen: list[dict]) -> Any:
+    """thing_policy with conditions of its own, whose status rule fails for the parents in `broken`;
+    `seen` collects the parents the hook was given."""
+
+    def decide(ref: str, input: Any) -> Any:
+        parent = input["parent"]
+        if ref == "data.things.status":
+            seen.append(parent)
+            if parent["metadata"]["name"] in broken:
+                return "not an object"
+            return {"configMaps": len(input["children"]["ConfigMap.v1"]), "conditions": [{"type": "Ready"}]}
+        return thing_policy(ref, input)
+
+    return decide
+
+
+def test_a_parent_whose_sync_keeps_failing_says_why_in_a_condition_the_hook_never_sees() -> None:
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    broken, seen = {"p"}, []
+    runner = composite_runner(kube, ScriptedEngine(failing_policy(broken, seen)))
+    broken.clear()
+    relist(runner.manager)
+    runner.reconcile("ns", "p")
+    broken.add("p")
+    for _ in range(failing.REPEATED):
+        relist(runner.manager)
+        assert failing.current(kube.stored(f"{THINGS}/p")) is None  # not before REPEATED failures in a row
+        with pytest.raises(HookError):
+            runner.reconcile("ns", "p")
+    status = kube.stored(f"{THINGS}/p")["status"]
+    assert status["configMaps"] == 0 and status["conditions"][0] == {"type": "Ready"}  # the hook's, as written
+    condition = failing.current(kube.stored(f"{THINGS}/p"))
+    assert condition is not None and condition["reason"] == "InvalidHookOutput"
+    assert "status" in condition["message"] and "not an object" in condition["message"]
+    assert [e["reason"] for e in kube.events] == ["InvalidHookOutput"]  # one Event, aggregated
+    relist(runner.manager)
+    writes = len(kube.writes())
+    with pytest.raises(HookError):
+        runner.reconcile("ns", "p")
+    assert len(kube.writes()) == writes  # the same failure again: the condition already says it
+    assert all(failing.current(p) is None for p in seen)
+
+    broken.clear()  # fixed: the hook's status alone, as Metacontroller writes it
+    relist(runner.manager)
+    runner.reconcile("ns", "p")
+    assert kube.stored(f"{THINGS}/p")["status"] == {"configMaps": 1, "conditions": [{"type": "Ready"}]}
+
+
+def test_a_conflict_is_no_failure_and_a_success_between_failures_starts_the_count_again() -> None:
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    relist(runner.manager)
+    for _ in range(failing.REPEATED):
+        kube.fail("PATCH", f"{CMS}/p", 409)
+        with pytest.raises(ApiError):
+            runner.reconcile("ns", "p")
+    for _ in range(failing.REPEATED - 1):
+        kube.fail("PATCH", f"{CMS}/p", 500)
+        with pytest.raises(ApiError):
+            runner.reconcile("ns", "p")
+    runner.reconcile("ns", "p")
+    kube.fail("PATCH", f"{CMS}/p", 500)
+    with pytest.raises(ApiError):
+        runner.reconcile("ns", "p")
+    assert failing.current(kube.stored(f"{THINGS}/p")) is None
+    for _ in range(failing.REPEATED - 1):
+        runner.parents._relist()  # the status written; the child's cache still without it: applied again
+        kube.fail("PATCH", f"{CMS}/p", 500)
+        with pytest.raises(ApiError):
+            runner.reconcile("ns", "p")
+    condition = failing.current(kube.stored(f"{THINGS}/p"))
+    assert condition is not None and condition["reason"] == "SyncError" and "500" in condition["message"]
+
+
+def broken_tagger(status: bool) -> Any:
+    def decide(ref: str, input: Any) -> Any:
+        if ref == "data.tagger.labels":
+            return "not an object" if input["object"]["metadata"].get("labels", {}).get("broken") else {"ok": "y"}
+        if ref == "data.tagger.status" and status:
+            return {"tagged": True}
+        return UNDEFINED
+
+    return decide
+
+
+def test_a_decorator_reports_a_failing_sync_in_a_status_only_its_hook_writes() -> None:
+    kube = cluster()
+    meta = {"name": "a", "labels": {"tag": "yes", "broken": "y"}}
+    kube.put(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": "Running"}})
+    runner = decorator_runner(kube, ScriptedEngine(broken_tagger(status=True)))
+    [target] = runner.targets
+    target.writes_failing_condition = False  # a hook without a `status` rule: the Pod's status is the kubelet's
+    for _ in range(failing.REPEATED + 1):
+        relist(target.manager)
+        with pytest.raises(HookError):
+            target.reconcile("ns", "a")
+    assert kube.stored(f"{PODS}/a")["status"] == {"phase": "Running"}
+    target.writes_failing_condition = True  # its hook answers `status`: the status is the decorator's
+    relist(target.manager)
+    with pytest.raises(HookError):
+        target.reconcile("ns", "a")
+    assert failing.current(kube.stored(f"{PODS}/a"))["reason"] == "InvalidHookOutput"
+    target.evaluator = LocalHooks(ScriptedEngine(broken_tagger(status=False)))  # type: ignore[arg-type]
+    pod = kube.stored(f"{PODS}/a")
+    pod["metadata"]["labels"].pop("broken")
+    kube.put(PODS, pod)
+    relist(target.manager)
+    target.reconcile("ns", "a")  # fixed, and answers no status: the condition alone goes
+    assert kube.stored(f"{PODS}/a")["status"] == {"phase": "Running"}
