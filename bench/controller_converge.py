@@ -1,21 +1,31 @@
-"""Composite controller convergence on a real API server (private control plane).
+"""Composite controller convergence on a real API server (private control plane), as ratios to the
+API server's own floor in the same run.
 
     python -m bench.controller_converge [--parents 500] [--workers 8] [--samples 50]
+    python -m bench.controller_converge --parents 10000
     python -m bench.controller_converge --heavy-hook --hook-processes 1,2 --parents 200 --no-peer
 
-1. Bare client: the writes a controller must make for N parents x 3 children
-   (N parent creates, 3N server-side applies, N status patches) from 8
-   threads: the API server's own limit on this machine.
-2. regokite: the same N parents created the same way, timed until every
-   child exists and every parent's status reports 3 children.
-3. Reaction latency: patch one parent's spec, time until the child shows the
-   new value (seen through a watch), p50/p99.
-   Beside it, the API server's floor: a ConfigMap patch until its own watch
-   event (a controller's reaction is two such round trips).
-4. The controller's resident memory (VmRSS / VmHWM), and its hook processes'.
+1. The floor (bench.api_floor): the writes the job needs (per parent its
+   create, 3 server-side applies, 1 status patch) made directly, swept over
+   1..32 client threads, each parent's writes in sequence or pipelined, at
+   `--sweep-parents` parents; the fastest two run again at `--parents` when
+   that is larger, and the best is the floor.
+   Beside it, the latency floor: a ConfigMap patch until its own watch event
+   (a controller's reaction is two such round trips plus the hook).
+2. regokite: the same N parents created from 8 threads, timed from the first
+   create until every parent's status reports 3 children (seen through a
+   watch; the children are counted after).
+3. Reaction latency: patch one parent's spec, time until its three children
+   show the new value (seen through a watch), p50/p99.
+4. CPU seconds of every process during each phase (API server, etcd,
+   controller-manager, this bench, the controller with its hook processes),
+   the controller's resident memory (VmRSS / VmHWM) and its hook processes'.
 5. A peer: the same job done by a Kopf operator (bench/kopf_fanout.py), in
    the same run, measured the same way (skipped, saying so, without kopf:
    `pip install kopf`).
+
+Every time is printed as a ratio to the floor of step 1, every latency as a
+ratio to the write-to-event p50.
 
 With `--heavy-hook` the hook also burns about 5 ms of evaluation per sync
 (a comprehension over 5000 numbers); `--hook-processes 1,2` runs steps 2-4
@@ -34,11 +44,13 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -48,6 +60,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "tests" / "integrat
 import controlplane  # noqa: E402
 import kube  # noqa: E402
 
+from bench import api_floor  # noqa: E402
+from bench.api_floor import parent  # noqa: E402 - also the other benches' parent
 from bench.common import percentiles  # noqa: E402
 from tests.controllers.fanout import CHILDREN, STATUS, controller  # noqa: E402
 from tests.controllers.process import ControllerProcess  # noqa: E402
@@ -58,126 +72,133 @@ status := {"configMaps": count(input.children["ConfigMap.v1"]), "burn": burn}
 burn := count([x | some x in numbers.range(1, 5000); x % 7 == 0])
 """
 
-THREADS = 8
-
-
-def parent(ns: str, name: str, value: str = "v0") -> dict:
-    return {
-        "apiVersion": "example.com/v1",
-        "kind": "Fanout",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"value": value},
-    }
+THREADS = 8  # the bench's threads creating parents (a user's creates), for every implementation alike
 
 
 def make_namespace(api, name: str) -> None:
     kube.create(api, "/api/v1/namespaces", {"metadata": {"name": name}})
 
 
-def bare_client(api, ns: str, n: int) -> float:
-    """What a controller must write for n parents, done directly."""
-    parents = f"/apis/example.com/v1/namespaces/{ns}/fanouts"
-
-    def one(i: int) -> None:
-        p = kube.create(api, parents, parent(ns, f"p{i}"))
-        ref = {
-            "apiVersion": "example.com/v1",
-            "kind": "Fanout",
-            "name": p["metadata"]["name"],
-            "uid": p["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-        for c in range(3):
-            name = f"p{i}-{c}"
-            body = {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": ns, "ownerReferences": [ref]},
-                "data": {"value": "v0"},
-            }
-            kube.apply(api, f"/api/v1/namespaces/{ns}/configmaps/{name}", body, "bench", force=True)
-        kube.request(
-            api,
-            "PATCH",
-            f"{parents}/p{i}/status",
-            [{"op": "add", "path": "/status", "value": {"configMaps": 3}}],
-            content_type="application/json-patch+json",
-        )
-
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(one, range(n)))
-    return time.perf_counter() - t0
+# ------------------------------------------------------------------ convergence
 
 
-def converge(api, ns: str, n: int, timeout: float = 600) -> tuple[float, float]:
+class ParentsWatch:
+    """Watches the parents of `ns` (from before they are created) until `n` of them report three
+    children in their status: the moment the job is done, seen without listing thousands of objects."""
+
+    def __init__(self, api, ns: str, n: int) -> None:
+        self.api, self.path, self.n = api, f"/apis/example.com/v1/namespaces/{ns}/fanouts", n
+        self.good: set[str] = set()
+        self.at: float | None = None
+        self.done = threading.Event()
+        self.rv = kube.get(api, self.path, limit=1)["metadata"]["resourceVersion"]
+        threading.Thread(target=self._run, name="parents-watch", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            for ev in kube.watch(self.api, self.path, resource_version=self.rv, timeout_seconds=60):
+                if ev["type"] == "ERROR":  # too old a version: read them all again
+                    listed = kube.get(self.api, self.path)
+                    self.good = {p["metadata"]["name"] for p in listed["items"] if _converged(p)}
+                    self.rv = listed["metadata"]["resourceVersion"]
+                    break
+                obj = ev["object"]
+                self.rv = obj["metadata"]["resourceVersion"]
+                if ev["type"] != "DELETED" and _converged(obj):
+                    self.good.add(obj["metadata"]["name"])
+                else:
+                    self.good.discard(obj["metadata"]["name"])
+                if len(self.good) >= self.n:
+                    self.at = time.perf_counter()
+                    self.done.set()
+                    return
+
+
+def _converged(p: dict) -> bool:
+    return (p.get("status") or {}).get("configMaps") == 3
+
+
+def count_children(api, ns: str) -> int:
+    """ConfigMaps of `ns` owned by something, read in pages."""
+    owned, token = 0, None
+    while True:
+        query = {"limit": 2000, **({"continue": token} if token else {})}
+        page = kube.get(api, f"/api/v1/namespaces/{ns}/configmaps", **query)
+        owned += sum(1 for c in page["items"] if c["metadata"].get("ownerReferences"))
+        token = page["metadata"].get("continue")
+        if not token:
+            return owned
+
+
+def converge(api, ns: str, n: int, timeout: float | None = None) -> tuple[float, float]:
     """Create n parents; return (seconds to create them, seconds until converged)."""
     parents = f"/apis/example.com/v1/namespaces/{ns}/fanouts"
+    timeout = timeout or 600 + 0.1 * n
+    watch = ParentsWatch(api, ns, n)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(lambda i: kube.create(api, parents, parent(ns, f"p{i}")), range(n)))
     created = time.perf_counter() - t0
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        cms = kube.get(api, f"/api/v1/namespaces/{ns}/configmaps")["items"]
-        owned = sum(1 for c in cms if c["metadata"].get("ownerReferences"))
-        if owned >= 3 * n:
-            ps = kube.get(api, parents)["items"]
-            if sum(1 for p in ps if (p.get("status") or {}).get("configMaps") == 3) == n:
-                return created, time.perf_counter() - t0
-        time.sleep(0.2)
-    raise TimeoutError("did not converge")
+    if not watch.done.wait(max(0.0, t0 + timeout - time.perf_counter())):
+        raise TimeoutError(f"did not converge: {len(watch.good)} of {n} parents report 3 children")
+    children = count_children(api, ns)
+    if children < 3 * n:
+        raise AssertionError(f"{n} statuses report 3 children, but only {children} children exist")
+    assert watch.at is not None
+    return created, watch.at - t0
+
+
+# ------------------------------------------------------------------ reaction
 
 
 def reaction_latency(api, ns: str, n: int, samples: int, direct: bool = False) -> list[float]:
-    """Patch a parent's spec, time until its third child shows the value (seen through a watch). With
-    `direct`, patch a ConfigMap itself and time until the watch shows it: one write and one watch event,
-    the API server's own floor under a controller's reaction (which takes two of each)."""
+    """Patch a parent's spec, time until its three children show the value (seen through a watch). With
+    `direct`, patch ConfigMap `probe` itself and time until the watch shows it: one write and one watch
+    event, the API server's own floor under a controller's reaction (which takes two of each)."""
     seen: dict[tuple[str, str], float] = {}
     cond = threading.Condition()
     stop = threading.Event()
-    rv = kube.get(api, f"/api/v1/namespaces/{ns}/configmaps", limit=1)["metadata"]["resourceVersion"]
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    rv = kube.get(api, path, limit=1)["metadata"]["resourceVersion"]
 
     def watch() -> None:
+        nonlocal rv
         try:
-            _watch()
+            while not stop.is_set():
+                for ev in kube.watch(api, path, resource_version=rv, timeout_seconds=60):
+                    obj = ev["object"]
+                    rv = obj["metadata"].get("resourceVersion", rv)
+                    key = (obj["metadata"]["name"], (obj.get("data") or {}).get("value"))
+                    with cond:
+                        seen.setdefault(key, time.perf_counter())
+                        cond.notify_all()
+                    if stop.is_set():
+                        return
         except Exception:  # the control plane stops under it at the end
             if not stop.is_set():
                 raise
-
-    def _watch() -> None:
-        nonlocal rv
-        while not stop.is_set():
-            for ev in kube.watch(api, f"/api/v1/namespaces/{ns}/configmaps", resource_version=rv, timeout_seconds=60):
-                obj = ev["object"]
-                rv = obj["metadata"].get("resourceVersion", rv)
-                key = (obj["metadata"]["name"], (obj.get("data") or {}).get("value"))
-                with cond:
-                    seen.setdefault(key, time.perf_counter())
-                    cond.notify_all()
-                if stop.is_set():
-                    return
 
     threading.Thread(target=watch, daemon=True).start()
     time.sleep(0.5)
     latencies = []
     for s in range(samples):
-        i = s % n
-        value = f"s{s}"
+        i, value = s % n, f"s{s}"
         t0 = time.perf_counter()
         if direct:
-            kube.merge_patch(api, f"/api/v1/namespaces/{ns}/configmaps/probe", {"data": {"value": value}})
+            kube.merge_patch(api, f"{path}/probe", {"data": {"value": value}})
+            keys = [("probe", value)]
         else:
             kube.merge_patch(api, f"/apis/example.com/v1/namespaces/{ns}/fanouts/p{i}", {"spec": {"value": value}})
-        key = ("probe", value) if direct else (f"p{i}-2", value)
+            keys = [(f"p{i}-{c}", value) for c in range(3)]
         with cond:
-            ok = cond.wait_for(lambda key=key: key in seen, timeout=30)
-        if not ok:
-            raise TimeoutError(f"sample {s}: no child update")
-        latencies.append(seen[key] - t0)
+            if not cond.wait_for(lambda keys=keys: all(k in seen for k in keys), timeout=30):
+                raise TimeoutError(f"sample {s}: no child update")
+        latencies.append(max(seen[k] for k in keys) - t0)
     stop.set()
     return latencies
+
+
+# ------------------------------------------------------------------ processes
 
 
 def rss(pid: int) -> tuple[int, int]:
@@ -209,7 +230,10 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of `pid` and the processes below it (hook evaluation), so far."""
     total = 0
     for p in [pid, *descendants(pid)]:
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return total / os.sysconf("SC_CLK_TCK")
 
@@ -227,9 +251,61 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str, metrics=None) -> dict:
-    """Converge n parents in `ns`, then reaction latency and RSS of process `pid`; print each beside the bare client."""
-    found = converge_and_react(api, ns, n, samples, bare, who, metrics)
+class CpuMeter:
+    """CPU seconds per process of the run (the control plane's, this bench's, a controller's) over a phase."""
+
+    SHORT = {"kube-apiserver": "apiserver", "etcd": "etcd", "kube-controller-manager": "kcm"}
+
+    def __init__(self, cp, **pids: int) -> None:
+        self.pids = {self.SHORT.get(k, k): p.pid for k, p in cp.procs.items() if k in self.SHORT} | pids
+        self.before = self._now()
+
+    def _now(self) -> dict[str, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return {k: cpu_seconds(pid) for k, pid in self.pids.items()} | {"bench": own.ru_utime + own.ru_stime}
+
+    def describe(self) -> str:
+        now = self._now()
+        spent = {k: now[k] - self.before[k] for k in now}
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in spent.items())
+        return f"{parts} (total {sum(spent.values()):.1f} CPU s)"
+
+
+# ------------------------------------------------------------------ the floor
+
+
+def floor(cp, api, n: int, args) -> api_floor.FloorRun:
+    """The fastest way to make the job's writes for n parents: a sweep at `--sweep-parents`, its
+    fastest two again at n when n is larger."""
+    size = min(n, args.sweep_parents)
+    threads = [int(t) for t in args.sweep_threads.split(",")]
+    modes = args.sweep_modes.split(",")
+    print(f"floor sweep    : {size} parents x {api_floor.WRITES_PER_PARENT} writes, every concurrency", flush=True)
+    runs = [floor_run(cp, api, f"floor-{m[:3]}-{t}", size, t, m) for m in modes for t in threads]
+    runs.sort(key=lambda r: r.seconds)
+    if n > size:
+        print(f"floor at {n:<5}: the sweep's fastest two, {n} parents each")
+        runs = sorted((floor_run(cp, api, f"floor-{i}", n, r.threads, r.mode) for i, r in enumerate(runs[:2])),
+                      key=lambda r: r.seconds)  # fmt: skip
+    best = runs[0]
+    print(f"FLOOR          : {best.seconds:6.2f} s for {n} parents ({best.describe().strip()})", flush=True)
+    return best
+
+
+def floor_run(cp, api, ns: str, n: int, threads: int, mode: str) -> api_floor.FloorRun:
+    make_namespace(api, ns)
+    cpu = CpuMeter(cp)
+    run = api_floor.write_job(str(cp.kubeconfig), ns, n, threads, mode)
+    print(f"  {run.describe()}: {run.seconds:6.2f} s ({run.rate:4.0f} writes/s); CPU {cpu.describe()}", flush=True)
+    return run
+
+
+# ------------------------------------------------------------------ one implementation
+
+
+def measure(cp, api, ns: str, n: int, samples: int, pid: int, base: dict, who: str, metrics=None) -> dict:
+    """Converge n parents in `ns`, then reaction latency and RSS of process `pid`, as ratios to `base`."""
+    found = converge_and_react(cp, api, ns, n, samples, base, who, metrics, pid=pid)
     now, peak = rss(pid)
     below = sum(rss(p)[0] for p in descendants(pid))
     print(
@@ -238,28 +314,65 @@ def measure(api, ns: str, n: int, samples: int, pid: int, bare: float, who: str,
     return {**found, "rss_mib": now}
 
 
-def converge_and_react(api, ns: str, n: int, samples: int, bare: float, who: str, metrics=None) -> dict:
+def converge_and_react(
+    cp, api, ns: str, n: int, samples: int, base: dict, who: str, metrics: Callable[[], str] | None = None, pid=None
+) -> dict:
     """With `metrics` (a regokite controller's /metrics), also where a reaction's time goes."""
+    cpu = CpuMeter(cp, **({"controller": pid} if pid else {}))
     created, converged = converge(api, ns, n)
     print(
         f"{who:<15}: created {n} parents in {created:6.2f} s; converged "
-        f"({3 * n} children, {n} statuses) {converged:6.2f} s after the first create "
-        f"({converged / bare:4.2f}x the bare client)"
+        f"({3 * n} children, {n} statuses) {converged:6.2f} s after the first create: "
+        f"{converged / base['floor_s']:4.2f}x the floor",
+        flush=True,
     )
+    print(f"{'  CPU':<15}: {cpu.describe()}")
     before = counted(metrics()) if metrics else None
     stats = percentiles(reaction_latency(api, ns, n, samples))
-    print(f"{'  reaction':<15}: parent patch -> child updated p50 {stats['p50']:6.1f} ms  p99 {stats['p99']:6.1f} ms")
-    if before is not None:
+    edge = base["edge_ms"]
+    print(
+        f"{'  reaction':<15}: parent patch -> 3 children updated p50 {stats['p50']:6.1f} ms "
+        f"({stats['p50'] / edge:4.1f}x the write-to-event p50)  "
+        f"p99 {stats['p99']:6.1f} ms ({stats['p99'] / edge:4.1f}x)"
+    )
+    if before is not None and metrics is not None:
         after = counted(metrics())
         d = {k: after[k] - before[k] for k in after}
         print(
             f"{'':<15}  while reacting: {d['syncs']:.0f} syncs of {1000 * d['sync_s'] / max(1, d['syncs']):.1f} ms "
             f"on average, their hooks {1000 * d['hook_s'] / max(1, d['hooks']):.1f} ms"
         )
-    return {"converge_s": converged, "latency_ms": stats}
+    return {"converge_s": converged, "ratio": converged / base["floor_s"], "latency_ms": stats}
 
 
-def sharded(api, cp, tmpdir: Path, n: int, count: int, args, bare: float) -> dict:
+def regokite_run(cp, api, tmpdir: Path, n: int, args, base: dict, count: int | None) -> dict:
+    """Steps 2-4 for one `regokite controller` (`count` hook processes, or its default)."""
+    ns = "ctl" if count is None else f"ctl-p{count}"
+    make_namespace(api, ns)
+    with ControllerProcess(
+        cp.kubeconfig,
+        policies=[tmpdir / "policies"],
+        controllers=[tmpdir / "controller.yaml"],
+        namespace=ns,
+        workers=args.workers,
+        extra=[] if count is None else ["--hook-processes", str(count)],
+        log_level="info",  # as deployed (the Kopf peer runs --quiet)
+    ) as ctl:
+        assert ctl.proc is not None
+        who = "regokite" if count is None else f"regokite p={count}"
+        found = measure(cp, api, ns, n, args.samples, ctl.proc.pid, base, who, ctl.metrics)
+        errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
+        c = counted(ctl.metrics())
+        print(
+            f"{'  work':<15}: {c['syncs']:.0f} syncs, {c['writes']:.0f} writes "
+            f"({c['syncs'] / n:.2f} syncs per parent, sampling included); sync errors: {len(errors)}; "
+            f"a sync {1000 * c['sync_s'] / c['syncs']:.1f} ms on average, "
+            f"its hook {1000 * c['hook_s'] / c['hooks']:.1f} ms"
+        )
+        return {**found, "writes": c["writes"], "sync_errors": len(errors)}
+
+
+def sharded(api, cp, tmpdir: Path, n: int, count: int, args, base: dict) -> dict:
     """Steps 2-4 with `count` replicas of `regokite controller --shards` sharing the parents."""
     ns = f"shards-{count}"
     make_namespace(api, ns)
@@ -289,7 +402,7 @@ def sharded(api, cp, tmpdir: Path, n: int, count: int, args, bare: float) -> dic
                 what="the replicas agree",
             )
         cpu_before = [cpu_seconds(r.proc.pid) for r in replicas]
-        found = converge_and_react(api, ns, n, args.samples, bare, f"regokite x{count}")
+        found = converge_and_react(cp, api, ns, n, args.samples, base, f"regokite x{count}")
         shares = []
         for i, r in enumerate(replicas):
             cpu = cpu_seconds(r.proc.pid) - cpu_before[i]
@@ -308,7 +421,7 @@ def sharded(api, cp, tmpdir: Path, n: int, count: int, args, bare: float) -> dic
             r.stop()
 
 
-def kopf_peer(api, cp, n: int, samples: int, bare: float) -> dict | None:
+def kopf_peer(api, cp, n: int, samples: int, base: dict) -> dict | None:
     if importlib.util.find_spec("kopf") is None:
         print("kopf           : not installed (pip install kopf): no peer in this run")
         return None
@@ -318,11 +431,30 @@ def kopf_peer(api, cp, n: int, samples: int, bare: float) -> dict | None:
     log = open(Path(cp.kubeconfig).parent / "kopf.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([*argv, str(ROOT / "bench" / "kopf_fanout.py")], env=env, stdout=log, stderr=log)
     try:
-        return measure(api, "kopf", n, samples, proc.pid, bare, "kopf")
+        return measure(cp, api, "kopf", n, samples, proc.pid, base, "kopf")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+# ------------------------------------------------------------------ the run
+
+
+def summary(n: int, base: dict, runs: dict[str, dict], peer: dict | None) -> None:
+    print(
+        f"SUMMARY ({n} parents; floor {base['floor_s']:.2f} s = {api_floor.WRITES_PER_PARENT * n} writes at "
+        f"{base['floor']}; write-to-event p50 {base['edge_ms']:.1f} ms)"
+    )
+    for who, found in [*runs.items(), *([("kopf", peer)] if peer else [])]:
+        lat, edge = found["latency_ms"], base["edge_ms"]
+        print(
+            f"  {who:<13}: converge {found['ratio']:4.2f}x the floor; "
+            f"reaction p50 {lat['p50'] / edge:4.1f}x, p99 {lat['p99'] / edge:4.1f}x the write-to-event p50"
+        )
+    ours = next(iter(runs.values()), None)
+    if peer and ours:
+        print(f"  kopf / regokite: converge {peer['converge_s'] / ours['converge_s']:4.2f}x slower")
 
 
 def main() -> int:
@@ -330,6 +462,9 @@ def main() -> int:
     ap.add_argument("--parents", type=int, default=500)
     ap.add_argument("--workers", type=int, default=8)  # regokite controller's default
     ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--sweep-parents", type=int, default=500, help="parents per point of the floor's sweep")
+    ap.add_argument("--sweep-threads", default=",".join(map(str, api_floor.THREADS)), help="the floor's client threads")
+    ap.add_argument("--sweep-modes", default=",".join(api_floor.MODES), help="sequential, pipelined or both")
     ap.add_argument("--no-peer", action="store_true", help="skip the Kopf operator")
     ap.add_argument("--heavy-hook", action="store_true", help="the hook burns about 5 ms of evaluation per sync")
     ap.add_argument("--hook-processes", default="", help="comma-separated counts, one controller run each")
@@ -349,48 +484,26 @@ def main() -> int:
             cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
             with cluster.api_client() as api:
                 kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))
-                make_namespace(api, "bare")
-                bare = bare_client(api, "bare", n)
-                writes = n * 5
-                rate = writes / bare
-                print(f"bare client    : {n} parents x 3 children, {writes} writes in {bare:6.2f} s ({rate:6.0f}/s)")
-                kube.create(api, "/api/v1/namespaces/bare/configmaps", {"metadata": {"name": "probe"}})
-                floor = percentiles(reaction_latency(api, "bare", n, args.samples, direct=True))
+                best = floor(cp, api, n, args)
+                make_namespace(api, "probe")
+                kube.create(api, "/api/v1/namespaces/probe/configmaps", {"metadata": {"name": "probe"}})
+                edge = percentiles(reaction_latency(api, "probe", 1, args.samples, direct=True))
                 print(
-                    f"{'  API floor':<15}: ConfigMap patch -> its watch event p50 {floor['p50']:6.1f} ms  "
-                    f"p99 {floor['p99']:6.1f} ms (a controller's reaction is two of these)"
+                    f"{'  latency floor':<15}: ConfigMap patch -> its watch event p50 {edge['p50']:6.1f} ms  "
+                    f"p99 {edge['p99']:6.1f} ms (a controller's reaction is two of these, plus the hook)"
                 )
+                base = {"floor_s": best.seconds, "floor": best.describe().strip(), "edge_ms": edge["p50"]}
 
                 runs = {}
                 for count in processes:
-                    ns = "ctl" if count is None else f"ctl-p{count}"
-                    make_namespace(api, ns)
-                    with ControllerProcess(
-                        cp.kubeconfig,
-                        policies=[tmpdir / "policies"],
-                        controllers=[tmpdir / "controller.yaml"],
-                        namespace=ns,
-                        workers=args.workers,
-                        extra=[] if count is None else ["--hook-processes", str(count)],
-                        log_level="info",  # as deployed (the Kopf peer runs --quiet)
-                    ) as ctl:
-                        who = "regokite" if count is None else f"regokite p={count}"
-                        runs[who] = measure(api, ns, n, args.samples, ctl.proc.pid, bare, who, ctl.metrics)
-                        errors = [r for r in ctl.log_records() if r.get("msg") == "sync failed"]
-                        c = counted(ctl.metrics())
-                        print(
-                            f"{'  work':<15}: {c['syncs']:.0f} syncs, {c['writes']:.0f} writes "
-                            f"({c['syncs'] / n:.2f} syncs per parent, sampling included); sync errors: {len(errors)}; "
-                            f"a sync {1000 * c['sync_s'] / c['syncs']:.1f} ms on average, "
-                            f"its hook {1000 * c['hook_s'] / c['hooks']:.1f} ms"
-                        )
+                    who = "regokite" if count is None else f"regokite p={count}"
+                    runs[who] = regokite_run(cp, api, tmpdir, n, args, base, count)
                 for count in [int(x) for x in args.replicas.split(",") if x]:
-                    runs[f"{count} replicas"] = sharded(api, cp, tmpdir, n, count, args, bare)
-                ours = next(iter(runs.values()))
-                peer = None if args.no_peer else kopf_peer(api, cp, n, args.samples, bare)
-                if peer:
-                    print(f"regokite vs kopf: converged {peer['converge_s'] / ours['converge_s']:4.2f}x faster")
-                print(json.dumps({"bare_s": bare, "regokite": runs, "kopf": peer}))
+                    runs[f"{count} replicas"] = sharded(api, cp, tmpdir, n, count, args, base)
+                peer = None if args.no_peer else kopf_peer(api, cp, n, args.samples, base)
+                summary(n, base, runs, peer)
+                floor_run = {"threads": best.threads, "mode": best.mode, "seconds": best.seconds}
+                print(json.dumps({"parents": n, "floor": floor_run, "edge": edge, "regokite": runs, "kopf": peer}))
         finally:
             cp.stop()
     return 0

@@ -1,0 +1,29 @@
+"""bench.api_floor, the anchor of bench.controller_converge's ratios, makes exactly the Fanout job's
+writes in either mode: every parent, its three owned ConfigMaps and its status."""
+
+from __future__ import annotations
+
+import kube
+import pytest
+from kubernetes import client
+
+from bench import api_floor
+
+
+@pytest.mark.parametrize("mode", api_floor.MODES)
+def test_the_floor_writes_the_whole_job(cluster: kube.Cluster, api: client.ApiClient, namespace: str, mode: str):
+    kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))
+    run = api_floor.write_job(str(cluster.kubeconfig), namespace, 4, threads=3, mode=mode)
+    assert (run.parents, run.threads, run.mode) == (4, 3, mode) and run.seconds > 0
+
+    parents = kube.get(api, api_floor.FANOUTS.format(ns=namespace))["items"]
+    assert sorted(p["metadata"]["name"] for p in parents) == ["p0", "p1", "p2", "p3"]
+    assert all(p.get("status") == {"configMaps": 3} for p in parents)
+    uids = {p["metadata"]["uid"]: p["metadata"]["name"] for p in parents}
+    children = kube.get(api, f"/api/v1/namespaces/{namespace}/configmaps")["items"]
+    owned = sorted(
+        (uids[c["metadata"]["ownerReferences"][0]["uid"]], c["metadata"]["name"])
+        for c in children
+        if c["metadata"].get("ownerReferences")
+    )
+    assert owned == [(f"p{i}", f"p{i}-{c}") for i in range(4) for c in range(3)]
