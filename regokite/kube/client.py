@@ -2,14 +2,24 @@
 
 The generated model classes are slow to build for every watched object and
 lossy for custom resources, so everything here is raw JSON in and out.
+
+An API server that is starting or overloaded answers 503 or 429 with
+`Retry-After`: as client-go does, the request is sent again after the time it
+asks (each wait at most RETRY_AFTER_MAX_WAIT, at most RETRY_AFTER_BUDGET in
+all, then the answer is the caller's error and its backoff), counted in
+`regokite_api_retry_after_total`, logged once per outage (regokite.ops.outage).
+urllib3's own Retry-After handling (unbounded, silent, GETs only) is off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import json
+import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,11 +30,17 @@ import urllib3
 from kubernetes import client, config
 
 from regokite.errors import RegokiteError
+from regokite.ops import api_metrics
+from regokite.ops.outage import Outage
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 CREDENTIALS_CHECK_SECONDS = 1.0  # how often the credentials' expiry is checked
+RETRY_AFTER_MAX_WAIT = 10.0  # seconds one wait for Retry-After may last, whatever the server asks
+RETRY_AFTER_BUDGET = 30.0  # seconds of such waits per request before the answer is the caller's
+RETRY_AFTER_ATTEMPTS = 10  # client-go's maxRetries
+log = logging.getLogger("regokite.kube")
 
 
 class ApiError(RegokiteError):
@@ -119,15 +135,47 @@ class KubeClient:
         except (config.ConfigException, OSError) as exc:
             raise RegokiteError(f"cannot load Kubernetes credentials: {exc}") from None
         cfg.connection_pool_maxsize = pool_size
+        # urllib3's default retries (3, for connection errors), without its Retry-After handling: ours is bounded
+        cfg.retries = urllib3.Retry(3, respect_retry_after_header=False)
         if cfg.refresh_api_key_hook is not None:
             cfg.refresh_api_key_hook = throttled_refresh(CREDENTIALS_CHECK_SECONDS, cfg.refresh_api_key_hook)
         self.api = client.ApiClient(cfg)
         self.host = cfg.host
         # called before every write (method, path); raises to refuse it (leader election)
         self.write_guard: Callable[[str, str], None] | None = None
+        self._closed = threading.Event()  # ends Retry-After waits
+        self._throttled = Outage(log, "API requests (answered Retry-After: the server is starting or overloaded)")
+        self._throttled_lock = threading.Lock()
 
     def close(self) -> None:
+        self._closed.set()
         self.api.close()
+
+    def _answered(self, send: Callable[[], Any], what: str) -> Any:
+        """`send()`'s response, sent again while the server answers Retry-After (bounded, see above)."""
+        waited = 0.0
+        for attempt in range(RETRY_AFTER_ATTEMPTS + 1):
+            resp = send()
+            delay = retry_after(resp.status, resp.headers.get("Retry-After"))
+            if delay is None:
+                if attempt == 0 and self._throttled.since is not None:  # answered at once: the outage is over
+                    with self._throttled_lock:
+                        self._throttled.recovered()
+                return resp
+            status = str(resp.status)
+            if attempt == RETRY_AFTER_ATTEMPTS or waited + delay > RETRY_AFTER_BUDGET or self._closed.is_set():
+                api_metrics.retry_after.labels(status, "gave_up").inc()
+                return resp
+            resp.read()  # the connection goes back to the pool
+            api_metrics.retry_after.labels(status, "waited").inc()
+            api_metrics.retry_after_seconds.inc(delay)
+            with self._throttled_lock:
+                self._throttled.failed(
+                    RuntimeError(f"{what}: {resp.status}"), status, retry_after_seconds=round(delay, 3)
+                )
+            self._closed.wait(delay)
+            waited += delay
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _send(
         self,
@@ -164,7 +212,10 @@ class KubeClient:
     ) -> Any:
         if method != "GET" and self.write_guard is not None:
             self.write_guard(method, path)
-        resp = self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        resp = self._answered(
+            lambda: self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout),
+            f"{method} {path}",
+        )
         data = resp.read()
         parsed = _json(data)
         if not 200 <= resp.status <= 299:
@@ -191,7 +242,7 @@ class KubeClient:
 
     def stream(self, path: str, query: dict[str, Any], timeout: float) -> WatchStream:
         """A watch: newline-delimited JSON events, until the server ends it or `timeout` of silence."""
-        resp = self._send("GET", path, query=query, timeout=(10, timeout))
+        resp = self._answered(lambda: self._send("GET", path, query=query, timeout=(10, timeout)), f"WATCH {path}")
         if resp.status != 200:
             data = resp.read()
             raise ApiError(resp.status, resp.reason or "", _json(data), f"WATCH {path}")
@@ -220,6 +271,25 @@ class WatchStream:
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing from another thread during shutdown
             self._response.close()
+
+
+def retry_after(status: int, header: str | None) -> float | None:
+    """Seconds to wait before sending again, when the answer asks for it: 429 or 5xx with `Retry-After`
+    (seconds, or an HTTP date), as client-go reads it; capped at RETRY_AFTER_MAX_WAIT. None otherwise."""
+    if header is None or not (status == 429 or status >= 500):
+        return None
+    header = header.strip()
+    try:
+        seconds = float(header)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX_WAIT)
 
 
 def _json(data: bytes) -> Any:
