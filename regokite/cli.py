@@ -358,10 +358,12 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from regokite.audit import health
     from regokite.audit.run import Audit, AuditSettings, Continuous, render, run_once
     from regokite.kube.client import KubeClient
+    from regokite.kube.health import serve_health
 
-    if args.metrics_port is not None:
+    if args.metrics_port is not None and args.once:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port)
@@ -380,7 +382,11 @@ def _audit(args: argparse.Namespace) -> int:
     )
     audit = Audit(settings, KubeClient(args.kubeconfig))
     if not args.once:
-        return Continuous(audit).run()
+        continuous = Continuous(audit)
+        if args.metrics_port is not None:
+            serve_health(args.metrics_port, "0.0.0.0", lambda: health.liveness(continuous),
+                         lambda: health.readiness(continuous))  # fmt: skip
+        return continuous.run()
     run_once(audit)
     print(render(audit, args.format))
     return 1 if any(r.result == "fail" for _, results in audit.findings.values() for r in results) else 0
@@ -703,7 +709,9 @@ def _add_audit_command(sub: Any) -> None:
     )
     aud.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
     aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
-    aud.add_argument("--metrics-port", type=int, help="serve /metrics on this port")
+    aud.add_argument(
+        "--metrics-port", type=int, help="serve /metrics, and /healthz and /readyz when continuous, on this port"
+    )
     _add_external_data_args(aud)
     aud.add_argument(
         "--emit-audit-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"

@@ -102,7 +102,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # API machinery: the only code that talks to the API server
     "kube": ("regokite.kube",),
     # what runs on the machinery: controller runners, hook serving, sources read from the cluster, the
-    # admission server, the audit runner
+    # admission server, the audit runner and its health
     "runtime": (
         "regokite.runners",
         "regokite.hookserving",
@@ -111,6 +111,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.admission.connections",
         "regokite.admission.serve",
         "regokite.audit.run",
+        "regokite.audit.health",
     ),
     # process wiring and the command line
     "commands": ("regokite.commands", "regokite.cli", "regokite.__main__"),

@@ -484,6 +484,9 @@ class Continuous:
         self.retry_at = 0.0
         self.backoff = RETRY_MIN
         self.outage = Outage(log, "audit loop")
+        self.started = threading.Event()  # the first pass is queued: /readyz answers 200
+        self.reload_error: str | None = None  # the last policy reload refused (the last good set audits)
+        self.loop_at: float | None = None  # monotonic time the loop last went round
 
     def _watch(self, refs: list[ResourceRef]) -> None:
         for ref in refs:
@@ -555,13 +558,14 @@ class Continuous:
     def run(self) -> int:
         audit = self.audit
         self._start()
+        self.started.set()
         files = fingerprint(audit.settings.policies)
         checked = flushed = time.monotonic()
         log.info("auditing", extra={"resources": [str(r) for r in audit.resources]})
         while not self.stop.is_set():
             self.wake.wait(min(audit.settings.flush_interval, audit.settings.reload_interval))
             self.wake.clear()
-            now = time.monotonic()
+            now = self.loop_at = time.monotonic()
             try:
                 self._audit_pending()
                 if now - flushed >= audit.settings.flush_interval and now >= self.retry_at:
@@ -629,7 +633,9 @@ class Continuous:
             self.audit.load()
         except Exception as exc:
             log.error("policy reload failed; auditing with the last good set", extra={"error": str(exc)[:2000]})
+            self.reload_error = str(exc)[:2000]
             return isinstance(exc, RegokiteError) and not isinstance(exc, ApiError)  # a bad policy: until it changes
+        self.reload_error = None
         log.info("policies reloaded: full pass", extra={"resources": [str(r) for r in self.audit.resources]})
         self._watch(self.audit.resources)
         self.dirty |= self.audit.report_namespaces() | self.full_pass()

@@ -92,6 +92,11 @@ class Informer:
         may still hold an object deleted during the outage."""
         return self.missed_since is None
 
+    @property
+    def alive(self) -> bool:
+        """For /healthz: its thread runs (True before it was started)."""
+        return self._thread is None or self._thread.is_alive()
+
     def health(self) -> dict[str, Any]:
         """For /readyz: whether the watch is connected, how old its last event is, whether it may have missed some."""
         now = time.monotonic()

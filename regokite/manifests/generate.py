@@ -506,7 +506,7 @@ def audit_manifests(opts: AuditOptions) -> list[Obj]:
         opts,
         ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port)],
         port={"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"},
-        probes={"livenessProbe": w.probe("/metrics", "metrics")},
+        probes={"livenessProbe": w.probe("/healthz", "metrics"), "readinessProbe": w.probe("/readyz", "metrics")},
         cpu_limit="1",
         mounts=mounts,
     )
