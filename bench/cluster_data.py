@@ -40,6 +40,7 @@ from bench.common import POLICIES, fmt, percentiles, standalone_policies  # noqa
 from bench.controller_converge import make_namespace, rss  # noqa: E402
 from tests.admission.reviews import deployment, review  # noqa: E402
 from tests.admission.server import admission_server  # noqa: E402
+from tests.processes import REGOKITE  # noqa: E402
 
 NS = "bench"
 REFS = """package admission.configmap_refs
@@ -141,7 +142,7 @@ def main() -> int:
         tmpdir = Path(tmp)
         cp = controlplane.start(tmpdir / "cp")
         try:
-            cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
+            cluster = kube.Cluster.of(cp)
             with cluster.api_client() as api:
                 make_namespace(api, NS)
             took = create_many(cluster, f"/api/v1/namespaces/{NS}/configmaps", [configmap(i) for i in range(n)])
@@ -195,18 +196,7 @@ def main() -> int:
             took = create_many(cluster, "/api/v1/namespaces/audited/pods", [pod(i) for i in range(n)])
             print(f"setup          : {n} Pods created in {took:5.1f} s")
             shipped = [POLICIES / "admission", POLICIES / "lib"]
-            cmd = [
-                sys.executable,
-                "-m",
-                "regokite.cli",
-                "audit",
-                "--once",
-                "--no-reports",
-                "--format",
-                "json",
-                "--jobs",
-                "2",
-            ]
+            cmd = [*REGOKITE, "audit", "--once", "--no-reports", "--format", "json", "--jobs", "2"]
             cmd += [a for p in shipped for a in ("--policies", str(p))]
             started = time.perf_counter()
             done = subprocess.run(

@@ -41,6 +41,7 @@ and prints every replica's share and RSS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -50,9 +51,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "tests" / "integration")]
@@ -457,6 +459,22 @@ def summary(n: int, base: dict, runs: dict[str, dict], peer: dict | None) -> Non
         print(f"  kopf / regokite: converge {peer['converge_s'] / ours['converge_s']:4.2f}x slower")
 
 
+@contextlib.contextmanager
+def fanout_plane(tmp: Path, policy: str) -> Iterator[tuple[controlplane.ControlPlane, Any]]:
+    """A private control plane serving the Fanout CRD, and in `tmp` the fanout controller to run on it
+    (policies/fanout.rego holding `policy`, controller.yaml); yields the plane and an API client."""
+    (tmp / "policies").mkdir()
+    (tmp / "policies" / "fanout.rego").write_text(policy)
+    (tmp / "controller.yaml").write_text(controller("example.com"))
+    cp = controlplane.start(tmp / "cp")
+    try:
+        with kube.Cluster.of(cp).api_client() as api:
+            kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))
+            yield cp, api
+    finally:
+        cp.stop()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--parents", type=int, default=500)
@@ -474,38 +492,28 @@ def main() -> int:
     policy = CHILDREN + (HEAVY if args.heavy_hook else STATUS)
     processes = [int(x) for x in args.hook_processes.split(",") if x] or [None]
 
-    with tempfile.TemporaryDirectory(prefix="regokite-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="regokite-bench-") as tmp, fanout_plane(Path(tmp), policy) as (cp, api):
         tmpdir = Path(tmp)
-        (tmpdir / "policies").mkdir()
-        (tmpdir / "policies" / "fanout.rego").write_text(policy)
-        (tmpdir / "controller.yaml").write_text(controller("example.com"))
-        cp = controlplane.start(tmpdir / "cp")
-        try:
-            cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
-            with cluster.api_client() as api:
-                kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))
-                best = floor(cp, api, n, args)
-                make_namespace(api, "probe")
-                kube.create(api, "/api/v1/namespaces/probe/configmaps", {"metadata": {"name": "probe"}})
-                edge = percentiles(reaction_latency(api, "probe", 1, args.samples, direct=True))
-                print(
-                    f"{'  latency floor':<15}: ConfigMap patch -> its watch event p50 {edge['p50']:6.1f} ms  "
-                    f"p99 {edge['p99']:6.1f} ms (a controller's reaction is two of these, plus the hook)"
-                )
-                base = {"floor_s": best.seconds, "floor": best.describe().strip(), "edge_ms": edge["p50"]}
+        best = floor(cp, api, n, args)
+        make_namespace(api, "probe")
+        kube.create(api, "/api/v1/namespaces/probe/configmaps", {"metadata": {"name": "probe"}})
+        edge = percentiles(reaction_latency(api, "probe", 1, args.samples, direct=True))
+        print(
+            f"{'  latency floor':<15}: ConfigMap patch -> its watch event p50 {edge['p50']:6.1f} ms  "
+            f"p99 {edge['p99']:6.1f} ms (a controller's reaction is two of these, plus the hook)"
+        )
+        base = {"floor_s": best.seconds, "floor": best.describe().strip(), "edge_ms": edge["p50"]}
 
-                runs = {}
-                for count in processes:
-                    who = "regokite" if count is None else f"regokite p={count}"
-                    runs[who] = regokite_run(cp, api, tmpdir, n, args, base, count)
-                for count in [int(x) for x in args.replicas.split(",") if x]:
-                    runs[f"{count} replicas"] = sharded(api, cp, tmpdir, n, count, args, base)
-                peer = None if args.no_peer else kopf_peer(api, cp, n, args.samples, base)
-                summary(n, base, runs, peer)
-                floor_run = {"threads": best.threads, "mode": best.mode, "seconds": best.seconds}
-                print(json.dumps({"parents": n, "floor": floor_run, "edge": edge, "regokite": runs, "kopf": peer}))
-        finally:
-            cp.stop()
+        runs = {}
+        for count in processes:
+            who = "regokite" if count is None else f"regokite p={count}"
+            runs[who] = regokite_run(cp, api, tmpdir, n, args, base, count)
+        for count in [int(x) for x in args.replicas.split(",") if x]:
+            runs[f"{count} replicas"] = sharded(api, cp, tmpdir, n, count, args, base)
+        peer = None if args.no_peer else kopf_peer(api, cp, n, args.samples, base)
+        summary(n, base, runs, peer)
+        floor_run = {"threads": best.threads, "mode": best.mode, "seconds": best.seconds}
+        print(json.dumps({"parents": n, "floor": floor_run, "edge": edge, "regokite": runs, "kopf": peer}))
     return 0
 
 

@@ -46,9 +46,10 @@ import kube  # noqa: E402
 import yaml  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
-from bench.controller_converge import make_namespace, parent  # noqa: E402
-from tests.controllers.fanout import CHILDREN, STATUS, controller  # noqa: E402
+from bench.controller_converge import fanout_plane, make_namespace, parent  # noqa: E402
+from tests.controllers.fanout import CHILDREN, STATUS  # noqa: E402
 from tests.controllers.process import ControllerProcess  # noqa: E402
+from tests.processes import REGOKITE  # noqa: E402
 
 Api = Any
 
@@ -60,23 +61,6 @@ class Outcome:
     lost: int
     spurious: int
     note: str = ""
-
-
-def restart_apiserver(cp: Any, down: float, while_down: Callable[[], None] | None = None) -> None:
-    """Kill kube-apiserver (no drain), run `while_down`, start it again on the same port; wait ready."""
-    proc = cp.procs["kube-apiserver"]
-    argv = list(proc.args)
-    proc.kill()
-    proc.wait(15)
-    if while_down:
-        while_down()
-    time.sleep(down)
-    cp.procs["kube-apiserver"] = controlplane._spawn("kube-apiserver", argv, cp.log_dir, tie_to_parent=True)
-    deadline = time.monotonic() + 60
-    while not controlplane.ready(cp):
-        if time.monotonic() > deadline:
-            raise RuntimeError("kube-apiserver did not come back")
-        time.sleep(0.1)
 
 
 def until(check: Callable[[], bool], timeout: float) -> float | None:
@@ -172,16 +156,7 @@ def audit_process(cp: Any, tmp: Path, log: Path) -> subprocess.Popen[bytes]:
     policies = tmp / "audit-policies"
     policies.mkdir(exist_ok=True)
     (policies / "drill.rego").write_text(DRILL_POLICY)
-    cmd = [
-        sys.executable,
-        "-m",
-        "regokite.cli",
-        "audit",
-        "--policies",
-        str(policies),
-        "--kubeconfig",
-        str(cp.kubeconfig),
-    ]
+    cmd = [*REGOKITE, "audit", "--policies", str(policies), "--kubeconfig", str(cp.kubeconfig)]
     with log.open("wb") as sink:
         return subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
@@ -198,7 +173,7 @@ def audit_drills(cp: Any, api: Api, tmp: Path) -> list[Outcome]:
         kube.compact_etcd(cp.etcd_url)
         until(lambda: holder["proc"].poll() is not None or "failing; retrying" in log.read_text(), 60)
 
-    restart_apiserver(cp, 0.5, start_during_outage)
+    controlplane.restart_apiserver(cp, 0.5, start_during_outage)
     proc = holder["proc"]
     try:
         first = until(lambda: proc.poll() is None and wrong_reports(api, namespaces) == 0, 30)
@@ -303,14 +278,14 @@ def create_parents(api: Api, ns: str, n: int) -> None:
 def under_load(cp: Any, api: Api, tmp: Path, n: int, drill: str) -> Outcome:
     ns = drill
     make_namespace(api, ns)
-    args = {"policies": [tmp / "fanout"], "controllers": [tmp / "fanout.yaml"], "namespace": ns, "workers": 8}
+    args = {"policies": [tmp / "policies"], "controllers": [tmp / "controller.yaml"], "namespace": ns, "workers": 8}
     ctl = ControllerProcess(cp.kubeconfig, **args, log_level="info").__enter__()
     try:
         creator = threading.Thread(target=create_parents, args=(api, ns, n), daemon=True)
         creator.start()
         time.sleep(1.0)  # mid-convergence
         if drill == "apiserver-restart":
-            restart_apiserver(cp, 2.0, lambda: kube.compact_etcd(cp.etcd_url))
+            controlplane.restart_apiserver(cp, 2.0, lambda: kube.compact_etcd(cp.etcd_url))
         else:
             assert ctl.proc is not None
             ctl.proc.send_signal(signal.SIGKILL)
@@ -368,31 +343,22 @@ def main() -> int:
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="regokite-drills-") as name:
         tmp = Path(name)
-        (tmp / "fanout").mkdir()
-        (tmp / "fanout" / "fanout.rego").write_text(CHILDREN + STATUS)
-        (tmp / "fanout.yaml").write_text(controller("example.com"))
-        cp = controlplane.start(tmp / "cp")
-        try:
-            cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
-            with cluster.api_client() as api:
-                kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))
-                drills: dict[str, Callable[[], list[Outcome]]] = {
-                    "broken-template": lambda: [broken_template(cp, api, tmp)],
-                    "audit": lambda: audit_drills(cp, api, tmp),
-                    "stale-parent": lambda: [stale_parent(cp, api)],
-                    "apiserver-restart": lambda: [under_load(cp, api, tmp, args.parents, "apiserver-restart")],
-                    "sigkill": lambda: [under_load(cp, api, tmp, args.parents, "sigkill")],
-                    "etcd-outage": lambda: [etcd_outage(cp, api, tmp)],
-                }
-                for key, drill in drills.items():
-                    if args.only and key not in args.only:
-                        continue
-                    try:
-                        outcomes += drill()
-                    except Exception as exc:  # a drill that breaks is a row, not the end of the table
-                        outcomes.append(Outcome(key, None, -1, -1, f"drill failed: {type(exc).__name__}: {exc}"[:120]))
-        finally:
-            cp.stop()
+        with fanout_plane(tmp, CHILDREN + STATUS) as (cp, api):
+            drills: dict[str, Callable[[], list[Outcome]]] = {
+                "broken-template": lambda: [broken_template(cp, api, tmp)],
+                "audit": lambda: audit_drills(cp, api, tmp),
+                "stale-parent": lambda: [stale_parent(cp, api)],
+                "apiserver-restart": lambda: [under_load(cp, api, tmp, args.parents, "apiserver-restart")],
+                "sigkill": lambda: [under_load(cp, api, tmp, args.parents, "sigkill")],
+                "etcd-outage": lambda: [etcd_outage(cp, api, tmp)],
+            }
+            for key, drill in drills.items():
+                if args.only and key not in args.only:
+                    continue
+                try:
+                    outcomes += drill()
+                except Exception as exc:  # a drill that breaks is a row, not the end of the table
+                    outcomes.append(Outcome(key, None, -1, -1, f"drill failed: {type(exc).__name__}: {exc}"[:120]))
     print(f"{'drill':<18} {'recovered in':>13} {'lost':>5} {'spurious':>9}  note")
     for o in outcomes:
         rec = "-" if o.recovered is None else f"{o.recovered:9.1f} s"

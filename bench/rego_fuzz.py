@@ -79,12 +79,8 @@ class Tally:
 def literal(rng: random.Random, depth: int = 0) -> str:
     """A Rego literal (scalars, arrays, objects, sets, with edge values)."""
     kind = rng.choice(["s", "n", "n", "b", "null", "arr", "obj", "set"] if depth < 2 else ["s", "n", "b", "null"])
-    if kind == "s":
-        return json.dumps(rng.choice(STRINGS), ensure_ascii=False)
-    if kind == "n":
-        return json.dumps(rng.choice(NUMBERS))
-    if kind == "b":
-        return rng.choice(["true", "false"])
+    if kind in ("s", "n", "b"):
+        return typed_literal(rng, kind)
     if kind == "null":
         return "null"
     items = [literal(rng, depth + 1) for _ in range(rng.randint(0, 3))]
@@ -200,6 +196,8 @@ def _leaf(rng: random.Random, scope: Scope, kind: str) -> str:
 
 
 def typed_literal(rng: random.Random, kind: str) -> str:
+    """A literal of `kind`: s(tring), n(umber), b(oolean), a(rray), o(bject), S(et), c(ollection: any of the
+    three); any other kind, any literal."""
     if kind == "s":
         return json.dumps(rng.choice(STRINGS), ensure_ascii=False)
     if kind == "n":

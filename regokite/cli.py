@@ -576,7 +576,6 @@ def _add_eval_command(sub: Any) -> None:
     ev.add_argument("--format", choices=["json", "pretty"], default="json")
     ev.add_argument("--fail", action="store_true", help="exit 1 when the result is undefined")
     _add_engine_args(ev)
-    _add_bundle_args(ev)
     ev.set_defaults(func=_cmd_eval)
 
 
@@ -631,7 +630,6 @@ def _add_admission_command(sub: Any) -> None:
     _add_exempt_namespace_args(adm)
     _add_replicate_args(adm, declared=True)
     _add_engine_args(adm)
-    _add_bundle_args(adm)
     adm.set_defaults(func=_cmd_admission)
 
 
@@ -725,7 +723,6 @@ def _add_audit_command(sub: Any) -> None:
         help="violations listed in a Gatekeeper constraint's status (all are counted), as Gatekeeper's flag",
     )
     _add_engine_args(aud)
-    _add_bundle_args(aud)
     aud.set_defaults(func=_cmd_audit)
 
 
@@ -850,7 +847,6 @@ def _add_controller_command(sub: Any) -> None:
     _add_leader_election_args(ctl)
     _add_replicate_args(ctl, kubeconfig=False)
     _add_engine_args(ctl)
-    _add_bundle_args(ctl)
     ctl.set_defaults(func=_cmd_controller)
 
 
@@ -878,7 +874,6 @@ def _add_hooks_command(sub: Any) -> None:
     _add_policies_arg(hooks, configmaps=True)
     _add_listen_args(hooks, 8181)
     _add_engine_args(hooks)
-    _add_bundle_args(hooks)
     _add_replicate_args(hooks)
     hooks.set_defaults(func=_cmd_hooks)
 
@@ -928,10 +923,12 @@ def _engine_choice(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
+    """Which engine evaluates the policies, then how their bundle is read (_add_bundle_args)."""
     from regokite.engine import KINDS
 
     p.add_argument("--engine", choices=list(KINDS), default="embedded")
     p.add_argument("--opa-url", default="http://127.0.0.1:8181", help="sidecar OPA address")
+    _add_bundle_args(p)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

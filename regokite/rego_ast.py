@@ -39,14 +39,21 @@ def rule_heads(ast: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield next(iter(body["head"].items()))
 
 
-def calls(node: Any) -> Iterator[dict[str, Any]]:
-    """Every `Call` node (`{"fcn": ref, "params": [...]}`) below `node`."""
+def objects(node: Any) -> Iterator[dict[str, Any]]:
+    """Every object of the tree below `node` (itself included), outermost first: what the readers below,
+    and the rewrites of engine/, look for by their keys."""
     if isinstance(node, dict):
-        call = node.get("Call")
-        if isinstance(call, dict) and "fcn" in call:
-            yield call
+        yield node
         for value in node.values():
-            yield from calls(value)
+            yield from objects(value)
     elif isinstance(node, list):
         for value in node:
-            yield from calls(value)
+            yield from objects(value)
+
+
+def calls(node: Any) -> Iterator[dict[str, Any]]:
+    """Every `Call` node (`{"fcn": ref, "params": [...]}`) below `node`, outermost first."""
+    for obj in objects(node):
+        call = obj.get("Call")
+        if isinstance(call, dict) and "fcn" in call:
+            yield call

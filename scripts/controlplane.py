@@ -744,6 +744,27 @@ def running(cp: ControlPlane) -> dict[str, bool]:
     return {name: _is_ours(pid, cp.state_dir) for name, pid in cp.pids.items()}
 
 
+def restart_apiserver(
+    cp: ControlPlane, down_seconds: float, while_down: Callable[[], object] | None = None, timeout: float = 60.0
+) -> None:
+    """Kill kube-apiserver (abrupt: connections reset, no graceful drain of watches), run `while_down`
+    (compact etcd's history, start a client into the outage), then start it again on the same port and
+    etcd and wait until it is ready. The fault drills and the restart tests share it."""
+    proc = cp.procs["kube-apiserver"]
+    argv = list(proc.args)
+    proc.kill()
+    proc.wait(15)
+    if while_down:
+        while_down()
+    time.sleep(down_seconds)
+    cp.procs["kube-apiserver"] = _spawn("kube-apiserver", argv, cp.log_dir, tie_to_parent=True)
+    deadline = time.monotonic() + timeout
+    while not ready(cp):
+        if time.monotonic() > deadline:
+            raise ControlPlaneError("kube-apiserver did not come back:\n" + log_tail(cp.log_dir / "kube-apiserver.log"))
+        time.sleep(0.1)
+
+
 def ready(cp: ControlPlane) -> bool:
     ctx = ssl.create_default_context(cafile=str(cp.ca_file))
     try:

@@ -26,7 +26,7 @@ from typing import Any
 
 from opa_bindings import OpaEngine, OpaError, OpaUndefinedError
 
-from regokite.bundle import Bundle
+from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, rule_ref
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 
@@ -157,3 +157,21 @@ def evaluation_error(query: str, exc: OpaError) -> EvaluationError:
     where = first.get("location")
     location = Location(where["file"], where["row"], 1) if where else None
     return EvaluationError(query, f"{first['code']}: {first['message']}", location)
+
+
+def answer(engine: Any, ref: str, input: Any) -> Any:
+    """What the differential tests compare: a value, "<undefined>", or "<error>" (the engines word errors
+    differently)."""
+    try:
+        value = engine.evaluate(ref, input)
+    except EvaluationError:
+        return "<error>"
+    return "<undefined>" if value is UNDEFINED else value
+
+
+def both(text: str, input: Any = None, ref: str = "data.p.x") -> tuple[Any, Any]:
+    """The embedded engine's answer and OPA's for `ref` of one module, `p.rego`."""
+    from regokite.engine.embedded import EmbeddedEngine
+
+    bundle = Bundle((Module("p.rego", text),))
+    return answer(EmbeddedEngine(bundle), ref, input), answer(OracleEngine(bundle), ref, input)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from tests.waiting import wait_until
+
+REGOKITE = (sys.executable, "-m", "regokite.cli")  # this checkout's command line (PATH's `regokite` may be another's)
 
 
 def gone(pid: int) -> bool:

@@ -10,28 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import opa_oracle
 import pytest
-from opa_oracle import OracleEngine
 
 from regokite.bundle import Bundle, Module
-from regokite.engine import UNDEFINED
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln"
 
 
-def answer(engine: Any, input: Any) -> Any:
-    try:
-        value = engine.evaluate("data.p.x", input)
-    except EvaluationError:
-        return "<error>"
-    return "<undefined>" if value is UNDEFINED else value
-
-
 def both(rules: str, input: Any = None) -> tuple[Any, Any]:
-    bundle = Bundle((Module("p.rego", f"package p\n\n{rules}\n"),))
-    return answer(EmbeddedEngine(bundle), input), answer(OracleEngine(bundle), input)
+    return opa_oracle.both(f"package p\n\n{rules}\n", input)
 
 
 OUTPUT_OPERANDS = {

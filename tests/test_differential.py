@@ -19,16 +19,14 @@ from typing import Any
 import pytest
 import regorus
 from agreement import AGREEMENT
-from opa_oracle import OracleEngine
+from opa_oracle import OracleEngine, answer
 
 from regokite import testing
 from regokite.admission.decide import decide
 from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.admission.review import parse_review, response
 from regokite.bundle import Bundle, Module, load_bundle
-from regokite.engine import UNDEFINED, Engine
 from regokite.engine.embedded import EmbeddedEngine
-from regokite.errors import EvaluationError
 from regokite.outline import outline, packages
 from tests.admission import reviews
 
@@ -38,15 +36,6 @@ HOOK_DOCUMENTS = (
     "children", "status", "finalized", "resyncAfterSeconds", "relatedResources", "events",
     "labels", "annotations", "attachments", "patch", "apply", "delete", "log",
 )  # fmt: skip
-
-
-def answer(engine: Engine, ref: str, input: Any) -> Any:
-    """A value, or the fact of an error (the two engines word errors differently)."""
-    try:
-        value = engine.evaluate(ref, input)
-    except EvaluationError:
-        return "<error>"
-    return "<undefined>" if value is UNDEFINED else value
 
 
 # ------------------------------------------------------------------ tests

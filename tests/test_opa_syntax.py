@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import opa_oracle
 import pytest
 import regorus
 from opa_oracle import OracleEngine
 
 from regokite.bundle import Bundle, Module
-from regokite.engine import UNDEFINED, Engine
+from regokite.engine import Engine
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.engine.opa_syntax import rewrite
 from regokite.errors import EvaluationError, Location, PolicyLoadError
@@ -26,11 +27,7 @@ INPUT = {"arr": [1, 2], "obj": {"a": 2}, "s": ["x"]}
 
 
 def answer(engine: Engine, ref: str = "data.p", input: Any = INPUT) -> Any:
-    try:
-        value = engine.evaluate(ref, input)
-    except EvaluationError:
-        return "<error>"
-    return "<undefined>" if value is UNDEFINED else value
+    return opa_oracle.answer(engine, ref, input)
 
 
 def raw(text: str, ref: str = "data.p", *, v0: bool = False) -> Any:

@@ -11,27 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from opa_oracle import OracleEngine
+from opa_oracle import both
 
 from bench import rego_fuzz
-from regokite.bundle import Bundle, Module
-from regokite.engine import UNDEFINED
-from regokite.engine.embedded import EmbeddedEngine
-from regokite.errors import EvaluationError
-
-
-def answer(engine: Any, text: str, input: Any) -> Any:
-    try:
-        value = engine.evaluate("data.p.x", input)
-    except EvaluationError:
-        return "<error>"
-    return "<undefined>" if value is UNDEFINED else value
-
-
-def both(text: str, input: Any = None) -> tuple[Any, Any]:
-    bundle = Bundle((Module("p.rego", text),))
-    return answer(EmbeddedEngine(bundle), text, input), answer(OracleEngine(bundle), text, input)
-
 
 FINDINGS = {
     # regorus took a fractional offset or length and answered; OPA errs

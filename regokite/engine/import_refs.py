@@ -26,6 +26,7 @@ from typing import Any
 
 from regokite.bundle import Bundle, Module
 from regokite.errors import Location, PolicyLoadError
+from regokite.rego_ast import objects
 
 _NAME = re.compile(rb"(?<![\w.$])[A-Za-z_]\w*")
 # what a rule's text may hold besides code: strings, raw strings and comments (masked before names are sought)
@@ -170,15 +171,10 @@ def _references(source: bytes, tree: dict[str, Any]) -> list[tuple[dict[str, Any
 
 def _declared(node: Any) -> Iterator[dict[str, Any]]:
     """The span of every variable a `some x, y` declaration introduces below `node`."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _declared(item)
-    elif isinstance(node, dict):
-        some = node.get("SomeVars")
+    for obj in objects(node):
+        some = obj.get("SomeVars")
         if isinstance(some, dict):
             yield from some["vars"]
-        for value in node.values():
-            yield from _declared(value)
 
 
 def _aliases(source: bytes, tree: dict[str, Any]) -> dict[str, bytes]:

@@ -33,6 +33,7 @@ from typing import Any
 
 import regorus
 
+from regokite import rego_ast
 from regokite.bundle import Module
 from regokite.engine.extensions import LENIENT, arities
 from regokite.engine.extensions.formatting import SPRINTF
@@ -300,7 +301,7 @@ def _split_lines(module: Module) -> list[_Change]:
     code = _masked(source)
     statements = [st["span"] for st in _statements(tree)]
     changes = []
-    for call in _calls(tree):
+    for call in rego_ast.calls(tree):
         end = next(iter(call["fcn"].values()))["span"]["end"]
         paren = code.find(b"(", end)
         if b"\n" not in code[end:paren]:
@@ -319,26 +320,7 @@ def _balanced(code: bytes) -> bool:
 
 def _statements(node: Any) -> Iterator[dict[str, Any]]:
     """Every statement of every query below `node`, outermost first."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _statements(item)
-    elif isinstance(node, dict):
-        if "literal" in node and "span" in node:
-            yield node
-        for value in node.values():
-            yield from _statements(value)
-
-
-def _calls(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _calls(item)
-    elif isinstance(node, dict):
-        call = node.get("Call")
-        if isinstance(call, dict) and "fcn" in call:
-            yield call
-        for value in node.values():
-            yield from _calls(value)
+    return (obj for obj in rego_ast.objects(node) if "literal" in obj and "span" in obj)
 
 
 # ------------------------------------------------------------------ not
@@ -410,14 +392,8 @@ def _first_free(source: bytes) -> int:
 
 
 def _queries(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _queries(item)
-    elif isinstance(node, dict):
-        if "stmts" in node and "span" in node:
-            yield node
-        for value in node.values():
-            yield from _queries(value)
+    """Every query (a rule body, a comprehension's) below `node`, outermost first."""
+    return (obj for obj in rego_ast.objects(node) if "stmts" in obj and "span" in obj)
 
 
 def _bind(
@@ -561,7 +537,7 @@ def _sprintf_calls(module: Module) -> list[_Change]:
     tree, failure = _parse(module, source)
     if failure is not None or tree is None:
         return []
-    spans = [c for c in _calls(tree) if _is_sprintf(c) and not _written_here(source, c)]
+    spans = [c for c in rego_ast.calls(tree) if _is_sprintf(c) and not _written_here(source, c)]
     changes: list[_Change] = []
     counter = _first_free(source)
     for call in spans:
@@ -630,7 +606,7 @@ def _lenient_calls(
         functions = rules[tuple(ref_parts(tree["package"]["refr"]))] | _aliases(source, tree) | _import_names(tree)
         wanted = {(loc.line, loc.col) for loc in at if loc.file == module.path}
         changes = []
-        for call in _calls(tree):
+        for call in rego_ast.calls(tree):
             start, end = _call_span(call)
             paren = _masked(source).find(b"(", next(iter(call["fcn"].values()))["span"]["end"])
             first = back.original(Location(module.path, *_position(source, start)))
@@ -881,7 +857,7 @@ def _builtin_mocks(modules: list[Module]) -> Iterator[tuple[Module, list[_Change
             if kind == "Func":
                 name = ".".join(ref_parts(head["refr"]))
                 functions[name] = functions[".".join(["data", *package, name])] = len(head["args"])
-        for call in _calls(tree):
+        for call in rego_ast.calls(tree):
             name = _fcn_name(call)
             if name:
                 called[name] = min(called.get(name, 99), len(call["params"]))

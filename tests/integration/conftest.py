@@ -62,13 +62,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kube.Cluster]:
         pytest.fail(f"could not start the control plane:\n{e}", pytrace=False)
     controlplane.log(f"session control plane up in {time.monotonic() - t0:.1f}s; logs in {cp.log_dir}")
     try:
-        yield kube.Cluster(
-            kubeconfig=cp.kubeconfig,
-            server=cp.server,
-            ca_file=cp.ca_file,
-            token=cp.token,
-            etcd_url=cp.etcd_url,
-        )
+        yield kube.Cluster.of(cp)
     finally:
         cp.stop()
 

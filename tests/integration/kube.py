@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from pprint import pformat
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -32,9 +32,14 @@ if str(SCRIPTS) not in sys.path:
 
 from regokite.ops import tls  # noqa: E402
 
+if TYPE_CHECKING:
+    from regokite.manifests.webhooks import WebhookTarget
+
 T = TypeVar("T")
 Obj = dict[str, Any]
 TEST_NAMESPACE_LABEL = "regokite.dev/test-namespace"
+VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 # ------------------------------------------------------------------- cluster access
@@ -49,6 +54,11 @@ class Cluster:
     ca_file: Path | None
     token: str | None
     etcd_url: str | None = None  # None for an external cluster (REGOKITE_KUBECONFIG)
+
+    @classmethod
+    def of(cls, cp: Any) -> Cluster:
+        """How to reach a control plane of scripts/controlplane.py (the session's or a test's private one)."""
+        return cls(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
 
     def api_client(self) -> client.ApiClient:
         """A new ApiClient; each has its own connection pool, so threads may own one."""
@@ -469,3 +479,35 @@ def webhook_config(
         "metadata": {"name": name},
         "webhooks": [webhook],
     }
+
+
+def admission_target(server: Any, name: str | None = None) -> WebhookTarget:
+    """Where the API server calls a test's admission server (tests/admission/server.py's RunningServer), trusting
+    its CA, as `regokite manifests` would name it (a unique name unless given)."""
+    from regokite.manifests.webhooks import WebhookTarget
+
+    ca = base64.b64encode(server.ca.read_bytes()).decode()
+    return WebhookTarget(name or unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca)
+
+
+def register_webhooks(api: client.ApiClient, path: str, config: Obj, selector: dict[str, str]) -> str:
+    """Create a webhook configuration (at `path`: VALIDATING or MUTATING) whose every webhook sees only objects
+    labelled `selector` (the test's own); returns its path, to delete afterwards."""
+    for hook in config["webhooks"]:
+        hook["objectSelector"] = {"matchLabels": selector}
+    create(api, path, config)
+    return f"{path}/{config['metadata']['name']}"
+
+
+def register_policy_webhooks(api: client.ApiClient, policies: Path, server: Any, selector: dict[str, str]) -> str:
+    """The ValidatingWebhookConfiguration `regokite manifests` makes of the policies under `policies`, calling
+    `server` for objects labelled `selector` only; returns its path, to delete afterwards."""
+    from regokite.admission.policies import load_policy_set
+    from regokite.manifests.webhooks import webhook_configurations
+
+    policy_set = load_policy_set([str(policies)])
+    try:
+        (config,) = webhook_configurations(list(policy_set.policies), admission_target(server))
+    finally:
+        policy_set.close()
+    return register_webhooks(api, VALIDATING, config, selector)

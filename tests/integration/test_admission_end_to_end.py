@@ -17,8 +17,6 @@ from kubernetes.client.rest import ApiException
 from tests.admission.server import RunningServer, admission_server
 
 ROOT = Path(__file__).resolve().parents[2]
-VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 DEPLOYMENTS = '{"rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["apps"], "resources": ["deployments"]}]}'
 
@@ -74,7 +72,7 @@ def regokite(policies: Path, tmp_path: Path, api: client.ApiClient, namespace: s
         name = f"{kube.unique_name('rk')}.admission.regokite.dev"
         create(
             api,
-            MUTATING,
+            kube.MUTATING,
             kube.webhook_config(
                 "MutatingWebhookConfiguration",
                 name,
@@ -86,7 +84,7 @@ def regokite(policies: Path, tmp_path: Path, api: client.ApiClient, namespace: s
         )
         create(
             api,
-            VALIDATING,
+            kube.VALIDATING,
             kube.webhook_config(
                 "ValidatingWebhookConfiguration",
                 name,
@@ -105,8 +103,8 @@ def regokite(policies: Path, tmp_path: Path, api: client.ApiClient, namespace: s
             )
             yield server
         finally:
-            delete(api, f"{MUTATING}/{name}")
-            delete(api, f"{VALIDATING}/{name}")
+            delete(api, f"{kube.MUTATING}/{name}")
+            delete(api, f"{kube.VALIDATING}/{name}")
 
 
 def deployment(name: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
 from regokite.audit.crds import report_crds
-from tests.processes import terminate
+from tests.processes import REGOKITE, terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,17 +66,7 @@ def policies(tmp_path: Path, namespace: str) -> Path:
 
 
 def audit_command(cluster: Cluster, policies: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "regokite.cli",
-        "audit",
-        "--policies",
-        str(policies),
-        "--kubeconfig",
-        str(cluster.kubeconfig),
-        *args,
-    ]
+    return [*REGOKITE, "audit", "--policies", str(policies), "--kubeconfig", str(cluster.kubeconfig), *args]
 
 
 def results_until(api: client.ApiClient, namespace: str, holds, what: str, timeout: float) -> None:

@@ -17,13 +17,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
+import controlplane
 import httpx
 import kube
+import pytest
 from kube import create, get
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from test_composite_apiserver_restart import restart_apiserver
 
 from regokite.audit.crds import report_crds
 from tests.ports import free_port
@@ -137,36 +139,38 @@ def bad_namespaces(api: client.ApiClient) -> list[str]:
     return namespaces
 
 
-def test_every_report_lands_through_an_apiserver_restart_during_the_first_pass(
-    private_plane,  # the conftest's fixture
-    tmp_path: Path,
-) -> None:
-    cp = private_plane
-    cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
-    with cluster.api_client() as api, audit_process(tmp_path) as state:
-        namespaces = bad_namespaces(api)
-        # killed as the audit starts (etcd history compacted meanwhile): its first pass runs into the outage
-        restart_apiserver(cp, 1.0, while_down=lambda: start_meeting_the_outage(state, cp))
-        seconds = all_right_within(api, namespaces, state, "after the API server restart")
-        print(f"reports right {seconds:.1f}s after the API server came back")
-        assert violations_metric(state["port"]) == NAMESPACES
+class Drill(NamedTuple):
+    cp: controlplane.ControlPlane
+    api: client.ApiClient
+    state: dict  # the audit's (audit_process): the test starts it when it chooses
+    namespaces: list[str]  # bad_namespaces
 
 
-def test_every_report_is_written_again_when_the_report_crd_is_recreated(
-    private_plane,  # the conftest's fixture
-    tmp_path: Path,
-) -> None:
-    cp = private_plane
-    cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
-    with cluster.api_client() as api, audit_process(tmp_path) as state:
-        namespaces = bad_namespaces(api)
-        start_audit(state, cp.kubeconfig)
-        kube.wait_for(lambda: wrong_reports(api, namespaces), lambda wrong: not wrong, what="the reports", timeout=60)
-        name = "policyreports.wgpolicyk8s.io"
-        kube.uninstall_crd(api, name)  # every report goes with it
-        kube.wait_for_deletion(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", timeout=120)
-        (crd,) = [c for c in report_crds() if c["metadata"]["name"] == name]
-        kube.install_crd(api, crd)
-        seconds = all_right_within(api, namespaces, state, "after the report CRD came back")
-        print(f"reports right {seconds:.1f}s after the report CRD came back")
-        assert violations_metric(state["port"]) == NAMESPACES
+@pytest.fixture
+def drill(private_plane: controlplane.ControlPlane, tmp_path: Path) -> Iterator[Drill]:
+    """A private control plane (the conftest's) holding NAMESPACES bad namespaces, and an audit not started yet."""
+    with kube.Cluster.of(private_plane).api_client() as api, audit_process(tmp_path) as state:
+        yield Drill(private_plane, api, state, bad_namespaces(api))
+
+
+def test_every_report_lands_through_an_apiserver_restart_during_the_first_pass(drill: Drill) -> None:
+    cp, api, state, namespaces = drill
+    # killed as the audit starts (etcd history compacted meanwhile): its first pass runs into the outage
+    controlplane.restart_apiserver(cp, 1.0, while_down=lambda: start_meeting_the_outage(state, cp))
+    seconds = all_right_within(api, namespaces, state, "after the API server restart")
+    print(f"reports right {seconds:.1f}s after the API server came back")
+    assert violations_metric(state["port"]) == NAMESPACES
+
+
+def test_every_report_is_written_again_when_the_report_crd_is_recreated(drill: Drill) -> None:
+    cp, api, state, namespaces = drill
+    start_audit(state, cp.kubeconfig)
+    kube.wait_for(lambda: wrong_reports(api, namespaces), lambda wrong: not wrong, what="the reports", timeout=60)
+    name = "policyreports.wgpolicyk8s.io"
+    kube.uninstall_crd(api, name)  # every report goes with it
+    kube.wait_for_deletion(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", timeout=120)
+    (crd,) = [c for c in report_crds() if c["metadata"]["name"] == name]
+    kube.install_crd(api, crd)
+    seconds = all_right_within(api, namespaces, state, "after the report CRD came back")
+    print(f"reports right {seconds:.1f}s after the report CRD came back")
+    assert violations_metric(state["port"]) == NAMESPACES

@@ -7,7 +7,6 @@ history is compacted, so the informers' resume must relist after 410 Gone.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import controlplane
@@ -22,21 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "policies" / "controllers" / "config_bundle"
 
 
-def restart_apiserver(cp: controlplane.ControlPlane, down_seconds: float, while_down=None) -> None:
-    proc = cp.procs["kube-apiserver"]
-    argv = list(proc.args)
-    proc.kill()  # abrupt: connections reset, no graceful drain of watches
-    proc.wait(15)
-    if while_down:
-        while_down()
-    time.sleep(down_seconds)
-    cp.procs["kube-apiserver"] = controlplane._spawn("kube-apiserver", argv, cp.log_dir, tie_to_parent=True)
-    deadline = time.monotonic() + 60
-    while not controlplane.ready(cp):
-        assert time.monotonic() < deadline, controlplane.log_tail(cp.log_dir / "kube-apiserver.log")
-        time.sleep(0.1)
-
-
 def bundle(name: str, value: str) -> dict:
     return {
         "apiVersion": "example.com/v1",
@@ -48,7 +32,7 @@ def bundle(name: str, value: str) -> dict:
 
 def test_no_update_is_lost_across_an_apiserver_restart(private_plane: controlplane.ControlPlane) -> None:
     cp = private_plane
-    cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
+    cluster = kube.Cluster.of(cp)
     parents = "/apis/example.com/v1/namespaces/default/configbundles"
     cms = "/api/v1/namespaces/default/configmaps"
     with cluster.api_client() as api:
@@ -59,7 +43,7 @@ def test_no_update_is_lost_across_an_apiserver_restart(private_plane: controlpla
 
             # Down, history compacted while down, up: then change things at once,
             # before the controller's watches have had a chance to come back.
-            restart_apiserver(cp, 1.0, while_down=lambda: kube.compact_etcd(cp.etcd_url))
+            controlplane.restart_apiserver(cp, 1.0, while_down=lambda: kube.compact_etcd(cp.etcd_url))
             merge_patch(api, f"{parents}/a", {"spec": {"configs": [{"v": "2"}]}})
             create(api, parents, bundle("b", "1"))
 
@@ -67,7 +51,7 @@ def test_no_update_is_lost_across_an_apiserver_restart(private_plane: controlpla
             kube.wait_for(lambda: get(api, f"{cms}/b-0"), what="b-0 created", timeout=30)
 
             # A second outage with changes made by someone else right after it.
-            restart_apiserver(cp, 0.5)
+            controlplane.restart_apiserver(cp, 0.5)
             merge_patch(api, f"{parents}/b", {"spec": {"configs": [{"v": "3"}]}})
             kube.wait_for(lambda: get(api, f"{cms}/b-0"), lambda c: c["data"] == {"v": "3"}, what="b-0 v=3")
             records = ctl.log_records()

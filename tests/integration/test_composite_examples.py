@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "policies" / "controllers"
 
 
-def install(api: client.ApiClient, example: str) -> None:
+def install(api: client.ApiClient, example: str) -> Path:
+    """Install the example's CRD; returns the example's directory (its definitions and policies)."""
     kube.install_crd(api, yaml.safe_load((EXAMPLES / example / "crd.yaml").read_text()))
+    return EXAMPLES / example
 
 
 def rfc3339(t: dt.datetime) -> str:
@@ -30,8 +32,7 @@ def test_temporary_access_rolebinding_exists_only_inside_its_window(
     cluster: Cluster, api: client.ApiClient, namespace: str
 ) -> None:
     """Definition (OPA v0 webhook URL) and v0-compatible policy used verbatim."""
-    install(api, "temporary_access")
-    example = EXAMPLES / "temporary_access"
+    example = install(api, "temporary_access")
     parents = f"/apis/access.example.com/v1/namespaces/{namespace}/temporaryaccesses"
     binding = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings/alice"
     with ControllerProcess.running(cluster.kubeconfig, example, namespace=namespace, extra=["--v0-compatible"]):
@@ -77,8 +78,7 @@ def test_temporary_access_rolebinding_exists_only_inside_its_window(
 def test_finalize_tears_children_down_in_order_then_releases_the_parent(
     cluster: Cluster, api: client.ApiClient, namespace: str
 ) -> None:
-    install(api, "config_bundle")
-    example = EXAMPLES / "config_bundle"
+    example = install(api, "config_bundle")
     parents = f"/apis/example.com/v1/namespaces/{namespace}/configbundles"
     cms = f"/api/v1/namespaces/{namespace}/configmaps"
     with ControllerProcess.running(cluster.kubeconfig, example, namespace=namespace):

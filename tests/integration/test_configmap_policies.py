@@ -8,6 +8,7 @@ import json
 import threading
 from pathlib import Path
 
+import httpx
 import kube
 from kube import Cluster, create, get, merge_patch
 from kubernetes import client
@@ -36,14 +37,45 @@ def status(api: client.ApiClient, path: str) -> dict:
     return json.loads((get(api, path)["metadata"].get("annotations") or {}).get(STATUS_ANNOTATION, "{}"))
 
 
-def test_configmap_policies_are_served_and_report_their_status(
-    cluster: Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
-) -> None:
+def labelled_configmaps(api: client.ApiClient, namespace: str) -> str:
+    """kube-mgmt's data ConfigMap (`settings`: the banned image suffix) and policy ConfigMap (`images`) in
+    `namespace`; returns their collection's path."""
     cms = f"/api/v1/namespaces/{namespace}/configmaps"
     create(api, cms, {"metadata": {"name": "settings", "labels": {"openpolicyagent.org/data": "opa"}},
                       "data": {"s.json": json.dumps({"banned": ":latest"})}})  # fmt: skip
     create(api, cms, {"metadata": {"name": "images", "labels": {"openpolicyagent.org/policy": "rego"}},
                       "data": {"images.rego": POLICY.format(ns=namespace)}})  # fmt: skip
+    return cms
+
+
+def served_and_followed(api: client.ApiClient, cms: str, namespace: str, http: httpx.Client) -> None:
+    """The ConfigMaps decide (each reports ok); an edit of the data changes the decision; a broken policy
+    edit says where on its ConfigMap and the last good policy keeps deciding."""
+
+    def verdict(image: str) -> dict:
+        return http.post("/validate", json=review(pod(image))).json()["response"]
+
+    assert not verdict("nginx:latest")["allowed"]
+    assert "image nginx:latest is banned" in verdict("nginx:latest")["status"]["message"]
+    assert verdict("nginx:1.27")["allowed"]
+    assert status(api, f"{cms}/images") == {"status": "ok"}
+
+    merge_patch(api, f"{cms}/settings", {"data": {"s.json": json.dumps({"banned": ":1.27"})}})
+    kube.wait_for(lambda: verdict("nginx:1.27")["allowed"], lambda a: a is False, what="the new data")
+
+    merge_patch(api, f"{cms}/images", {"data": {"images.rego": "package kubernetes.admission\n\ndeny := \n"}})
+    broken = kube.wait_for(
+        lambda: status(api, f"{cms}/images"), lambda s: s.get("status") == "error", what="the error status"
+    )
+    assert f"configmap/{namespace}/images/images.rego:4:1" in broken["error"]
+    assert not verdict("nginx:1.27")["allowed"]
+    assert status(api, f"{cms}/settings") == {"status": "ok"}
+
+
+def test_configmap_policies_are_served_and_report_their_status(
+    cluster: Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    cms = labelled_configmaps(api, namespace)
     out = tmp_path / "policies"
     sync = ConfigMapSync(KubeClient(cluster.kubeconfig), out, [namespace])
     sync.start()
@@ -55,26 +87,7 @@ def test_configmap_policies_are_served_and_report_their_status(
             kube.wait_for(lambda n=name: status(api, f"{cms}/{n}"), lambda s: s == {"status": "ok"}, what=name)
         (tmp_path / "server").mkdir()
         with admission_server(out, tmp_path / "server") as server, server.client() as http:
-
-            def verdict(image: str) -> dict:
-                return http.post("/validate", json=review(pod(image))).json()["response"]
-
-            assert not verdict("nginx:latest")["allowed"]
-            assert "image nginx:latest is banned" in verdict("nginx:latest")["status"]["message"]
-            assert verdict("nginx:1.27")["allowed"]
-
-            # the data ConfigMap changes the decision
-            merge_patch(api, f"{cms}/settings", {"data": {"s.json": json.dumps({"banned": ":1.27"})}})
-            kube.wait_for(lambda: verdict("nginx:1.27")["allowed"], lambda a: a is False, what="the new data")
-
-            # a broken edit: the annotation says where, the last good policy keeps deciding
-            merge_patch(api, f"{cms}/images", {"data": {"images.rego": "package kubernetes.admission\n\ndeny := \n"}})
-            broken = kube.wait_for(
-                lambda: status(api, f"{cms}/images"), lambda s: s.get("status") == "error", what="the error status"
-            )
-            assert f"configmap/{namespace}/images/images.rego:4:1" in broken["error"]
-            assert not verdict("nginx:1.27")["allowed"]
-            assert status(api, f"{cms}/settings") == {"status": "ok"}
+            served_and_followed(api, cms, namespace, http)
     finally:
         stop.set()
         runner.join(5)
@@ -87,27 +100,7 @@ def test_the_admission_server_follows_configmaps_itself_with_policy_namespaces(
     """`regokite admission --policy-namespaces NS`, no --policies and no `regokite configmaps` beside it:
     the ConfigMaps already there decide from the first review; an edit is followed; a broken one keeps
     the last good policy and says where on the ConfigMap."""
-    cms = f"/api/v1/namespaces/{namespace}/configmaps"
-    create(api, cms, {"metadata": {"name": "settings", "labels": {"openpolicyagent.org/data": "opa"}},
-                      "data": {"s.json": json.dumps({"banned": ":latest"})}})  # fmt: skip
-    create(api, cms, {"metadata": {"name": "images", "labels": {"openpolicyagent.org/policy": "rego"}},
-                      "data": {"images.rego": POLICY.format(ns=namespace)}})  # fmt: skip
+    cms = labelled_configmaps(api, namespace)
     args = ("--policy-namespaces", namespace, "--kubeconfig", str(cluster.kubeconfig))
     with admission_server([], tmp_path, *args) as server, server.client() as http:
-
-        def verdict(image: str) -> dict:
-            return http.post("/validate", json=review(pod(image))).json()["response"]
-
-        assert "image nginx:latest is banned" in verdict("nginx:latest")["status"]["message"]
-        assert verdict("nginx:1.27")["allowed"]
-        assert status(api, f"{cms}/images") == {"status": "ok"}
-
-        merge_patch(api, f"{cms}/settings", {"data": {"s.json": json.dumps({"banned": ":1.27"})}})
-        kube.wait_for(lambda: verdict("nginx:1.27")["allowed"], lambda a: a is False, what="the new data")
-
-        merge_patch(api, f"{cms}/images", {"data": {"images.rego": "package kubernetes.admission\n\ndeny := \n"}})
-        broken = kube.wait_for(
-            lambda: status(api, f"{cms}/images"), lambda s: s.get("status") == "error", what="the error status"
-        )
-        assert f"configmap/{namespace}/images/images.rego:4:1" in broken["error"]
-        assert not verdict("nginx:1.27")["allowed"]
+        served_and_followed(api, cms, namespace, http)

@@ -10,7 +10,6 @@ template's constraint CRD, with every constraint of its kind, and admission then
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import threading
 from collections.abc import Iterator
@@ -19,20 +18,17 @@ from pathlib import Path
 import kube
 import pytest
 import yaml
-from kube import create, delete, get
+from kube import delete, get
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from test_gatekeeper_constraints import FIXTURES, SELECT, constraint, kubectl, namespace
 
-from regokite.admission.policies import load_policy_set
 from regokite.gatekeeper.crds import constraint_crd_name, template_crd
 from regokite.kube.client import KubeClient
-from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
 from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync
 from tests.admission.server import admission_server
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 CONSTRAINTS = "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels"
 TEMPLATE = FIXTURES / "library/requiredlabels/template.yaml"
 
@@ -70,14 +66,7 @@ def test_a_broken_template_edit_keeps_its_constraints_enforcing(
 
     (tmp_path / "server").mkdir()
     with admission_server(running.out, tmp_path / "server") as server:
-        policy_set = load_policy_set([str(running.out)])
-        ca = base64.b64encode(server.ca.read_bytes()).decode()
-        target = WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca)
-        (config,) = webhook_configurations(list(policy_set.policies), target)
-        policy_set.close()
-        for hook in config["webhooks"]:
-            hook["objectSelector"] = {"matchLabels": {SELECT: label}}  # only this test's namespaces
-        create(api, VALIDATING, config)
+        webhooks = kube.register_policy_webhooks(api, running.out, server, {SELECT: label})  # this test's namespaces
         refused = f'[{name}] you must provide labels: {{"owner"}}'
 
         def unlabelled_refused() -> None:
@@ -132,7 +121,7 @@ def test_a_broken_template_edit_keeps_its_constraints_enforcing(
             )
             unlabelled_refused()
         finally:
-            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+            delete(api, webhooks)
             for ns in client.CoreV1Api(api).list_namespace(label_selector=f"{SELECT}={label}").items:
                 with contextlib.suppress(ApiException):
                     delete(api, f"/api/v1/namespaces/{ns.metadata.name}")

@@ -9,7 +9,6 @@ status; deleting a template removes its CRD and its constraints stop.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -28,7 +27,6 @@ from kubernetes.client.rest import ApiException
 from regokite.admission.policies import load_policy_set
 from regokite.gatekeeper.crds import constraint_crd_name, template_crd
 from regokite.kube.client import KubeClient
-from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
 from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync
 from tests.admission.reviews import review
 from tests.admission.server import admission_server
@@ -36,7 +34,6 @@ from tests.admission.server import admission_server
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "gatekeeper" / "fixtures"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 SELECT = "regokite.dev/gatekeeper-test"
 
 
@@ -103,16 +100,11 @@ def test_templates_and_constraints_applied_with_kubectl_are_enforced(
     sync.sync_once()
     policy_set = load_policy_set([str(sync.out)])
     assert [p.name for p in policy_set.policies] == [name]
+    policy_set.close()
 
     (tmp_path / "server").mkdir()
     with admission_server(sync.out, tmp_path / "server") as server:
-        ca = base64.b64encode(server.ca.read_bytes()).decode()
-        target = WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca)
-        (config,) = webhook_configurations(list(policy_set.policies), target)
-        policy_set.close()
-        for hook in config["webhooks"]:
-            hook["objectSelector"] = {"matchLabels": {SELECT: label}}  # only this test's namespaces
-        create(api, VALIDATING, config)
+        webhooks = kube.register_policy_webhooks(api, sync.out, server, {SELECT: label})  # this test's namespaces
         try:
             # deny: the API server refuses with Gatekeeper's message
             denied = kube.wait_for(
@@ -168,7 +160,7 @@ def test_templates_and_constraints_applied_with_kubectl_are_enforced(
                     what="the server to stop enforcing the constraint once its template is gone",
                 )
         finally:
-            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+            delete(api, webhooks)
             for ns in client.CoreV1Api(api).list_namespace(label_selector=f"{SELECT}={label}").items:
                 with contextlib.suppress(ApiException):
                     delete(api, f"/api/v1/namespaces/{ns.metadata.name}")
@@ -197,16 +189,7 @@ def test_unique_ingress_host_reads_what_a_gatekeeper_config_syncs(
     create(api, ingresses, ingress("first"))
     (tmp_path / "server").mkdir()
     with admission_server(policies, tmp_path / "server", "--kubeconfig", str(cluster.kubeconfig)) as server:
-        policy_set = load_policy_set([str(policies)])
-        ca = base64.b64encode(server.ca.read_bytes()).decode()
-        (config,) = webhook_configurations(
-            list(policy_set.policies),
-            WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca),
-        )
-        policy_set.close()
-        for hook in config["webhooks"]:
-            hook["objectSelector"] = {"matchLabels": {SELECT: namespace}}
-        create(api, VALIDATING, config)
+        webhooks = kube.register_policy_webhooks(api, policies, server, {SELECT: namespace})
         try:
 
             def second() -> object:
@@ -221,7 +204,7 @@ def test_unique_ingress_host_reads_what_a_gatekeeper_config_syncs(
                 second, lambda got: got[0] == 403 and refused in got[1], what="a duplicate host to be refused"
             )
         finally:
-            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+            delete(api, webhooks)
 
 
 def test_audit_writes_each_constraints_status_as_gatekeeper_does(

@@ -9,7 +9,6 @@ certificate; the Provider's status says it is active.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -17,12 +16,10 @@ import kube
 from kube import create, delete, get
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from test_gatekeeper_constraints import VALIDATING, kubectl
+from test_gatekeeper_constraints import kubectl
 
-from regokite.admission.policies import load_policy_set
 from regokite.gatekeeper.crds import provider_crd, template_crd
 from regokite.kube.client import KubeClient
-from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
 from regokite.sources.gatekeeper_objects import PROVIDERS, GatekeeperSync
 from tests.admission.server import admission_server
 from tests.gatekeeper.signature_provider import CONSTRAINT, SIGNED_PREFIX, TEMPLATE, SignatureProvider
@@ -68,16 +65,7 @@ def test_external_data_refuses_unsigned_images_and_fails_as_the_template_says_wh
         return "admitted"
 
     with admission_server(out, tmp_path / "server") as server:
-        policy_set = load_policy_set([str(out)])
-        ca = base64.b64encode(server.ca.read_bytes()).decode()
-        (config,) = webhook_configurations(
-            list(policy_set.policies),
-            WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca),
-        )
-        policy_set.close()
-        for hook in config["webhooks"]:
-            hook["objectSelector"] = {"matchLabels": {SELECT: namespace}}
-        create(api, VALIDATING, config)
+        webhooks = kube.register_policy_webhooks(api, out, server, {SELECT: namespace})
         try:
             # the provider is not running yet: the template's system_error violation refuses
             down = kube.wait_for(
@@ -99,6 +87,6 @@ def test_external_data_refuses_unsigned_images_and_fails_as_the_template_says_wh
             again = pod(f"{SIGNED_PREFIX}api:2")
             assert again[0] == 403 and "image signatures could not be checked" in again[1]
         finally:
-            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+            delete(api, webhooks)
             kubectl(cluster, "delete", "constrainttemplate", "k8ssignedimages", "--ignore-not-found")
             kubectl(cluster, "delete", "provider", "image-signatures", "--ignore-not-found")

@@ -10,7 +10,6 @@ mutator Gatekeeper would refuse says why in its status.byPod.
 
 from __future__ import annotations
 
-import base64
 import os
 import subprocess
 from collections.abc import Iterator
@@ -19,18 +18,16 @@ from pathlib import Path
 import kube
 import pytest
 import yaml
-from kube import create, delete, get
+from kube import delete, get
 from kubernetes import client
 
 from regokite.gatekeeper.crds import expansion_crd, mutator_crds, template_crd
 from regokite.kube.client import KubeClient
-from regokite.manifests.webhooks import WebhookTarget, catch_all_configuration
+from regokite.manifests.webhooks import catch_all_configuration
 from regokite.sources.gatekeeper_objects import GatekeeperSync
 from tests.admission.server import admission_server
 from tests.gatekeeper.upstream import gatekeeper_library
 
-MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 SELECT = "regokite.dev/gatekeeper-mutation-test"
 EXPANSION = """
 apiVersion: expansion.gatekeeper.sh/v1beta1
@@ -94,16 +91,14 @@ def test_mutators_and_expansion_applied_with_kubectl_are_served(
 
     (tmp_path / "server").mkdir()
     with admission_server(sync.out, tmp_path / "server") as server:
-        ca = base64.b64encode(server.ca.read_bytes()).decode()
-        target = WebhookTarget(kube.unique_name("rk"), "regokite-system", url=server.url, ca_bundle=ca)
-        configs = [catch_all_configuration(target, "mutate"), catch_all_configuration(target)]
-        assert configs[0]["webhooks"][0]["failurePolicy"] == "Ignore"
-        assert configs[0]["webhooks"][0]["reinvocationPolicy"] == "Never"
-        for config in configs:
-            for hook in config["webhooks"]:
-                hook["objectSelector"] = {"matchLabels": {SELECT: label}}  # only this test's objects
-        create(api, MUTATING, configs[0])
-        create(api, VALIDATING, configs[1])
+        target = kube.admission_target(server)
+        mutating = catch_all_configuration(target, "mutate")
+        assert mutating["webhooks"][0]["failurePolicy"] == "Ignore"
+        assert mutating["webhooks"][0]["reinvocationPolicy"] == "Never"
+        webhooks = [
+            kube.register_webhooks(api, kube.MUTATING, mutating, {SELECT: label}),  # only this test's objects
+            kube.register_webhooks(api, kube.VALIDATING, catch_all_configuration(target), {SELECT: label}),
+        ]
         pods = "/api/v1/namespaces/default/pods"
         try:
             pod = {
@@ -152,7 +147,7 @@ def test_mutators_and_expansion_applied_with_kubectl_are_served(
             status = get(api, "/apis/mutations.gatekeeper.sh/v1/assign/bad-location")["status"]["byPod"][0]
             assert status["enforced"] is False and "invalid spec.location" in status["errors"][0]["message"]
         finally:
-            delete(api, f"{MUTATING}/{configs[0]['metadata']['name']}")
-            delete(api, f"{VALIDATING}/{configs[1]['metadata']['name']}")
+            for path in webhooks:
+                delete(api, path)
             for item in get(api, pods, labelSelector=f"{SELECT}={label}")["items"]:
                 delete(api, f"{pods}/{item['metadata']['name']}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 from pathlib import Path
@@ -11,10 +10,10 @@ import kube
 from kube import create, delete
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from test_gatekeeper_constraints import FIXTURES, VALIDATING
+from test_gatekeeper_constraints import FIXTURES
 
 from regokite.gatekeeper.exempt import IGNORE_LABEL
-from regokite.manifests.webhooks import WebhookTarget, catch_all_configuration
+from regokite.manifests.webhooks import catch_all_configuration
 from tests.admission.server import admission_server
 
 SELECT = "regokite.dev/operations-test"
@@ -40,11 +39,8 @@ def test_an_exempt_namespace_flag_lets_that_namespace_carry_the_ignore_label_and
         return "admitted"
 
     with admission_server(policies, tmp_path / "server", "--exempt-namespace", exempt) as server:
-        ca = base64.b64encode(server.ca.read_bytes()).decode()
-        config = catch_all_configuration(WebhookTarget(label, "regokite-system", url=server.url, ca_bundle=ca))
-        for hook in config["webhooks"]:
-            hook["objectSelector"] = {"matchLabels": {SELECT: label}}  # only this test's namespaces
-        create(api, VALIDATING, config)
+        config = catch_all_configuration(kube.admission_target(server, label))
+        webhooks = kube.register_webhooks(api, kube.VALIDATING, config, {SELECT: label})  # this test's namespaces
         try:
             refused = kube.wait_for(
                 lambda: namespace(plain), lambda got: got != "admitted", what="the API server to call regokite"
@@ -54,7 +50,7 @@ def test_an_exempt_namespace_flag_lets_that_namespace_carry_the_ignore_label_and
             assert denied[0] == 403 and f"Only exempt namespace can have the {IGNORE_LABEL} label" in denied[1]
             assert namespace(exempt, IGNORE_LABEL) == "admitted"  # exempt: labelled, and then no constraint applies
         finally:
-            delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+            delete(api, webhooks)
             for name in (exempt, other, plain):
                 with contextlib.suppress(ApiException):
                     delete(api, f"/api/v1/namespaces/{name}")
@@ -162,11 +158,9 @@ def test_a_denial_and_an_audit_violation_each_log_and_record_gatekeepers_fields(
         with admission_server(
             policies, tmp_path / "server", "--log-denies", "--emit-admission-events", *flags
         ) as server:
-            ca = base64.b64encode(server.ca.read_bytes()).decode()
-            config = catch_all_configuration(WebhookTarget(label, "regokite-system", url=server.url, ca_bundle=ca))
+            config = catch_all_configuration(kube.admission_target(server, label))
             config["webhooks"] = config["webhooks"][:1]
-            config["webhooks"][0]["objectSelector"] = {"matchLabels": {SELECT: label}}
-            create(api, VALIDATING, config)
+            webhooks = kube.register_webhooks(api, kube.VALIDATING, config, {SELECT: label})
             try:
                 body = {"metadata": {"name": refused_name, "labels": {SELECT: label}}}
                 kube.wait_for(
@@ -179,7 +173,7 @@ def test_a_denial_and_an_audit_violation_each_log_and_record_gatekeepers_fields(
                     what="the --log-denies line",
                 )[0]
             finally:
-                delete(api, f"{VALIDATING}/{config['metadata']['name']}")
+                delete(api, webhooks)
         assert denied["msg"] == f"denied admission: {message}" and denied["process"] == "admission"
         assert {k: denied[k] for k in expected} == expected and denied["resource_name"] == refused_name
         # the AdmissionRequest's namespace, as Gatekeeper logs it: a Namespace's own name

@@ -68,7 +68,7 @@ def test_no_child_is_created_for_a_parent_deleted_while_its_cache_was_away(
     private_plane,  # the conftest's fixture
 ) -> None:
     cp = private_plane
-    cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
+    cluster = kube.Cluster.of(cp)
     with cluster.api_client() as api:
         crd = kube.install_crd(api, two_versions(yaml.safe_load((EXAMPLE / "crd.yaml").read_text())))
         crd_name = crd["metadata"]["name"]

@@ -26,7 +26,6 @@ from regokite.manifests import generate
 from tests.admission.server import RunningServer, admission_server
 
 ROOT = Path(__file__).resolve().parents[2]
-VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 RBAC_KINDS = {
     "ServiceAccount": "serviceaccounts",
     "ClusterRole": "clusterroles",
@@ -82,13 +81,13 @@ def regokite(
         kind, ingresses = "ValidatingWebhookConfiguration", ("networking.k8s.io", "ingresses")
         create(
             api,
-            VALIDATING,
+            kube.VALIDATING,
             kube.webhook_config(kind, name, f"{server.url}/validate", ca, namespace, resource=ingresses),
         )
         try:
             yield server
         finally:
-            delete(api, f"{VALIDATING}/{name}")
+            delete(api, f"{kube.VALIDATING}/{name}")
 
 
 def ingress(name: str, host: str) -> dict:

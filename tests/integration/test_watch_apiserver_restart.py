@@ -9,13 +9,12 @@ import kube
 from kube import create, get, merge_patch
 
 from tests.controllers.process import ControllerProcess
-from tests.integration.test_composite_apiserver_restart import restart_apiserver
 from tests.integration.test_watch_deployment_scaler import SCALER, counter, deployment
 
 
 def test_changes_made_while_the_watch_was_down_are_all_processed(private_plane: controlplane.ControlPlane) -> None:
     cp = private_plane
-    cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
+    cluster = kube.Cluster.of(cp)
     deployments = "/apis/apps/v1/namespaces/default/deployments"
     labels = {"enforce-max-replicas": "true"}
     with (
@@ -26,7 +25,7 @@ def test_changes_made_while_the_watch_was_down_are_all_processed(private_plane: 
         kube.wait_for(lambda: get(api, f"{deployments}/a"), lambda d: d["spec"]["replicas"] == 3, what="a at 3")
 
         # Down, history compacted while down, up; then changes right away, before the watch is back.
-        restart_apiserver(cp, 1.0, while_down=lambda: kube.compact_etcd(cp.etcd_url))
+        controlplane.restart_apiserver(cp, 1.0, while_down=lambda: kube.compact_etcd(cp.etcd_url))
         merge_patch(api, f"{deployments}/a", {"spec": {"replicas": 7}})
         create(api, deployments, deployment("default", "b", 10, labels))
         create(api, deployments, deployment("default", "gone", 10, labels))
@@ -35,7 +34,7 @@ def test_changes_made_while_the_watch_was_down_are_all_processed(private_plane: 
 
         # A second outage; a deletion and a scale-up made by someone else just after it.
         deleted_before = counter(ctl.metrics(), "regokite_watch_events_total", event="DELETED")
-        restart_apiserver(cp, 0.5, while_down=lambda: kube.compact_etcd(cp.etcd_url))
+        controlplane.restart_apiserver(cp, 0.5, while_down=lambda: kube.compact_etcd(cp.etcd_url))
         kube.delete(api, f"{deployments}/gone")
         merge_patch(api, f"{deployments}/b", {"spec": {"replicas": 6}})
         kube.wait_for(lambda: get(api, f"{deployments}/b"), lambda d: d["spec"]["replicas"] == 3, what="b at 3 again")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, type_name
+from regokite.engine.extensions.common import BuiltinError, int_operand, type_name
 
 
 def flatten(array: Any) -> list[Any]:
@@ -18,20 +18,10 @@ def flatten(array: Any) -> list[Any]:
     return [item for element in array for item in (element if isinstance(element, list) else [element])]
 
 
-def _index(value: Any, position: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BuiltinError(f"array.slice: operand {position} must be number but got {type_name(value)}")
-    if isinstance(value, float):
-        raise BuiltinError(f"array.slice: operand {position} must be integer number but got floating-point number")
-    if not -(2**63) <= value < 2**63:  # OPA's IntOperand: a Go int
-        raise BuiltinError(f"array.slice: operand {position} must be integer number but got floating-point number")
-    return value
-
-
 def array_slice(array: Any, start: Any, stop: Any) -> list[Any]:
     if not isinstance(array, list):
         raise BuiltinError(f"array.slice: operand 1 must be array but got {type_name(array)}")
-    first, last = _index(start, 2), _index(stop, 3)
+    first, last = int_operand("array.slice", start, 2), int_operand("array.slice", stop, 3)
     last = min(max(last, 0), len(array))
     first = min(max(first, 0), last)
     return array[first:last]

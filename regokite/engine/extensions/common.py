@@ -38,6 +38,15 @@ def string_operand(name: str, value: Any, position: int) -> str:
     return value
 
 
+def int_operand(name: str, value: Any, position: int) -> int:
+    """OPA's IntOperand: an integer number that fits a Go int (a float, even 2.0, is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BuiltinError(f"{name}: operand {position} must be number but got {type_name(value)}")
+    if isinstance(value, float) or not -(2**63) <= value < 2**63:
+        raise BuiltinError(f"{name}: operand {position} must be integer number but got floating-point number")
+    return value
+
+
 def object_operand(name: str, value: Any, position: int) -> dict[Any, Any]:
     if not isinstance(value, dict):
         raise BuiltinError(f"{name}: operand {position} must be object but got {type_name(value)}")

@@ -15,22 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, base64_std_decode, string_operand, type_name
-
-
-def _integer(value: Any, position: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BuiltinError(f"substring: operand {position} must be number but got {type_name(value)}")
-    if isinstance(value, float):
-        raise BuiltinError(f"substring: operand {position} must be integer number but got floating-point number")
-    if not -(2**63) <= value < 2**63:  # OPA's IntOperand: a Go int
-        raise BuiltinError(f"substring: operand {position} must be integer number but got floating-point number")
-    return value
+from regokite.engine.extensions.common import (
+    BuiltinError,
+    base64_std_decode,
+    int_operand,
+    string_operand,
+)
 
 
 def substring(value: Any, offset: Any, length: Any) -> str:
     text = string_operand("substring", value, 1)
-    start, count = _integer(offset, 2), _integer(length, 3)
+    start, count = int_operand("substring", offset, 2), int_operand("substring", length, 3)
     if start < 0:
         raise BuiltinError("substring: negative offset")
     if start >= len(text):
