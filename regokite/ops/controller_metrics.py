@@ -73,6 +73,12 @@ shard_handovers = Counter(
     "Objects that came to this replica (in) or went to another (out) at view changes (--shards).",
     ["direction"],
 )
+stale_retries = Counter(
+    "regokite_controller_stale_retries_total",
+    "Syncs whose status write met a newer version of the object than the cache held (409): run again at once"
+    " on the object read afresh (retried), or not, since it was gone or replaced (gone).",
+    ["controller", "result"],
+)
 parent_confirmations = Counter(
     "regokite_controller_parent_confirmations_total",
     "Objects confirmed with a GET before children were created for them, because a cache read had missed"

@@ -8,7 +8,10 @@ children (a decorator's labels).
 
 One conflict policy: a 409 means the object changed since it was read (or a
 write raced another); the sync is retried with backoff and no Event is
-recorded. Any other API error and every hook error become a Warning Event on
+recorded. The common one, the hook's status refused because the cache's
+object predates a write of ours its watch has not brought yet, is retried
+once at once on the object read afresh (hook included, as on a new sync).
+Any other API error and every hook error become a Warning Event on
 the object, and are retried too; once an object's sync has failed
 `failing.REPEATED` times in a row, its status also gets the condition
 `regokite.dev/SyncFailing` (`regokite.controllers.failing`: the hook never
@@ -164,7 +167,13 @@ class SyncReconciler:
                 self._failing.pop((namespace, name), None)
             return Result()  # deleted: the garbage collector removes the children
         try:
-            plan, obj = self._sync(obj)
+            try:
+                plan, obj = self._sync(obj)
+            except _StaleObject:
+                fresh = self._read_again(obj)
+                if fresh is None:
+                    return Result()  # gone or replaced since: its own events bring what follows
+                plan, obj = self._sync(fresh, again=True)
         except _FailedOn as failed:
             exc, obj = failed.error, failed.obj
             if isinstance(exc, HookError):
@@ -183,9 +192,10 @@ class SyncReconciler:
             log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
         return Result(requeue_after=plan.resync_after_seconds)
 
-    def _sync(self, obj: dict[str, Any]) -> tuple[sync.SyncPlan | None, dict[str, Any]]:
+    def _sync(self, obj: dict[str, Any], again: bool = False) -> tuple[sync.SyncPlan | None, dict[str, Any]]:
         """One sync of `obj`: the plan carried out (None: nothing to do) and the object as last written.
-        A hook or API error comes wrapped with the object as last written (`_FailedOn`)."""
+        A hook or API error comes wrapped with the object as last written (`_FailedOn`); the status
+        refused as of a stale `obj` raises `_StaleObject` unless this is the sync `again`."""
         d = self.definition
         start = sync.begin(obj, d.finalizer, finalize_hook=self.finalize_hook is not None, selected=self.selects(obj))
         try:
@@ -230,7 +240,12 @@ class SyncReconciler:
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
             if plan.status is not None:
-                obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name, as_read=True)
+                try:
+                    obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name, as_read=True)
+                except ApiError as exc:
+                    if exc.status == 409 and not again:
+                        raise _StaleObject from exc
+                    raise
             obj = self._recovered(obj, response)
             self.actuator.finish(
                 self.type, obj, plan.events, finalizer=d.finalizer, release=plan.release, controller=d.name
@@ -238,6 +253,15 @@ class SyncReconciler:
         except (HookError, ApiError) as exc:
             raise _FailedOn(exc, obj) from exc
         return plan, obj
+
+    def _read_again(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """`obj` as the API server has it now (not the cache), for the sync's one immediate retry after
+        its status write met a newer version; None when it is gone or is another object by that name."""
+        meta = obj["metadata"]
+        fresh = self.actuator.read(self.type, meta.get("namespace"), meta["name"])
+        same = fresh is not None and fresh["metadata"].get("uid") == meta.get("uid")
+        metrics.stale_retries.labels(self.name, "retried" if same else "gone").inc()
+        return fresh if same else None
 
     # -- a sync that keeps failing says so in the status (regokite.controllers.failing)
 
@@ -301,6 +325,10 @@ class _Failing:
 
     count: int = 0
     written_at: float = -math.inf
+
+
+class _StaleObject(Exception):
+    """The status write met a newer version of the object than the sync read (409 on its precondition)."""
 
 
 class _FailedOn(Exception):

@@ -178,6 +178,32 @@ def test_conflicts_are_retried_quietly_other_errors_and_bad_hooks_are_reported()
     assert kube.events[-1]["reason"] == "InvalidHookOutput"
 
 
+def test_a_status_refused_as_of_a_stale_cache_is_written_at_once_on_the_object_read_again() -> None:
+    """The sync a child's event brings before the watch delivered the previous sync's status: its status
+    meets a newer version (409) and the sync runs again at once, hook included, on a fresh GET."""
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    relist(runner.manager)
+    runner.reconcile("ns", "p")  # creates the child; status: no children observed yet
+    assert kube.stored(f"{THINGS}/p")["status"]["configMaps"] == 0
+    for inf in runner.children.values():
+        inf._relist()  # the child's event is in, the parent's status event not yet
+    gets = sum(1 for m, path in kube.calls if (m, path) == ("GET", f"{THINGS}/p"))
+    assert runner.reconcile("ns", "p") == Result()
+    assert kube.stored(f"{THINGS}/p")["status"]["configMaps"] == 1
+    assert sum(1 for m, path in kube.calls if (m, path) == ("GET", f"{THINGS}/p")) == gets + 1
+    assert kube.events == []
+
+    kube.patch(f"{THINGS}/p/status", {"status": {"configMaps": 7}})  # someone else's status: ours again
+    relist(runner.manager)
+    kube.fail("PATCH", f"{THINGS}/p/status", 409)
+    kube.fail("PATCH", f"{THINGS}/p/status", 409)  # the object read again changed again: the backoff's
+    with pytest.raises(ApiError, match="409"):
+        runner.reconcile("ns", "p")
+    assert kube.events == []
+
+
 def decorator_runner(kube: FakeKube, engine: ScriptedEngine) -> DecoratorRunner:
     definition = DecoratorController(
         name="tagger",
