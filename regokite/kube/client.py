@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import urllib3
 from kubernetes import client, config
@@ -187,18 +187,22 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = 30,
     ) -> Any:
+        """One request straight through the client's configured connection pool (its TLS, proxy and
+        retries) with the configuration's credentials: the generated client's own request path
+        (sanitising, parameter tuples, content-type dispatch) cost a third of a controller's CPU."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        if body is not None and "json" not in content_type and not isinstance(body, str | bytes):
-            body = json.dumps(body)  # the client JSON-encodes bodies of JSON content types itself
-        serialized = self.api.param_serialize(
-            method,
-            path,
-            query_params=params,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        return self.api.call_api(*serialized, _request_timeout=timeout)
+        url = self.host + path + ("?" + urlencode(params) if params else "")
+        headers = {**self.api.default_headers, "Accept": "application/json", "Content-Type": content_type}
+        for auth in self.api.configuration.auth_settings().values():  # renews expiring credentials first
+            headers[auth["key"]] = auth["value"]
+        if body is not None and not isinstance(body, str | bytes):
+            body = json.dumps(body)
+        if isinstance(timeout, tuple):
+            limit = urllib3.Timeout(connect=timeout[0], read=timeout[1])
+        else:
+            limit = urllib3.Timeout(total=timeout)
+        pool = self.api.rest_client.pool_manager
+        return pool.urlopen(method, url, body=body, headers=headers, timeout=limit, preload_content=False)
 
     def request(
         self,
@@ -246,7 +250,7 @@ class KubeClient:
         if resp.status != 200:
             data = resp.read()
             raise ApiError(resp.status, resp.reason or "", _json(data), f"WATCH {path}")
-        return WatchStream(resp.response)
+        return WatchStream(resp)
 
 
 class WatchStream:
