@@ -16,7 +16,8 @@ API server's own floor in the same run.
    create until every parent's status reports 3 children (seen through a
    watch; the children are counted after).
 3. Reaction latency: patch one parent's spec, time until its three children
-   show the new value (seen through a watch), p50/p99.
+   show the new value (seen through a watch), p50/p99; 0.2 s between
+   samples, so that each is one reaction, not also the last one's tail.
 4. CPU seconds of every process during each phase (API server, etcd,
    controller-manager, this bench, the controller with its hook processes),
    the controller's resident memory (VmRSS / VmHWM) and its hook processes'.
@@ -74,6 +75,7 @@ status := {"configMaps": count(input.children["ConfigMap.v1"]), "burn": burn}
 burn := count([x | some x in numbers.range(1, 5000); x % 7 == 0])
 """
 
+SETTLE = 0.2  # seconds between reaction samples: each is a reaction alone, not the previous one's tail (its status)
 THREADS = 8  # the bench's threads creating parents (a user's creates), for every implementation alike
 
 
@@ -184,6 +186,7 @@ def reaction_latency(api, ns: str, n: int, samples: int, direct: bool = False) -
     time.sleep(0.5)
     latencies = []
     for s in range(samples):
+        time.sleep(SETTLE)
         i, value = s % n, f"s{s}"
         t0 = time.perf_counter()
         if direct:
