@@ -28,6 +28,8 @@ from regokite.kube.client import JSON_PATCH, KubeClient
 THREADS = (1, 2, 4, 8, 16, 32)
 MODES = ("sequential", "pipelined")
 WRITES_PER_PARENT = 5  # create, three children, status
+# Metacontroller's contract writes the hook's status on the sync that creates the children too (none
+# observed yet), so a conforming controller makes one more write per parent than the job itself needs
 FANOUTS = "/apis/example.com/v1/namespaces/{ns}/fanouts"
 
 
@@ -37,10 +39,15 @@ class FloorRun:
     mode: str
     parents: int
     seconds: float
+    statuses: int = 1  # status writes per parent
+
+    @property
+    def writes(self) -> int:
+        return (WRITES_PER_PARENT - 1 + self.statuses) * self.parents
 
     @property
     def rate(self) -> float:
-        return WRITES_PER_PARENT * self.parents / self.seconds
+        return self.writes / self.seconds
 
     def describe(self) -> str:
         return f"{self.threads:2d} threads, {self.mode:<10}"
@@ -68,13 +75,18 @@ def _child(ns: str, name: str, owner: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"value": "v0"}}
 
 
-def write_job(kubeconfig: str, ns: str, n: int, threads: int, mode: str) -> FloorRun:
-    """The job's writes for n parents in namespace `ns` (which must exist), timed."""
+def write_job(kubeconfig: str, ns: str, n: int, threads: int, mode: str, statuses: int = 1) -> FloorRun:
+    """The job's writes for n parents in namespace `ns` (which must exist), timed; `statuses=2` first
+    writes the status of no children, as the contract's creating sync does."""
     client = KubeClient(kubeconfig, pool_size=threads + 2)
     parents = FANOUTS.format(ns=ns)
     pool = ThreadPoolExecutor(threads)
     later: list[Future[Any]] = []
     lock = threading.Lock()
+
+    def set_status(path: str, counts: list[int]) -> None:
+        for count in counts:
+            client.patch(path, [{"op": "add", "path": "/status", "value": {"configMaps": count}}], JSON_PATCH)
 
     def one(i: int) -> None:
         created = client.request("POST", parents, parent(ns, f"p{i}"))
@@ -83,8 +95,7 @@ def write_job(kubeconfig: str, ns: str, n: int, threads: int, mode: str) -> Floo
             name = f"p{i}-{c}"
             body = _child(ns, name, created)
             writes.append(partial(client.apply, f"/api/v1/namespaces/{ns}/configmaps/{name}", body, "bench"))
-        status = [{"op": "add", "path": "/status", "value": {"configMaps": 3}}]
-        writes.append(partial(client.patch, f"{parents}/p{i}/status", status, JSON_PATCH))
+        writes.append(partial(set_status, f"{parents}/p{i}/status", [0, 3][-statuses:]))
         if mode == "sequential":
             for write in writes:
                 write()
@@ -100,7 +111,7 @@ def write_job(kubeconfig: str, ns: str, n: int, threads: int, mode: str) -> Floo
             rest = list(later)
         for f in rest:
             f.result()
-        return FloorRun(threads, mode, n, time.perf_counter() - t0)
+        return FloorRun(threads, mode, n, time.perf_counter() - t0, statuses)
     finally:
         pool.shutdown()
         client.close()

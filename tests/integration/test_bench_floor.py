@@ -1,5 +1,6 @@
 """bench.api_floor, the anchor of bench.controller_converge's ratios, makes exactly the Fanout job's
-writes in either mode: every parent, its three owned ConfigMaps and its status."""
+writes in either mode: every parent, its three owned ConfigMaps and its status (written last when the
+contract's first status, of no children, comes before it)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from kubernetes import client
 from bench import api_floor
 
 
-@pytest.mark.parametrize("mode", api_floor.MODES)
-def test_the_floor_writes_the_whole_job(cluster: kube.Cluster, api: client.ApiClient, namespace: str, mode: str):
+@pytest.mark.parametrize(("mode", "statuses"), [("sequential", 1), ("pipelined", 1), ("pipelined", 2)])
+def test_the_floor_writes_the_whole_job(
+    cluster: kube.Cluster, api: client.ApiClient, namespace: str, mode: str, statuses: int
+) -> None:
     kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))
-    run = api_floor.write_job(str(cluster.kubeconfig), namespace, 4, threads=3, mode=mode)
-    assert (run.parents, run.threads, run.mode) == (4, 3, mode) and run.seconds > 0
+    run = api_floor.write_job(str(cluster.kubeconfig), namespace, 4, threads=3, mode=mode, statuses=statuses)
+    assert (run.parents, run.threads, run.mode, run.writes) == (4, 3, mode, 4 * (4 + statuses)) and run.seconds > 0
 
     parents = kube.get(api, api_floor.FANOUTS.format(ns=namespace))["items"]
     assert sorted(p["metadata"]["name"] for p in parents) == ["p0", "p1", "p2", "p3"]
