@@ -110,23 +110,8 @@ def create_many(cluster: kube.Cluster, path: str, objects: list[dict], threads: 
 
 
 def api_requests(cluster: kube.Cluster, resource: str) -> dict[str, float]:
-    """The API server's own count of LIST requests on `resource` so far, and of its open WATCHes."""
-    text = httpx.get(
-        f"{cluster.server}/metrics",
-        headers={"Authorization": f"Bearer {cluster.token}"},
-        verify=ssl.create_default_context(cafile=str(cluster.ca_file)),
-        timeout=30,
-    ).text
-    found = {"LIST": 0.0, "WATCH": 0.0}
-    for line in text.splitlines():
-        if f'resource="{resource}"' not in line or line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0]
-        if name == "apiserver_request_total" and 'verb="LIST"' in line:
-            found["LIST"] += float(line.rsplit(" ", 1)[1])
-        elif name == "apiserver_longrunning_gauge" and 'verb="WATCH"' in line:
-            found["WATCH"] += float(line.rsplit(" ", 1)[1])
-    return found
+    assert cluster.token and cluster.ca_file
+    return kube.list_and_watch_requests(cluster.server, cluster.token, cluster.ca_file, resource)
 
 
 def referring_review(name: str) -> dict:
@@ -171,19 +156,38 @@ def process_tree_rss(pid: int) -> dict[int, tuple[int, int]]:
     return found
 
 
-def replicated_line_count(log: Path) -> int:
-    return sum('"msg": "replicated"' in line for line in log.read_text(errors="replace").splitlines())
+def replicas_held(log: Path, code: Path) -> int:
+    """Workers holding the replica: each logs `replica received` once it has it (before the feeder,
+    each worker listed for itself and logged `replicated`)."""
+    feeds = (code / "regokite" / "kube" / "replica_feed.py").exists()
+    marker = '"msg": "replica received"' if feeds else '"msg": "replicated"'
+    return sum(marker in line for line in log.read_text(errors="replace").splitlines())
 
 
-def flat_memory(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, workers: int, n: int) -> dict:
+@contextlib.contextmanager
+def running_code(code: Path):
+    """Admission servers started meanwhile run the regokite package under `code` (the cwd is not on sys.path)."""
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ.update(PYTHONPATH=str(code), PYTHONSAFEPATH="1")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+def flat_memory(
+    cluster: kube.Cluster, plain: list[Path], refs: Path, home: Path, workers: int, code: Path = ROOT
+) -> dict:
     """A replicating server with `workers` workers: time until all hold the objects, RSS, list+watch requests."""
     before = api_requests(cluster, "configmaps")
-    home = tmpdir / f"w{workers}"
     home.mkdir()
     started = time.perf_counter()
     args = ("--workers", str(workers), "--worker-memory-limit", "0", "--reload-interval", "1")
-    with admission_server([*plain, refs], home, *args, ready_timeout=1800) as server:
-        while replicated_line_count(server.log) < workers:
+    with running_code(code), admission_server([*plain, refs], home, *args, ready_timeout=1800) as server:
+        while replicas_held(server.log, code) < workers:
+            if server.process.poll() is not None:
+                raise RuntimeError(f"admission server exited:\n{server.logs()[-3000:]}")
             time.sleep(0.2)
         ready = time.perf_counter() - started
         time.sleep(2)  # watches open, allocations settle
@@ -193,6 +197,7 @@ def flat_memory(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Pa
         memory = process_tree_rss(server.process.pid)
     supervisor = memory.pop(server.process.pid)
     return {
+        "code": "baseline" if code != ROOT else "this",
         "workers": workers,
         "objects": objects,
         "ready": ready,
@@ -206,13 +211,13 @@ def flat_memory(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Pa
 
 def print_memory(rows: list[dict]) -> None:
     print("\nflat memory: replicated ConfigMaps in the admission server (RSS MiB, peak in brackets)")
-    print(" workers  objects  ready s  supervisor  each worker              total  lists  watches (configmaps)")
+    print(" code      workers  objects  ready s  supervisor  children (workers, feeder)  total  LIST requests  watches")
     for row in rows:
         each = ", ".join(f"{now} ({peak})" for now, peak in row["workers_rss"])
         sup = f"{row['supervisor'][0]} ({row['supervisor'][1]})"
         print(
-            f" {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  {each:23s}"
-            f"  {row['total']:5d}  {row['lists']:5.0f}  {row['watches']:7.0f}"
+            f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  {each:26s}"
+            f"  {row['total']:5d}  {row['lists']:13.0f}  {row['watches']:7.0f}"
         )
 
 
@@ -265,6 +270,11 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--create-threads", type=int, default=16)
     ap.add_argument("--skip-latency", action="store_true", help="leave out steps 2-4")
+    ap.add_argument(
+        "--baseline-root",
+        type=Path,
+        help="also run step 5 with the regokite package under this directory (e.g. `git archive` of an older commit)",
+    )
     args = ap.parse_args()
     n = args.objects
     print(f"load average at start: {os.getloadavg()}")
@@ -286,7 +296,11 @@ def main() -> int:
             (refs / "configmap_refs.rego").write_text(REFS)
             if not args.skip_latency:
                 latency(cluster, plain, refs, tmpdir, args)
-            rows = [flat_memory(cluster, plain, refs, tmpdir, w, n) for w in args.workers]
+            rows = []
+            for code in [c for c in (args.baseline_root, ROOT) if c is not None]:
+                for w in args.workers:
+                    rows.append(flat_memory(cluster, plain, refs, tmpdir / f"{code.name}-w{w}", w, code))
+                    print_memory(rows[-1:])
             print_memory(rows)
             audited = tmpdir / "audited"
             audited.mkdir()
