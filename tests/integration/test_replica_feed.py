@@ -47,7 +47,7 @@ def test_workers_mirror_one_watch_and_a_replacement_worker_takes_the_feeders_cop
     private_plane, tmp_path: Path
 ) -> None:
     cp = private_plane
-    cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token)
+    cluster = kube.Cluster.of(cp)
     with cluster.api_client() as api:
         kube.create(api, "/api/v1/namespaces", {"metadata": {"name": "team"}})
         kube.create(api, "/api/v1/namespaces/team/configmaps", {"metadata": {"name": "settings"}, "data": {}})
