@@ -1,26 +1,43 @@
 """HTTPS load against `regokite admission` /validate, beside raw evaluation in the same run.
 
-    python -m bench.admission_load [--rate 500] [--seconds 10] [--workers 1 2]
+    python -m bench.admission_load [--seconds 10] [--workers 1 2] [--profile-seconds 10]
 
-For each worker count it starts a real server on loopback with the
-policies/ directory, then runs
-  * an open-loop phase: requests sent on a fixed schedule at --rate req/s,
-    latency measured from each request's scheduled start (so a stalled
-    server cannot hide queueing), and
-  * a closed-loop phase: --connections clients sending back to back, for
-    the maximum throughput,
-and prints req/s, p50 and p99 beside the in-process cost of the same
-decision (raw engine evaluation of every policy), and their ratio.
-The load generator shares the machine's two cores with the server.
+Reports, all as ratios within the run:
+
+1. the raw decision: `decide` in process on the sample review (parse and
+   guard of the input included, as the server pays them);
+2. one worker's saturation: closed-loop throughput with --connections
+   clients sending back to back;
+3. latency at half that rate: an open loop (requests sent on a fixed
+   schedule, latency measured from each request's scheduled start, so a
+   stalled server cannot hide queueing), p50 as a ratio to the raw p50;
+4. the closed loop again for each --workers count, as a ratio to one
+   worker's, beside the CPU each side spent: the load generator (this
+   process, `getrusage`) shares the machine's two cores with the workers, so
+   throughput per worker-CPU-second says how well the workers scale apart
+   from the cores the load generator and other processes took;
+5. where one worker's CPU goes per request (`--profile-seconds`, 0 for
+   none): py-spy samples the worker (native frames included, for TLS) during
+   a closed loop, each sample is put in one step (TLS, HTTP parsing, JSON
+   decode/encode, guard, evaluation, logging, metrics, ASGI routing, event
+   loop), and a step's share of the samples times the worker's CPU per
+   request is its cost.
+
+`--rate R` fixes the open loop's rate instead of half the measured saturation.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import resource
 import ssl
+import subprocess
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import fmt, percentiles, sample_body, standalone_policies
@@ -135,19 +152,159 @@ async def closed_loop(
     return len(latencies) / elapsed, percentiles(latencies)
 
 
+def cpu_seconds(pids: set[int]) -> float:
+    """User + system CPU seconds the processes have used so far (from /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class Throughput:
+    """A closed loop's rate and the CPU each side spent on it."""
+
+    rate: float
+    latency: dict[str, float]
+    requests: int
+    worker_cpu: float  # seconds, all workers
+    loadgen_cpu: float  # seconds, this process
+    elapsed: float
+
+    def per_request(self, seconds: float) -> float:
+        return seconds / self.requests * 1000  # ms
+
+    def describe(self) -> str:
+        return (
+            f"  throughput {self.rate:7.1f} req/s   latency {fmt(self.latency)}\n"
+            f"  CPU per request: workers {self.per_request(self.worker_cpu):.3f} ms, "
+            f"load generator {self.per_request(self.loadgen_cpu):.3f} ms; cores busy: workers "
+            f"{self.worker_cpu / self.elapsed:.2f}, load generator {self.loadgen_cpu / self.elapsed:.2f}"
+        )
+
+
+def measured_closed_loop(server, url: str, ctx: ssl.SSLContext, seconds: float, connections: int) -> Throughput:
+    workers = server.workers()
+    worker_before, own_before, began = cpu_seconds(workers), own_cpu(), time.perf_counter()
+    rate, latency = asyncio.run(closed_loop(url, ctx, seconds, connections))
+    elapsed = time.perf_counter() - began
+    return Throughput(
+        rate,
+        latency,
+        latency["n"],
+        cpu_seconds(workers) - worker_before,
+        own_cpu() - own_before,
+        elapsed,
+    )
+
+
+# Where a py-spy sample of a worker goes. The request's own steps first, in this
+# order (any frame in the sample decides): evaluation is `decide` and the engine
+# below it, less the input guard it calls; JSON inside logging is logging.
+def _in(*needles: str) -> Callable[[list[str]], bool]:
+    return lambda frames: any(n in f for f in frames for n in needles)
+
+
+STEPS = [
+    ("logging", _in("/logging/", "regokite/ops/logging", "_log_access")),
+    ("metrics", _in("prometheus_client", "_record (")),
+    ("guard", _in("regokite/input_guard.py")),
+    ("evaluation", _in("regokite/admission/decide.py", "regokite/engine/", "regorus")),
+    ("JSON decode", _in("json/decoder.py", "loads (")),
+    ("JSON encode", _in("json/encoder.py", "dumps (")),
+    ("review parse + response", _in("regokite/admission/review.py")),
+]
+# The rest by the innermost frame that names its layer (the HTTP parser runs inside the TLS
+# protocol's read callback, the ASGI app inside the event loop's task step).
+LAYERS = [
+    ("TLS", ("ssl", "bio_", "crypto", "evp_", "ec_point", "aes", "sha256", "gcm")),
+    (
+        "HTTP parsing, connection deadlines",
+        ("llhttp", "httpparser", "parser_cb", "parse_url", "protocol.on_", "guardedprotocol"),
+    ),
+    ("ASGI/routing (starlette, app)", ("starlette/", "fastapi/", "requestresponsecycle", "admission/app.py")),
+    ("event loop, sockets", ("uvloop", "loop_", "loop__", "handle_", "uvstream", "uv__", "uv_", "task_step", "sock")),
+]
+OTHER = "other"
+SPY = ["py-spy", "record", "--native", "--rate", "200", "--format", "raw", "--full-filenames"]
+# A thread waiting (idle executor threads, the loop in epoll): py-spy's idle filter misses native waits.
+WAITING = _in("PyThread_acquire_lock", "epoll_wait", "epoll_pwait", "SimpleQueue_get", "select (")
+
+
+def step_of(stack: str) -> str | None:
+    """The step one py-spy sample belongs to; None for a thread that is waiting."""
+    frames = stack.split(";")
+    if WAITING(frames):
+        return None
+    for step, matches in STEPS:
+        if matches(frames):
+            return step
+    for frame in reversed(frames):
+        lower = frame.lower()
+        for layer, needles in LAYERS:
+            if any(n in lower for n in needles):
+                return layer
+    return OTHER
+
+
+def profile_worker(server, url: str, ctx: ssl.SSLContext, seconds: float, connections: int) -> None:
+    """py-spy on the one worker during a closed loop: each step's share of the samples, times CPU per request."""
+    (worker,) = server.workers()
+    with tempfile.NamedTemporaryFile(suffix=".txt") as out:
+        spy = subprocess.Popen(
+            [*SPY, "--pid", str(worker), "--duration", str(int(seconds)), "--output", out.name],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(0.5)  # attached
+        measured = measured_closed_loop(server, url, ctx, seconds, connections)
+        _, err = spy.communicate(timeout=seconds + 30)
+        lines = Path(out.name).read_text().splitlines()
+    counts: dict[str, int] = {}
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        step = step_of(stack)
+        if step is not None:
+            counts[step] = counts.get(step, 0) + int(count)
+    total = sum(counts.values())
+    if not total:
+        print(f"  py-spy recorded nothing: {err.decode(errors='replace').strip()}")
+        return
+    cost = measured.per_request(measured.worker_cpu)
+    print(
+        f"\nworker CPU per request under py-spy (--native, 200 Hz): {cost:.3f} ms; "
+        f"{total} samples on a CPU, {sum(int(line.rpartition(' ')[2]) for line in lines) - total} waiting"
+    )
+    for step in [*(s for s, _ in STEPS), *(layer for layer, _ in LAYERS), OTHER]:
+        share = counts.get(step, 0) / total
+        print(f"  {step:32s} {100 * share:5.1f} %   {share * cost * 1000:7.1f} us/request")
+    beyond = 1 - counts.get("evaluation", 0) / total
+    print(f"  beyond evaluation              {100 * beyond:5.1f} %   {beyond * cost * 1000:7.1f} us/request")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=500)
+    parser.add_argument("--rate", type=float, default=None, help="open-loop rate (default: half of one worker's)")
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--profile-seconds", type=float, default=10)
     parser.add_argument("--endpoint", default="validate", help="e.g. validate/admission.required_labels")
     args = parser.parse_args()
 
+    print(f"load average at start: {os.getloadavg()}")
     only = args.endpoint.partition("/")[2].replace("/", ".").replace("-", "_") or None  # as the server reads it
     raw = raw_evaluation(2000, only)
-    print(f"raw evaluation, in process, same decision as /{args.endpoint}: {fmt(raw)}")
-    for workers in args.workers:
+    print(f"raw decision, in process, same decision as /{args.endpoint}: {fmt(raw)}")
+    closed: dict[int, Throughput] = {}
+    for workers in sorted(set(args.workers) | {1}):
         with (
             tempfile.TemporaryDirectory() as tmp,
             admission_server(standalone_policies(), Path(tmp), "--workers", str(workers), *PRODUCTION_RELOAD) as server,
@@ -155,15 +312,33 @@ def main() -> None:
             ctx = ssl.create_default_context(cafile=str(server.ca))
             url = f"{server.url}/{args.endpoint}"
             asyncio.run(closed_loop(url, ctx, 1.0, 4))  # warm every worker
-            achieved, lat, errors = asyncio.run(open_loop(url, ctx, args.rate, args.seconds, 64))
-            print(f"\nworkers={workers}  open loop at {args.rate:.0f} req/s for {args.seconds:.0f}s:")
+            closed[workers] = measured_closed_loop(server, url, ctx, args.seconds, args.connections)
+            print(f"\nworkers={workers}  closed loop, {args.connections} connections, {args.seconds:.0f} s:")
+            print(closed[workers].describe())
+            if workers != 1:
+                continue
+            rate = args.rate or closed[1].rate / 2
+            achieved, lat, errors = asyncio.run(open_loop(url, ctx, rate, args.seconds, 64))
+            print(f"workers=1  open loop at {rate:.0f} req/s (half of saturation) for {args.seconds:.0f}s:")
             print(f"  achieved {achieved:7.1f} req/s, errors {errors}")
             print(f"  latency  {fmt(lat)}")
-            print(f"  ratio to raw evaluation: p50 {lat['p50'] / raw['p50']:.2f}x, p99 {lat['p99'] / raw['p99']:.2f}x")
-            throughput, lat = asyncio.run(closed_loop(url, ctx, args.seconds, args.connections))
-            print(f"workers={workers}  closed loop, {args.connections} connections:")
-            print(f"  throughput {throughput:7.1f} req/s")
-            print(f"  latency  {fmt(lat)}")
+            print(
+                f"  ratio to the raw decision: p50 {lat['p50'] / raw['p50']:.2f}x, p99 {lat['p99'] / raw['p99']:.2f}x"
+            )
+            if args.profile_seconds:
+                profile_worker(server, url, ctx, args.profile_seconds, args.connections)
+    one = closed[1]
+    for workers, run in sorted(closed.items()):
+        if workers == 1:
+            continue
+        per_core = (run.rate / (run.worker_cpu / run.elapsed)) / (one.rate / (one.worker_cpu / one.elapsed))
+        print(
+            f"\n{workers} workers / 1 worker: throughput {run.rate / one.rate:.2f}x; "
+            f"throughput per worker-core {per_core:.2f}x; cores the workers got "
+            f"{run.worker_cpu / run.elapsed:.2f} vs {one.worker_cpu / one.elapsed:.2f}, "
+            f"the load generator took {run.loadgen_cpu / run.elapsed:.2f}"
+        )
+    print(f"load average at end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""Replicated cluster data and audit at 10,000 objects, on a private control plane.
+"""Replicated cluster data and audit at scale, on a private control plane.
 
-    python -m bench.cluster_data [--objects 10000] [--seconds 5] [--samples 20]
+    python -m bench.cluster_data [--objects 10000] [--workers 1 2 4] [--seconds 5] [--samples 20]
 
-1. N ConfigMaps created in one namespace (8 client threads).
+1. N ConfigMaps created in one namespace (--create-threads client threads):
+   how long the setup took.
 2. Admission without replication: the standalone shipped policies, closed-loop
    p50/p99 on one worker.
 3. The same server plus a policy reading data.kubernetes.configmaps (the
@@ -11,13 +12,20 @@
 4. Change-to-visible: a new ConfigMap (merged into the engine at once) and a
    changed one (a data reload, at most every 0.5 s), from the API server's
    answer to the first review decided on it, p50/p99.
-5. Audit --once of N Pods x the shipped policies: time and peak RSS.
+5. Flat memory: the replicating server with each --workers count: time until
+   every worker has the objects, RSS of the supervisor and each worker and in
+   total, and the list and watch requests on configmaps it made, from the API
+   server's own metrics (the design is one list+watch per resource per pod).
+6. Audit --once of N objects (the ConfigMaps, judged by a policy matching
+   them): time and peak RSS; then continuous audit: time to its first full
+   pass and its peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import ssl
@@ -36,10 +44,11 @@ import httpx  # noqa: E402
 import kube  # noqa: E402
 
 from bench.admission_load import closed_loop  # noqa: E402
-from bench.common import POLICIES, fmt, percentiles, standalone_policies  # noqa: E402
+from bench.common import fmt, percentiles, standalone_policies  # noqa: E402
 from bench.controller_converge import make_namespace, rss  # noqa: E402
 from tests.admission.reviews import deployment, review  # noqa: E402
 from tests.admission.server import admission_server  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 from tests.processes import REGOKITE  # noqa: E402
 
 NS = "bench"
@@ -76,16 +85,18 @@ def configmap(i: int) -> dict:
     }
 
 
-def pod(i: int) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"pod-{i}", "labels": {"app": "bench"}},
-        "spec": {"containers": [{"name": "app", "image": "nginx" if i % 2 else "registry.k8s.io/pause:3.9"}]},
-    }
+AUDITED = """package audit.configmap_index
+
+match := {"rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "resources": ["configmaps"]}]}
+
+deny contains sprintf("ConfigMap %s: index %s is a round thousand", [input.request.name, index]) if {
+	index := input.request.object.metadata.labels.index
+	endswith(index, "000")
+}
+"""
 
 
-def create_many(cluster: kube.Cluster, path: str, objects: list[dict]) -> float:
+def create_many(cluster: kube.Cluster, path: str, objects: list[dict], threads: int = 8) -> float:
     started = time.perf_counter()
 
     def batch(part: list[dict]) -> None:
@@ -93,9 +104,14 @@ def create_many(cluster: kube.Cluster, path: str, objects: list[dict]) -> float:
             for obj in part:
                 kube.create(api, path, obj)
 
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(batch, [objects[i::8] for i in range(8)]))
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(batch, [objects[i::threads] for i in range(threads)]))
     return time.perf_counter() - started
+
+
+def api_requests(cluster: kube.Cluster, resource: str) -> dict[str, float]:
+    assert cluster.token and cluster.ca_file
+    return kube.list_and_watch_requests(cluster.server, cluster.token, cluster.ca_file, resource)
 
 
 def referring_review(name: str) -> dict:
@@ -131,13 +147,137 @@ def visible(client: httpx.Client, body: dict, allowed: bool, since: float, timeo
             raise TimeoutError(f"not {'allowed' if allowed else 'denied'} after {timeout}s: {answer}")
 
 
+def process_tree_rss(pid: int) -> dict[int, tuple[int, int]]:
+    """(RSS, peak RSS) in MiB of `pid` and each of its children."""
+    found = {pid: rss(pid)}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found[int(child)] = rss(int(child))
+    return found
+
+
+def replicas_held(log: Path, code: Path) -> int:
+    """Workers holding the replica: each logs `replica received` once it has it (before the feeder,
+    each worker listed for itself and logged `replicated`)."""
+    feeds = (code / "regokite" / "kube" / "replica_feed.py").exists()
+    marker = '"msg": "replica received"' if feeds else '"msg": "replicated"'
+    return sum(marker in line for line in log.read_text(errors="replace").splitlines())
+
+
+@contextlib.contextmanager
+def running_code(code: Path):
+    """Admission servers started meanwhile run the regokite package under `code` (the cwd is not on sys.path)."""
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ.update(PYTHONPATH=str(code), PYTHONSAFEPATH="1")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+def flat_memory(
+    cluster: kube.Cluster, plain: list[Path], refs: Path, home: Path, workers: int, code: Path = ROOT
+) -> dict:
+    """A replicating server with `workers` workers: time until all hold the objects, RSS, list+watch requests."""
+    before = api_requests(cluster, "configmaps")
+    home.mkdir()
+    started = time.perf_counter()
+    args = ("--workers", str(workers), "--worker-memory-limit", "0", "--reload-interval", "1")
+    with running_code(code), admission_server([*plain, refs], home, *args, ready_timeout=1800) as server:
+        while replicas_held(server.log, code) < workers:
+            if server.process.poll() is not None:
+                raise RuntimeError(f"admission server exited:\n{server.logs()[-3000:]}")
+            time.sleep(0.2)
+        ready = time.perf_counter() - started
+        time.sleep(2)  # watches open, allocations settle
+        after = api_requests(cluster, "configmaps")
+        with server.client() as client:
+            objects = client.get("/readyz").json()["replication"]["objects"]
+        memory = process_tree_rss(server.process.pid)
+    supervisor = memory.pop(server.process.pid)
+    return {
+        "code": "baseline" if code != ROOT else "this",
+        "workers": workers,
+        "objects": objects,
+        "ready": ready,
+        "supervisor": supervisor,
+        "workers_rss": sorted(memory.values()),
+        "total": supervisor[0] + sum(r for r, _ in memory.values()),
+        "lists": after["LIST"] - before["LIST"],
+        "watches": after["WATCH"] - before["WATCH"],
+    }
+
+
+def print_memory(rows: list[dict]) -> None:
+    print("\nflat memory: replicated ConfigMaps in the admission server (RSS MiB, peak in brackets)")
+    print(" code      workers  objects  ready s  supervisor  children (workers, feeder)  total  LIST requests  watches")
+    for row in rows:
+        each = ", ".join(f"{now} ({peak})" for now, peak in row["workers_rss"])
+        sup = f"{row['supervisor'][0]} ({row['supervisor'][1]})"
+        print(
+            f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  {each:26s}"
+            f"  {row['total']:5d}  {row['lists']:13.0f}  {row['watches']:7.0f}"
+        )
+
+
+def audit_once(policies: list[Path]) -> tuple[float, int, dict]:
+    cmd = [*REGOKITE, "audit", "--once", "--no-reports", "--format", "json", "--jobs", "2"]
+    cmd += [a for p in policies for a in ("--policies", str(p))]
+    started = time.perf_counter()
+    done = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *cmd],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    took = time.perf_counter() - started
+    peak_kib = int(done.stderr.strip().splitlines()[-1])
+    return took, peak_kib // 1024, json.loads(done.stdout)
+
+
+def audit_continuous(policies: list[Path], n: int, timeout: float = 1800) -> tuple[float, int, int]:
+    """Continuous audit until its first full pass covers `n` objects: time, peak RSS (MiB), objects."""
+    port = free_port()
+    cmd = [*REGOKITE, "audit", "--no-reports", "--metrics-port", str(port)]
+    cmd += [a for p in policies for a in ("--policies", str(p))]
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    try:
+        covered = 0
+        while covered < n and time.perf_counter() - started < timeout:
+            time.sleep(0.5)
+            if proc.poll() is not None:
+                raise RuntimeError(f"audit exited with {proc.returncode}")
+            with contextlib.suppress(httpx.HTTPError):
+                for line in httpx.get(f"http://127.0.0.1:{port}/metrics").text.splitlines():
+                    if line.startswith("regokite_audit_objects "):
+                        covered = int(float(line.split()[1]))
+        took = time.perf_counter() - started
+        return took, rss(proc.pid)[1], covered
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--objects", type=int, default=10_000)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--create-threads", type=int, default=16)
+    ap.add_argument("--skip-latency", action="store_true", help="leave out steps 2-4")
+    ap.add_argument(
+        "--baseline-root",
+        type=Path,
+        help="also run step 5 with the regokite package under this directory (e.g. `git archive` of an older commit)",
+    )
     args = ap.parse_args()
     n = args.objects
+    print(f"load average at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="regokite-bench-") as tmp:
         tmpdir = Path(tmp)
         cp = controlplane.start(tmpdir / "cp")
@@ -145,76 +285,79 @@ def main() -> int:
             cluster = kube.Cluster.of(cp)
             with cluster.api_client() as api:
                 make_namespace(api, NS)
-            took = create_many(cluster, f"/api/v1/namespaces/{NS}/configmaps", [configmap(i) for i in range(n)])
-            print(f"setup          : {n} ConfigMaps created in {took:5.1f} s")
+            objects = [configmap(i) for i in range(n)]
+            took = create_many(cluster, f"/api/v1/namespaces/{NS}/configmaps", objects, args.create_threads)
+            del objects
+            print(f"setup          : {n} ConfigMaps created in {took:5.1f} s ({args.create_threads} client threads)")
             os.environ["KUBECONFIG"] = str(cp.kubeconfig)
             plain = standalone_policies()
             refs = tmpdir / "refs"
             refs.mkdir()
             (refs / "configmap_refs.rego").write_text(REFS)
-            body = referring_review("cm-1")
-            (tmpdir / "review.json").write_text(json.dumps(body))
-
-            (tmpdir / "a").mkdir()
-            with admission_server(plain, tmpdir / "a") as server:
-                without = load(server, args.seconds)
-                base_rss = worker_rss(server.process.pid)
-            print(f"no replication : {fmt(without)}   worker RSS {base_rss[0]} MiB")
-
-            (tmpdir / "b").mkdir()
-            started = time.perf_counter()
-            with admission_server([*plain, refs], tmpdir / "b", "--replicate-path", "kubernetes") as server:
-                ready = time.perf_counter() - started
-                with server.client() as client:
-                    objects = client.get("/readyz").json()["replication"]["objects"]
-                    assert client.post("/validate", content=json.dumps(body)).json()["response"]["allowed"]
-                with_data = load(server, args.seconds)
-                now, peak = worker_rss(server.process.pid)
-                print(
-                    f"replication    : {objects} objects; process start -> /readyz {ready:5.2f} s; "
-                    f"worker RSS {now} MiB (peak {peak}, +{now - base_rss[0]} MiB)"
-                )
-                print(f"with replica   : {fmt(with_data)}   p99 {100 * (with_data['p99'] / without['p99'] - 1):+.0f}%")
-                created, changed = [], []
-                with cluster.api_client() as api, server.client() as client:
-                    for s in range(args.samples):
-                        probe = referring_review(f"new-{s}")
-                        kube.create(
-                            api,
-                            f"/api/v1/namespaces/{NS}/configmaps",
-                            {**configmap(0), "metadata": {"name": f"new-{s}"}},
-                        )
-                        created.append(visible(client, probe, True, time.perf_counter()))
-                        target = f"/api/v1/namespaces/{NS}/configmaps/cm-{s}"
-                        kube.merge_patch(api, target, {"metadata": {"labels": {"blocked": "true"}}})
-                        changed.append(visible(client, referring_review(f"cm-{s}"), False, time.perf_counter()))
-                print(f"new object     : change -> visible {fmt(percentiles(created))}")
-                print(f"changed object : change -> visible {fmt(percentiles(changed))}")
-
-            with cluster.api_client() as api:
-                make_namespace(api, "audited")
-            took = create_many(cluster, "/api/v1/namespaces/audited/pods", [pod(i) for i in range(n)])
-            print(f"setup          : {n} Pods created in {took:5.1f} s")
-            shipped = [POLICIES / "admission", POLICIES / "lib"]
-            cmd = [*REGOKITE, "audit", "--once", "--no-reports", "--format", "json", "--jobs", "2"]
-            cmd += [a for p in shipped for a in ("--policies", str(p))]
-            started = time.perf_counter()
-            done = subprocess.run(
-                ["/usr/bin/time", "-f", "%M", *cmd],
-                capture_output=True,
-                text=True,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
-            )
-            took = time.perf_counter() - started
-            found = json.loads(done.stdout)
-            peak_kib = int(done.stderr.strip().splitlines()[-1])
+            if not args.skip_latency:
+                latency(cluster, plain, refs, tmpdir, args)
+            rows = []
+            for code in [c for c in (args.baseline_root, ROOT) if c is not None]:
+                for w in args.workers:
+                    rows.append(flat_memory(cluster, plain, refs, tmpdir / f"{code.name}-w{w}", w, code))
+                    print_memory(rows[-1:])
+            print_memory(rows)
+            audited = tmpdir / "audited"
+            audited.mkdir()
+            (audited / "configmap_index.rego").write_text(AUDITED)
+            took, peak, found = audit_once([audited])
             print(
-                f"audit --once   : {found['objects']} objects x the shipped policies "
-                f"in {took:5.1f} s, peak RSS {peak_kib // 1024} MiB, {len(found['results'])} results"
+                f"\naudit --once   : {found['objects']} objects in {took:5.1f} s, peak RSS {peak} MiB, "
+                f"{len(found['results'])} results"
             )
+            took, peak, covered = audit_continuous([audited], n)
+            print(f"audit (continuous): first full pass over {covered} objects in {took:5.1f} s, peak RSS {peak} MiB")
         finally:
             cp.stop()
+    print(f"load average at end: {os.getloadavg()}")
     return 0
+
+
+def latency(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, args: argparse.Namespace) -> None:
+    """Steps 2-4: admission with and without the replica, and change-to-visible."""
+    body = referring_review("cm-1")
+    (tmpdir / "a").mkdir()
+    with admission_server(plain, tmpdir / "a") as server:
+        without = load(server, args.seconds)
+        base_rss = worker_rss(server.process.pid)
+    print(f"no replication : {fmt(without)}   worker RSS {base_rss[0]} MiB")
+
+    (tmpdir / "b").mkdir()
+    started = time.perf_counter()
+    with admission_server(
+        [*plain, refs], tmpdir / "b", "--replicate-path", "kubernetes", "--worker-memory-limit", "0", ready_timeout=1800
+    ) as server:
+        ready = time.perf_counter() - started
+        with server.client() as client:
+            objects = client.get("/readyz").json()["replication"]["objects"]
+            assert client.post("/validate", content=json.dumps(body)).json()["response"]["allowed"]
+        with_data = load(server, args.seconds)
+        now, peak = worker_rss(server.process.pid)
+        print(
+            f"replication    : {objects} objects; process start -> /readyz {ready:5.2f} s; "
+            f"worker RSS {now} MiB (peak {peak}, +{now - base_rss[0]} MiB)"
+        )
+        print(f"with replica   : {fmt(with_data)}   p99 {100 * (with_data['p99'] / without['p99'] - 1):+.0f}%")
+        created, changed = [], []
+        with cluster.api_client() as api, server.client() as client:
+            for s in range(args.samples):
+                probe = referring_review(f"new-{s}")
+                kube.create(
+                    api,
+                    f"/api/v1/namespaces/{NS}/configmaps",
+                    {**configmap(0), "metadata": {"name": f"new-{s}"}},
+                )
+                created.append(visible(client, probe, True, time.perf_counter()))
+                target = f"/api/v1/namespaces/{NS}/configmaps/cm-{s}"
+                kube.merge_patch(api, target, {"metadata": {"labels": {"blocked": "true"}}})
+                changed.append(visible(client, referring_review(f"cm-{s}"), False, time.perf_counter()))
+        print(f"new object     : change -> visible {fmt(percentiles(created))}")
+        print(f"changed object : change -> visible {fmt(percentiles(changed))}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Review, Verdict, parse_review, response
 from regokite.gatekeeper.exempt import LABEL_WEBHOOK_PATH, Exemptions, label_verdict
 from regokite.kube.informer import staleness
+from regokite.kube.replica_feed import ReplicaFeed
 from regokite.kube.replicate import Replicator
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.logging import log_context
@@ -44,7 +45,7 @@ class ServingState:
     reloaded_at: float = field(default_factory=time.time)
     tls_error: str | None = None
     watch: Callable[[str | None], None] = lambda _policy: None  # the watchdog's tracker for this worker
-    replica: Replicator | None = None  # the cluster data policies read, when they read any
+    replica: Replicator | ReplicaFeed | None = None  # the cluster data policies read, when they read any
     exemptions: Exemptions = field(default_factory=Exemptions)  # --exempt-namespace*: who may carry the ignore label
     # --log-denies / --emit-admission-events: hears each review's decision (Gatekeeper's violation reports)
     on_decision: Callable[[Review, Decision, PolicySet], None] | None = None
@@ -216,7 +217,7 @@ def _readiness(state: ServingState) -> JSONResponse:
             "ready": ready,
             "resources": [str(r) for r in state.replica.resources],
             "pending": state.replica.pending(),
-            "objects": len(state.replica.store),
+            "objects": state.replica.objects(),
             "watches": watches,  # connected, last event's age: an outage is served from the last data, said here
             "stale_seconds": staleness(watches),
         }

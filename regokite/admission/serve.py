@@ -49,6 +49,7 @@ from regokite.gatekeeper.exempt import Exemptions
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.events import BackgroundEvents
+from regokite.kube.replica_feed import ReplicaFeed, run_feed
 from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
@@ -62,6 +63,7 @@ LOCAL_HINT = "with no cluster, --local serves the other policies and leaves out 
 # How late a changed or removed replicated object may show in decisions (a new
 # one shows at once): the embedded engine reloads its data at most this often.
 REPLICA_MAX_LAG = 0.5
+FEEDER = -1  # the supervisor's slot for the replica feeder among its children
 
 
 @dataclass
@@ -94,6 +96,8 @@ class AdmissionSettings:
     emit_admission_events: bool = False  # Gatekeeper's --emit-admission-events
     events_namespace: str = "gatekeeper-system"  # where those Events go (Gatekeeper's own namespace)
     events_involved_namespace: bool = False  # --admission-events-involved-namespace: the resource's instead
+    # set by `serve`: where the feeder process serves the replica (Unix socket, key); None: no credentials
+    replica_feed: tuple[str, bytes] | None = None
 
     def read(self) -> Snapshot:
         """The policy files as they are now (the fingerprint taken first, so a change while reading shows next time)."""
@@ -142,8 +146,8 @@ def _violation_reporter(settings: AdmissionSettings) -> ViolationReporter | None
 
 
 def follow_cluster(
-    settings: AdmissionSettings, replica: Replicator | None, policy_set: PolicySet
-) -> tuple[Replicator | None, PolicySet]:
+    settings: AdmissionSettings, replica: Replicator | ReplicaFeed | None, policy_set: PolicySet
+) -> tuple[Replicator | ReplicaFeed | None, PolicySet]:
     """Replicate what the flags and `policy_set` name, starting replication on first need; the set reads it.
 
     Without Kubernetes credentials, replication the flags ask for is an
@@ -158,7 +162,11 @@ def follow_cluster(
             if settings.replicate:
                 raise
             return None, replace(policy_set, unavailable={**policy_set.unavailable, **_unreplicated(policy_set, exc)})
-        replica = Replicator(client, ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG))
+        store = ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG)
+        if settings.replica_feed is not None:
+            replica = ReplicaFeed(*settings.replica_feed, client, store)
+        else:
+            replica = Replicator(client, store)
     if replica is not None:
         new = sorted(refs - set(replica.resources))
         if new:
@@ -345,7 +353,7 @@ def serve(settings: AdmissionSettings) -> int:
     )
     for name, reads in policy_set.not_served.items():
         log.warning("needs a cluster: not served", extra={"mode": "local", "policy": name, "reads": reads})
-    _check_replication(settings, policy_set)
+    feeding = _check_replication(settings, policy_set)
     policy_set.close()
     assert settings.tls_cert and settings.tls_key
     tls_files = fingerprint(settings.tls_files())
@@ -362,6 +370,8 @@ def serve(settings: AdmissionSettings) -> int:
     sock.set_inheritable(True)
     log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
     snapshots = Path(tempfile.mkdtemp(prefix="regokite-policies-"))
+    if feeding:
+        settings = replace(settings, replica_feed=(str(snapshots / "replica.sock"), os.urandom(32)))
     try:
         return _supervise(settings, sock, tls, LastGood(snapshots, first))
     finally:
@@ -377,14 +387,15 @@ def _unreplicated(policy_set: PolicySet, why: Exception) -> dict[str, str]:
     }
 
 
-def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> None:
+def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> bool:
     """Fail fast on refused lists; say loudly which policies cannot decide without credentials.
+    True when there are credentials to replicate with (a reload may declare replication later).
 
-    Only checks: the informers run in the workers, after the fork.
+    Only checks: the informers run in the feeder process, after the fork.
     """
+    if settings.local:
+        return False
     refs = sorted({*settings.replicate, *policy_set.replicate})
-    if not refs:
-        return
     try:
         client = KubeClient(settings.kubeconfig)
     except RegokiteError as exc:
@@ -395,12 +406,16 @@ def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> No
                 "policy refuses every request it matches",
                 extra={"mode": "cluster", "policy": name, "error": reason, "hint": LOCAL_HINT},
             )
-        return
+        return False
+    if not refs:
+        client.close()
+        return True
     try:
         check_access(client, refs)
     finally:
         client.close()
     log.info("replicating cluster data", extra={"resources": [str(r) for r in refs]})
+    return True
 
 
 def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_good: LastGood) -> int:
@@ -416,6 +431,9 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
     stopping = False
 
     def spawn(slot: int) -> None:
+        if slot == FEEDER:
+            children[_fork_feeder(settings)] = slot
+            return
         watchdog.clear(slot)
         start = last_good.newest()
         pid = os.fork()
@@ -439,6 +457,8 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if settings.replica_feed is not None:
+        spawn(FEEDER)
     for slot in range(workers):
         spawn(slot)
     while children:
@@ -456,6 +476,11 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
         reason = killed.pop(pid, None)
         if slot is None or stopping:
             continue
+        if slot == FEEDER:
+            log.error("replica feeder exited; restarting it", extra={"pid": pid, "status": _describe(status)})
+            time.sleep(0.5)
+            spawn(FEEDER)
+            continue
         if reason is None:
             reason = "exited"
             log.error(
@@ -468,11 +493,30 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
     return 0
 
 
+def _fork_feeder(settings: AdmissionSettings) -> int:
+    """The replica feeder process (`replica_feed`): the one list+watch per resource the workers mirror."""
+    assert settings.replica_feed is not None
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        address, key = settings.replica_feed
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(address)  # a feeder's before this one
+        try:
+            run_feed(address, key, settings.kubeconfig, settings.replicate_path)
+        except BaseException:
+            log.exception("replica feeder crashed")
+            os._exit(1)
+        os._exit(0)
+    return pid
+
+
 def _kill_overdue(
     settings: AdmissionSettings, watchdog: Watchdog, children: dict[int, int], killed: dict[int, str]
 ) -> None:
     """Kill workers stuck in one review past the watchdog limit or resident past the memory limit."""
-    slots = {slot: pid for pid, slot in children.items() if pid not in killed}
+    slots = {slot: pid for pid, slot in children.items() if pid not in killed and slot != FEEDER}
     if settings.watchdog_seconds > 0:
         message = "admission worker stuck in one review past the watchdog limit; killing and replacing it"
         watchdog.kill_overdue(slots, killed, message, log, lambda pid, _: killed.__setitem__(pid, "stuck"))

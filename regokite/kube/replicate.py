@@ -5,8 +5,8 @@ dropped by the informer), each event one change of the store. The store is
 ready once every informer has listed and its whole cache is in the store:
 until then a policy reading it would decide on a partial inventory.
 
-Runs in each admission worker process (after the fork: the supervisor stays
-free of threads), so every worker holds its own list+watch and copy.
+The admission server runs one in its feeder process (`replica_feed`), which
+every worker mirrors; the audit runs one in its own process.
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ class Replicator:
         """Each replicated resource's watch: connected, age of its last event, for how long it may have
         missed events (the replica is stale by that much at most beyond the watch's own delay)."""
         return {str(ref): informer.health() for ref, informer in sorted(self._informers.items())}
+
+    def objects(self) -> int:
+        return len(self.store)
 
     def pending(self) -> list[str]:
         """Resources whose initial list is not in the store yet."""

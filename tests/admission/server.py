@@ -53,7 +53,7 @@ class RunningServer:
 
 @contextlib.contextmanager
 def admission_server(
-    policies: Path | list[Path], tmp: Path, *args: str, host: str = "127.0.0.1"
+    policies: Path | list[Path], tmp: Path, *args: str, host: str = "127.0.0.1", ready_timeout: float = 30
 ) -> Iterator[RunningServer]:
     """Start the server, wait until /readyz answers, stop it with SIGTERM afterwards."""
     port = free_port()
@@ -74,7 +74,7 @@ def admission_server(
         )
     server = RunningServer(f"https://{host}:{port}", tls_dir / "ca.crt", proc, log, tls_dir)
     try:
-        _wait_ready(server)
+        _wait_ready(server, ready_timeout)
         yield server
     finally:
         terminate(proc, group=True)

@@ -46,6 +46,9 @@ class Loading:
     def pending(self) -> list[str]:
         return [] if self.loaded else ["v1/configmaps"]
 
+    def objects(self) -> int:
+        return len(self.store)
+
     def health(self) -> dict[str, dict]:
         return {"v1/configmaps": {"connected": self.loaded, "missed_events_for_seconds": None if self.loaded else 2.0}}
 

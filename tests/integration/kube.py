@@ -213,6 +213,25 @@ def watch(
         resp.response.close()  # a half-read watch must not go back to the pool
 
 
+def list_and_watch_requests(server: str, token: str, ca_file: Path, resource: str) -> dict[str, float]:
+    """The API server's own count of LIST requests on `resource` so far (each page one) and of its
+    open WATCHes on it, from its /metrics."""
+    url = f"{server}/metrics"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(ca_file)), timeout=30) as r:
+        text = r.read().decode()
+    found = {"LIST": 0.0, "WATCH": 0.0}
+    for line in text.splitlines():
+        if f'resource="{resource}"' not in line or line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0]
+        if name == "apiserver_request_total" and 'verb="LIST"' in line:
+            found["LIST"] += float(line.rsplit(" ", 1)[1])
+        elif name == "apiserver_longrunning_gauge" and 'verb="WATCH"' in line:
+            found["WATCH"] += float(line.rsplit(" ", 1)[1])
+    return found
+
+
 def compact_etcd(etcd_url: str) -> int:
     """Compact etcd's history up to its current revision (etcd v3 JSON gateway); return it.
 

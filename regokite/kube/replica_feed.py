@@ -1,0 +1,207 @@
+"""One list+watch per resource per pod: a feeder process replicates, admission workers mirror it.
+
+Each admission worker needs the replicated objects in its own engine, but
+the API server need not send them once per worker: the supervisor forks one
+feeder process (`run_feed`) that holds the informers and the store
+(`Replicator`), and each worker (`ReplicaFeed`) connects to it over a Unix
+socket, asks for the resources its policies declare, and keeps a mirror
+store: the whole document when it connects, then each batch of changes, with
+the feeder's readiness and watch health beside them. A replacement worker
+takes a copy from the feeder instead of listing again. A worker is ready once
+the feeder has every resource it asked for in: a status is taken before the
+data sent with it, so what arrives holds at least what that status says.
+
+If the feeder dies the supervisor starts another; workers keep deciding on
+the data they hold, say so in their watch health, reconnect, and take the new
+feeder's copy once it has listed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import threading
+import time
+from collections.abc import Iterable
+from multiprocessing.connection import Client, Connection, Listener
+from typing import Any
+
+from regokite.clusterdata.store import ReplicaStore, ResourceRef
+from regokite.kube.client import KubeClient
+from regokite.kube.replicate import Replicator
+
+log = logging.getLogger("regokite.clusterdata")
+
+POLL_SECONDS = 0.01  # how often the feeder looks for new changes: the delay it adds to a change
+HEALTH_SECONDS = 1.0  # how often the watch health goes out when nothing else does
+RECONNECT_SECONDS = 0.5
+
+
+def _status(replicator: Replicator) -> dict[str, Any]:
+    pending = set(replicator.pending())
+    return {
+        "seeded": [str(r) for r in replicator.resources if str(r) not in pending],
+        "health": replicator.health(),
+        "objects": len(replicator.store),
+    }
+
+
+def run_feed(address: str, authkey: bytes, kubeconfig: str | None, root: str) -> None:
+    """The feeder process: serve every worker that connects until the supervisor is gone."""
+    parent = os.getppid()
+    replicator = Replicator(KubeClient(kubeconfig), ReplicaStore(root))
+    listener = Listener(address, family="AF_UNIX", authkey=authkey)
+    threading.Thread(target=_accept, args=(listener, replicator), name="feed accept", daemon=True).start()
+    log.info("replica feeder serving", extra={"pid": os.getpid()})
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    replicator.stop()
+
+
+def _accept(listener: Listener, replicator: Replicator) -> None:
+    while True:
+        try:
+            conn = listener.accept()
+        except (OSError, EOFError) as exc:  # a bad handshake (authkey) is that client's problem
+            log.warning("replica feed: connection refused", extra={"error": str(exc)})
+            continue
+        threading.Thread(target=_serve, args=(conn, replicator), name="feed worker", daemon=True).start()
+
+
+def _serve(conn: Connection, replicator: Replicator) -> None:
+    """One worker: its requests on a thread of their own, then the document and its changes as they come."""
+    threading.Thread(target=_requests, args=(conn, replicator), name="feed requests", daemon=True).start()
+    store = replicator.store
+    seen: int | None = None
+    sent_at = 0.0
+    try:
+        while True:
+            status = _status(replicator)
+            changes = None if seen is None else store.changes_since(seen)
+            if changes is None:
+                seen, document = _pickled(store)
+                conn.send(("document", status, document))
+            elif changes:
+                seen += len(changes)
+                conn.send(("changes", status, changes))
+            elif time.monotonic() - sent_at >= HEALTH_SECONDS:
+                conn.send(("status", status, None))
+            else:
+                time.sleep(POLL_SECONDS)
+                continue
+            sent_at = time.monotonic()
+    except (OSError, EOFError, ValueError):  # the worker is gone
+        conn.close()
+
+
+def _pickled(store: ReplicaStore) -> tuple[int, bytes]:
+    """The whole document, pickled under the store's lock, and its generation."""
+    holder: list[bytes] = []
+    generation = store.full(lambda document: holder.append(pickle.dumps(document, pickle.HIGHEST_PROTOCOL)))
+    return generation, holder[0]
+
+
+def _requests(conn: Connection, replicator: Replicator) -> None:
+    try:
+        while True:
+            refs, excluded = conn.recv()
+            replicator.exclude(excluded)
+            replicator.ensure(refs)
+    except (OSError, EOFError, ValueError):
+        return
+
+
+class ReplicaFeed:
+    """A worker's mirror of the feeder's store, with the Replicator's interface for the admission server."""
+
+    def __init__(self, address: str, authkey: bytes, client: KubeClient, store: ReplicaStore) -> None:
+        self.address, self.authkey = address, authkey
+        self.client = client  # for access checks before asking for a resource
+        self.store = store
+        self._wanted: set[ResourceRef] = set()
+        self._excluded: tuple[str, ...] = ()
+        self._status: dict[str, Any] = {"seeded": [], "health": {}, "objects": 0}
+        self._has_data = False
+        self._changed = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._conn: Connection | None = None
+        self._stopped = threading.Event()
+        self._announced = False
+        threading.Thread(target=self._follow, name="replica feed", daemon=True).start()
+
+    @property
+    def resources(self) -> tuple[ResourceRef, ...]:
+        return tuple(sorted(self._wanted))
+
+    def exclude(self, patterns: Iterable[str]) -> None:
+        self._excluded = tuple(sorted(set(patterns)))
+        self._ask()
+
+    def ensure(self, refs: Iterable[ResourceRef]) -> None:
+        self._wanted |= set(refs)
+        self._ask()
+
+    def ready(self) -> bool:
+        return self._has_data and not self.pending()
+
+    def wait_ready(self, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(self.ready, timeout)
+
+    def pending(self) -> list[str]:
+        seeded = set(self._status["seeded"])
+        return [str(r) for r in sorted(self._wanted) if str(r) not in seeded]
+
+    def health(self) -> dict[str, dict]:
+        """The feeder's watches; each marked disconnected while this worker cannot reach the feeder."""
+        if self._conn is not None:
+            return self._status["health"]
+        return {name: {**watch, "connected": False} for name, watch in self._status["health"].items()}
+
+    def objects(self) -> int:
+        return self._status["objects"]
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._conn is not None:
+            self._conn.close()
+
+    def _ask(self) -> None:
+        with self._send_lock:
+            if self._conn is not None:
+                with contextlib.suppress(OSError, ValueError):  # the follower reconnects and asks again
+                    self._conn.send((sorted(self._wanted), self._excluded))
+
+    def _follow(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn = Client(self.address, family="AF_UNIX", authkey=self.authkey)
+            except (OSError, EOFError):  # the feeder is starting, or being replaced
+                time.sleep(RECONNECT_SECONDS)
+                continue
+            self._conn = conn
+            self._ask()
+            try:
+                while True:
+                    self._receive(*conn.recv())
+            except (OSError, EOFError, ValueError) as exc:
+                self._conn = None
+                conn.close()
+                if not self._stopped.is_set():
+                    log.error("replica feed lost; deciding on the data held", extra={"error": str(exc)})
+                    time.sleep(RECONNECT_SECONDS)
+
+    def _receive(self, kind: str, status: dict[str, Any], payload: Any) -> None:
+        if kind == "document":
+            self.store.replace(pickle.loads(payload))
+            self._has_data = True
+        elif kind == "changes":
+            self.store.apply(payload)
+        with self._changed:
+            self._status = status
+            self._changed.notify_all()
+        if not self._announced and self.ready():
+            self._announced = True
+            log.info("replica received", extra={"objects": status["objects"], "resources": status["seeded"]})
