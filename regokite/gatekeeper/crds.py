@@ -126,13 +126,14 @@ def expansion_crd() -> dict[str, Any]:
     return _crd(EXPANSION_GROUP, "ExpansionTemplate", EXPANSION_PLURAL, "Cluster", versions)
 
 
-def mutator_status(generation: int | None, errors: list[str]) -> dict[str, Any]:
-    """Gatekeeper's mutator status: one `byPod` entry, enforced unless it did not load."""
+def mutator_status(generation: int | None, errors: list[str], *, enforced: bool | None = None) -> dict[str, Any]:
+    """Gatekeeper's mutator status: one `byPod` entry, enforced unless it did not load (`enforced`: whether a
+    version of it serves, its last good one when this one did not load)."""
     by_pod: dict[str, Any] = {
         "id": POD_ID,
         "observedGeneration": generation,
         "operations": ["mutation-webhook"],
-        "enforced": not errors,
+        "enforced": not errors if enforced is None else enforced,
     }
     if errors:
         by_pod["errors"] = [{"type": "ingest_error", "message": message} for message in errors]

@@ -1,12 +1,14 @@
 """What a Gatekeeper syncer serves: each object as it is now, or its last good version.
 
 A ConstraintTemplate edit that does not compile, a constraint whose match
-does not parse, a Config that does not parse: each is refused with the
-error, and the version last served keeps serving for as long as the object
-exists, as OPA keeps a module whose replacement it refused and as
-Gatekeeper keeps a template's CRD (and so every constraint of its kind)
-until the template itself is deleted. Nothing here does I/O: the syncer
-passes in what the API server holds and a check of each object.
+does not parse, a Config that does not parse, a mutator that does not load:
+each is refused with the error, and the version last served keeps serving
+for as long as the object exists, as OPA keeps a module whose replacement it
+refused, as Gatekeeper keeps a template's CRD (and so every constraint of
+its kind) until the template itself is deleted, and as Gatekeeper's mutator
+controller leaves the mutation system as it was when a mutator does not
+load (a mutator that never loaded is not served). Nothing here does I/O:
+the syncer passes in what the API server holds and a check of each object.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TypeVar
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import webhook_action
 from regokite.gatekeeper.match import parse_constraint_match
+from regokite.gatekeeper.mutation.mutators import is_mutator, parse_mutator
 from regokite.gatekeeper.resources import (
     is_config,
     is_constraint,
@@ -80,6 +83,15 @@ def config_error(doc: Doc) -> str | None:
     return None
 
 
+def mutator_error(doc: Doc) -> str | None:
+    """Why a mutator (Assign, AssignMetadata, ModifySet, AssignImage) does not load, or None."""
+    try:
+        parse_mutator(doc, f"{str(doc.get('kind', 'mutator')).lower()}/{(doc.get('metadata') or {}).get('name')}")
+    except RegokiteError as exc:
+        return str(exc)
+    return None
+
+
 def stale_constraint_crds(managed: Iterable[Doc], templates: Iterable[str]) -> list[str]:
     """The constraint CRDs to delete: those whose template (named the lowercased kind, as Gatekeeper
     requires) no longer exists. A template that exists keeps its CRD whatever state it is in."""
@@ -94,6 +106,7 @@ class LastGood:
     templates: dict[str, Doc] = field(default_factory=dict)  # by template name
     constraints: dict[tuple[str, str], Doc] = field(default_factory=dict)  # by (kind, name)
     configs: dict[str, Doc] = field(default_factory=dict)  # by name (only `config` is read)
+    mutators: dict[tuple[str, str], Doc] = field(default_factory=dict)  # by (kind, name)
 
     @classmethod
     def of(cls, documents: Iterable[Any]) -> LastGood:
@@ -109,4 +122,6 @@ class LastGood:
                 found.configs[name] = doc
             elif is_constraint(doc) and isinstance(doc.get("kind"), str):
                 found.constraints[(doc["kind"], name)] = doc
+            elif is_mutator(doc) and mutator_error(doc) is None:  # earlier versions wrote those that failed too
+                found.mutators[(doc["kind"], name)] = doc
         return found

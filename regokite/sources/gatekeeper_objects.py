@@ -8,8 +8,9 @@ seen through watches, and every interval) that `regokite admission
 --policies` reloads. A file is rewritten only when its content changed.
 
 Bad input loses nothing (`regokite.gatekeeper.lastgood`): a template edit
-that does not compile, a constraint or Config that does not parse, is
-refused in its status and its last good version keeps serving; a constraint
+that does not compile, a constraint or Config that does not parse, a mutator
+that does not load, is refused in its status and its last good version keeps
+serving (a new one that never loaded is not served); a constraint
 CRD is deleted only when its template is; a kind not served for a moment
 (the API server restarting) keeps the constraints last listed.
 
@@ -51,9 +52,16 @@ from regokite.gatekeeper.crds import (
     template_status,
 )
 from regokite.gatekeeper.expansion import parse_expansion_template
-from regokite.gatekeeper.lastgood import LastGood, config_error, constraint_error, pick, stale_constraint_crds
+from regokite.gatekeeper.lastgood import (
+    LastGood,
+    config_error,
+    constraint_error,
+    mutator_error,
+    pick,
+    stale_constraint_crds,
+)
 from regokite.gatekeeper.mutation.conflicts import conflicting
-from regokite.gatekeeper.mutation.mutators import Mutator, parse_mutator
+from regokite.gatekeeper.mutation.mutators import parse_mutator
 from regokite.gatekeeper.resources import (
     CONFIG_GROUP,
     CONSTRAINT_GROUP,
@@ -124,28 +132,28 @@ class GatekeeperSync:
         return outcome
 
     def _mutators(self, outcome: dict[str, str | None]) -> list[dict[str, Any]]:
-        """Every mutator of the four kinds, its status written (`byPod`, with why it did not load or is
-        left out for a schema conflict); all are served, so one that did not load makes the mutation
-        webhook refuse (fail closed), and conflicting ones are left out there, as Gatekeeper does."""
-        found: list[tuple[str, dict[str, Any], Mutator | None, str | None]] = []
+        """Every mutator of the four kinds that loads, or (an edit that does not) its last good version;
+        one that never loaded is not served. Each gets its status (`byPod`: why it did not load, or why
+        it is left out for a schema conflict, which the mutation webhook does, as Gatekeeper's)."""
+        current: dict[tuple[str, str], dict[str, Any]] = {}
         for kind, (plural, versions) in MUTATOR_KINDS.items():
             for doc in self._list(f"/apis/{MUTATION_GROUP}/{versions[0]}/{plural}"):
-                doc = {**doc, "kind": kind}
-                try:
-                    found.append((plural, doc, parse_mutator(doc, f"{plural}/{doc['metadata']['name']}"), None))
-                except PolicyLoadError as exc:
-                    found.append((plural, doc, None, str(exc)))
-        left_out = conflicting([m for _, _, m, _ in found if m is not None])
-        for plural, doc, mutator, error in found:
-            error = error or (left_out.get(mutator.id) if mutator is not None else None)
-            name = f"{doc['kind']}/{doc['metadata']['name']}"
-            path = f"/apis/{MUTATION_GROUP}/{MUTATOR_KINDS[doc['kind']][1][0]}/{plural}/{doc['metadata']['name']}"
+                current[(kind, doc["metadata"]["name"])] = {**doc, "kind": kind}
+        mutators = pick(current, mutator_error, self.good.mutators)
+        served = {key: parse_mutator(doc, f"{key[0].lower()}/{key[1]}") for key, doc in mutators.served.items()}
+        left_out = conflicting(list(served.values()))
+        for key, doc in current.items():
+            error = mutators.errors.get(key) or (left_out.get(served[key].id) if key in served else None)
+            name = f"{key[0]}/{key[1]}"
             if error:
-                log.error("mutator not served", extra={"mutator": name, "error": error})
+                log.error("mutator not served" + (": its last good version serves" if key in mutators.kept else ""),
+                          extra={"mutator": name, "error": error})  # fmt: skip
             outcome[name] = error
-            status = mutator_status(doc["metadata"].get("generation"), [error] if error else [])
-            self._write_status(f"{path}/status", doc, status)
-        return [_clean(doc) for _, doc, _, _ in found]
+            plural, versions = MUTATOR_KINDS[key[0]]
+            status = mutator_status(doc["metadata"].get("generation"), [error] if error else [],
+                                    enforced=key in served and served[key].id not in left_out)  # fmt: skip
+            self._write_status(f"/apis/{MUTATION_GROUP}/{versions[0]}/{plural}/{key[1]}/status", doc, status)
+        return [_clean(doc) for key, doc in mutators.served.items()]
 
     def _expansions(self) -> list[dict[str, Any]]:
         found = self._list(f"/apis/{EXPANSION_GROUP}/v1beta1/{EXPANSION_PLURAL}")

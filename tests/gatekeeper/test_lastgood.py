@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from regokite.gatekeeper.lastgood import LastGood, config_error, constraint_error, pick, stale_constraint_crds
+from regokite.gatekeeper.lastgood import (
+    LastGood,
+    config_error,
+    constraint_error,
+    mutator_error,
+    pick,
+    stale_constraint_crds,
+)
 
 
 def _constraint(name: str, **spec: object) -> dict:
@@ -53,3 +60,33 @@ def test_seeded_from_the_file_last_written() -> None:
     seeded = LastGood.of([template, _constraint("c"), config, None, {"kind": "Other"}])
     assert seeded.templates == {"t": template} and seeded.configs == {"config": config}
     assert list(seeded.constraints) == [("K8sRequiredLabels", "c")]
+
+
+def _assign(name: str, location: str) -> dict:
+    return {
+        "apiVersion": "mutations.gatekeeper.sh/v1",
+        "kind": "Assign",
+        "metadata": {"name": name},
+        "spec": {
+            "applyTo": [{"groups": [""], "kinds": ["Pod"], "versions": ["v1"]}],
+            "match": {"kinds": [{"apiGroups": ["*"], "kinds": ["Pod"]}]},
+            "location": location,
+            "parameters": {"assign": {"value": "Default"}},
+        },
+    }
+
+
+def test_a_mutator_edit_that_does_not_load_serves_its_last_good_version_a_new_one_is_not_served() -> None:
+    assert mutator_error(_assign("a", "spec.dnsPolicy")) is None
+    assert "location" in (mutator_error(_assign("a", "spec..dnsPolicy")) or "")
+    good: dict = {}
+    pick({("Assign", "a"): _assign("a", "spec.dnsPolicy")}, mutator_error, good)
+    current = {("Assign", "a"): _assign("a", "spec..dnsPolicy"), ("Assign", "b"): _assign("b", "spec..x")}
+    picked = pick(current, mutator_error, good)
+    assert picked.served == {("Assign", "a"): _assign("a", "spec.dnsPolicy")} and picked.kept == {("Assign", "a")}
+    assert set(picked.errors) == {("Assign", "a"), ("Assign", "b")}
+
+
+def test_mutators_are_seeded_from_the_file_last_written_but_not_those_that_never_loaded() -> None:
+    seeded = LastGood.of([_assign("a", "spec.dnsPolicy"), _assign("b", "spec..x")])
+    assert list(seeded.mutators) == [("Assign", "a")]  # an earlier version wrote both
