@@ -19,6 +19,7 @@ import yaml
 from kube import Cluster, create, get
 from kubernetes import client
 
+from tests.controllers.definitions_text import composite_controller
 from tests.controllers.process import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,16 +28,9 @@ RUNAWAY = """package controllers.runaway
 
 status := {"n": count([x | some x in numbers.range(1, 1e10)])}
 """
-SPINNER = """apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata: {name: spinner}
-spec:
-  generateSelector: true
-  parentResource: {apiVersion: example.com/v1, resource: spinners}
-  childResources: [{apiVersion: v1, resource: configmaps}]
-  hooks:
-    sync: {rego: {package: controllers.runaway, timeout: 2s}}
-"""
+SPINNER = composite_controller(
+    "spinner", "spinners", "configmaps", "rego: {package: controllers.runaway, timeout: 2s}", method=None
+)
 LEASE = ["--leader-election-lease-duration", "4", "--leader-election-renew-deadline", "3"]
 LEASE += ["--leader-election-retry-period", "0.5"]
 

@@ -11,6 +11,7 @@ import kube
 from kube import Cluster, create, get
 from kubernetes import client
 
+from tests.controllers.definitions_text import composite_controller
 from tests.controllers.process import ControllerProcess
 
 CONDITION = "regokite.dev/SyncFailing"
@@ -26,16 +27,9 @@ BROKEN = (
 status := {"size": 0} if input.parent.spec.size > 3  # two values for one parent: a conflict, an error
 """
 )
-DEFINITION = """apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata: {name: gadgets}
-spec:
-  generateSelector: true
-  parentResource: {apiVersion: example.com/v1, resource: gadgets}
-  childResources: [{apiVersion: v1, resource: configmaps}]
-  hooks:
-    sync: {rego: {package: controllers.gadgets}}
-"""
+DEFINITION = composite_controller(
+    "gadgets", "gadgets", "configmaps", "rego: {package: controllers.gadgets}", method=None
+)
 
 
 def test_a_parent_whose_sync_keeps_failing_gets_a_condition_and_an_event_until_the_hook_is_fixed(
