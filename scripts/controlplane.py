@@ -334,6 +334,11 @@ class ControlPlane:
     def log_dir(self) -> Path:
         return self.state_dir / "logs"
 
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log of writes (started with `audit=True`): one JSON event a line."""
+        return self.log_dir / "audit.log"
+
     def env(self) -> dict[str, str]:
         """Environment for child processes (kubectl, regokite) to reach this cluster."""
         return {"KUBECONFIG": str(self.kubeconfig)}
@@ -484,17 +489,21 @@ def start(
     tie_to_parent: bool = True,
     timeout: float = 90.0,
     extra_apiserver_args: Sequence[str] = (),
+    audit: bool = False,
 ) -> ControlPlane:
     """Start etcd, kube-apiserver and kube-controller-manager on random loopback ports.
 
     Everything (data, certs, logs, kubeconfig) lives in `state_dir`, so instances
     are hermetic and several can run at once. Builds the binaries first if needed.
     Retries with fresh ports if one was taken between choosing and binding it.
+    With `audit`, the API server logs every write it answers to `cp.audit_log`
+    (`audit_writes` reads it): what a client wrote, counted by the server.
     """
     build()
     for attempt in range(3):
         try:
-            return _start_once(state_dir, tie_to_parent, timeout, extra_apiserver_args)
+            args = [*extra_apiserver_args, *(_audit_args(state_dir.resolve()) if audit else ())]
+            return _start_once(state_dir, tie_to_parent, timeout, args)
         except ControlPlaneError as e:
             if "address already in use" not in str(e) or attempt == 2:
                 raise
@@ -511,6 +520,8 @@ def _start_once(
     logs, pki, data = state_dir / "logs", state_dir / "pki", state_dir / "etcd"
     for d in (logs, pki):
         d.mkdir(parents=True)
+    if _audit_args(state_dir)[0] in extra_apiserver_args:
+        (state_dir / "audit-policy.yaml").write_text(AUDIT_POLICY)
     data.mkdir(mode=0o700)
     _write_pki(pki)
     admin_token, kcm_token = secrets.token_hex(16), secrets.token_hex(16)
@@ -638,6 +649,63 @@ def _start_once(
     except BaseException:
         _terminate(list(cp.procs.values()), 5.0)
         raise
+
+
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+"""
+
+
+def _audit_args(state_dir: Path) -> list[str]:
+    """kube-apiserver's flags for an audit log of writes (the policy is written when the flags are used)."""
+    policy = state_dir / "audit-policy.yaml"
+    return [f"--audit-policy-file={policy}", f"--audit-log-path={state_dir / 'logs' / 'audit.log'}"]
+
+
+def audit_writes(cp: ControlPlane) -> list[dict]:
+    """The writes the API server answered (ResponseComplete audit events), oldest first; [] without audit."""
+    if not cp.audit_log.exists():
+        return []
+    events = []
+    for line in cp.audit_log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if event.get("stage") == "ResponseComplete":
+                events.append(event)
+    return events
+
+
+def restart(cp: ControlPlane, name: str, down: float = 0.0, while_down: Callable[[], object] | None = None) -> None:
+    """Kill `name` (SIGKILL: no drain, connections reset), run `while_down`, wait `down` seconds, start it
+    again with the same command line (same port, same data) and wait until it is ready (etcd healthy,
+    or the API server ready)."""
+    proc = cp.procs[name]
+    argv = list(proc.args)  # type: ignore[arg-type]
+    proc.kill()
+    proc.wait(15)
+    if while_down:
+        while_down()
+    time.sleep(down)
+    cp.procs[name] = _spawn(name, argv, cp.log_dir, tie_to_parent=True)
+    cp.pids[name] = cp.procs[name].pid
+    deadline = time.monotonic() + 90
+    while not (_etcd_healthy(cp) if name == "etcd" else ready(cp)):
+        if cp.procs[name].poll() is not None or time.monotonic() > deadline:
+            raise ControlPlaneError(f"{name} did not come back:\n{log_tail(cp.log_dir / f'{name}.log')}")
+        time.sleep(0.1)
+
+
+def _etcd_healthy(cp: ControlPlane) -> bool:
+    try:
+        return json.loads(_get(f"{cp.etcd_url}/health")).get("health") == "true"
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
 
 
 def _wait_controllers(cp: ControlPlane, ctx: ssl.SSLContext, timeout: float) -> None:

@@ -1,10 +1,20 @@
 """Informers: one list+watch per resource type, an in-memory cache, change handlers.
 
 A watch resumes from the last resourceVersion it saw (bookmarks keep that
-fresh on quiet types), and a `410 Gone` (history compacted) or an expired list
-continuation relists from scratch, turning the difference between the old
+fresh on quiet types), and a `410 Gone` (history compacted), any other error
+event in a watch, an expired list continuation or a server whose history is
+behind ours relists from scratch, turning the difference between the old
 cache and the new list into ADDED/MODIFIED/DELETED notifications, so no
-change is lost while the API server was away. Objects are plain dicts, with
+change is lost while the API server was away.
+
+A watch resumed from a resourceVersion the server has not reached yet (etcd
+restored from a backup) is answered 200 and then nothing: no event, no
+bookmark, no 410, while the changes the server makes up to that version are
+dropped as older than it. So after a watch failure, and after a watch that
+ended without a single event, the informer asks for the server's current
+resourceVersion (a list of one item) and relists when ours is ahead of it. A
+watch that ends within a second with nothing counts as a failure (backoff),
+not as a watch to resume at once. Objects are plain dicts, with
 `metadata.managedFields` dropped: nothing downstream reads it and it is most
 of an object's size.
 """
@@ -23,7 +33,7 @@ from regokite.ops import controller_metrics as metrics
 from regokite.ops.outage import Outage
 from regokite.resources import controller_ref, key_of
 
-__all__ = ["Gone", "Informer", "InformerFactory", "Key", "key_of", "staleness"]
+__all__ = ["ErrorEvent", "Gone", "Informer", "InformerFactory", "Key", "key_of", "staleness"]
 
 log = logging.getLogger("regokite.controller")
 
@@ -33,7 +43,19 @@ Handler = Callable[[str, Obj | None, Obj | None], None]  # (event, new, old)
 
 
 class Gone(Exception):
-    """The resourceVersion we resume from is too old: relist."""
+    """The resourceVersion we resume from is no use (too old, or ahead of the server): relist at once."""
+
+
+class ErrorEvent(Exception):
+    """A watch's ERROR event other than 410: relist after a backoff, as client-go's reflector does
+    after any watch error (a resume from the same resourceVersion may fail the same way forever)."""
+
+
+class ShortWatch(Exception):
+    """A watch the server ended within a second with nothing in it: retried with backoff, not at once."""
+
+
+SHORT_WATCH_SECONDS = 1.0
 
 
 def _controller_uid(obj: Obj) -> str | None:
@@ -165,14 +187,19 @@ class Informer:
             try:
                 if self.resource_version is None:
                     self._relist()
-                self._watch()
+                elif not self.confirmed:
+                    self._check_not_ahead()  # resuming after a failure
+                if self._watch() == 0 and not self._stop.is_set():
+                    self._check_not_ahead()  # a whole watch without an event or bookmark
                 backoff = 0.2
-            except Gone:
-                log.info("watch history gone, relisting", extra={"informer": self.name})
+            except Gone as exc:
+                log.info("watch history gone, relisting", extra={"informer": self.name, "why": str(exc)})
                 self._disconnected()
                 self.resource_version = None
-            except Exception as exc:  # connection refused/reset, 5xx, ...
+            except Exception as exc:  # connection refused/reset, 5xx, an error event, a short watch, ...
                 self._disconnected()
+                if isinstance(exc, ErrorEvent):
+                    self.resource_version = None
                 if self._stop.is_set():
                     break
                 self._outage.failed(exc, error_reason(exc), informer=self.name)  # one line per outage
@@ -181,6 +208,17 @@ class Informer:
                 metrics.watch_errors.labels(self.resource).inc()
                 self._stop.wait(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 5.0)
+
+    def _check_not_ahead(self) -> None:
+        """Raise Gone when the server's current resourceVersion is behind ours: a watch from ours would
+        be silent until the server passes it, dropping every change before (etcd restored from a backup).
+        resourceVersions are etcd revisions on every API server; one that is not a number is not compared."""
+        page = self.client.get(self._path(), limit=1, labelSelector=self.label_selector,
+                               fieldSelector=self.field_selector)  # fmt: skip
+        current = (page.get("metadata") or {}).get("resourceVersion") or ""
+        ours = self.resource_version or ""
+        if current.isdigit() and ours.isdigit() and int(current) < int(ours):
+            raise Gone(f"the server's resourceVersion {current} is behind ours, {ours}")
 
     def _disconnected(self) -> None:
         self.connected = False
@@ -239,7 +277,8 @@ class Informer:
         for event in events:
             self._notify(*event)
 
-    def _watch(self) -> None:
+    def _watch(self) -> int:
+        """One watch from `resource_version` until the server ends it; returns the events it brought."""
         query = {
             "watch": "true",
             "resourceVersion": self.resource_version,
@@ -248,46 +287,56 @@ class Informer:
             "labelSelector": self.label_selector,
             "fieldSelector": self.field_selector,
         }
+        started = time.monotonic()
         try:
             stream = self.client.stream(self._path(), query, timeout=self.watch_timeout + 60)
         except ApiError as exc:
             if exc.status == 410:
-                raise Gone() from None
+                raise Gone("410 Gone: history compacted") from None
             raise
         self._stream = stream
         if self._stop.is_set():
             stream.close()
-            return
+            return 0
         self.connected = True
         self._outage.recovered(informer=self.name)
+        count = 0
         for event in stream:
             if self._stop.is_set():
-                return
+                return count
+            count += 1
             self.last_event_at = time.monotonic()
-            etype, obj = event.get("type"), event.get("object") or {}
-            if etype == "ERROR":
-                if obj.get("code") == 410:
-                    raise Gone()
-                raise ApiError(obj.get("code") or 500, obj.get("reason") or "", obj, f"WATCH {self._path()}")
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
-            if etype == "BOOKMARK":
-                self.resource_version = rv or self.resource_version
-                continue
-            _trim(obj)
-            k = key_of(obj)
-            with self._lock:
-                prev = self._cache.get(k)
-                if etype == "DELETED":
-                    self._remove(k)
-                else:
-                    self._store(obj)
-            if rv:
-                self.resource_version = rv
-            if etype == "DELETED":
-                self._notify("DELETED", None, obj)
-            else:
-                self._notify("ADDED" if prev is None else "MODIFIED", obj, prev)
+            self._apply(event)
         self.watch_restarts += 1
+        if count == 0 and time.monotonic() - started < SHORT_WATCH_SECONDS:
+            raise ShortWatch("the server ended the watch at once, with nothing in it")
+        return count
+
+    def _apply(self, event: Obj) -> None:
+        """One watch event into the cache and to the handlers; an ERROR event raises Gone or ErrorEvent."""
+        etype, obj = event.get("type"), event.get("object") or {}
+        if etype == "ERROR":
+            if obj.get("code") == 410:
+                raise Gone("410 Gone in the watch: history compacted")
+            raise ErrorEvent(f"{obj.get('code')} {obj.get('reason') or ''}: {obj.get('message') or ''}"[:300])
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if etype == "BOOKMARK":
+            self.resource_version = rv or self.resource_version
+            return
+        _trim(obj)
+        k = key_of(obj)
+        with self._lock:
+            prev = self._cache.get(k)
+            if etype == "DELETED":
+                self._remove(k)
+            else:
+                self._store(obj)
+        if rv:
+            self.resource_version = rv
+        if etype == "DELETED":
+            self._notify("DELETED", None, obj)
+        else:
+            self._notify("ADDED" if prev is None else "MODIFIED", obj, prev)
 
     # -- cache and indices (hold the lock)
 

@@ -97,3 +97,60 @@ def test_health_says_whether_the_watch_is_connected_and_for_how_long_events_may_
     assert staleness({"a": health, "b": {"missed_events_for_seconds": None}}) == health["missed_events_for_seconds"]
     informer._relist()
     assert informer.confirmed and informer.health()["last_event_seconds_ago"] is not None
+
+
+def test_an_error_event_inside_a_200_watch_relists_and_a_watch_ended_at_once_with_nothing_is_a_failure() -> None:
+    """The API server answers an expired resourceVersion with 200 and an ERROR event of code 410 (not an
+    HTTP 410): relist at once; any other ERROR event relists after a backoff (as client-go's reflector);
+    a watch ended within a second with nothing in it is retried with backoff, not in a hot loop."""
+    from regokite.kube.informer import ErrorEvent, ShortWatch
+
+    kube = FakeKube()
+    inf, _ = informer(kube)
+    inf._relist()
+    kube.script_watch({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+    with pytest.raises(Gone):
+        inf._watch()
+    kube.script_watch({"type": "ERROR", "object": {"kind": "Status", "code": 504, "reason": "Timeout"}})
+    with pytest.raises(ErrorEvent, match="504 Timeout"):
+        inf._watch()
+    kube.script_watch()  # 200, then the end of the stream, no event
+    with pytest.raises(ShortWatch):
+        inf._watch()
+
+
+def test_a_watch_resumed_from_a_resource_version_the_server_has_not_reached_relists() -> None:
+    """etcd restored from a backup: the server's history is behind the informer's resourceVersion, and a
+    watch from it is silent (200, no event, no bookmark, no 410) while the server drops every change up to
+    it. The informer compares the server's current resourceVersion with its own and relists."""
+    import threading
+    import time
+
+    kube = FakeKube()
+    inf, seen = informer(kube)
+    inf._relist()
+    inf.resource_version = "1000"  # from before the restore: ahead of the server's
+    inf._disconnected()  # the watch failed as the API server went away
+    kube.put(CMS, cm("made-after-the-restore", v="1"))
+    for _ in range(50):
+        kube.script_watch()  # each resumed watch: 200, then nothing
+    inf.start()
+    deadline = time.monotonic() + 10
+    while inf.relists < 2 and time.monotonic() < deadline:
+        threading.Event().wait(0.05)
+    inf.stop()
+    assert inf.relists == 2, f"no relist: {kube.calls[-5:]}"
+    assert ("ADDED", "1", None) in seen
+    assert int(inf.resource_version) < 1000
+
+
+def test_a_resource_version_behind_or_not_a_number_is_not_a_reason_to_relist() -> None:
+    kube = FakeKube()
+    inf, _ = informer(kube)
+    inf._relist()
+    inf._check_not_ahead()  # the server has moved on past ours: fine
+    inf.resource_version = "opaque-token"
+    inf._check_not_ahead()  # not numbers: not compared
+    inf.resource_version = "999999"
+    with pytest.raises(Gone, match="behind ours"):
+        inf._check_not_ahead()
