@@ -105,13 +105,15 @@ class Informer:
         self.connected = False  # a watch stream is open
         self.missed_since: float | None = None  # a watch failed then, and no list has followed: events may be missing
         self.last_event_at: float | None = None  # monotonic time of the last event, bookmark or list
+        self._caught_up_at: int | None = None  # the server's resourceVersion when a watch resumed after a failure
         self._outage = Outage(log, "watch")
 
     @property
     def confirmed(self) -> bool:
-        """Whether the cache has missed nothing: no watch failure since the last list. After one, a
-        resumed watch replays what happened meanwhile, but not at once: until the next list the cache
-        may still hold an object deleted during the outage."""
+        """Whether the cache has missed nothing: no watch failure since the last list, or since a watch
+        resumed after one delivered an event or bookmark at or past the server's resourceVersion of
+        the moment it resumed (the replay of what happened meanwhile is complete: events come in
+        order). Until then the cache may still hold an object deleted during the outage."""
         return self.missed_since is None
 
     @property
@@ -188,7 +190,7 @@ class Informer:
                 if self.resource_version is None:
                     self._relist()
                 elif not self.confirmed:
-                    self._check_not_ahead()  # resuming after a failure
+                    self._caught_up_at = self._check_not_ahead()  # resuming after a failure
                 if self._watch() == 0 and not self._stop.is_set():
                     self._check_not_ahead()  # a whole watch without an event or bookmark
                 backoff = 0.2
@@ -209,19 +211,22 @@ class Informer:
                 self._stop.wait(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 5.0)
 
-    def _check_not_ahead(self) -> None:
+    def _check_not_ahead(self) -> int | None:
         """Raise Gone when the server's current resourceVersion is behind ours: a watch from ours would
         be silent until the server passes it, dropping every change before (etcd restored from a backup).
-        resourceVersions are etcd revisions on every API server; one that is not a number is not compared."""
+        resourceVersions are etcd revisions on every API server; one that is not a number is not compared.
+        Returns the server's (None when not a number)."""
         page = self.client.get(self._path(), limit=1, labelSelector=self.label_selector,
                                fieldSelector=self.field_selector)  # fmt: skip
         current = (page.get("metadata") or {}).get("resourceVersion") or ""
         ours = self.resource_version or ""
         if current.isdigit() and ours.isdigit() and int(current) < int(ours):
             raise Gone(f"the server's resourceVersion {current} is behind ours, {ours}")
+        return int(current) if current.isdigit() else None
 
     def _disconnected(self) -> None:
         self.connected = False
+        self._caught_up_at = None
         if self.missed_since is None:
             self.missed_since = time.monotonic()
 
@@ -322,6 +327,7 @@ class Informer:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if etype == "BOOKMARK":
             self.resource_version = rv or self.resource_version
+            self._caught_up(rv)
             return
         _trim(obj)
         k = key_of(obj)
@@ -333,10 +339,16 @@ class Informer:
                 self._store(obj)
         if rv:
             self.resource_version = rv
+        self._caught_up(rv)  # after the cache holds this event
         if etype == "DELETED":
             self._notify("DELETED", None, obj)
         else:
             self._notify("ADDED" if prev is None else "MODIFIED", obj, prev)
+
+    def _caught_up(self, rv: str | None) -> None:
+        """Confirm the cache once a resumed watch reaches the server's resourceVersion of its resume."""
+        if self._caught_up_at is not None and rv and rv.isdigit() and int(rv) >= self._caught_up_at:
+            self.missed_since = self._caught_up_at = None
 
     # -- cache and indices (hold the lock)
 

@@ -154,3 +154,30 @@ def test_a_resource_version_behind_or_not_a_number_is_not_a_reason_to_relist() -
     inf.resource_version = "999999"
     with pytest.raises(Gone, match="behind ours"):
         inf._check_not_ahead()
+
+
+def test_a_resumed_watch_confirms_the_cache_once_it_reaches_the_servers_version_of_the_resume() -> None:
+    """After a watch failure the cache may hold objects deleted meanwhile (creates then confirm their
+    parent with a GET); a resumed watch replays in order, so once it delivers an event at or past the
+    server's resourceVersion of the moment it resumed, nothing missed is left: no GETs until a relist
+    that may never come (a resume without 410 never relists)."""
+    kube = FakeKube()
+    inf, seen = informer(kube)
+    kube.put(CMS, cm("a", v="1"))
+    inf._relist()
+    inf._disconnected()
+    server_rv = inf._check_not_ahead()
+    assert server_rv is not None
+    inf._caught_up_at = server_rv
+    before = {**cm("a", v="2"), "metadata": {"name": "a", "namespace": "ns", "resourceVersion": str(server_rv - 1)}}
+    kube.script_watch(("MODIFIED", before))
+    inf._watch()
+    assert not inf.confirmed  # the replay has not reached the resume's version yet
+    at = {**cm("a", v="3"), "metadata": {"name": "a", "namespace": "ns", "resourceVersion": str(server_rv)}}
+    kube.script_watch(("MODIFIED", at))
+    inf._watch()
+    assert inf.confirmed and inf.relists == 1 and seen[-1] == ("MODIFIED", "3", "2")
+    inf._disconnected()  # a new failure: unconfirmed again, and a bookmark alone confirms nothing then
+    kube.script_watch({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(server_rv + 5)}}})
+    inf._watch()
+    assert not inf.confirmed
