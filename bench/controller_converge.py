@@ -483,13 +483,14 @@ def summary(n: int, base: dict, runs: dict[str, dict], peer: dict | None) -> Non
 
 
 @contextlib.contextmanager
-def fanout_plane(tmp: Path, policy: str) -> Iterator[tuple[controlplane.ControlPlane, Any]]:
+def fanout_plane(tmp: Path, policy: str, audit: bool = False) -> Iterator[tuple[controlplane.ControlPlane, Any]]:
     """A private control plane serving the Fanout CRD, and in `tmp` the fanout controller to run on it
-    (policies/fanout.rego holding `policy`, controller.yaml); yields the plane and an API client."""
+    (policies/fanout.rego holding `policy`, controller.yaml); yields the plane and an API client.
+    With `audit`, its API server logs every write (controlplane.audit_writes)."""
     (tmp / "policies").mkdir()
     (tmp / "policies" / "fanout.rego").write_text(policy)
     (tmp / "controller.yaml").write_text(controller("example.com"))
-    cp = controlplane.start(tmp / "cp")
+    cp = controlplane.start(tmp / "cp", audit=audit)
     try:
         with kube.Cluster.of(cp).api_client() as api:
             kube.install_crd(api, kube.crd_manifest("example.com", "Fanout"))

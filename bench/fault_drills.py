@@ -4,20 +4,31 @@
 
 Each drill breaks something and measures, from the moment it is repaired, how long until the
 cluster is right again, how many objects were lost, and how many writes were duplicated or
-spurious (children made for parents that no longer exist, children beyond those wanted):
+spurious. The controller drills count writes from the API server's audit log (every create it
+answered 201, to a POST or to an apply, and every delete), not only from the final state: a child
+created, deleted and created again is a duplicate even if the end looks right.
 
 * broken-template: a ConstraintTemplate edit that does not compile (`regokite gatekeeper`);
   recovered: the edit fixed until its status is clean; lost: constraints and CRDs gone.
 * audit-restart: the API server killed as `regokite audit` starts (history compacted);
   recovered: API server up until every report is right; lost: reports still wrong after 30 s.
 * audit-crd: the PolicyReport CRD deleted (every report with it) and re-created.
-* stale-parent: parents deleted while the controller's parent informer is away (its version
-  unserved); spurious: Pods created for deleted parents.
+* stale-parent: the controller stopped, the API server killed, 20 parents and their Pods deleted,
+  the API server killed again and started with etcd compacted (the parent version unserved until
+  the Pods' informer has relisted), the controller resumed; spurious: Pods created for the deleted
+  parents (audit log); the note gives the stale-cache GETs that prevented them.
 * apiserver-restart: the API server killed while N parents are being created (controller under
   load), back after 2 s with history compacted; recovered: up until every parent converged.
 * sigkill: the controller SIGKILLed mid-convergence of N parents and started again.
-* etcd-outage: etcd frozen 10 s under admission load (a policy reading replicated data);
-  recovered: n/a (answers throughout), lost: reviews not answered 200 during the outage.
+  For both: lost: wanted ConfigMaps missing at the end; duplicated: ConfigMaps created more than
+  once (audit log); spurious: ConfigMaps created that no parent wants, or deleted by anyone but
+  the garbage collector (audit log; at least the extra ones at the end). The audit log can miss a
+  write the API server stored as it was killed (its audit event dies with it): the note counts
+  wanted ConfigMaps present but never audited as created, and gives the stale-cache GETs (parent
+  confirmations) and their mean time.
+* etcd-freeze, etcd-kill: etcd frozen (SIGSTOP) or killed and restarted 10 s later under
+  admission load (a policy reading replicated Namespaces); lost: reviews not answered 200 during
+  the outage; recovered: etcd back until a Namespace created then is in admission's data.
 
 Timings vary several-fold on a shared machine; counts do not.
 """
@@ -33,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +73,7 @@ class Outcome:
     lost: int
     spurious: int
     note: str = ""
+    duplicated: int = 0
 
 
 def until(check: Callable[[], bool], timeout: float) -> float | None:
@@ -196,15 +209,50 @@ def audit_drills(cp: Any, api: Api, tmp: Path) -> list[Outcome]:
 # -- controllers
 
 
-def pod_creates(ctl: ControllerProcess, kind: str = "Pod") -> float:
+def metric(ctl: ControllerProcess, name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include `labels` (0 when none)."""
+    total = 0.0
     for line in ctl.metrics().splitlines():
-        if (
-            line.startswith("regokite_controller_writes_total{")
-            and f'kind="{kind}"' in line
-            and 'verb="create"' in line
-        ):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def confirmations(ctl: ControllerProcess) -> str:
+    """The stale-cache GETs a controller made (parents confirmed before a create) and their cost."""
+    gets = metric(ctl, "regokite_controller_parent_confirmations_total")
+    seconds = metric(ctl, "regokite_controller_parent_confirmation_seconds_sum")
+    syncs = metric(ctl, "regokite_controller_reconcile_duration_seconds_count")
+    sync_seconds = metric(ctl, "regokite_controller_reconcile_duration_seconds_sum")
+    gone = metric(ctl, "regokite_controller_parent_confirmations_total", result="gone")
+    mean = f"{1000 * seconds / gets:.1f} ms each" if gets else "-"
+    per_sync = f"{1000 * sync_seconds / syncs:.1f} ms" if syncs else "-"
+    return f"{gets:g} stale-cache GETs ({gone:g} gone), {mean}; {syncs:g} syncs, mean {per_sync}"
+
+
+def created(cp: Any, since: int, resource: str, namespace: str) -> Counter[str]:
+    """Objects of `resource` in `namespace` the API server created after its `since`-th audited write
+    (201 to a POST or to an apply), by name, with how many times each."""
+    return Counter(
+        e["objectRef"].get("name", "")
+        for e in controlplane.audit_writes(cp)[since:]
+        if e["objectRef"].get("resource") == resource
+        and e["objectRef"].get("namespace") == namespace
+        and (e.get("responseStatus") or {}).get("code") == 201
+    )
+
+
+def deleted_by_clients(cp: Any, since: int, resource: str, namespace: str) -> int:
+    """Deletes of `resource` in `namespace` the API server answered 200, but for the garbage collector's."""
+    return sum(
+        1
+        for e in controlplane.audit_writes(cp)[since:]
+        if e["verb"] == "delete"
+        and e["objectRef"].get("resource") == resource
+        and e["objectRef"].get("namespace") == namespace
+        and (e.get("responseStatus") or {}).get("code") == 200
+        and e["user"]["username"] != controlplane.KCM_USER
+    )
 
 
 def stale_parent(cp: Any, api: Api) -> Outcome:
@@ -227,20 +275,28 @@ def stale_parent(cp: Any, api: Api) -> Outcome:
             kube.create(api, parents.format("v1"), {"apiVersion": "example.com/v1", "kind": "HelloWorld",
                                                    "metadata": {"name": name}, "spec": {}})  # fmt: skip
         until(lambda: all(kube.exists(api, f"{pods}/{n}") for n in names), 60)
-        before = pod_creates(ctl)
-        served(False)
-        time.sleep(2)  # the parent informer's watch ends and its relists fail
-        for name in names:
-            kube.delete(api, f"{parents.format('v1alpha1')}/{name}")
-            with contextlib.suppress(ApiException):
-                kube.delete(api, f"{pods}/{name}")
-        time.sleep(5)  # the Pods' deletions re-queue their parents
+        assert ctl.proc is not None
+        ctl.proc.send_signal(signal.SIGSTOP)
+        try:
+            controlplane.restart_apiserver(cp, 0.0)  # the controller's watches die with nothing buffered for it
+            since = len(controlplane.audit_writes(cp))
+            served(False)  # the parent informer held back after the resume: its relists fail
+            for name in names:
+                kube.delete(api, f"{parents.format('v1alpha1')}/{name}")
+                with contextlib.suppress(ApiException):
+                    kube.delete(api, f"{pods}/{name}")
+            controlplane.restart_apiserver(cp, 1.0, lambda: kube.compact_etcd(cp.etcd_url))
+        finally:
+            ctl.proc.send_signal(signal.SIGCONT)
+        # the Pods' informer relists and re-queues the deleted parents, still in the parent cache
+        until(lambda: sum(created(cp, since, "pods", "default")[n] for n in names)
+              + metric(ctl, "regokite_controller_parent_confirmations_total") >= len(names), 60)  # fmt: skip
         served(True)
         t0 = time.monotonic()
         ok = until(lambda: kube.get(api, parents.format("v1"))["items"] == [] and ctl.readiness()["ready"], 60)
-        spurious = int(pod_creates(ctl) - before)
-    return Outcome("stale-parent", None if ok is None else time.monotonic() - t0, 0, spurious,
-                   "Pods created for deleted parents")  # fmt: skip
+        spurious = sum(created(cp, since, "pods", "default")[n] for n in names)
+        note = f"Pods created for deleted parents (audit log); {confirmations(ctl)}"
+    return Outcome("stale-parent", None if ok is None else time.monotonic() - t0, 0, spurious, note)
 
 
 def fanout_state(api: Api, ns: str, n: int) -> tuple[int, int]:
@@ -278,6 +334,7 @@ def create_parents(api: Api, ns: str, n: int) -> None:
 def under_load(cp: Any, api: Api, tmp: Path, n: int, drill: str) -> Outcome:
     ns = drill
     make_namespace(api, ns)
+    since = len(controlplane.audit_writes(cp))
     args = {"policies": [tmp / "policies"], "controllers": [tmp / "controller.yaml"], "namespace": ns, "workers": 8}
     ctl = ControllerProcess(cp.kubeconfig, **args, log_level="info").__enter__()
     try:
@@ -294,45 +351,76 @@ def under_load(cp: Any, api: Api, tmp: Path, n: int, drill: str) -> Outcome:
         t0 = time.monotonic()
         creator.join(120)
         ok = until(lambda: converged(api, ns, n), 120)
+        recovered = None if ok is None else time.monotonic() - t0
+        wanted = {f"p{i}-{j}" for i in range(n) for j in range(3)}
+        made = created(cp, since, "configmaps", ns)
+        duplicated = sum(count - 1 for name, count in made.items() if name in wanted)
+        spurious = sum(made[name] for name in set(made) - wanted - {"kube-root-ca.crt"})
+        spurious += deleted_by_clients(cp, since, "configmaps", ns)
         missing, extra = fanout_state(api, ns, n)
-        return Outcome(drill, None if ok is None else time.monotonic() - t0, missing, extra, f"{n} parents x 3")
+        # a write in flight when the API server is killed can be stored without its audit event
+        unaudited = len(wanted - set(made)) - missing
+        note = f"{n} parents x 3; final state: {extra} extra; {unaudited} creates unaudited; {confirmations(ctl)}"
+        return Outcome(drill, recovered, missing, max(spurious, extra), note, duplicated)
     finally:
         ctl.stop()
 
 
-def etcd_outage(cp: Any, api: Api, tmp: Path) -> Outcome:
+def etcd_outage(cp: Any, api: Api, tmp: Path, kill: bool) -> Outcome:
+    """Admission under load while etcd is frozen (SIGSTOP) or killed, for 10 s; then etcd back."""
     import httpx
 
     from tests.admission.reviews import deployment, review
     from tests.admission.server import admission_server
 
-    policies = tmp / "admission"
+    name = "etcd-kill" if kill else "etcd-freeze"
+    policies, run = tmp / f"{name}-policies", tmp / f"{name}-run"
     policies.mkdir()
+    run.mkdir()
     (policies / "reads.rego").write_text(
         'package admission.reads\n\nmatch := {"rules": [{"apiGroups": ["apps"], "resources": ["deployments"]}]}\n\n'
         'replicate := {"cluster": ["v1/namespaces"]}\n\n'
         'deny contains "no such namespace" if not data.kubernetes.namespaces[input.request.namespace]\n'
     )
-    (tmp / "admission-run").mkdir()
-    body = review(deployment("web"))
-    body["request"]["namespace"] = "default"
+
+    def reviewed(namespace: str) -> dict:
+        body = review(deployment("web"))
+        body["request"]["namespace"] = namespace
+        return body
+
     answered = failed = 0
-    run = admission_server(policies, tmp / "admission-run", "--kubeconfig", str(cp.kubeconfig))
-    with run as server, server.client() as http:
-        etcd = cp.procs["etcd"]
-        etcd.send_signal(signal.SIGSTOP)
-        t0 = time.monotonic()
-        try:
+    with admission_server(policies, run, "--kubeconfig", str(cp.kubeconfig)) as server, server.client() as http:
+
+        def load() -> None:
+            nonlocal answered, failed
+            t0 = time.monotonic()
             while time.monotonic() - t0 < 10:
                 try:
-                    ok = http.post("/validate", json=body).json()["response"]["allowed"]
+                    ok = http.post("/validate", json=reviewed("default")).json()["response"]["allowed"]
                     answered += ok
                     failed += not ok
                 except (httpx.HTTPError, KeyError, ValueError):
                     failed += 1
-        finally:
-            etcd.send_signal(signal.SIGCONT)
-    return Outcome("etcd-outage", None, failed, 0, f"{answered} reviews answered with the last data in 10 s")
+
+        if kill:
+            controlplane.restart(cp, "etcd", 0.0, load)  # killed, 10 s of reviews, started again
+        else:
+            cp.procs["etcd"].send_signal(signal.SIGSTOP)
+            try:
+                load()
+            finally:
+                cp.procs["etcd"].send_signal(signal.SIGCONT)
+        back = time.monotonic()
+        fresh = kube.unique_name("after")
+
+        def allowed_in_new_namespace() -> bool:
+            with contextlib.suppress(ApiException):
+                make_namespace(api, fresh)
+            return http.post("/validate", json=reviewed(fresh)).json()["response"]["allowed"]
+
+        ok = until(allowed_in_new_namespace, 120)
+    note = f"{answered} reviews answered with the last data in 10 s; recovered: a new Namespace replicated"
+    return Outcome(name, None if ok is None else time.monotonic() - back, failed, 0, note)
 
 
 def main() -> int:
@@ -343,14 +431,15 @@ def main() -> int:
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="regokite-drills-") as name:
         tmp = Path(name)
-        with fanout_plane(tmp, CHILDREN + STATUS) as (cp, api):
+        with fanout_plane(tmp, CHILDREN + STATUS, audit=True) as (cp, api):
             drills: dict[str, Callable[[], list[Outcome]]] = {
                 "broken-template": lambda: [broken_template(cp, api, tmp)],
                 "audit": lambda: audit_drills(cp, api, tmp),
                 "stale-parent": lambda: [stale_parent(cp, api)],
                 "apiserver-restart": lambda: [under_load(cp, api, tmp, args.parents, "apiserver-restart")],
                 "sigkill": lambda: [under_load(cp, api, tmp, args.parents, "sigkill")],
-                "etcd-outage": lambda: [etcd_outage(cp, api, tmp)],
+                "etcd-freeze": lambda: [etcd_outage(cp, api, tmp, kill=False)],
+                "etcd-kill": lambda: [etcd_outage(cp, api, tmp, kill=True)],
             }
             for key, drill in drills.items():
                 if args.only and key not in args.only:
@@ -358,11 +447,11 @@ def main() -> int:
                 try:
                     outcomes += drill()
                 except Exception as exc:  # a drill that breaks is a row, not the end of the table
-                    outcomes.append(Outcome(key, None, -1, -1, f"drill failed: {type(exc).__name__}: {exc}"[:120]))
-    print(f"{'drill':<18} {'recovered in':>13} {'lost':>5} {'spurious':>9}  note")
+                    outcomes.append(Outcome(key, None, -1, -1, f"drill failed: {type(exc).__name__}: {exc}"[:120], -1))
+    print(f"{'drill':<18} {'recovered in':>13} {'lost':>5} {'duplicated':>10} {'spurious':>9}  note")
     for o in outcomes:
         rec = "-" if o.recovered is None else f"{o.recovered:9.1f} s"
-        print(f"{o.drill:<18} {rec:>13} {o.lost:>5} {o.spurious:>9}  {o.note}")
+        print(f"{o.drill:<18} {rec:>13} {o.lost:>5} {o.duplicated:>10} {o.spurious:>9}  {o.note}")
     return 0
 
 

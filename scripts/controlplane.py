@@ -681,7 +681,13 @@ def audit_writes(cp: ControlPlane) -> list[dict]:
     return events
 
 
-def restart(cp: ControlPlane, name: str, down: float = 0.0, while_down: Callable[[], object] | None = None) -> None:
+def restart(
+    cp: ControlPlane,
+    name: str,
+    down: float = 0.0,
+    while_down: Callable[[], object] | None = None,
+    timeout: float = 90.0,
+) -> None:
     """Kill `name` (SIGKILL: no drain, connections reset), run `while_down`, wait `down` seconds, start it
     again with the same command line (same port, same data) and wait until it is ready (etcd healthy,
     or the API server ready)."""
@@ -694,7 +700,7 @@ def restart(cp: ControlPlane, name: str, down: float = 0.0, while_down: Callable
     time.sleep(down)
     cp.procs[name] = _spawn(name, argv, cp.log_dir, tie_to_parent=True)
     cp.pids[name] = cp.procs[name].pid
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + timeout
     while not (_etcd_healthy(cp) if name == "etcd" else ready(cp)):
         if cp.procs[name].poll() is not None or time.monotonic() > deadline:
             raise ControlPlaneError(f"{name} did not come back:\n{log_tail(cp.log_dir / f'{name}.log')}")
@@ -818,19 +824,7 @@ def restart_apiserver(
     """Kill kube-apiserver (abrupt: connections reset, no graceful drain of watches), run `while_down`
     (compact etcd's history, start a client into the outage), then start it again on the same port and
     etcd and wait until it is ready. The fault drills and the restart tests share it."""
-    proc = cp.procs["kube-apiserver"]
-    argv = list(proc.args)
-    proc.kill()
-    proc.wait(15)
-    if while_down:
-        while_down()
-    time.sleep(down_seconds)
-    cp.procs["kube-apiserver"] = _spawn("kube-apiserver", argv, cp.log_dir, tie_to_parent=True)
-    deadline = time.monotonic() + timeout
-    while not ready(cp):
-        if time.monotonic() > deadline:
-            raise ControlPlaneError("kube-apiserver did not come back:\n" + log_tail(cp.log_dir / "kube-apiserver.log"))
-        time.sleep(0.1)
+    restart(cp, "kube-apiserver", down_seconds, while_down, timeout)
 
 
 def ready(cp: ControlPlane) -> bool:

@@ -85,3 +85,10 @@ parent_confirmations = Counter(
     " events since its last list; result: current, or gone (nothing created).",
     ["controller", "result"],
 )
+parent_confirmation_seconds = Histogram(
+    "regokite_controller_parent_confirmation_seconds",
+    "Time of the GET confirming an object before children are created for it (parent_confirmations_total):"
+    " what a sync pays while a cache read may have missed events.",
+    ["controller"],
+    buckets=LATENCY_BUCKETS,
+)

@@ -140,12 +140,15 @@ class SyncReconciler:
             return True
         meta = obj["metadata"]
         path = resource_path(self.type.api_version, self.type.resource, meta.get("namespace"), meta["name"])
+        started = time.monotonic()
         try:
             current = self.actuator.client.get(path)
         except ApiError as exc:
             if exc.status != 404:
                 raise
             current = None
+        finally:
+            metrics.parent_confirmation_seconds.labels(self.name).observe(time.monotonic() - started)
         gone = current is None or current["metadata"].get("uid") != meta.get("uid")
         metrics.parent_confirmations.labels(self.name, "gone" if gone else "current").inc()
         if gone:
