@@ -32,7 +32,7 @@ def test_a_watch_resumed_after_etcd_went_back_to_a_backup_relists(private_plane,
     backup = tmp_path / "etcd-backup"
     controlplane.restart(cp, "etcd", while_down=lambda: shutil.copytree(data, backup))  # a cold backup
     kube.wait_for(lambda: controlplane.ready(cp), what="the API server back on etcd")
-    cluster = kube.Cluster(cp.kubeconfig, cp.server, cp.ca_file, cp.token, cp.etcd_url)
+    cluster = kube.Cluster.of(cp)
     informer = Informer(KubeClient(cp.kubeconfig), "v1", "configmaps", namespace="default", watch_timeout=60)
     informer.start()
     try:
