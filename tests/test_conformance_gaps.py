@@ -33,12 +33,6 @@ OUTPUT_OPERANDS = {
 }
 
 
-@pytest.mark.parametrize("name", OUTPUT_OPERANDS)
-def test_an_extension_builtin_takes_an_output_operand_as_opa(name: str) -> None:
-    mine, opa = both(OUTPUT_OPERANDS[name])
-    assert mine == opa
-
-
 def test_an_output_operand_keeps_the_lines() -> None:
     rules = OUTPUT_OPERANDS["an operand across lines"] + "\n\ny := 1 / input\n"
     with pytest.raises(EvaluationError) as caught:
@@ -106,6 +100,7 @@ def test_regokite_test_makes_a_builtin_error_undefined_as_opa_test(tmp_path: Any
     }
 
 
+# regorus takes only a function of the bundle after `with ... as`; the builtin gets one
 MOCKS = {
     "a builtin by a builtin": "x := y if {\n\ty := count([1]) with count as sum\n}",
     "a string builtin by another": 'x := y if {\n\ty := upper("a") with upper as lower\n}',
@@ -114,8 +109,11 @@ MOCKS = {
 }
 
 
-@pytest.mark.parametrize("name", MOCKS)
-def test_with_replaces_a_function_by_a_builtin_as_opa(name: str) -> None:
-    """regorus takes only a function of the bundle after `with ... as`; the builtin gets one."""
-    mine, opa = both(MOCKS[name])
+AS_OPA = {**OUTPUT_OPERANDS, **MOCKS}
+
+
+@pytest.mark.parametrize("name", AS_OPA)
+def test_extension_output_operands_and_builtin_mocks_answer_as_opa(name: str) -> None:
+    """An extension builtin's output operand (`OUTPUT_OPERANDS`), a function replaced by a builtin (`MOCKS`)."""
+    mine, opa = both(AS_OPA[name])
     assert mine == opa

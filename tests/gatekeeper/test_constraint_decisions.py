@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from regokite.admission.decide import decide
-from regokite.admission.policies import load_policy_set
+from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.admission.review import parse_review
 from regokite.audit.scan import audited_resources
 from regokite.check import check, read_manifests
@@ -161,28 +163,36 @@ def test_a_gatekeeper_config_names_what_to_replicate(tmp_path: Path) -> None:
         load_policy_set([str(tmp_path)])
 
 
-CONFIG_MATCH = """apiVersion: config.gatekeeper.sh/v1alpha1
-kind: Config
-metadata: {name: config, namespace: gatekeeper-system}
-spec:
-  match:
-    - excludedNamespaces: ["kube-*", "team-x"]
-      processes: ["*"]
-    - excludedNamespaces: ["only-synced"]
-      processes: ["sync"]
-"""
+def config_match(*entries: tuple[list[str], list[str]]) -> str:
+    """Gatekeeper's Config whose `spec.match` holds these (excludedNamespaces, processes) entries."""
+    head = "apiVersion: config.gatekeeper.sh/v1alpha1\nkind: Config\n"
+    head += "metadata: {name: config, namespace: gatekeeper-system}\nspec:\n  match:\n"
+    return head + "".join(
+        f"    - excludedNamespaces: {json.dumps(names)}\n      processes: {json.dumps(processes)}\n"
+        for names, processes in entries
+    )
+
+
+@contextmanager
+def library_with_config(tmp_path: Path, config: str) -> Iterator[PolicySet]:
+    """The fixture library with this Config beside it, closed after use."""
+    (tmp_path / "config.yaml").write_text(config)
+    ps = load_policy_set([str(FIXTURES / "library"), str(tmp_path)])
+    try:
+        yield ps
+    finally:
+        ps.close()
+
+
+CONFIG_MATCH = config_match((["kube-*", "team-x"], ["*"]), (["only-synced"], ["sync"]))
 
 
 def test_a_config_excludes_namespaces_from_every_constraint_as_gatekeeper_does(tmp_path: Path) -> None:
-    (tmp_path / "config.yaml").write_text(CONFIG_MATCH)
-    ps = load_policy_set([str(FIXTURES / "library"), str(tmp_path)])
-    try:
+    with library_with_config(tmp_path, CONFIG_MATCH) as ps:
         assert judge(ps, namespace("team-x", team="ok")).verdict.allowed  # excluded by name
         assert judge(ps, namespace("kube-public")).verdict.allowed  # by prefix glob
         assert not judge(ps, namespace("only-synced")).verdict.allowed  # a sync-only entry excludes nothing here
         assert not judge(ps, namespace("team-y")).verdict.allowed
-    finally:
-        ps.close()
 
 
 def test_a_malformed_config_match_fails_the_load(tmp_path: Path) -> None:
@@ -191,26 +201,13 @@ def test_a_malformed_config_match_fails_the_load(tmp_path: Path) -> None:
         load_policy_set([str(FIXTURES / "library"), str(tmp_path)])
 
 
-PER_PROCESS = """apiVersion: config.gatekeeper.sh/v1alpha1
-kind: Config
-metadata: {name: config, namespace: gatekeeper-system}
-spec:
-  match:
-    - excludedNamespaces: ["audit-only"]
-      processes: ["audit"]
-    - excludedNamespaces: ["webhook-only"]
-      processes: ["webhook"]
-    - excludedNamespaces: ["synced-out"]
-      processes: ["sync"]
-"""
+PER_PROCESS = config_match((["audit-only"], ["audit"]), (["webhook-only"], ["webhook"]), (["synced-out"], ["sync"]))
 
 
 def test_a_config_entry_excludes_only_from_the_processes_it_names(tmp_path: Path) -> None:
     from regokite.admission.review import creation_review
 
-    (tmp_path / "config.yaml").write_text(PER_PROCESS)
-    ps = load_policy_set([str(FIXTURES / "library"), str(tmp_path)])
-    try:
+    with library_with_config(tmp_path, PER_PROCESS) as ps:
 
         def audited(name: str) -> bool:
             review = creation_review(namespace(name), ("", "v1", "namespaces"), "audit", process="audit")
@@ -222,8 +219,6 @@ def test_a_config_entry_excludes_only_from_the_processes_it_names(tmp_path: Path
         assert not audited("webhook-only")
         assert ps.sync_excluded == ("synced-out",)
         assert not judge(ps, namespace("synced-out")).verdict.allowed and not audited("synced-out")
-    finally:
-        ps.close()
 
 
 SYNCSET = """apiVersion: syncset.gatekeeper.sh/v1alpha1

@@ -166,16 +166,21 @@ spec:
         mutators(text.replace("metadata.labels.owner", "metadata.name.x"))
 
 
-def modify_set(operation: str, values: list, location: str = "spec.containers[name: *].args") -> str:
+def pod_mutator(kind: str, name: str, location: str, parameters: object, version: str = "v1") -> str:
+    """A mutator of Pods as YAML text: `parameters` in flow style (a dict's repr reads as one)."""
     return f"""
-apiVersion: mutations.gatekeeper.sh/v1
-kind: ModifySet
-metadata: {{name: args}}
+apiVersion: mutations.gatekeeper.sh/{version}
+kind: {kind}
+metadata: {{name: {name}}}
 spec:
   applyTo: [{{groups: [""], kinds: [Pod], versions: [v1]}}]
   location: {location!r}
-  parameters: {{operation: {operation}, values: {{fromList: {values}}}}}
+  parameters: {parameters}
 """
+
+
+def modify_set(operation: str, values: list, location: str = "spec.containers[name: *].args") -> str:
+    return pod_mutator("ModifySet", "args", location, f"{{operation: {operation}, values: {{fromList: {values}}}}}")
 
 
 def test_modify_set_merge_and_prune() -> None:
@@ -191,15 +196,7 @@ def test_modify_set_merge_and_prune() -> None:
 
 
 def assign_image(**params: str) -> str:
-    return f"""
-apiVersion: mutations.gatekeeper.sh/v1alpha1
-kind: AssignImage
-metadata: {{name: image}}
-spec:
-  applyTo: [{{groups: [""], kinds: [Pod], versions: [v1]}}]
-  location: "spec.containers[name:*].image"
-  parameters: {params}
-"""
+    return pod_mutator("AssignImage", "image", "spec.containers[name:*].image", params, version="v1alpha1")
 
 
 def test_assign_image_as_docker_references_split() -> None:
