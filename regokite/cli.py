@@ -189,7 +189,9 @@ def _with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
     from regokite.sources.configmap_policies import followed_in_process, split_namespaces
 
     client = KubeClient(getattr(args, "kubeconfig", None))
-    with followed_in_process(client, split_namespaces(namespaces), v0_compatible=args.v0_compatible) as out:
+    kept = Path(args.policy_namespaces_dir) if args.policy_namespaces_dir else None
+    namespaces = split_namespaces(namespaces)
+    with followed_in_process(client, namespaces, v0_compatible=args.v0_compatible, directory=kept) as out:
         args.policies = [*args.policies, str(out)]
         yield
 
@@ -909,6 +911,13 @@ def _add_policies_arg(p: argparse.ArgumentParser, *, configmaps: bool = False) -
         metavar="NS[,NS...]",
         help="also serve kube-mgmt's labelled policy/data ConfigMaps of these namespaces (repeatable; * for all), "
         "followed in process as `regokite configmaps` does (needs get/list/watch/patch on configmaps)",
+    )
+    p.add_argument(
+        "--policy-namespaces-dir",
+        metavar="DIR",
+        help="where --policy-namespaces writes the ConfigMaps (default: a temporary directory, removed at exit); "
+        "one that outlives the process (an emptyDir) keeps the last good content of a refused ConfigMap across "
+        "restarts",
     )
 
 

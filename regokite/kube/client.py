@@ -214,12 +214,13 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float = 30,
     ) -> Any:
-        if method != "GET" and self.write_guard is not None:
-            self.write_guard(method, path)
-        resp = self._answered(
-            lambda: self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout),
-            f"{method} {path}",
-        )
+
+        def send() -> Any:
+            if method != "GET" and self.write_guard is not None:  # asked before every try: a wait may outlast a lease
+                self.write_guard(method, path)
+            return self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+
+        resp = self._answered(send, f"{method} {path}")
         data = resp.read()
         parsed = _json(data)
         if not 200 <= resp.status <= 299:

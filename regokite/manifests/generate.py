@@ -31,6 +31,7 @@ Obj = dict[str, Any]
 DEFAULT_IMAGE = f"regokite/regokite:{__version__}"
 POLICIES_DIR = "/etc/regokite/policies"
 CONTROLLERS_DIR = "/etc/regokite/controllers"
+CONFIGMAP_POLICIES_DIR = "/tmp/configmap-policies"  # --policy-namespaces: kept across container restarts
 DEFINITION_RESOURCES = (
     ("metacontroller.k8s.io", "compositecontrollers"),
     ("metacontroller.k8s.io", "decoratorcontrollers"),
@@ -366,6 +367,8 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
     if opts.policies or opts.baked_policies:  # else every policy comes from the ConfigMaps
         cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
     policy_args += [a for ns in opts.policy_namespaces for a in ("--policy-namespaces", ns)]
+    if opts.policy_namespaces:  # in the /tmp emptyDir: a container restart serves a refused ConfigMap's last good
+        policy_args += ["--policy-namespaces-dir", CONFIGMAP_POLICIES_DIR]
     definitions_text = yaml.safe_dump_all(raw_definitions, sort_keys=False)
     defs = w.mounted_files(
         f"{opts.name}-definitions",

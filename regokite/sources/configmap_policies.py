@@ -23,7 +23,10 @@ last good content it starts from.
 
 `followed_in_process` runs the same sync on a thread of a server
 (`--policy-namespaces` of `admission`, `controller`, `hooks`, `audit`), into a
-private directory the server adds to its `--policies` and reloads like any other.
+private directory the server adds to its `--policies` and reloads like any other;
+in a directory that outlives the process (`--policy-namespaces-dir`, an emptyDir
+in a pod) a restart keeps each refused ConfigMap's last good content, as
+`regokite gatekeeper` keeps its last good versions in the file it wrote.
 """
 
 from __future__ import annotations
@@ -282,14 +285,25 @@ class ConfigMapSync:
 
 @contextlib.contextmanager
 def followed_in_process(
-    client: KubeClient, namespaces: Sequence[str], *, v0_compatible: bool = False, timeout: float = 60.0
+    client: KubeClient,
+    namespaces: Sequence[str],
+    *,
+    v0_compatible: bool = False,
+    timeout: float = 60.0,
+    directory: Path | None = None,
 ) -> Iterator[Path]:
     """The labelled ConfigMaps of `namespaces` as a private policy directory, kept current by a
     thread until the block ends. The first pass is made before it yields, so a server started on the
     directory serves every ConfigMap already in the cluster from its first decision (a definition
-    whose hook package is in a ConfigMap not loaded yet is refused, then started once it loads)."""
-    with tempfile.TemporaryDirectory(prefix="regokite-configmaps-") as tmp:
-        sync = ConfigMapSync(client, Path(tmp) / SHOWN_AS, namespaces, v0_compatible=v0_compatible)
+    whose hook package is in a ConfigMap not loaded yet is refused, then started once it loads).
+    `directory` (kept; default a temporary one, removed at the end) holds what an earlier run wrote:
+    the last good content of a ConfigMap refused now is served from it."""
+    with contextlib.ExitStack() as stack:
+        if directory is None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="regokite-configmaps-")))
+        sync = ConfigMapSync(client, directory / SHOWN_AS, namespaces, v0_compatible=v0_compatible)
+        if sync.good:
+            log.info("ConfigMap policies last written found", extra={"configmaps": sorted(sync.good)})
         stop = threading.Event()
         sync.start(timeout)
         try:

@@ -104,3 +104,26 @@ def test_the_admission_server_follows_configmaps_itself_with_policy_namespaces(
     args = ("--policy-namespaces", namespace, "--kubeconfig", str(cluster.kubeconfig))
     with admission_server([], tmp_path, *args) as server, server.client() as http:
         served_and_followed(api, cms, namespace, http)
+
+
+def test_a_restarted_server_serves_the_last_good_content_of_a_configmap_refused_before_it_restarted(
+    cluster: Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    """`--policy-namespaces-dir` keeps what the sync wrote across a restart (an emptyDir in a pod): the
+    policy ConfigMap whose edit was refused still decides with its last good content from the restarted
+    server's first review, as Gatekeeper's last good versions survive a restart of `regokite gatekeeper`;
+    in a temporary directory (the default) it would not be served at all."""
+    cms = labelled_configmaps(api, namespace)
+    kept = tmp_path / "configmap-policies"
+    args = ("--policy-namespaces", namespace, "--policy-namespaces-dir", str(kept))
+    args += ("--kubeconfig", str(cluster.kubeconfig))
+    for run in ("first", "restarted"):
+        (tmp_path / run).mkdir()
+        with admission_server([], tmp_path / run, *args) as server, server.client() as http:
+            if run == "first":
+                served_and_followed(api, cms, namespace, http)  # ends with a refused edit, the last good deciding
+                continue
+            answer = http.post("/validate", json=review(pod("nginx:1.27"))).json()["response"]
+            assert not answer["allowed"] and "image nginx:1.27 is banned" in answer["status"]["message"]
+            assert status(api, f"{cms}/images")["status"] == "error"
+            assert "last written found" in server.logs()

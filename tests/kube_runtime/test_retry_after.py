@@ -148,3 +148,21 @@ def test_a_watch_that_opens_during_an_outage_waits_too(server: Scripted, kube: K
     stream = kube.stream("/api/v1/namespaces", {"watch": "true"}, timeout=5)
     stream.close()
     assert len(server.seen) == 2
+
+
+def test_a_write_waiting_on_retry_after_asks_the_write_guard_again_before_it_is_sent_again(
+    server: Scripted, kube: KubeClient
+) -> None:
+    """Leader election: a Lease lost while a write waits must stop that write (the guard raises)."""
+    asked: list[str] = []
+
+    def guard(method: str, path: str) -> None:
+        asked.append(method)
+        if len(asked) > 1:
+            raise ApiError(0, "NotLeader", {"message": "not the leader"}, f"{method} {path}")
+
+    kube.write_guard = guard
+    server.script.append((503, "0"))
+    with pytest.raises(ApiError, match="not the leader"):
+        kube.patch("/api/v1/namespaces/x", {"metadata": {}})
+    assert asked == ["PATCH", "PATCH"] and [m for m, _ in server.seen] == ["PATCH"]

@@ -272,6 +272,7 @@ def test_a_controller_following_configmap_policies_may_read_them_and_write_their
     assert ("team-a", "regokite-controller") in bound
     args = pod_spec(objects)["containers"][0]["args"]
     assert args[:5] == ["controller", "--policy-namespaces", "metacontroller", "--policy-namespaces", "team-a"]
+    assert args[5:7] == ["--policy-namespaces-dir", "/tmp/configmap-policies"]  # the emptyDir: kept on restarts
     assert "--policies" not in args and not any(
         o["kind"] == "ConfigMap" and "policies" in o["metadata"]["name"] for o in objects
     )
