@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import controlplane
 import httpx
 import kube
 from test_audit_faults import audit_process, bad_namespaces, start_audit, wrong_reports
-from test_composite_apiserver_restart import restart_apiserver
 
 from regokite.audit.crds import report_crds
 
@@ -57,7 +57,7 @@ def test_audit_readiness_tells_its_watches_and_pending_writes_through_outages(
         def while_down() -> None:  # ready all along (it audits from its caches), and says the watches are down
             seen_down.append(kube.wait_for(lambda: readyz(port), watch_down, what="a down watch in /readyz")[1])
 
-        restart_apiserver(cp, 1.0, while_down=while_down)
+        controlplane.restart_apiserver(cp, 1.0, while_down=while_down)
         assert seen_down and seen_down[0]["watches"][CONFIGMAPS]["missed_events_for_seconds"] > 0
         # connected again (the caches confirmed only by their next list: stale_seconds says so until then)
         back = lambda r: all(w["connected"] for w in r[1]["watches"].values())  # noqa: E731
