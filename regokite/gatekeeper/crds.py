@@ -12,16 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from regokite.gatekeeper.resources import (
-    CONFIG_GROUP,
-    CONSTRAINT_GROUP,
-    EXPANSION_GROUP,
-    MUTATION_GROUP,
-    PROVIDER_GROUP,
-    SYNCSET_GROUP,
-    TEMPLATE_GROUP,
-    Template,
-)
+from regokite.gatekeeper import resources
 
 POD_ID = "regokite"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "regokite", "gatekeeper.sh/constraint": "yes"}
@@ -45,12 +36,12 @@ def _versions(names: tuple[str, ...], schema: dict[str, Any]) -> list[dict[str, 
 
 def template_crd() -> dict[str, Any]:
     """The CRD of ConstraintTemplate (templates.gatekeeper.sh v1, v1beta1, v1alpha1)."""
-    return _open_crd(TEMPLATE_GROUP, "ConstraintTemplate", "Cluster", ("v1", "v1beta1", "v1alpha1"))
+    return _open_crd(resources.TEMPLATE_GROUP, "ConstraintTemplate", "Cluster", ("v1", "v1beta1", "v1alpha1"))
 
 
 def config_crd() -> dict[str, Any]:
     """The CRD of Gatekeeper's Config (config.gatekeeper.sh v1alpha1, namespaced)."""
-    return _open_crd(CONFIG_GROUP, "Config", "Namespaced", ("v1alpha1",))
+    return _open_crd(resources.CONFIG_GROUP, "Config", "Namespaced", ("v1alpha1",))
 
 
 # Gatekeeper's mutator kinds: plural (as its CRDs name them) and versions, the stored one first
@@ -106,7 +97,7 @@ def mutator_crds() -> list[dict[str, Any]]:
         if kind != "AssignMetadata":
             spec["properties"]["applyTo"] = _APPLY_TO
         schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _BY_POD}}}
-        crds.append(_crd(MUTATION_GROUP, kind, plural, "Cluster", _versions(versions, schema)))
+        crds.append(_crd(resources.MUTATION_GROUP, kind, plural, "Cluster", _versions(versions, schema)))
     return crds
 
 
@@ -123,7 +114,7 @@ def expansion_crd() -> dict[str, Any]:
     }
     schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _ANY_OBJECT}}}
     versions = _versions(("v1beta1", "v1alpha1"), schema)
-    return _crd(EXPANSION_GROUP, "ExpansionTemplate", EXPANSION_PLURAL, "Cluster", versions)
+    return _crd(resources.EXPANSION_GROUP, "ExpansionTemplate", EXPANSION_PLURAL, "Cluster", versions)
 
 
 def mutator_status(generation: int | None, errors: list[str], *, enforced: bool | None = None) -> dict[str, Any]:
@@ -156,12 +147,12 @@ def _crd(group: str, kind: str, plural: str, scope: str, versions: list[dict[str
 
 def provider_crd() -> dict[str, Any]:
     """The CRD of external data's Provider (externaldata.gatekeeper.sh v1beta1, v1alpha1; cluster-scoped)."""
-    return _open_crd(PROVIDER_GROUP, "Provider", "Cluster", ("v1beta1", "v1alpha1"))
+    return _open_crd(resources.PROVIDER_GROUP, "Provider", "Cluster", ("v1beta1", "v1alpha1"))
 
 
 def syncset_crd() -> dict[str, Any]:
     """The CRD of SyncSet (syncset.gatekeeper.sh v1alpha1, cluster-scoped): more of what to replicate."""
-    return _open_crd(SYNCSET_GROUP, "SyncSet", "Cluster", ("v1alpha1",))
+    return _open_crd(resources.SYNCSET_GROUP, "SyncSet", "Cluster", ("v1alpha1",))
 
 
 def provider_status(generation: int | None, error: str | None) -> dict[str, Any]:
@@ -188,10 +179,10 @@ def constraint_plural(kind: str) -> str:
 
 
 def constraint_crd_name(kind: str) -> str:
-    return f"{constraint_plural(kind)}.{CONSTRAINT_GROUP}"
+    return f"{constraint_plural(kind)}.{resources.CONSTRAINT_GROUP}"
 
 
-def constraint_crd(template: Template) -> dict[str, Any]:
+def constraint_crd(template: resources.Template) -> dict[str, Any]:
     """The CRD of a template's constraints (v1beta1 stored, v1alpha1 served), cluster-scoped as in Gatekeeper."""
     parameters = copy.deepcopy(template.schema) if template.schema else dict(_ANY)
     if "type" not in parameters and "x-kubernetes-preserve-unknown-fields" not in parameters:
@@ -213,7 +204,7 @@ def constraint_crd(template: Template) -> dict[str, Any]:
         "kind": "CustomResourceDefinition",
         "metadata": {"name": constraint_crd_name(kind), "labels": dict(MANAGED_BY)},
         "spec": {
-            "group": CONSTRAINT_GROUP,
+            "group": resources.CONSTRAINT_GROUP,
             "names": {
                 "kind": kind,
                 "plural": constraint_plural(kind),

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from regokite.gatekeeper.lastgood import (
-    LastGood,
-    config_error,
-    constraint_error,
-    mutator_error,
-    pick,
-    stale_constraint_crds,
-)
+from regokite.gatekeeper import lastgood
 
 
 def _constraint(name: str, **spec: object) -> dict:
@@ -24,40 +17,43 @@ def _constraint(name: str, **spec: object) -> dict:
 def test_a_refused_edit_serves_the_last_good_version_and_a_deletion_forgets_it() -> None:
     good: dict[str, dict] = {}
     check = lambda doc: doc.get("error")  # noqa: E731
-    first = pick({"a": {"v": 1}, "b": {"v": 1, "error": "bad"}}, check, good)
+    first = lastgood.pick({"a": {"v": 1}, "b": {"v": 1, "error": "bad"}}, check, good)
     assert first.served == {"a": {"v": 1}} and first.errors == {"b": "bad"} and not first.kept
-    second = pick({"a": {"v": 2, "error": "broken edit"}}, check, good)
+    second = lastgood.pick({"a": {"v": 2, "error": "broken edit"}}, check, good)
     assert second.served == {"a": {"v": 1}} and second.kept == {"a"} and second.errors == {"a": "broken edit"}
-    third = pick({"a": {"v": 3}}, check, good)
+    third = lastgood.pick({"a": {"v": 3}}, check, good)
     assert third.served == {"a": {"v": 3}} and good == {"a": {"v": 3}}
-    assert pick({}, check, good).served == {} and good == {}  # deleted: nothing of it serves
+    assert lastgood.pick({}, check, good).served == {} and good == {}  # deleted: nothing of it serves
 
 
 def test_a_constraint_is_refused_for_its_match_or_its_action() -> None:
-    assert constraint_error(_constraint("ok")) is None
+    assert lastgood.constraint_error(_constraint("ok")) is None
     bad_match = _constraint("m")
     bad_match["spec"]["match"]["scope"] = "Everywhere"
-    assert "spec.match.scope" in (constraint_error(bad_match) or "")
-    assert "enforcementAction" in (constraint_error(_constraint("e", enforcementAction="block")) or "")
+    assert "spec.match.scope" in (lastgood.constraint_error(bad_match) or "")
+    assert "enforcementAction" in (lastgood.constraint_error(_constraint("e", enforcementAction="block")) or "")
 
 
 def test_a_config_is_refused_for_its_sync_or_its_match() -> None:
     config = {"apiVersion": "config.gatekeeper.sh/v1alpha1", "kind": "Config", "metadata": {"name": "config"}}
-    assert config_error({**config, "spec": {"sync": {"syncOnly": [{"version": "v1", "kind": "Namespace"}]}}}) is None
-    assert "syncOnly[0]" in (config_error({**config, "spec": {"sync": {"syncOnly": [{"kind": "X"}]}}}) or "")
-    assert "spec.match[0]" in (config_error({**config, "spec": {"match": [{"processes": ["*"]}]}}) or "")
+    assert (
+        lastgood.config_error({**config, "spec": {"sync": {"syncOnly": [{"version": "v1", "kind": "Namespace"}]}}})
+        is None
+    )
+    assert "syncOnly[0]" in (lastgood.config_error({**config, "spec": {"sync": {"syncOnly": [{"kind": "X"}]}}}) or "")
+    assert "spec.match[0]" in (lastgood.config_error({**config, "spec": {"match": [{"processes": ["*"]}]}}) or "")
 
 
 def test_a_constraint_crd_goes_only_with_its_template() -> None:
     crds = [{"metadata": {"name": f"{k.lower()}.constraints.gatekeeper.sh"}, "spec": {"names": {"kind": k}}}
             for k in ("K8sRequiredLabels", "K8sGone")]  # fmt: skip
-    assert stale_constraint_crds(crds, {"k8srequiredlabels"}) == ["k8sgone.constraints.gatekeeper.sh"]
+    assert lastgood.stale_constraint_crds(crds, {"k8srequiredlabels"}) == ["k8sgone.constraints.gatekeeper.sh"]
 
 
 def test_seeded_from_the_file_last_written() -> None:
     template = {"apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate", "metadata": {"name": "t"}}
     config = {"apiVersion": "config.gatekeeper.sh/v1alpha1", "kind": "Config", "metadata": {"name": "config"}}
-    seeded = LastGood.of([template, _constraint("c"), config, None, {"kind": "Other"}])
+    seeded = lastgood.LastGood.of([template, _constraint("c"), config, None, {"kind": "Other"}])
     assert seeded.templates == {"t": template} and seeded.configs == {"config": config}
     assert list(seeded.constraints) == [("K8sRequiredLabels", "c")]
 
@@ -77,16 +73,16 @@ def _assign(name: str, location: str) -> dict:
 
 
 def test_a_mutator_edit_that_does_not_load_serves_its_last_good_version_a_new_one_is_not_served() -> None:
-    assert mutator_error(_assign("a", "spec.dnsPolicy")) is None
-    assert "location" in (mutator_error(_assign("a", "spec..dnsPolicy")) or "")
+    assert lastgood.mutator_error(_assign("a", "spec.dnsPolicy")) is None
+    assert "location" in (lastgood.mutator_error(_assign("a", "spec..dnsPolicy")) or "")
     good: dict = {}
-    pick({("Assign", "a"): _assign("a", "spec.dnsPolicy")}, mutator_error, good)
+    lastgood.pick({("Assign", "a"): _assign("a", "spec.dnsPolicy")}, lastgood.mutator_error, good)
     current = {("Assign", "a"): _assign("a", "spec..dnsPolicy"), ("Assign", "b"): _assign("b", "spec..x")}
-    picked = pick(current, mutator_error, good)
+    picked = lastgood.pick(current, lastgood.mutator_error, good)
     assert picked.served == {("Assign", "a"): _assign("a", "spec.dnsPolicy")} and picked.kept == {("Assign", "a")}
     assert set(picked.errors) == {("Assign", "a"), ("Assign", "b")}
 
 
 def test_mutators_are_seeded_from_the_file_last_written_but_not_those_that_never_loaded() -> None:
-    seeded = LastGood.of([_assign("a", "spec.dnsPolicy"), _assign("b", "spec..x")])
+    seeded = lastgood.LastGood.of([_assign("a", "spec.dnsPolicy"), _assign("b", "spec..x")])
     assert list(seeded.mutators) == [("Assign", "a")]  # an earlier version wrote both
