@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import math
@@ -302,15 +303,16 @@ def floor(cp, api, n: int, args) -> api_floor.FloorRun:
     return best
 
 
-def contract_floor(cp, api, best: api_floor.FloorRun, size: int) -> float:
+def contract_floor(cp, api, best: api_floor.FloorRun, size: int) -> tuple[float, float]:
     """How much longer the writes Metacontroller's contract makes take than the job's at the floor's
-    concurrency (one more status write per parent: the creating sync's, of no children yet)."""
+    concurrency (one more status write per parent: the creating sync's, of no children yet), and the
+    fastest of those job runs (at `size` parents)."""
     job, contract = math.inf, math.inf
     for i in range(ROUNDS):  # alternating, the fastest of each: the machine's pace drifts
         job = min(job, floor_run(cp, api, f"floor-job-{i}", size, best.threads, best.mode).seconds)
         contract = min(contract, floor_run(cp, api, f"floor-contract-{i}", size, best.threads, best.mode, 2).seconds)
     print(f"{'  contract':<15}: its 6 writes per parent take {contract / job:4.2f}x the job's 5 (fastest of {ROUNDS})")
-    return contract / job
+    return contract / job, job
 
 
 def floor_run(cp, api, ns: str, n: int, threads: int, mode: str, statuses: int = 1) -> api_floor.FloorRun:
@@ -519,7 +521,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="regokite-bench-") as tmp, fanout_plane(Path(tmp), policy) as (cp, api):
         tmpdir = Path(tmp)
         best = floor(cp, api, n, args)
-        extra = contract_floor(cp, api, best, min(n, args.sweep_parents))
+        extra, again = contract_floor(cp, api, best, min(n, args.sweep_parents))
+        if n <= args.sweep_parents and again < best.seconds:  # the floor's own configuration, faster since
+            best = dataclasses.replace(best, seconds=again)
+            print(f"FLOOR          : {best.seconds:6.2f} s for {n} parents (the same, run again beside the contract's)")
         make_namespace(api, "probe")
         kube.create(api, "/api/v1/namespaces/probe/configmaps", {"metadata": {"name": "probe"}})
         edge = percentiles(reaction_latency(api, "probe", 1, args.samples, direct=True))
