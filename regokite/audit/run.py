@@ -357,7 +357,13 @@ def paged(client: KubeClient, ref: ResourceRef, limit: int) -> Iterator[list[Obj
     0 lists them all at once."""
     cont: str | None = None
     while True:
-        page = client.get(resource_path(ref.api_version, ref.resource), limit=limit or None, **{"continue": cont})
+        try:
+            page = client.get(resource_path(ref.api_version, ref.resource), limit=limit or None, **{"continue": cont})
+        except ApiError as exc:
+            cont = _resumed(exc, ref) if cont else None
+            if cont is None:
+                raise
+            continue
         kind = (page.get("kind") or "").removesuffix("List")
         items = page.get("items") or []
         for obj in items:
@@ -368,6 +374,18 @@ def paged(client: KubeClient, ref: ResourceRef, limit: int) -> Iterator[list[Obj
         cont = page["metadata"].get("continue")
         if not cont:
             return
+
+
+def _resumed(exc: ApiError, ref: ResourceRef) -> str | None:
+    """The token to go on with when a continue token expired (410: etcd compacted past its version while
+    the pages before it were decided): the API server's answer carries one that lists the rest at the
+    current version, so every object is still audited (one changed meanwhile as it is now), as client-go's
+    pager would rather restart; None for any other error."""
+    token = (exc.body.get("metadata") or {}).get("continue") if isinstance(exc.body, dict) else None
+    if exc.status != 410 or not token:
+        return None
+    log.warning("list continue token expired: the rest listed at the current version", extra={"resource": str(ref)})
+    return token
 
 
 def run_once(audit: Audit) -> None:
@@ -433,11 +451,23 @@ def _in_processes(audit: Audit, pages: Iterator[tuple[ResourceRef, list[Obj]]]) 
     assert audit.policy_set is not None
     audit.policy_set.engine.bind(UNDEFINED)  # this thread's engine caught up with the replica before the fork
     _FORKED = audit
+    failed: list[Exception] = []
+
+    def listed() -> Iterator[tuple[ResourceRef, list[Obj]]]:
+        """The pages, a list call's error kept here: the pool would hand it to a worker to raise, and a
+        worker that cannot unpickle it dies, leaving the pass waiting for that page for ever."""
+        try:
+            yield from pages
+        except Exception as exc:
+            failed.append(exc)
+
     try:
         with multiprocessing.get_context("fork").Pool(audit.settings.jobs, initializer=_after_fork) as pool:
-            yield from pool.imap(_decide_page, pages)
+            yield from pool.imap(_decide_page, listed())
     finally:
         _FORKED = None
+    if failed:
+        raise failed[0]
 
 
 def _after_fork() -> None:
