@@ -56,6 +56,16 @@ def _add_external_data_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a whole number of 0 or more: {text!r}")
+    return value
+
+
 def _seconds(text: str) -> float:
     """Seconds, or a Go duration as Gatekeeper's flags take them (`3m`, `90s`, `1h30m`)."""
     import re
@@ -377,6 +387,8 @@ def _audit(args: argparse.Namespace) -> int:
         replicate_path=args.replicate_path,
         jobs=args.jobs,
         constraint_violations_limit=args.constraint_violations_limit,
+        page_size=args.audit_chunk_size,
+        interval=args.audit_interval,
         extensions=_extension_options(args),
         emit_audit_events=args.emit_audit_events,
         events_namespace=args.events_namespace,
@@ -723,6 +735,21 @@ def _add_audit_command(sub: Any) -> None:
         default=20,
         metavar="N",
         help="violations listed in a Gatekeeper constraint's status (all are counted), as Gatekeeper's flag",
+    )
+    aud.add_argument(
+        "--audit-chunk-size",
+        type=_non_negative_int,
+        default=500,
+        metavar="N",
+        help="objects per list call (limit/continue pages), as Gatekeeper's flag; 0: unpaged",
+    )
+    aud.add_argument(
+        "--audit-interval",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="continuous mode: a full pass (log lines, constraint status) this often, besides re-auditing"
+        " each change, as Gatekeeper's flag; 0: only on start and policy changes",
     )
     _add_engine_args(aud)
     aud.set_defaults(func=_cmd_audit)

@@ -36,6 +36,7 @@ class PolicyOutcome:
     seconds: float
     error: str | None = None
     messages: list[str] = field(default_factory=list)
+    details: list[Any] = field(default_factory=list)  # a constraint's violation `details`, by message
 
 
 @dataclass
@@ -193,7 +194,8 @@ def _evaluate(policy: AdmissionPolicy, bound: Bound, mode: Mode, uid: str) -> Po
     if "deny" in defined:
         result.denials = outputs.messages(defined["deny"], name, "deny")
     if "violation" in defined:  # a Gatekeeper constraint: a set of {"msg", "details"}
-        result.denials = outputs.violations(defined["violation"], name)
+        found = outputs.violations(defined["violation"], name)
+        result.denials, result.details = [m for m, _ in found], [d for _, d in found]
     if "warn" in defined:
         result.warnings = outputs.messages(defined["warn"], name, "warn")
     if "allow" in values and values["allow"] is not True:
@@ -227,7 +229,7 @@ def _mutate(policy: AdmissionPolicy, working: Any, result: PolicyResult) -> Any:
 
 def _apply(policy: AdmissionPolicy, verdict: Verdict, result: PolicyResult) -> PolicyOutcome:
     tag = f"[{policy.name}]"
-    outcome = PolicyOutcome(policy.name, "allowed", 0.0, messages=result.denials)
+    outcome = PolicyOutcome(policy.name, "allowed", 0.0, messages=result.denials, details=result.details)
     if policy.enforcement == "dryrun":
         if result.denials:
             outcome.decision = "dryrun"

@@ -29,6 +29,7 @@ class PolicyResult:
     """One policy's contribution to a verdict."""
 
     denials: list[str] = field(default_factory=list)
+    details: list[Any] = field(default_factory=list)  # a constraint's violation `details`, one per denial
     warnings: list[str] = field(default_factory=list)
     patch: list[dict[str, Any]] | None = None
     mutated: dict[str, Any] | None = None
@@ -52,8 +53,9 @@ def messages(value: Any, policy: str, rule: str) -> list[str]:
     return out
 
 
-def violations(value: Any, constraint: str) -> list[str]:
-    """A template's `violation`: a set of objects with a string `msg`, as Gatekeeper requires."""
+def violations(value: Any, constraint: str) -> list[tuple[str, Any]]:
+    """A template's `violation`: a set of objects with a string `msg`, as Gatekeeper requires; each
+    message with its `details` (None when it has none), which Gatekeeper's violation logs carry."""
     if not isinstance(value, list):
         raise PolicyOutputError(constraint, "violation", "must be a set of violations", value)
     out = []
@@ -62,7 +64,7 @@ def violations(value: Any, constraint: str) -> list[str]:
             raise PolicyOutputError(
                 constraint, "violation", 'each violation must be an object with a string "msg"', item
             )
-        out.append(item["msg"])
+        out.append((item["msg"], item.get("details")))
     return out
 
 

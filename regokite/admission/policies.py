@@ -67,6 +67,8 @@ class AdmissionPolicy:
     slot: int = 0  # its rules in the generated decisions module
     replicate: tuple[ResourceRef, ...] = ()  # the cluster data it reads
     constraint_kind: str | None = None  # a Gatekeeper constraint's kind
+    # its metadata.annotations but kubectl's last-applied one (None: it has none), for Gatekeeper's audit lines
+    constraint_annotations: tuple[tuple[str, str], ...] | None = None
 
     def selected_by(self, only: str) -> bool:
         """`/validate/<only>` names a policy, or a constraint kind (all its constraints;
@@ -266,6 +268,9 @@ def constraint_rules(gatekeeper: GatekeeperSet, first_slot: int) -> str:
     return "\n".join(lines)
 
 
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 def constraint_policies(gatekeeper: GatekeeperSet, first_slot: int) -> list[AdmissionPolicy]:
     return [
         AdmissionPolicy(
@@ -275,9 +280,18 @@ def constraint_policies(gatekeeper: GatekeeperSet, first_slot: int) -> list[Admi
             ready.enforcement,
             slot=first_slot + i,
             constraint_kind=ready.constraint.kind,
+            constraint_annotations=user_annotations(ready.constraint.raw),
         )
         for i, ready in enumerate(gatekeeper.constraints)
     ]
+
+
+def user_annotations(doc: dict[str, Any]) -> tuple[tuple[str, str], ...] | None:
+    """A constraint's annotations as Gatekeeper's audit logs them: kubectl's last-applied copy left out."""
+    annotations = (doc.get("metadata") or {}).get("annotations")
+    if not isinstance(annotations, dict):
+        return None
+    return tuple(sorted((k, str(v)) for k, v in annotations.items() if k != LAST_APPLIED))
 
 
 def is_admission(rules: set[str]) -> bool:

@@ -32,9 +32,7 @@ class ViolationReporter:
     def __call__(self, review: Review, decision: Decision, policy_set: PolicySet) -> None:
         for v in admission_violations(review.request, self._of(policy_set), decision.outcomes):
             if self.log_denies:
-                log.info(
-                    f"denied admission: {v.message}", extra={NAMED_FIELDS: {**v.fields("admission"), "details": None}}
-                )
+                log.info(f"denied admission: {v.message}", extra={NAMED_FIELDS: v.fields("admission")})
             if self.events is not None:
                 self.events(event(v, "admission", self.home, self.involved))
 

@@ -11,7 +11,6 @@ so in place).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import logging
 import multiprocessing
@@ -29,10 +28,17 @@ from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import UNDEFINED, Capability, capabilities_of
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import RegokiteError
-from regokite.gatekeeper.crds import constraint_plural
+from regokite.gatekeeper.crds import AUDIT_POD_ID, constraint_plural, constraint_pod_status, with_pod_entry
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
 from regokite.gatekeeper.status import DEFAULT_VIOLATIONS_LIMIT, constraint_statuses, same_findings
-from regokite.gatekeeper.violations import audit_violations, constraint_audited, event
+from regokite.gatekeeper.violations import (
+    AuditedConstraint,
+    audit_id_of,
+    audit_violations,
+    constraint_audited,
+    event,
+    go_duration,
+)
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import OUTAGE_REASONS, ApiError, KubeClient, error_reason, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
@@ -53,6 +59,7 @@ Key = tuple[ResourceRef, str, str]  # (resource, namespace, name)
 RETRY_MIN, RETRY_MAX = 0.5, 4.0  # a failed write is retried after this backoff: within 4 s of recovery
 ONCE_WRITE_TIMEOUT = 120.0
 AUDIT_REPORTS = "app.kubernetes.io/component=audit"
+AUDIT = ("audit",)  # the operations of the audit's constraint status entry
 
 
 @dataclass
@@ -66,7 +73,8 @@ class AuditSettings:
     replicate_path: str = "kubernetes"
     reload_interval: float = 1.0
     flush_interval: float = 0.5  # how often changed namespaces' reports are written
-    page_size: int = 500
+    page_size: int = 500  # Gatekeeper's --audit-chunk-size: objects a list call returns; 0: unpaged
+    interval: float = 60.0  # Gatekeeper's --audit-interval (continuous mode): a full pass this often; 0: none
     jobs: int = 1  # --once: processes deciding pages (embedded engine)
     constraint_violations_limit: int = DEFAULT_VIOLATIONS_LIMIT  # Gatekeeper's --constraint-violations-limit
     extra: dict[str, Any] = field(default_factory=dict)
@@ -237,9 +245,8 @@ class Audit:
                 continue
             kind = kinds[name]
             t = ChildType(f"{CONSTRAINT_GROUP}/v1beta1", constraint_plural(kind), kind, False, True)
-            target = {"metadata": {"name": name}}
             try:
-                self.actuator.patch(t, target, {"status": status}, controller="audit", sub="status", precondition=False)
+                self._put_constraint_status(t, name, status)
             except ApiError as exc:
                 if exc.status == 404:
                     continue
@@ -252,6 +259,26 @@ class Audit:
         metrics.audit_pending_writes.labels("constraint_status").set(failed)
         return failed
 
+    def _put_constraint_status(self, t: ChildType, name: str, status: dict[str, Any]) -> None:
+        """The audit's fields of a constraint's status and the audit's own `byPod` entry (as Gatekeeper's
+        audit pod reports each constraint it holds: `enforced`, the generation seen, `operations`),
+        written over the version read so the webhook side's entry is kept (409: read again)."""
+        assert self.policy_set is not None
+        enforced = name not in self.policy_set.unavailable
+        path = self.actuator.path(t, None, name, "status")
+        for attempt in range(3):
+            current = self.client.get(path)
+            generation = current["metadata"].get("generation")
+            entry = constraint_pod_status(generation, None, enforced=enforced, pod_id=AUDIT_POD_ID, operations=AUDIT)
+            by_pod = with_pod_entry((current.get("status") or {}).get("byPod"), entry)
+            try:
+                body = {"status": {**status, "byPod": by_pod}}
+                self.actuator.patch(t, current, body, controller="audit", sub="status")
+                return
+            except ApiError as exc:
+                if exc.status != 409 or attempt == 2:
+                    raise
+
     def _status_failed(self, exc: Exception, name: str) -> int:
         reason = error_reason(exc)
         metrics.audit_write_failures.labels("constraint_status", reason).inc()
@@ -259,31 +286,33 @@ class Audit:
         self.constraint_status.pop(name, None)  # not as last written: the next changed-only write retries it
         return 1
 
+    def audit_started(self, started: float) -> None:
+        """Gatekeeper's first line of a pass; every line of the pass carries its `audit_id`."""
+        fields = {"event_type": "audit_started", "semantic": True, "process": "audit", "audit_id": audit_id_of(started)}
+        log.info("auditing constraints and violations", extra={NAMED_FIELDS: fields})
+
     def report_violations(self, started: float) -> None:
-        """Gatekeeper's audit log lines (constraint_audited, violation_audited with audit_id, audit_finished)
-        and, with emit_audit_events, an AuditViolation Event per violation."""
+        """Gatekeeper's audit log lines after a pass (violation_audited per violation, constraint_audited
+        per constraint with violations, audit_finished), its metrics and, with emit_audit_events, an
+        AuditViolation Event per violation."""
         assert self.policy_set is not None
-        audit_id = dt.datetime.fromtimestamp(started, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        kinds = {p.name: (p.constraint_kind, p.enforcement) for p in self.policy_set.policies if p.constraint_kind}
-        found = audit_violations(kinds, self.findings.values())
-        for name, (kind, action) in sorted(kinds.items()):
-            log.info(
-                "audit results for constraint",
-                extra={NAMED_FIELDS: constraint_audited(kind, name, action, len(found[name]), audit_id)},
-            )
+        audit_id = audit_id_of(started)
+        constraints = {
+            p.name: AuditedConstraint(p.constraint_kind, p.enforcement, p.constraint_annotations)
+            for p in self.policy_set.policies
+            if p.constraint_kind
+        }
+        found = audit_violations(constraints, self.findings.values())
         for violations_of in found.values():
             for v in violations_of:
-                log.info(v.message, extra={NAMED_FIELDS: {**v.fields("audit"), "audit_id": audit_id, "details": None}})
+                log.info(v.message, extra={NAMED_FIELDS: {**v.fields("audit"), "audit_id": audit_id}})
                 if self.settings.emit_audit_events:
-                    self.actuator.record_event(
-                        event(
-                            v,
-                            "audit",
-                            self.settings.events_namespace,
-                            self.settings.events_involved_namespace,
-                            audit_id,
-                        )
-                    )
+                    where = self.settings.events_namespace, self.settings.events_involved_namespace
+                    self.actuator.record_event(event(v, "audit", *where, audit_id))
+        for name, c in sorted(constraints.items()):
+            if found[name]:  # as Gatekeeper: only constraints with violations get the line
+                fields = constraint_audited(c.kind, name, found[name][0].action, len(found[name]), audit_id)
+                log.info("audit results for constraint", extra={NAMED_FIELDS: fields})
         took = time.time() - started
         by_action = {"deny": 0, "dryrun": 0, "warn": 0}
         for v in (v for violations_of in found.values() for v in violations_of):
@@ -293,10 +322,8 @@ class Audit:
         metrics.gatekeeper_audit_last_run_time.set(started)
         metrics.gatekeeper_audit_last_run_end_time.set(time.time())
         metrics.gatekeeper_audit_duration.observe(took)
-        log.info(
-            "auditing is complete",
-            extra={"event_type": "audit_finished", "audit_id": audit_id, "duration": f"{took:.3f}s"},
-        )
+        fields = {"event_type": "audit_finished", "semantic": True, "process": "audit", "audit_id": audit_id}
+        log.info("auditing is complete", extra={NAMED_FIELDS: {**fields, "duration": go_duration(took)}})
 
     def existing_reports(self) -> set[str]:
         """Namespaces that hold a regokite audit report now ("" for the cluster one)."""
@@ -326,10 +353,17 @@ class Audit:
 
 
 def paged(client: KubeClient, ref: ResourceRef, limit: int) -> Iterator[list[Obj]]:
-    """Every object of `ref`, a page at a time: one page in memory."""
+    """Every object of `ref`, `limit` at a time (Gatekeeper's --audit-chunk-size): one page in memory;
+    0 lists them all at once."""
     cont: str | None = None
     while True:
-        page = client.get(resource_path(ref.api_version, ref.resource), limit=limit, **{"continue": cont})
+        try:
+            page = client.get(resource_path(ref.api_version, ref.resource), limit=limit or None, **{"continue": cont})
+        except ApiError as exc:
+            cont = _resumed(exc, ref) if cont else None
+            if cont is None:
+                raise
+            continue
         kind = (page.get("kind") or "").removesuffix("List")
         items = page.get("items") or []
         for obj in items:
@@ -342,6 +376,18 @@ def paged(client: KubeClient, ref: ResourceRef, limit: int) -> Iterator[list[Obj
             return
 
 
+def _resumed(exc: ApiError, ref: ResourceRef) -> str | None:
+    """The token to go on with when a continue token expired (410: etcd compacted past its version while
+    the pages before it were decided): the API server's answer carries one that lists the rest at the
+    current version, so every object is still audited (one changed meanwhile as it is now), as client-go's
+    pager would rather restart; None for any other error."""
+    token = (exc.body.get("metadata") or {}).get("continue") if isinstance(exc.body, dict) else None
+    if exc.status != 410 or not token:
+        return None
+    log.warning("list continue token expired: the rest listed at the current version", extra={"resource": str(ref)})
+    return token
+
+
 def run_once(audit: Audit) -> None:
     """One pass over every audited object, then every report written (stale ones emptied).
 
@@ -349,10 +395,8 @@ def run_once(audit: Audit) -> None:
     processes: regorus holds the GIL, so using more cores takes processes.
     """
     started = time.time()
+    audit.audit_started(started)
     audit.load()
-    log.info(
-        "auditing constraints and violations", extra={NAMED_FIELDS: {"event_type": "audit_started", "process": "audit"}}
-    )
     metrics.audit_passes.inc()
     pages = ((ref, page) for ref in audit.resources for page in paged(audit.client, ref, audit.settings.page_size))
     covered = 0
@@ -407,11 +451,23 @@ def _in_processes(audit: Audit, pages: Iterator[tuple[ResourceRef, list[Obj]]]) 
     assert audit.policy_set is not None
     audit.policy_set.engine.bind(UNDEFINED)  # this thread's engine caught up with the replica before the fork
     _FORKED = audit
+    failed: list[Exception] = []
+
+    def listed() -> Iterator[tuple[ResourceRef, list[Obj]]]:
+        """The pages, a list call's error kept here: the pool would hand it to a worker to raise, and a
+        worker that cannot unpickle it dies, leaving the pass waiting for that page for ever."""
+        try:
+            yield from pages
+        except Exception as exc:
+            failed.append(exc)
+
     try:
         with multiprocessing.get_context("fork").Pool(audit.settings.jobs, initializer=_after_fork) as pool:
-            yield from pool.imap(_decide_page, pages)
+            yield from pool.imap(_decide_page, listed())
     finally:
         _FORKED = None
+    if failed:
+        raise failed[0]
 
 
 def _after_fork() -> None:
@@ -480,6 +536,7 @@ class Continuous:
         self.stop = threading.Event()
         self.dirty: set[str] = set()  # namespaces whose report is not written as the findings are
         self.constraints_due = True  # every constraint's status after a full pass, then those that change
+        self.pass_started = time.time()  # the current full pass's start: its audit_id
         self.status_failed = 0
         self.retry_at = 0.0
         self.backoff = RETRY_MIN
@@ -492,7 +549,8 @@ class Continuous:
         for ref in refs:
             if ref in self.informers:
                 continue
-            informer = Informer(self.audit.client, ref.api_version, ref.resource)
+            page_size = self.audit.settings.page_size
+            informer = Informer(self.audit.client, ref.api_version, ref.resource, page_size=page_size)
             informer.add_handler(lambda _e, new, old, ref=ref: self._queue(ref, new or old))
             self.informers[ref] = informer
             informer.start()
@@ -523,8 +581,13 @@ class Continuous:
         self.wake.set()
 
     def full_pass(self) -> set[str]:
-        """Queue every audited object; forget findings on resources no longer audited."""
+        """Queue every audited object (its audit_started line logged); forget findings on resources no
+        longer audited. The pass ends at the next flush, which logs its results and writes every
+        constraint's status."""
         metrics.audit_passes.inc()
+        self.pass_started = time.time()
+        self.audit.audit_started(self.pass_started)
+        self.constraints_due = True
         audited = set(self.audit.resources)
         dropped = {k for k in self.audit.findings if k[0] not in audited}
         for k in dropped:
@@ -560,13 +623,16 @@ class Continuous:
         self._start()
         self.started.set()
         files = fingerprint(audit.settings.policies)
-        checked = flushed = time.monotonic()
+        checked = flushed = timed = time.monotonic()
         log.info("auditing", extra={"resources": [str(r) for r in audit.resources]})
         while not self.stop.is_set():
             self.wake.wait(min(audit.settings.flush_interval, audit.settings.reload_interval))
             self.wake.clear()
             now = self.loop_at = time.monotonic()
             try:
+                if audit.settings.interval and now - timed >= audit.settings.interval:
+                    timed = now  # Gatekeeper's periodic audit: a verdict that reads other objects is redone
+                    self.full_pass()
                 self._audit_pending()
                 if now - flushed >= audit.settings.flush_interval and now >= self.retry_at:
                     flushed = now
@@ -608,7 +674,7 @@ class Continuous:
         if not (self.dirty or self.constraints_due or self.status_failed):
             return
         if self.constraints_due:  # a full pass is in: Gatekeeper's per-audit log lines and Events
-            self.audit.report_violations(time.time())
+            self.audit.report_violations(self.pass_started)
         self.dirty = self.audit.write(self.dirty, self._report_exists)
         if self.audit.settings.write_reports:
             self.status_failed = self.audit.write_constraint_status(changed_only=not self.constraints_due)
@@ -639,7 +705,6 @@ class Continuous:
         log.info("policies reloaded: full pass", extra={"resources": [str(r) for r in self.audit.resources]})
         self._watch(self.audit.resources)
         self.dirty |= self.audit.report_namespaces() | self.full_pass()
-        self.constraints_due = True
         return True
 
 

@@ -9,7 +9,7 @@ admission. Policies that match only other operations are not audited.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from regokite.admission.decide import decide
@@ -30,6 +30,7 @@ class Result:
     result: str  # fail | warn | error
     message: str
     enforcement: str
+    details: Any = field(default=None, hash=False)  # a Gatekeeper violation's `details`, for its log line
 
 
 @dataclass(frozen=True)
@@ -41,16 +42,19 @@ class Subject:
     namespace: str
     name: str
     uid: str
+    labels: tuple[tuple[str, str], ...] | None = field(default=None, compare=False)  # None: it has none
 
     @classmethod
     def of(cls, obj: Obj) -> Subject:
         meta = obj.get("metadata") or {}
+        labels = meta.get("labels")
         return cls(
             obj.get("apiVersion", ""),
             obj.get("kind", ""),
             meta.get("namespace") or "",
             meta.get("name", ""),
             meta.get("uid", ""),
+            tuple(sorted(labels.items())) if isinstance(labels, dict) and labels else None,
         )
 
     def reference(self) -> dict[str, str]:
@@ -156,7 +160,9 @@ def audit_object(policy_set: PolicySet, obj: Obj, ref: ResourceRef) -> Results:
             found.append(Result(outcome.policy, "error", outcome.error or "policy error", enforcement))
             continue
         verdict = "fail" if outcome.decision == "denied" else "warn"
-        found += [Result(outcome.policy, verdict, m, enforcement) for m in outcome.messages]
+        details = outcome.details or [None] * len(outcome.messages)
+        for message, detail in zip(outcome.messages, details, strict=True):
+            found.append(Result(outcome.policy, verdict, message, enforcement, detail))
         tag = f"[{outcome.policy}] "
         for warning in decision.verdict.warnings:  # the policy's `warn` documents
             text = warning.removeprefix(tag)

@@ -14,7 +14,8 @@ from typing import Any
 
 from regokite.gatekeeper import resources
 
-POD_ID = "regokite"
+POD_ID = "regokite"  # the byPod id of the webhook side (`regokite gatekeeper` beside the admission server)
+AUDIT_POD_ID = "regokite-audit"  # and of `regokite audit`
 MANAGED_BY = {"app.kubernetes.io/managed-by": "regokite", "gatekeeper.sh/constraint": "yes"}
 _ANY = {"x-kubernetes-preserve-unknown-fields": True}
 _ANY_OBJECT = {"type": "object", **_ANY}
@@ -226,15 +227,30 @@ def template_status(generation: int | None, errors: list[str], *, created: bool 
     return {"created": not errors if created is None else created, "byPod": [by_pod]}
 
 
-def constraint_pod_status(generation: int | None, error: str | None, *, enforced: bool) -> dict[str, Any]:
-    """This pod's entry in a constraint's or Config's `status.byPod`, as Gatekeeper writes it:
-    whether it is enforced, and why not (or why an edit was refused while the last good one serves)."""
+def constraint_pod_status(
+    generation: int | None,
+    error: str | None,
+    *,
+    enforced: bool,
+    pod_id: str = POD_ID,
+    operations: tuple[str, ...] = ("webhook",),
+) -> dict[str, Any]:
+    """One process's entry in a constraint's or Config's `status.byPod`, as Gatekeeper writes one per
+    pod: whether it is enforced there, and why not (or why an edit was refused while the last good
+    one serves). The webhook side (`regokite gatekeeper`) and the audit each write their own."""
     entry: dict[str, Any] = {
-        "id": POD_ID,
+        "id": pod_id,
         "observedGeneration": generation,
         "enforced": enforced,
-        "operations": ["webhook"],
+        "operations": list(operations),
     }
     if error:
         entry["errors"] = [{"code": "ingest_error", "message": error}]
     return entry
+
+
+def with_pod_entry(by_pod: Any, entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """`status.byPod` with `entry` in place of its process's last one, the others kept, sorted by id
+    as Gatekeeper's status controller lists them."""
+    others = [p for p in by_pod or [] if isinstance(p, dict) and p.get("id") != entry["id"]]
+    return sorted([*others, entry], key=lambda p: str(p.get("id", "")))

@@ -2,7 +2,7 @@
 
 Gatekeeper's audit puts on each Constraint `status.auditTimestamp`,
 `status.totalViolations` and `status.violations[]` (each `enforcementAction`,
-`group`, `version`, `kind`, `namespace`, `name`, `message`), the list capped
+`group`, `version`, `kind`, `namespace`, `name`, `message` cut at 256 characters), the list capped
 by `--constraint-violations-limit` (default 20) while the total counts all.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from regokite.gatekeeper.violations import truncate
 
 DEFAULT_VIOLATIONS_LIMIT = 20
 
@@ -24,7 +26,7 @@ def violation(subject: Any, message: str, enforcement: str) -> dict[str, str]:
         "version": version,
         "kind": subject.kind,
         "name": subject.name,
-        "message": message,
+        "message": truncate(message),
     }
     if subject.namespace:
         entry["namespace"] = subject.namespace

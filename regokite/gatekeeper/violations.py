@@ -18,12 +18,24 @@ from typing import Any
 
 CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
 CONSTRAINT_VERSION = "v1beta1"
+MESSAGE_SIZE = 256  # Gatekeeper's audit cuts longer messages (status and log lines)
+# log fields that Gatekeeper's Events do not carry as annotations
+_NOT_ANNOTATED = ("details", "semantic", "constraint_annotations", "resource_labels")
 WEBHOOK = 'Admission webhook "validation.gatekeeper.sh"'
 _ADMISSION_EVENTS = {
     "dryrun": ("DryrunViolation", "Dryrun violation"),
     "warn": ("WarningAdmission", f"{WEBHOOK} raised a warning for this request"),
     "deny": ("FailedAdmission", f"{WEBHOOK} denied request"),
 }
+
+
+@dataclass(frozen=True)
+class AuditedConstraint:
+    """What audit's log lines say of a constraint besides its name."""
+
+    kind: str
+    action: str
+    annotations: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -42,26 +54,57 @@ class Violation:
     resource_uid: str = ""
     resource_version_id: str = ""  # resourceVersion
     username: str = ""
+    details: Any = None  # the violation's `details`, as the template gave them
+    constraint_annotations: tuple[tuple[str, str], ...] | None = None
+    resource_labels: tuple[tuple[str, str], ...] | None = None
 
     def fields(self, process: str) -> dict[str, Any]:
-        """The structured log fields Gatekeeper writes for it (and annotates its Events with)."""
-        return {
-            "process": process,
-            "event_type": "violation" if process == "admission" else "violation_audited",
+        """The structured log fields Gatekeeper writes for it: audit's `violation_audited` line (with
+        the constraint's annotations and the resource's labels) or admission's `--log-denies` line
+        (with the requesting user); `semantic` marks both as its stable, machine-read lines."""
+        constraint = {
             "constraint_group": CONSTRAINT_GROUP,
             "constraint_api_version": CONSTRAINT_VERSION,
             "constraint_kind": self.constraint_kind,
             "constraint_name": self.constraint_name,
-            "constraint_namespace": "",
-            "constraint_action": self.action,
-            "constraint_enforcement_actions": [],
+        }
+        resource = {
             "resource_group": self.resource_group,
             "resource_api_version": self.resource_version,
             "resource_kind": self.resource_kind,
             "resource_namespace": self.resource_namespace,
             "resource_name": self.resource_name,
-            **({"request_username": self.username} if process == "admission" else {}),
         }
+        if process == "admission":
+            return {
+                "process": process,
+                "details": self.details,
+                "event_type": "violation",
+                "semantic": True,
+                **constraint,
+                "constraint_action": self.action,
+                "constraint_enforcement_actions": [],
+                **resource,
+                "request_username": self.username,
+            }
+        return {
+            "process": process,
+            "details": self.details,
+            "event_type": "violation_audited",
+            "semantic": True,
+            **constraint,
+            "constraint_namespace": "",
+            "constraint_action": self.action,
+            "constraint_enforcement_actions": [],
+            "constraint_annotations": _as_map(self.constraint_annotations),
+            **resource,
+            "resource_labels": _as_map(self.resource_labels),
+        }
+
+
+def _as_map(pairs: tuple[tuple[str, str], ...] | None) -> dict[str, str] | None:
+    """A Go map as it logs: null when there is none."""
+    return None if pairs is None else dict(pairs)
 
 
 def admission_violations(
@@ -77,7 +120,8 @@ def admission_violations(
         if outcome.policy not in constraints or outcome.decision not in ("denied", "warned", "dryrun"):
             continue
         constraint_kind, action = constraints[outcome.policy]
-        for message in outcome.messages:
+        details = outcome.details or [None] * len(outcome.messages)
+        for message, detail in zip(outcome.messages, details, strict=True):
             found.append(
                 Violation(
                     constraint_kind,
@@ -92,25 +136,43 @@ def admission_violations(
                     meta.get("uid") or "",
                     meta.get("resourceVersion") or "",
                     (request.get("userInfo") or {}).get("username", ""),
+                    detail,
                 )
             )
     return found
 
 
 def audit_violations(
-    constraints: dict[str, tuple[str, str]], findings: Iterable[tuple[Any, Iterable[Any]]]
+    constraints: dict[str, AuditedConstraint], findings: Iterable[tuple[Any, Iterable[Any]]]
 ) -> dict[str, list[Violation]]:
     """Each constraint's violations from the audit's findings ((subject, results) pairs, as
-    gatekeeper.status reads them): every fail or warn result, with its enforcement action."""
+    gatekeeper.status reads them): every fail or warn result, with its enforcement action, its
+    message cut to Gatekeeper's 256 characters."""
     found: dict[str, list[Violation]] = {name: [] for name in constraints}
     for subject, results in findings:
         group, _, version = subject.api_version.rpartition("/")
         where = (group, version, subject.kind, subject.namespace, subject.name, subject.uid)
         for r in results:
             if r.policy in found and r.result in ("fail", "warn"):
-                kind = constraints[r.policy][0]
-                found[r.policy].append(Violation(kind, r.policy, r.enforcement, r.message, *where))
+                c = constraints[r.policy]
+                found[r.policy].append(
+                    Violation(
+                        c.kind,
+                        r.policy,
+                        r.enforcement,
+                        truncate(r.message),
+                        *where,
+                        details=r.details,
+                        constraint_annotations=c.annotations,
+                        resource_labels=subject.labels,
+                    )
+                )
     return found
+
+
+def truncate(message: str, size: int = MESSAGE_SIZE) -> str:
+    """A message as Gatekeeper's audit keeps it: at most `size` characters, cut ones ending in `...`."""
+    return message if len(message) <= size else message[: size - 3] + "..."
 
 
 def constraint_audited(kind: str, name: str, action: str, total: int, audit_id: str) -> dict[str, Any]:
@@ -118,6 +180,7 @@ def constraint_audited(kind: str, name: str, action: str, total: int, audit_id: 
     return {
         "process": "audit",
         "event_type": "constraint_audited",
+        "semantic": True,
         "audit_id": audit_id,
         "constraint_group": CONSTRAINT_GROUP,
         "constraint_api_version": CONSTRAINT_VERSION,
@@ -133,13 +196,16 @@ def constraint_audited(kind: str, name: str, action: str, total: int, audit_id: 
 def event(v: Violation, process: str, home: str, involved_namespace: bool, audit_id: str = "") -> dict[str, Any]:
     """The Event Gatekeeper records for a violation: in its own namespace (`home`) on a reference
     named after the resource, or (`involved_namespace`) on the resource in its namespace."""
-    annotations = {k: (",".join(v) if isinstance(v, list) else v) for k, v in v.fields(process).items()}
+    annotations = {
+        k: (",".join(value) if isinstance(value, list) else value)
+        for k, value in v.fields(process).items()
+        if k not in _NOT_ANNOTATED
+    }
     if process == "audit":
         reason, text = "AuditViolation", ""
         annotations["auditTimestamp"] = audit_id
     else:
         reason, text = _ADMISSION_EVENTS.get(v.action, _ADMISSION_EVENTS["deny"])
-        annotations.pop("constraint_namespace")
     prefix = f"{text}, " if text else ""
     if involved_namespace:
         message = f"{prefix}Constraint: {v.constraint_name}, Message: {v.message}"
@@ -173,3 +239,22 @@ def event(v: Violation, process: str, home: str, involved_namespace: bool, audit
         "lastTimestamp": stamp,
         "count": 1,
     }
+
+
+def audit_id_of(started: float) -> str:
+    """The audit's ID as Gatekeeper stamps every line of one pass: its start, RFC 3339 in UTC."""
+    return dt.datetime.fromtimestamp(started, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go prints one (`audit_finished`'s `duration`): `1m2.5s`, `1.234s`, `12.5ms`."""
+    if seconds < 1:
+        for unit, scale in (("ms", 1e3), ("µs", 1e6)):
+            if seconds * scale >= 1 or unit == "µs":
+                return f"{seconds * scale:.3f}".rstrip("0").rstrip(".") + unit
+    minutes, rest = divmod(seconds, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    text = f"{rest:.6f}".rstrip("0").rstrip(".") + "s"
+    if hours:
+        return f"{hours}h{minutes}m{text}"
+    return f"{minutes}m{text}" if minutes else text

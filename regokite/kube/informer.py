@@ -81,8 +81,10 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         watch_timeout: int = 290,
+        page_size: int = PAGE,
     ) -> None:
         self.client = client
+        self.page_size = page_size or None  # a list call's `limit`; 0: one unpaged list
         self.api_version = api_version
         self.resource = resource
         self.namespace = namespace
@@ -238,7 +240,7 @@ class Informer:
             try:
                 page = self.client.get(
                     self._path(),
-                    limit=self.PAGE,
+                    limit=self.page_size,
                     labelSelector=self.label_selector,
                     fieldSelector=self.field_selector,
                     **{"continue": cont},

@@ -50,6 +50,7 @@ from regokite.gatekeeper.crds import (
     syncset_crd,
     template_crd,
     template_status,
+    with_pod_entry,
 )
 from regokite.gatekeeper.expansion import parse_expansion_template
 from regokite.gatekeeper.lastgood import (
@@ -239,14 +240,30 @@ class GatekeeperSync:
         return [_clean(doc) for doc in configs.served.values()]
 
     def _write_pod_status(self, path: str, doc: dict[str, Any], error: str | None, *, enforced: bool) -> None:
-        """This pod's `status.byPod` entry of a constraint or Config: written when it has an error, and
-        once more to clear it; an object that never had one is not written (the audit owns the rest)."""
-        ours = [p for p in (doc.get("status") or {}).get("byPod") or [] if p.get("id") == POD_ID]
-        if error is None and not any(p.get("errors") for p in ours):
-            return
+        """This process's `status.byPod` entry of a constraint or Config, as Gatekeeper's webhook pod
+        writes its own for every one (`enforced`: whether a version of it serves; `errors`: why an
+        edit was refused), when it changes. Other entries (the audit's) are kept: the list is written
+        only over the version read (409: read again and retried)."""
         entry = constraint_pod_status(doc["metadata"].get("generation"), error, enforced=enforced)
-        if ours != [entry]:
-            self._write_status(path, doc, {**(doc.get("status") or {}), "byPod": [entry]})
+        for _ in range(3):
+            by_pod = (doc.get("status") or {}).get("byPod") or []
+            if [p for p in by_pod if isinstance(p, dict) and p.get("id") == POD_ID] == [entry]:
+                return
+            body = {"metadata": {"resourceVersion": doc["metadata"].get("resourceVersion")}}
+            try:
+                self.client.patch(path, {**body, "status": {"byPod": with_pod_entry(by_pod, entry)}})
+                return
+            except ApiError as exc:
+                if exc.status == 404:  # deleted meanwhile
+                    return
+                if exc.status != 409:
+                    log.warning("status not written; next pass", extra={"path": path, "error": str(exc)[:500]})
+                    return
+            try:
+                doc = self.client.get(path)
+            except ApiError:
+                return  # the next pass writes it
+        log.warning("status not written (changed under each write); next pass", extra={"path": path})
 
     def _write_status(self, path: str, doc: dict[str, Any], status: dict[str, Any]) -> None:
         """A status write, when it changes; one that fails is logged and written again on the next pass."""

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from regokite.gatekeeper.crds import constraint_crd, template_crd, template_status
+from regokite.gatekeeper.crds import (
+    constraint_crd,
+    constraint_pod_status,
+    template_crd,
+    template_status,
+    with_pod_entry,
+)
 from regokite.gatekeeper.resources import parse_template
 from regokite.yamldoc import load
 
@@ -39,3 +45,20 @@ def test_template_status_in_gatekeepers_shape() -> None:
     assert failed["created"] is False
     assert failed["byPod"][0]["errors"] == [{"code": "ingest_error", "message": "t:4:3: unknown function"}]
     assert template_crd()["spec"]["names"]["kind"] == "ConstraintTemplate"
+
+
+def test_a_process_replaces_only_its_own_by_pod_entry_and_the_list_stays_sorted_by_id() -> None:
+    audit = constraint_pod_status(4, None, enforced=True, pod_id="regokite-audit", operations=("audit",))
+    webhook = constraint_pod_status(3, "bad match", enforced=True)
+    assert webhook == {
+        "id": "regokite",
+        "observedGeneration": 3,
+        "enforced": True,
+        "operations": ["webhook"],
+        "errors": [{"code": "ingest_error", "message": "bad match"}],
+    }
+    merged = with_pod_entry([audit, {"id": "gatekeeper-audit-1"}], webhook)
+    assert [p["id"] for p in merged] == ["gatekeeper-audit-1", "regokite", "regokite-audit"]
+    fixed = constraint_pod_status(4, None, enforced=True)
+    assert with_pod_entry(merged, fixed)[1] == fixed and len(with_pod_entry(merged, fixed)) == 3
+    assert with_pod_entry(None, fixed) == [fixed]

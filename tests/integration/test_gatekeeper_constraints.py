@@ -283,6 +283,73 @@ def test_audit_writes_each_constraints_status_as_gatekeeper_does(
                 delete(api, f"/api/v1/namespaces/{ns}")
 
 
+def test_every_constraint_gets_a_by_pod_entry_from_the_webhook_side_and_one_from_the_audit(
+    cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync
+) -> None:
+    from regokite.audit.crds import report_crds
+    from regokite.audit.run import Audit, AuditSettings, run_once
+
+    for crd in report_crds():
+        kube.install_crd(api, crd)
+    label = kube.unique_name("gk")
+    assert kubectl(cluster, "apply", "-f", str(FIXTURES / "library/requiredlabels/template.yaml")).returncode == 0
+    sync.sync_once()
+    kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established")
+    name = f"{label}-bypod"
+    path = f"/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels/{name}"
+    kube.wait_for(
+        lambda: kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, label)).returncode,
+        lambda rc: rc == 0,
+        what="the constraint CRD to be served",
+    )
+
+    def audit() -> None:
+        settings = AuditSettings(policies=[str(sync.out)], kubeconfig=str(cluster.kubeconfig))
+        run_once(Audit(settings, KubeClient(cluster.kubeconfig)))
+
+    def entries() -> dict[str, dict]:
+        return {p["id"]: p for p in get(api, path)["status"]["byPod"]}
+
+    try:
+        sync.sync_once()  # the webhook side: an entry for a constraint with no error too
+        generation = get(api, path)["metadata"]["generation"]
+        assert entries() == {
+            "regokite": {
+                "id": "regokite",
+                "enforced": True,
+                "observedGeneration": generation,
+                "operations": ["webhook"],
+            }
+        }
+        audit()  # the audit adds its own entry beside it, with its violation count
+        status = get(api, path)["status"]
+        assert [p["id"] for p in status["byPod"]] == ["regokite", "regokite-audit"]  # sorted by id, as Gatekeeper
+        assert status["byPod"][1] == {
+            "id": "regokite-audit",
+            "enforced": True,
+            "observedGeneration": generation,
+            "operations": ["audit"],
+        }
+        assert "totalViolations" in status
+
+        # an edit: each side reports the new generation, and neither's write drops the other's entry
+        assert kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, label, "warn")).returncode == 0
+        edited = get(api, path)["metadata"]["generation"]
+        assert edited > generation
+        sync.sync_once()
+        assert {i: p["observedGeneration"] for i, p in entries().items()} == {
+            "regokite": edited,
+            "regokite-audit": generation,
+        }
+        audit()
+        assert {i: (p["observedGeneration"], p["enforced"]) for i, p in entries().items()} == {
+            "regokite": (edited, True),
+            "regokite-audit": (edited, True),
+        }
+    finally:
+        kubectl(cluster, "delete", "k8srequiredlabels", name, "--ignore-not-found")
+
+
 def test_the_syncer_follows_templates_and_constraints_through_watches(
     cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync
 ) -> None:

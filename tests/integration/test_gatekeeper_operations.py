@@ -179,6 +179,7 @@ def test_a_denial_and_an_audit_violation_each_log_and_record_gatekeepers_fields(
         # the AdmissionRequest's namespace, as Gatekeeper logs it: a Namespace's own name
         assert denied["resource_namespace"] == refused_name
         assert denied["request_username"]
+        assert denied["details"] == {"missing_labels": ["owner"]} and denied["semantic"] is True
         events = f"/api/v1/namespaces/{namespace}/events"
         admission_event = kube.wait_for(
             lambda: [e for e in kube.get(api, events)["items"] if e["reason"] == "FailedAdmission"],
@@ -208,6 +209,9 @@ def test_a_denial_and_an_audit_violation_each_log_and_record_gatekeepers_fields(
         assert audited["msg"] == message and audited["process"] == "audit" and audited["audit_id"]
         assert {k: audited[k] for k in expected} == expected and audited["resource_name"] == audited_name
         assert audited["resource_namespace"] == ""  # the object's namespace, as Gatekeeper's audit logs it
+        assert audited["details"] == {"missing_labels": ["owner"]} and audited["semantic"] is True
+        assert audited["resource_labels"][SELECT] == label  # the object's labels (with any the server added)
+        assert audited["constraint_annotations"] is None
         [summary] = [e for e in lines if e.get("event_type") == "constraint_audited"]
         assert summary["constraint_violations"] == "1" and summary["audit_id"] == audited["audit_id"]
         assert [e["event_type"] for e in lines if e.get("event_type", "").startswith("audit_")] == [
