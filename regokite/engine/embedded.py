@@ -31,6 +31,7 @@ from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
 from regokite.engine import KINDS, UNDEFINED, first_value, opa_syntax, rule_ref
 from regokite.engine.capabilities import check_arguments, check_builtins
+from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
@@ -77,7 +78,9 @@ class EmbeddedEngine:
         self.options = options or ExtensionOptions()
         self._prints = PrintLog(bundle)
         self._replica: ReplicaStore | None = None
-        modules, read_as_opa = opa_syntax.rewrite(bundle.modules, lenient=lenient)
+        modules, read_as_opa = opa_syntax.rewrite(
+            bundle.modules, lenient=lenient, mockable=extension_only(self.options)
+        )
         rewritten = replace(bundle, modules=modules)
         error = None
         try:
