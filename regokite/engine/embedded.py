@@ -84,9 +84,11 @@ class EmbeddedEngine:
         rewritten = replace(bundle, modules=modules)
         error = None
         try:
-            parser = opa_syntax.new_engine()
-            add_modules(parser, modules)
-            ast = json.loads(parser.get_ast_as_json())
+            ast = opa_syntax.parsed(modules)  # the rewrite's last parse, most often
+            if ast is None:
+                parser = opa_syntax.new_engine()
+                add_modules(parser, modules)  # raises regorus's error, with the v0 hint
+                ast = json.loads(parser.get_ast_as_json())
             check_builtins(rewritten, ast, provided(self.options))
             check_arguments(rewritten, ast)
             check_shadowing(rewritten, ast)

@@ -89,11 +89,14 @@ def _rewrite(
     for step in (_split_bodies, _split_lines, _output_arguments):
         stages.append(_stage(current, ((m, step(m)) for m in list(current))))
     for rounds in (_negations, _sprintf_rounds, _comparison_rounds, _membership_rounds):
+        pending = list(current)
         for _ in range(16):  # a construct nested in another is rewritten on the next round
-            stage = _stage(current, rounds(list(current)))
+            before = {m.path: m.text for m in current}
+            stage = _stage(current, rounds(list(current) if rounds is _negations else pending))
             if not stage.changed:
                 break
             stages.append(stage)
+            pending = [m for m in current if m.text != before[m.path]]  # the others have nothing left
     stages.append(_stage(current, _builtin_mocks(list(current))))
     stages.append(_stage(current, _routes(list(current), mockable)))
     stages.append(_stage(current, _function_mocks(list(current))))
@@ -140,6 +143,19 @@ def _located_text(text: str, columns: Columns) -> str:
 def _parse(module: Module, text: bytes) -> tuple[dict[str, Any] | None, str | None]:
     """The module's AST (never modified by the caller), or regorus's error text."""
     return _parsed(module.path, text, module.v0)
+
+
+def parsed(modules: Sequence[Module]) -> list[dict[str, Any]] | None:
+    """The modules' ASTs as `get_ast_as_json` of an engine holding them lists them, or None where
+    one does not parse. Cached with the rewrite's own parses: loading does not parse twice (the
+    entries are shared: never modified)."""
+    entries = []
+    for module in modules:
+        tree, failure = _parse(module, module.text.encode())
+        if failure is not None or tree is None:
+            return None
+        entries.append({"ast": tree, "source": {"file": module.path, "contents": module.text}})
+    return entries
 
 
 def new_engine() -> regorus.Engine:
@@ -531,7 +547,8 @@ def _operand(term: dict[str, Any], refs: set[str], calls: list, dynamic: list) -
 
 def _sprintf_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
     for module in modules:
-        yield module, _sprintf_calls(module)
+        if "sprintf" in module.text:  # else nothing to parse
+            yield module, _sprintf_calls(module)
 
 
 def _sprintf_calls(module: Module) -> list[_Change]:
@@ -713,7 +730,8 @@ _SIGNS = {"lt": ("<", "is_object"), "le": ("<=", "is_object"), "gt": (">", "is_s
 
 def _comparison_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
     for module in modules:
-        yield module, _comparisons(module)
+        if "<" in module.text or ">" in module.text:  # else nothing to parse
+            yield module, _comparisons(module)
 
 
 def _comparisons(module: Module) -> list[_Change]:
@@ -856,6 +874,8 @@ def _builtin_mocks(modules: list[Module]) -> Iterator[tuple[Module, list[_Change
     or, for a builtin, that of its calls in the bundle; with neither, left to the load's error."""
     from regokite.engine.catalog import regorus_builtins  # catalog reaches regorus's list lazily
 
+    if not any("with" in m.text for m in modules):
+        return  # no `with` at all: nothing to parse
     parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
     builtins = regorus_builtins() | set(arities())
     functions: dict[str, int] = {}  # a function of the bundle (full path, and name in its package) -> arity
@@ -908,7 +928,11 @@ def _mocks(
 
 def _membership_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
     for module in modules:
-        yield module, _memberships(module)
+        if _IN.search(module.text):  # else nothing to parse
+            yield module, _memberships(module)
+
+
+_IN = re.compile(r"\bin\b")
 
 
 def _memberships(module: Module) -> list[_Change]:
@@ -975,6 +999,7 @@ _ALWAYS_ROUTED = frozenset({"count", "json.marshal", "json.marshal_with_options"
 _NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | _COMPREHENSIONS
 _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}'
 _ROUTE = "__rk_b_"
+_ROUTE_WORDS = ("count", "json.marshal", "with")  # a module without any: nothing routed, no with
 
 
 def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:
@@ -985,7 +1010,8 @@ def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[M
     regorus's `with` replaces a function only where a call is written with the name the `with`
     names (and knows no extension of regokite's), so calls are written by full path, as the mocks.
     """
-    parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
+    mentioned = [m for m in modules if any(word in m.text for word in _ROUTE_WORDS)]  # no parse for the rest
+    parsed = [(m, t) for m in mentioned for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
     functions = _bundle_functions(parsed)
     mocked = {name for _, tree in parsed for name, _ in _mock_targets(tree)} - functions.keys()
     routed = _ALWAYS_ROUTED | (mocked & (mockable | {"http.send"}))  # http.send mocked: see _wrapper
@@ -1129,6 +1155,8 @@ def _function_mocks(modules: list[Module]) -> Iterator[tuple[Module, list[_Chang
     the `w(x)` calls of package q too, and `with data.p.w as m` none written `w(x)`; OPA replaces
     the function the name resolves to, wherever it is called.
     """
+    if not any("with" in m.text for m in modules):
+        return  # no `with` at all: nothing to parse
     parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
     paths = {path for path, package in _bundle_functions(parsed).items() if path.startswith("data.")}
     resolved = [(module, tree, _resolver(module, tree, paths)) for module, tree in parsed]
