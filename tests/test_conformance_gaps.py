@@ -152,7 +152,7 @@ def test_count_of_a_non_bmp_string_in_a_v0_module() -> None:
     assert EmbeddedEngine(bundle).evaluate("data.p.x") == 1
 
 
-EXTENSION_MOCKS = {  # builtins regokite adds in Python: regorus refused any `with` naming them
+EXTENSION_MOCKS = {  # builtins regokite adds in Python or rewrites: regorus refused or ignored a `with` on them
     "by value": 'x := y if {\n\ty := net.cidr_merge(["10.0.0.0/24"]) with net.cidr_merge as ["m"]\n}',
     "by function": 'm(a) := [a]\n\nx := y if {\n\ty := net.cidr_merge(["10.0.0.0/24"]) with net.cidr_merge as m\n}',
     "in another package": 'x := y if {\n\ty := data.q.d("t") with io.jwt.decode as ["h", "p", "s"]\n}',
@@ -161,6 +161,8 @@ EXTENSION_MOCKS = {  # builtins regokite adds in Python: regorus refused any `wi
     ),
     "count by value": 'x := y if {\n\ty := data.q.n("😀") with count as 9\n}',
     "count of a literal": "x := y if {\n\ty := count([1, 2]) with count as 5\n}",
+    "sprintf by value": 'x := y if {\n\ty := sprintf("%d", [1]) with sprintf as "z"\n}',
+    "sprintf by function": 'm(_, _) := "m"\n\nx := y if {\n\ty := data.q.s(1) with sprintf as m\n}',
     "json.marshal by a string": 'x := y if {\n\ty := json.marshal({"a": "<"}) with json.marshal as "m"\n}',
     "unmocked beside": (
         'x := [y, z] if {\n\ty := net.cidr_merge(["10.0.0.0/24"]) with net.cidr_merge as ["m"]\n'
@@ -171,7 +173,7 @@ EXTENSION_MOCKS = {  # builtins regokite adds in Python: regorus refused any `wi
 
 @pytest.mark.parametrize("name", EXTENSION_MOCKS)
 def test_with_replaces_an_extension_builtin_as_opa(name: str) -> None:
-    other = "package q\n\nd(t) := io.jwt.decode(t)\n\nn(s) := count(s)\n"
+    other = 'package q\n\nd(t) := io.jwt.decode(t)\n\nn(s) := count(s)\n\ns(v) := sprintf("%v", [v])\n'
     mine, opa = bundle_answers(f"package p\n\n{EXTENSION_MOCKS[name]}\n", other)
     assert mine == opa
     assert mine != "<error>"

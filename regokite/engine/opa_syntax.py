@@ -88,6 +88,9 @@ def _rewrite(
     stages: list[Columns] = []
     for step in (_split_bodies, _split_lines, _output_arguments):
         stages.append(_stage(current, ((m, step(m)) for m in list(current))))
+    stages.append(_stage(current, _builtin_mocks(list(current))))
+    stages.append(_stage(current, _routes(list(current), mockable)))
+    stages.append(_stage(current, _function_mocks(list(current))))
     for rounds in (_negations, _sprintf_rounds, _comparison_rounds, _membership_rounds):
         pending = list(current)
         for _ in range(16):  # a construct nested in another is rewritten on the next round
@@ -97,9 +100,6 @@ def _rewrite(
                 break
             stages.append(stage)
             pending = [m for m in current if m.text != before[m.path]]  # the others have nothing left
-    stages.append(_stage(current, _builtin_mocks(list(current))))
-    stages.append(_stage(current, _routes(list(current), mockable)))
-    stages.append(_stage(current, _function_mocks(list(current))))
     if lenient:
         back = Columns.chain(*stages)
         stages.append(_stage(current, _lenient_calls(list(current), lenient, back)))
@@ -707,7 +707,9 @@ def _trimmed(source: bytes, start: int, end: int) -> tuple[int, int]:
 
 _ORDERED = {"Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "ge"}
 _SCALAR_TERMS = frozenset({"Number", "String", "RawString", "Bool", "Null", "ArithExpr"})
-_SCALAR_CALLS = frozenset({"count", "sum", "product", "abs", "round", "ceil", "floor", "to_number", "indexof"})
+_SCALAR_CALLS = frozenset(
+    {"count", "__rk_b_count", "sum", "product", "abs", "round", "ceil", "floor", "to_number", "indexof"}
+)
 # OPA orders an object before a set, regorus a set before an object; otherwise they agree
 _HELPERS = {
     False: (
@@ -792,7 +794,7 @@ def _plainly_scalar(node: dict[str, Any]) -> bool:
         kind, value = next(iter(side.items()))
         if kind in _SCALAR_TERMS:
             return True
-        if kind == "Call" and _fcn_name(value) in _SCALAR_CALLS:
+        if kind == "Call" and (_fcn_name(value) or "").removeprefix("data.").split(".")[-1] in _SCALAR_CALLS:
             return True
     return False
 
@@ -999,6 +1001,8 @@ _ALWAYS_ROUTED = frozenset({"count", "json.marshal", "json.marshal_with_options"
 _NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | _COMPREHENSIONS
 _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}'
 _ROUTE = "__rk_b_"
+# http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
+_MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
 _ROUTE_WORDS = ("count", "json.marshal", "with")  # a module without any: nothing routed, no with
 
 
@@ -1010,11 +1014,12 @@ def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[M
     regorus's `with` replaces a function only where a call is written with the name the `with`
     names (and knows no extension of regokite's), so calls are written by full path, as the mocks.
     """
-    mentioned = [m for m in modules if any(word in m.text for word in _ROUTE_WORDS)]  # no parse for the rest
-    parsed = [(m, t) for m in mentioned for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
+    parsed = _parsed_with(modules, _ROUTE_WORDS)  # no parse for the rest
     functions = _bundle_functions(parsed)
     mocked = {name for _, tree in parsed for name, _ in _mock_targets(tree)} - functions.keys()
-    routed = _ALWAYS_ROUTED | (mocked & (mockable | {"http.send"}))  # http.send mocked: see _wrapper
+    routed = _ALWAYS_ROUTED | (mocked & (mockable | _MOCKED_ROUTED))
+    if routed != _ALWAYS_ROUTED:
+        parsed = _parsed_with(modules, (*_ROUTE_WORDS, *routed))
     wanted: dict[tuple[str, ...], dict[str, int]] = {}  # package -> routed builtin -> arity
     calls: dict[str, list[tuple[dict[str, Any], str]]] = {}
     for module, tree in parsed:
@@ -1029,16 +1034,24 @@ def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[M
             _Change(*_fcn_span(call), f"{_package_ref(package)}.{_route_name(name)}".encode())
             for call, name in calls[module.path]
         ]
-        changes += _route_mocks(module, tree, routed, mockable - mocked | _ALWAYS_ROUTED, wanted)
+        changes += _route_mocks(module, tree, routed, routed - mockable - {"http.send"}, wanted)
         if package in wanted and package not in defined and calls[module.path]:
             defined.add(package)
             source = module.text.encode()
             text = "".join(
-                _wrapper(name if name in mockable | _ALWAYS_ROUTED else HTTP_SEND_OFF, arity, module.v0, name)
+                _wrapper(
+                    HTTP_SEND_OFF if name == "http.send" and name not in mockable else name, arity, module.v0, name
+                )
                 for name, arity in sorted(wanted[package].items())
             )
             changes.append(_Change(len(source), len(source), text.encode()))
         yield module, changes
+
+
+def _parsed_with(modules: list[Module], words: Sequence[str]) -> list[tuple[Module, dict[str, Any]]]:
+    """The modules whose text holds one of `words`, with their trees (those that parse)."""
+    mentioned = [m for m in modules if any(word in m.text for word in words)]
+    return [(m, t) for m in mentioned for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
 
 
 def _bundle_functions(parsed: list[tuple[Module, dict[str, Any]]]) -> dict[str, tuple[str, ...]]:
