@@ -57,6 +57,8 @@ CLASSES = (
 ERROR = "<error>"
 
 STRINGS = ["", "a", "abc", "A-b_c", "é", "日本", "😀", " x ", "a.b.c", "1", "-2.5", "true", "null", "%v", "a,b", "ABC"]
+# beyond U+FFFF (regorus counted UTF-16 units), JSON's HTML escapes, case mappings of more than one character
+STRINGS += ["a😀b😀c", "𐐀𐐨", "<b>&amp;", "\u2028", "ß", "AΣ", "İ"]
 # no number Python writes with an exponent (1e-07): regorus keeps no number's text, so an object key made
 # of one reads "1e-7" where OPA keeps the input's "1e-07" (a known difference, policies/README.md)
 NUMBERS = [0, 1, -1, 2, 3, 10, 0.5, -2.25, 1.5, 100, 2**31, 2**53 + 1, 2**63 - 1, -(2**63), 0.001, 123456789]

@@ -117,3 +117,105 @@ def test_extension_output_operands_and_builtin_mocks_answer_as_opa(name: str) ->
     """An extension builtin's output operand (`OUTPUT_OPERANDS`), a function replaced by a builtin (`MOCKS`)."""
     mine, opa = both(AS_OPA[name])
     assert mine == opa
+
+
+def bundle_answers(*texts: str, input: Any = "a😀b") -> tuple[Any, Any]:
+    """data.p.x of the modules `texts` (m0.rego, m1.rego, ...) on regokite's engine and on OPA's."""
+    bundle = Bundle(tuple(Module(f"m{i}.rego", text) for i, text in enumerate(texts)))
+    oracle = opa_oracle.OracleEngine(bundle)
+    return opa_oracle.answer(EmbeddedEngine(bundle), "data.p.x", input), opa_oracle.answer(oracle, "data.p.x", input)
+
+
+NON_BMP = {  # characters beyond U+FFFF: regorus counted UTF-16 units (count("😀") was 2)
+    "count of a string": 'x := count("a😀b😀c")',
+    "count of the input": "x := count(input)",
+    "count in a function of another package": 'x := data.q.n("𐐀😀")',
+    "count of every kind": 'x := [count(a) | some a in ["😀", [1], {"k": 1}, set(), "", "é", "e\\u0301"]]',
+    "count in a comparison": 'x if count("😀") == 1',
+    # Go escapes <, >, & and U+2028/9 in JSON; regorus wrote them as they are
+    "json.marshal of html": 'x := json.marshal({"a<": "<b> & \\u2028"})',
+    "json.marshal_with_options": 'x := json.marshal_with_options({"a": "<"}, {"pretty": true})',
+}
+
+
+@pytest.mark.parametrize("name", NON_BMP)
+def test_counts_characters_and_escapes_json_as_opa(name: str) -> None:
+    mine, opa = bundle_answers(f"package p\n\n{NON_BMP[name]}\n", "package q\n\nn(s) := count(s)\n")
+    assert mine == opa
+    assert mine != "<error>"
+
+
+def test_count_of_a_non_bmp_string_in_a_v0_module() -> None:
+    bundle = Bundle((Module("p.rego", 'package p\n\nx = n { n := count("😀") }\n', v0=True),))
+    assert EmbeddedEngine(bundle).evaluate("data.p.x") == 1
+
+
+EXTENSION_MOCKS = {  # builtins regokite adds in Python or rewrites: regorus refused or ignored a `with` on them
+    "by value": 'x := y if {\n\ty := net.cidr_merge(["10.0.0.0/24"]) with net.cidr_merge as ["m"]\n}',
+    "by function": 'm(a) := [a]\n\nx := y if {\n\ty := net.cidr_merge(["10.0.0.0/24"]) with net.cidr_merge as m\n}',
+    "in another package": 'x := y if {\n\ty := data.q.d("t") with io.jwt.decode as ["h", "p", "s"]\n}',
+    "http.send without allowed hosts": (
+        'x := y if {\n\ty := http.send({"method": "GET", "url": "http://a"}) with http.send as {"status_code": 1}\n}'
+    ),
+    "count by value": 'x := y if {\n\ty := data.q.n("😀") with count as 9\n}',
+    "count of a literal": "x := y if {\n\ty := count([1, 2]) with count as 5\n}",
+    "sprintf by value": 'x := y if {\n\ty := sprintf("%d", [1]) with sprintf as "z"\n}',
+    "sprintf by function": 'm(_, _) := "m"\n\nx := y if {\n\ty := data.q.s(1) with sprintf as m\n}',
+    "json.marshal by a string": 'x := y if {\n\ty := json.marshal({"a": "<"}) with json.marshal as "m"\n}',
+    "unmocked beside": (
+        'x := [y, z] if {\n\ty := net.cidr_merge(["10.0.0.0/24"]) with net.cidr_merge as ["m"]\n'
+        '\tz := net.cidr_merge(["10.0.0.0/24"])\n}'
+    ),
+}
+
+
+@pytest.mark.parametrize("name", EXTENSION_MOCKS)
+def test_with_replaces_an_extension_builtin_as_opa(name: str) -> None:
+    other = 'package q\n\nd(t) := io.jwt.decode(t)\n\nn(s) := count(s)\n\ns(v) := sprintf("%v", [v])\n'
+    mine, opa = bundle_answers(f"package p\n\n{EXTENSION_MOCKS[name]}\n", other)
+    assert mine == opa
+    assert mine != "<error>"
+
+
+def test_an_unmocked_http_send_still_fails_without_allowed_hosts() -> None:
+    rules = (
+        'x := y if {\n\ty := http.send({"method": "GET", "url": "http://a"}) with http.send as {}\n}\n\n'
+        'z := http.send({"method": "GET", "url": "http://a"})\n'
+    )
+    engine = EmbeddedEngine(Bundle((Module("p.rego", f"package p\n\n{rules}"),)))
+    assert engine.evaluate("data.p.x") == {}
+    with pytest.raises(EvaluationError, match="--allow-http-send"):
+        engine.evaluate("data.p.z")
+    with pytest.raises(PolicyLoadError, match="--allow-http-send"):  # no `with` replaces it: refused at load
+        EmbeddedEngine(Bundle((Module("p.rego", "package p\n\nz := http.send({})\n"),)))
+
+
+FUNCTION_MOCKS = {  # regorus matched a `with` to calls by the name as written, not the function it names
+    "a local name does not reach another package's function": (
+        "x := y if {\n\ty := data.q.g(1) with w as m\n}\n\nm(_) := 42\n\nw(_) := 5\n",
+        "package q\n\nw(a) := a * 2\n\ng(a) := w(a)\n",
+    ),
+    "a full path reaches a call by local name": (
+        "x := y if {\n\ty := g(1) with data.p.w as m\n}\n\nm(_) := 42\n\nw(a) := a * 2\n\ng(a) := w(a)\n",
+        "package q\n",
+    ),
+    "through an import alias": (
+        "import data.q as qq\n\nx := y if {\n\ty := g(1) with data.q.w as 3\n}\n\ng(a) := qq.w(a)\n",
+        "package q\n\nw(a) := a\n",
+    ),
+    "an import's name": ("import data.q\n\nx := y if {\n\ty := q.w(1) with q.w as 3\n}\n", "package q\n\nw(a) := a\n"),
+}
+
+
+@pytest.mark.parametrize("name", FUNCTION_MOCKS)
+def test_with_replaces_the_function_it_names_as_opa(name: str) -> None:
+    rules, other = FUNCTION_MOCKS[name]
+    mine, opa = bundle_answers(f"package p\n\n{rules}", other)
+    assert mine == opa
+
+
+def test_upper_and_lower_map_each_character_to_one_as_opa() -> None:
+    """Go maps rune by rune (unicode.ToUpper): regorus's `upper("ß")` was "SS", `lower("AΣ")` ended in ς."""
+    texts = ["ß", "AΣ", "İ", "ŉ", "ﬀ", "ᾳ", "ǅ", "𐐨x", "Straße", "ΑΣ ΣΑ"]
+    mine, opa = both("x := [[upper(s), lower(s)] | some s in input]", texts)
+    assert mine == opa

@@ -72,3 +72,8 @@ def embedded_builtins(options: ExtensionOptions) -> frozenset[str]:
 def refused(options: ExtensionOptions) -> frozenset[str]:
     """OPA builtins the embedded engine cannot evaluate (the sidecar OPA has them all)."""
     return OPA_BUILTINS - embedded_builtins(options)
+
+
+def extension_only(options: ExtensionOptions) -> frozenset[str]:
+    """The builtins regokite adds that regorus does not know by name (a `with` cannot replace them there)."""
+    return frozenset(n for n in provided(options) if not n.startswith("__")) - regorus_builtins()

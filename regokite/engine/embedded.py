@@ -31,6 +31,7 @@ from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
 from regokite.engine import KINDS, UNDEFINED, first_value, opa_syntax, rule_ref
 from regokite.engine.capabilities import check_arguments, check_builtins
+from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
@@ -77,13 +78,17 @@ class EmbeddedEngine:
         self.options = options or ExtensionOptions()
         self._prints = PrintLog(bundle)
         self._replica: ReplicaStore | None = None
-        modules, read_as_opa = opa_syntax.rewrite(bundle.modules, lenient=lenient)
+        modules, read_as_opa = opa_syntax.rewrite(
+            bundle.modules, lenient=lenient, mockable=extension_only(self.options)
+        )
         rewritten = replace(bundle, modules=modules)
         error = None
         try:
-            parser = opa_syntax.new_engine()
-            add_modules(parser, modules)
-            ast = json.loads(parser.get_ast_as_json())
+            ast = opa_syntax.parsed(modules)  # the rewrite's last parse, most often
+            if ast is None:
+                parser = opa_syntax.new_engine()
+                add_modules(parser, modules)  # raises regorus's error, with the v0 hint
+                ast = json.loads(parser.get_ast_as_json())
             check_builtins(rewritten, ast, provided(self.options))
             check_arguments(rewritten, ast)
             check_shadowing(rewritten, ast)

@@ -27,7 +27,7 @@ import functools
 import json
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,7 +35,7 @@ import regorus
 
 from regokite import rego_ast
 from regokite.bundle import Module
-from regokite.engine.extensions import LENIENT, arities
+from regokite.engine.extensions import HTTP_SEND_OFF, LENIENT, STRLEN, ExtensionOptions, arities
 from regokite.engine.extensions.formatting import SPRINTF
 from regokite.engine.import_refs import Columns, Edit
 from regokite.errors import Location, PolicyLoadError, engine_diagnostic
@@ -59,7 +59,7 @@ class _Change:
 
 
 def rewrite(
-    modules: Sequence[Module], *, lenient: frozenset[Location] = frozenset()
+    modules: Sequence[Module], *, lenient: frozenset[Location] = frozenset(), mockable: frozenset[str] | None = None
 ) -> tuple[tuple[Module, ...], Columns]:
     """`modules` as regorus must read them to answer as OPA, and the map back to their columns.
 
@@ -67,13 +67,20 @@ def rewrite(
     (loading it reports the error). Raises PolicyLoadError for a construct
     with no exact rewrite. `lenient`: where the builtin calls at these
     locations (as written) err, they are undefined instead, as in OPA's
-    evaluation without `strict-builtin-errors`.
+    evaluation without `strict-builtin-errors`. `mockable`: the extension builtins the engine
+    has that a `with` may replace (by default those of default ExtensionOptions).
     """
-    return _rewrite(tuple(modules), lenient)
+    if mockable is None:
+        from regokite.engine.catalog import extension_only  # catalog reaches regorus's list lazily
+
+        mockable = extension_only(ExtensionOptions())
+    return _rewrite(tuple(modules), lenient, mockable)
 
 
 @functools.lru_cache(maxsize=64)
-def _rewrite(modules: tuple[Module, ...], lenient: frozenset[Location]) -> tuple[tuple[Module, ...], Columns]:
+def _rewrite(
+    modules: tuple[Module, ...], lenient: frozenset[Location], mockable: frozenset[str]
+) -> tuple[tuple[Module, ...], Columns]:
     # cached: outline() and the engine rewrite the same modules, and gator suites build an engine per case
     current = list(modules)
     for module in current:
@@ -81,13 +88,18 @@ def _rewrite(modules: tuple[Module, ...], lenient: frozenset[Location]) -> tuple
     stages: list[Columns] = []
     for step in (_split_bodies, _split_lines, _output_arguments):
         stages.append(_stage(current, ((m, step(m)) for m in list(current))))
+    stages.append(_stage(current, _builtin_mocks(list(current))))
+    stages.append(_stage(current, _routes(list(current), mockable)))
+    stages.append(_stage(current, _function_mocks(list(current))))
     for rounds in (_negations, _sprintf_rounds, _comparison_rounds, _membership_rounds):
+        pending = list(current)
         for _ in range(16):  # a construct nested in another is rewritten on the next round
-            stage = _stage(current, rounds(list(current)))
+            before = {m.path: m.text for m in current}
+            stage = _stage(current, rounds(list(current) if rounds is _negations else pending))
             if not stage.changed:
                 break
             stages.append(stage)
-    stages.append(_stage(current, _builtin_mocks(list(current))))
+            pending = [m for m in current if m.text != before[m.path]]  # the others have nothing left
     if lenient:
         back = Columns.chain(*stages)
         stages.append(_stage(current, _lenient_calls(list(current), lenient, back)))
@@ -131,6 +143,19 @@ def _located_text(text: str, columns: Columns) -> str:
 def _parse(module: Module, text: bytes) -> tuple[dict[str, Any] | None, str | None]:
     """The module's AST (never modified by the caller), or regorus's error text."""
     return _parsed(module.path, text, module.v0)
+
+
+def parsed(modules: Sequence[Module]) -> list[dict[str, Any]] | None:
+    """The modules' ASTs as `get_ast_as_json` of an engine holding them lists them, or None where
+    one does not parse. Cached with the rewrite's own parses: loading does not parse twice (the
+    entries are shared: never modified)."""
+    entries = []
+    for module in modules:
+        tree, failure = _parse(module, module.text.encode())
+        if failure is not None or tree is None:
+            return None
+        entries.append({"ast": tree, "source": {"file": module.path, "contents": module.text}})
+    return entries
 
 
 def new_engine() -> regorus.Engine:
@@ -522,7 +547,8 @@ def _operand(term: dict[str, Any], refs: set[str], calls: list, dynamic: list) -
 
 def _sprintf_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
     for module in modules:
-        yield module, _sprintf_calls(module)
+        if "sprintf" in module.text:  # else nothing to parse
+            yield module, _sprintf_calls(module)
 
 
 def _sprintf_calls(module: Module) -> list[_Change]:
@@ -681,7 +707,9 @@ def _trimmed(source: bytes, start: int, end: int) -> tuple[int, int]:
 
 _ORDERED = {"Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "ge"}
 _SCALAR_TERMS = frozenset({"Number", "String", "RawString", "Bool", "Null", "ArithExpr"})
-_SCALAR_CALLS = frozenset({"count", "sum", "product", "abs", "round", "ceil", "floor", "to_number", "indexof"})
+_SCALAR_CALLS = frozenset(
+    {"count", "__rk_b_count", "sum", "product", "abs", "round", "ceil", "floor", "to_number", "indexof"}
+)
 # OPA orders an object before a set, regorus a set before an object; otherwise they agree
 _HELPERS = {
     False: (
@@ -704,7 +732,8 @@ _SIGNS = {"lt": ("<", "is_object"), "le": ("<=", "is_object"), "gt": (">", "is_s
 
 def _comparison_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
     for module in modules:
-        yield module, _comparisons(module)
+        if "<" in module.text or ">" in module.text:  # else nothing to parse
+            yield module, _comparisons(module)
 
 
 def _comparisons(module: Module) -> list[_Change]:
@@ -765,7 +794,7 @@ def _plainly_scalar(node: dict[str, Any]) -> bool:
         kind, value = next(iter(side.items()))
         if kind in _SCALAR_TERMS:
             return True
-        if kind == "Call" and _fcn_name(value) in _SCALAR_CALLS:
+        if kind == "Call" and (_fcn_name(value) or "").removeprefix("data.").split(".")[-1] in _SCALAR_CALLS:
             return True
     return False
 
@@ -847,6 +876,8 @@ def _builtin_mocks(modules: list[Module]) -> Iterator[tuple[Module, list[_Change
     or, for a builtin, that of its calls in the bundle; with neither, left to the load's error."""
     from regokite.engine.catalog import regorus_builtins  # catalog reaches regorus's list lazily
 
+    if not any("with" in m.text for m in modules):
+        return  # no `with` at all: nothing to parse
     parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
     builtins = regorus_builtins() | set(arities())
     functions: dict[str, int] = {}  # a function of the bundle (full path, and name in its package) -> arity
@@ -899,7 +930,11 @@ def _mocks(
 
 def _membership_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
     for module in modules:
-        yield module, _memberships(module)
+        if _IN.search(module.text):  # else nothing to parse
+            yield module, _memberships(module)
+
+
+_IN = re.compile(r"\bin\b")
 
 
 def _memberships(module: Module) -> list[_Change]:
@@ -956,3 +991,227 @@ def _memberships(module: Module) -> list[_Change]:
     if helpers:
         changes.append(_Change(len(source), len(source), helpers.encode()))
     return changes
+
+
+# ------------------------------------------------------------------ builtins called through a function of the module
+
+# count of a string counts UTF-16 units in regorus (2 for U+1F600) and characters in OPA; json.marshal
+# writes <, >, &, U+2028 and U+2029 as they are, where Go escapes them (\u003c ...)
+_ALWAYS_ROUTED = frozenset({"count", "json.marshal", "json.marshal_with_options"})
+_NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | _COMPREHENSIONS
+_JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}'
+_ROUTE = "__rk_b_"
+# http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
+_MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
+_ROUTE_WORDS = ("count", "json.marshal", "with")  # a module without any: nothing routed, no with
+
+
+def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:
+    """Calls of `count` and `json.marshal` (and of an extension builtin a `with` replaces somewhere)
+    as calls of a function appended to the package, `data.<package>.__rk_b_count(x)`, that answers
+    as OPA; each `with count as m` also replaces that function in every package that has one.
+
+    regorus's `with` replaces a function only where a call is written with the name the `with`
+    names (and knows no extension of regokite's), so calls are written by full path, as the mocks.
+    """
+    parsed = _parsed_with(modules, _ROUTE_WORDS)  # no parse for the rest
+    functions = _bundle_functions(parsed)
+    mocked = {name for _, tree in parsed for name, _ in _mock_targets(tree)} - functions.keys()
+    routed = _ALWAYS_ROUTED | (mocked & (mockable | _MOCKED_ROUTED))
+    if routed != _ALWAYS_ROUTED:
+        parsed = _parsed_with(modules, (*_ROUTE_WORDS, *routed))
+    wanted: dict[tuple[str, ...], dict[str, int]] = {}  # package -> routed builtin -> arity
+    calls: dict[str, list[tuple[dict[str, Any], str]]] = {}
+    for module, tree in parsed:
+        package = tuple(ref_parts(tree["package"]["refr"]))
+        found = calls[module.path] = list(_routed_calls(tree, module, routed))
+        for call, name in found:
+            wanted.setdefault(package, {})[name] = len(call["params"])
+    defined: set[tuple[str, ...]] = set()
+    for module, tree in parsed:
+        package = tuple(ref_parts(tree["package"]["refr"]))
+        changes = [
+            _Change(*_fcn_span(call), f"{_package_ref(package)}.{_route_name(name)}".encode())
+            for call, name in calls[module.path]
+        ]
+        changes += _route_mocks(module, tree, routed, routed - mockable - {"http.send"}, wanted)
+        if package in wanted and package not in defined and calls[module.path]:
+            defined.add(package)
+            source = module.text.encode()
+            text = "".join(
+                _wrapper(
+                    HTTP_SEND_OFF if name == "http.send" and name not in mockable else name, arity, module.v0, name
+                )
+                for name, arity in sorted(wanted[package].items())
+            )
+            changes.append(_Change(len(source), len(source), text.encode()))
+        yield module, changes
+
+
+def _parsed_with(modules: list[Module], words: Sequence[str]) -> list[tuple[Module, dict[str, Any]]]:
+    """The modules whose text holds one of `words`, with their trees (those that parse)."""
+    mentioned = [m for m in modules if any(word in m.text for word in words)]
+    return [(m, t) for m in mentioned for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
+
+
+def _bundle_functions(parsed: list[tuple[Module, dict[str, Any]]]) -> dict[str, tuple[str, ...]]:
+    """Every function of the bundle by full path, and by its name within its own package's modules
+    (`pkg:name`), each to its package."""
+    functions: dict[str, tuple[str, ...]] = {}
+    for _, tree in parsed:
+        package = tuple(ref_parts(tree["package"]["refr"]))
+        for kind, head in rule_heads(tree):
+            if kind == "Func":
+                name = ".".join(ref_parts(head["refr"]))
+                functions[f"{_package_ref(package)}.{name}"] = package
+                functions[name] = package
+    return functions
+
+
+def _mock_targets(tree: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for statement in _statements(tree):
+        for modifier in statement.get("with_mods", []):
+            name = _fcn_name({"fcn": modifier["refr"]})
+            if name and name.split(".")[0] != "input":
+                yield name, modifier
+
+
+def _routed_calls(tree: dict[str, Any], module: Module, routed: frozenset[str]) -> Iterator[tuple[dict, str]]:
+    local = {ref_parts(head["refr"])[0] for _, head in rule_heads(tree)} | _import_names(tree)
+    local |= _aliases(module.text.encode(), tree)
+    for rule in tree.get("rules", []):
+        kind, body = next(iter(rule.items()))
+        if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith(_ROUTE):
+            continue  # a wrapper itself
+        for call in rego_ast.calls(rule):
+            name = _fcn_name(call)
+            if name not in routed or name.split(".")[0] in local:
+                continue
+            if name == "count" and len(call["params"]) == 1 and next(iter(call["params"][0])) in _NEVER_STRING:
+                continue  # a collection: regorus counts it as OPA (and `with count as` still reaches it)
+            yield call, name
+
+
+def _route_mocks(
+    module: Module,
+    tree: dict[str, Any],
+    routed: frozenset[str],
+    regorus_mocks: frozenset[str],
+    wanted: dict[tuple[str, ...], dict[str, int]],
+) -> list[_Change]:
+    """`with B as m` for a routed builtin B: `with data.<p>.__rk_b_B as m` for each package p calling B;
+    the original kept where regorus knows B (it replaces the calls left as written)."""
+    source = module.text.encode()
+    changes = []
+    for name, modifier in _mock_targets(tree):
+        if name not in routed:
+            continue
+        where = _trimmed(source, **_extent(modifier["as"]))
+        value = _flat(module, source, *where)
+        added = b"".join(
+            b" with " + f"{_package_ref(p)}.{_route_name(name)}".encode() + b" as " + value
+            for p, names in sorted(wanted.items())
+            if name in names
+        )
+        start, end = modifier["span"]["start"], max(modifier["span"]["end"], where[1])  # a string's quote
+        if name in regorus_mocks:
+            changes.append(_Change(end, end, added))
+        else:
+            changes.append(_Change(start, end, added.strip()))
+    return changes
+
+
+def _route_name(builtin: str) -> str:
+    return _ROUTE + builtin.replace(".", "_")
+
+
+def _package_ref(package: tuple[str, ...]) -> str:
+    return "data" + "".join(f".{p}" if re.fullmatch(r"[A-Za-z_]\w*", p) else f"[{json.dumps(p)}]" for p in package)
+
+
+def _fcn_span(call: dict[str, Any]) -> tuple[int, int]:
+    fcn = next(iter(call["fcn"].values()))["span"]
+    return fcn["start"], fcn["end"]
+
+
+def _wrapper(builtin: str, arity: int, v0: bool, replaced: str) -> str:
+    """The function that answers as OPA's `replaced` by calling `builtin`: one or two bodies, in the
+    module's syntax. A bundle whose tests replace http.send loads without --allow-http-send, as
+    under `opa test`; a call they leave is an error naming the flag (HTTP_SEND_OFF)."""
+    operands = ", ".join(f"a{i}" for i in range(arity))
+    bodies: list[tuple[str, str]]
+    if builtin == "count" and arity == 1:
+        bodies = [("is_string(a0)", f"{STRLEN}(a0)"), ("not is_string(a0)", "count(a0)")]
+    elif builtin.startswith("json.marshal"):
+        bodies = [("", f"strings.replace_n({_JSON_ESCAPES}, {builtin}({operands}))")]
+    else:
+        bodies = [("", f"{builtin}({operands})")]
+    name = _route_name(replaced)
+    if v0:
+        return "".join(
+            f"\n{name}({operands}) = __x {{\n\t{condition + '; ' if condition else ''}__x := {value}\n}}\n"
+            for condition, value in bodies
+        )
+    return "".join(
+        f"\n{name}({operands}) := {value}{' if ' + condition if condition else ''}\n" for condition, value in bodies
+    )
+
+
+# ------------------------------------------------------------------ with f as m, f a function of the bundle
+
+
+def _function_mocks(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    """Every call of a function of the bundle, and every `with` replacing one, written by full path
+    (`w(x)` in package q: `data.q.w(x)`), once any `with` replaces a function of the bundle.
+
+    regorus matches a `with` to calls by the name as written: `with w as m` in package p replaced
+    the `w(x)` calls of package q too, and `with data.p.w as m` none written `w(x)`; OPA replaces
+    the function the name resolves to, wherever it is called.
+    """
+    if not any("with" in m.text for m in modules):
+        return  # no `with` at all: nothing to parse
+    parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
+    paths = {path for path, package in _bundle_functions(parsed).items() if path.startswith("data.")}
+    resolved = [(module, tree, _resolver(module, tree, paths)) for module, tree in parsed]
+    if not any(resolve(name) for _, tree, resolve in resolved for name, _ in _mock_targets(tree)):
+        return
+    for module, tree, resolve in resolved:
+        changes = []
+        for call in rego_ast.calls(tree):
+            name = _fcn_name(call)
+            full = resolve(name) if name and not name.startswith("data.") else None
+            if full:
+                changes.append(_Change(*_fcn_span(call), full.encode()))
+        for name, modifier in _mock_targets(tree):
+            full = resolve(name)
+            if full and full != name:
+                where = _extent(modifier["refr"])
+                changes.append(_Change(where["start"], where["end"], full.encode()))
+        yield module, changes
+
+
+def _resolver(module: Module, tree: dict[str, Any], paths: set[str]) -> Callable[[str | None], str | None]:
+    """The full path of a function of the bundle as a name in `module` refers to it, else None."""
+    package = ref_parts(tree["package"]["refr"])
+    aliases = {}
+    for imported in tree.get("imports", []):
+        parts = ref_parts(imported["refr"])
+        alias = imported.get("as")
+        name = module.text.encode()[alias["start"] : alias["end"]].decode() if alias else parts[-1]
+        if parts[0] == "data":
+            aliases[name] = parts
+
+    def resolve(name: str | None) -> str | None:
+        if not name:
+            return None
+        parts = name.split(".")
+        if parts[0] == "data":
+            full = parts
+        elif parts[0] in aliases:
+            full = [*aliases[parts[0]], *parts[1:]]
+        else:
+            full = ["data", *package, *parts]
+        text = _package_ref(tuple(full[1:]))
+        return text if text in paths else None
+
+    return resolve

@@ -26,6 +26,7 @@ from regokite.engine.extensions import (
     units,
     yamlcheck,
 )
+from regokite.engine.extensions.common import BuiltinError
 from regokite.engine.extensions.external_data import ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 
@@ -57,14 +58,13 @@ class ExtensionOptions:
 
 def arities() -> dict[str, int]:
     """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
-    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {"http.send": 1}
+    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {"http.send": 1, "external_data": 1}
 
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {LENIENT, "external_data"}
-    if options.http_send_hosts:
-        names.add("http.send")
+    names = set(_BUILTINS) | {LENIENT, STRLEN, "external_data"}
+    names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
     return frozenset(names)
 
 
@@ -73,10 +73,13 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     for name, (arity, function) in _BUILTINS.items():
         engine.add_extension(name, arity, _guarded(name, function))
     engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
+    engine.add_extension(STRLEN, 1, _strlen)
     engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
         engine.add_extension("http.send", 1, _guarded("http.send", send))
+    else:
+        engine.add_extension(HTTP_SEND_OFF, 1, _http_send_off)
 
 
 def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object]:
@@ -93,6 +96,26 @@ def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object
         return result
 
     return call
+
+
+HTTP_SEND_OFF = "__regokite_http_send_off"  # http.send in a bundle whose tests replace it, hosts not allowed
+
+
+def _http_send_off(_request: object) -> object:
+    raise BuiltinError(
+        "http.send: not enabled in the embedded engine (only a `with http.send as ...` may replace it): "
+        "allow the hosts it may call with --allow-http-send HOST[:PORT], or use --engine opa"
+    )
+
+
+STRLEN = "__regokite_strlen"  # what engine.opa_syntax's `count` calls for a string
+
+
+def _strlen(text: object) -> int:
+    """A string's length in characters, as OPA's count (regorus's counts UTF-16 units: 2 for U+1F600)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{STRLEN}: operand 1 must be string")
+    return len(text)
 
 
 LENIENT = "__regokite_lenient"  # what engine.opa_syntax writes for a builtin call under non-strict errors
@@ -121,4 +144,4 @@ def _lenient(name: object, arguments: object) -> list[object]:
     return [found[0]["bindings"]["__value"]] if found else []
 
 
-__all__ = ["LENIENT", "ExtensionOptions", "arities", "install", "provided"]
+__all__ = ["HTTP_SEND_OFF", "LENIENT", "STRLEN", "ExtensionOptions", "arities", "install", "provided"]

@@ -1,4 +1,4 @@
-"""substring, indexof, strings.count and base64.decode as OPA.
+"""substring, indexof, strings.count, base64.decode, upper and lower as OPA.
 
 substring takes integer operands only (regorus took 1e-07 as a length and
 answered); indexof of "" is an error in OPA (regorus answered 0);
@@ -8,6 +8,10 @@ writes the string (regorus replaced each run of them).
 
 OPA refuses an offset or length that is not an integer and a negative
 offset; a negative length takes the rest of the string; offsets count runes.
+
+upper and lower map each character on its own, to one character (Go's
+unicode.ToUpper/ToLower): regorus used Unicode's full mappings, `upper("ß")`
+"SS" where OPA keeps "ß", and `lower("AΣ")` ended in a final sigma.
 """
 
 from __future__ import annotations
@@ -53,7 +57,32 @@ def base64_decode(value: Any) -> str:
 _ESCAPED_BYTES = {code: "\ufffd" for code in range(0xDC80, 0xDD00)}  # one U+FFFD per byte that is not UTF-8
 
 
+def upper(value: Any) -> str:
+    return "".join(map(_upper_rune, string_operand("upper", value, 1)))
+
+
+def lower(value: Any) -> str:
+    return "".join(map(_lower_rune, string_operand("lower", value, 1)))
+
+
+def _upper_rune(rune: str) -> str:
+    mapped = rune.upper()
+    if len(mapped) == 1:
+        return mapped
+    titled = rune.title()  # a letter with iota subscript: its one-character form is the title case
+    return titled if len(titled) == 1 else rune
+
+
+def _lower_rune(rune: str) -> str:
+    mapped = rune.lower()
+    if len(mapped) == 1:
+        return mapped
+    return "i" if rune == "\u0130" else rune  # U+0130's full mapping adds a combining dot; its simple one is "i"
+
+
 BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    "upper": (1, upper),
+    "lower": (1, lower),
     "substring": (3, substring),
     "indexof": (2, indexof),
     "strings.count": (2, count),
