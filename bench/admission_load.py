@@ -54,12 +54,14 @@ def raw_evaluation(iterations: int, only: str | None) -> dict[str, float]:
     policy_set = load_policy_set([str(p) for p in standalone_policies()])
     review = parse_review(sample_body())
     samples = []
+    cpu = time.process_time()
     for _ in range(iterations):
         started = time.perf_counter()
         decide(policy_set, review, mode="validate", only=only)
         samples.append(time.perf_counter() - started)
+    cpu = time.process_time() - cpu
     policy_set.close()
-    return percentiles(samples)
+    return {**percentiles(samples), "cpu_ms": cpu / iterations * 1000}
 
 
 class Connection:
@@ -212,12 +214,14 @@ def _in(*needles: str) -> Callable[[list[str]], bool]:
     return lambda frames: any(n in f for f in frames for n in needles)
 
 
+_EVALUATION = _in("regokite/admission/decide.py", "regokite/engine/", "regorus")
+_JSON_DECODE = _in("json/decoder.py", "loads (")
 STEPS = [
     ("logging", _in("/logging/", "regokite/ops/logging", "_log_access")),
     ("metrics", _in("prometheus_client", "_record (")),
+    ("JSON decode", lambda frames: _JSON_DECODE(frames) and not _EVALUATION(frames)),  # the body, in the guard's door
     ("guard", _in("regokite/input_guard.py")),
-    ("evaluation", _in("regokite/admission/decide.py", "regokite/engine/", "regorus")),
-    ("JSON decode", _in("json/decoder.py", "loads (")),
+    ("evaluation", _EVALUATION),
     ("JSON encode", _in("json/encoder.py", "dumps (")),
     ("review parse + response", _in("regokite/admission/review.py")),
 ]
@@ -302,7 +306,7 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()}")
     only = args.endpoint.partition("/")[2].replace("/", ".").replace("-", "_") or None  # as the server reads it
     raw = raw_evaluation(2000, only)
-    print(f"raw decision, in process, same decision as /{args.endpoint}: {fmt(raw)}")
+    print(f"raw decision, in process, same decision as /{args.endpoint}: {fmt(raw)}, CPU {raw['cpu_ms']:.3f} ms")
     closed: dict[int, Throughput] = {}
     for workers in sorted(set(args.workers) | {1}):
         with (
@@ -315,6 +319,8 @@ def main() -> None:
             closed[workers] = measured_closed_loop(server, url, ctx, args.seconds, args.connections)
             print(f"\nworkers={workers}  closed loop, {args.connections} connections, {args.seconds:.0f} s:")
             print(closed[workers].describe())
+            per_request = closed[workers].per_request(closed[workers].worker_cpu)
+            print(f"  worker CPU per request / raw decision's CPU: {per_request / raw['cpu_ms']:.2f}x")
             if workers != 1:
                 continue
             rate = args.rate or closed[1].rate / 2

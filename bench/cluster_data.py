@@ -13,9 +13,12 @@
    changed one (a data reload, at most every 0.5 s), from the API server's
    answer to the first review decided on it, p50/p99.
 5. Flat memory: the replicating server with each --workers count: time until
-   every worker has the objects, RSS of the supervisor and each worker and in
-   total, and the list and watch requests on configmaps it made, from the API
-   server's own metrics (the design is one list+watch per resource per pod).
+   every worker has the objects, RSS of the supervisor and each child (workers,
+   the replica feeder) and in total, the total's PSS (pages a fork shares
+   counted once), and the LIST requests (each page one) and open WATCHes on
+   configmaps it made, from the API server's own metrics (the design is one
+   list+watch per resource per pod). --baseline-root DIR runs the same with
+   the regokite package under DIR first, for a side-by-side in one run.
 6. Audit --once of N objects (the ConfigMaps, judged by a policy matching
    them): time and peak RSS; then continuous audit: time to its first full
    pass and its peak RSS.
@@ -156,6 +159,14 @@ def process_tree_rss(pid: int) -> dict[int, tuple[int, int]]:
     return found
 
 
+def pss(pid: int) -> int:
+    """Proportional set size in MiB: pages shared with other processes (a fork's) count in part."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
 def replicas_held(log: Path, code: Path) -> int:
     """Workers holding the replica: each logs `replica received` once it has it (before the feeder,
     each worker listed for itself and logged `replicated`)."""
@@ -195,6 +206,7 @@ def flat_memory(
         with server.client() as client:
             objects = client.get("/readyz").json()["replication"]["objects"]
         memory = process_tree_rss(server.process.pid)
+        shared_out = sum(pss(p) for p in memory)
     supervisor = memory.pop(server.process.pid)
     return {
         "code": "baseline" if code != ROOT else "this",
@@ -204,6 +216,7 @@ def flat_memory(
         "supervisor": supervisor,
         "workers_rss": sorted(memory.values()),
         "total": supervisor[0] + sum(r for r, _ in memory.values()),
+        "pss": shared_out,
         "lists": after["LIST"] - before["LIST"],
         "watches": after["WATCH"] - before["WATCH"],
     }
@@ -211,13 +224,16 @@ def flat_memory(
 
 def print_memory(rows: list[dict]) -> None:
     print("\nflat memory: replicated ConfigMaps in the admission server (RSS MiB, peak in brackets)")
-    print(" code      workers  objects  ready s  supervisor  children (workers, feeder)  total  LIST requests  watches")
+    print(
+        " code      workers  objects  ready s  supervisor  children (workers, feeder)  total  (PSS)"
+        "  LIST requests  watches"
+    )
     for row in rows:
         each = ", ".join(f"{now} ({peak})" for now, peak in row["workers_rss"])
         sup = f"{row['supervisor'][0]} ({row['supervisor'][1]})"
         print(
             f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  {each:26s}"
-            f"  {row['total']:5d}  {row['lists']:13.0f}  {row['watches']:7.0f}"
+            f"  {row['total']:5d}  ({row['pss']:4d})  {row['lists']:13.0f}  {row['watches']:7.0f}"
         )
 
 
@@ -275,6 +291,7 @@ def main() -> int:
         type=Path,
         help="also run step 5 with the regokite package under this directory (e.g. `git archive` of an older commit)",
     )
+    ap.add_argument("--baseline-workers", type=int, nargs="+", default=[1, 2, 4])
     args = ap.parse_args()
     n = args.objects
     print(f"load average at start: {os.getloadavg()}")
@@ -298,7 +315,7 @@ def main() -> int:
                 latency(cluster, plain, refs, tmpdir, args)
             rows = []
             for code in [c for c in (args.baseline_root, ROOT) if c is not None]:
-                for w in args.workers:
+                for w in args.baseline_workers if code != ROOT else args.workers:
                     rows.append(flat_memory(cluster, plain, refs, tmpdir / f"{code.name}-w{w}", w, code))
                     print_memory(rows[-1:])
             print_memory(rows)
