@@ -13,7 +13,8 @@ data sent with it, so what arrives holds at least what that status says.
 
 If the feeder dies the supervisor starts another; workers keep deciding on
 the data they hold, say so in their watch health, reconnect, and take the new
-feeder's copy once it has listed.
+feeder's copy once it has listed everything they asked for (it sends only its
+status until then).
 """
 
 from __future__ import annotations
@@ -71,16 +72,25 @@ def _accept(listener: Listener, replicator: Replicator) -> None:
 
 
 def _serve(conn: Connection, replicator: Replicator) -> None:
-    """One worker: its requests on a thread of their own, then the document and its changes as they come."""
-    threading.Thread(target=_requests, args=(conn, replicator), name="feed requests", daemon=True).start()
+    """One worker: its requests on a thread of their own; once every resource it asked for is listed,
+    the document and then its changes as they come (until then only the status: a worker that
+    holds data from an earlier feeder keeps deciding on it)."""
+    asked: dict[str, set[str]] = {}
+    threading.Thread(target=_requests, args=(conn, replicator, asked), name="feed requests", daemon=True).start()
     store = replicator.store
     seen: int | None = None
     sent_at = 0.0
     try:
         while True:
             status = _status(replicator)
-            changes = None if seen is None else store.changes_since(seen)
-            if changes is None:
+            waiting = "refs" not in asked or not asked["refs"] <= set(status["seeded"])
+            changes = None if seen is None or waiting else store.changes_since(seen)
+            if waiting:
+                if time.monotonic() - sent_at < HEALTH_SECONDS:
+                    time.sleep(POLL_SECONDS)
+                    continue
+                conn.send(("status", status, None))
+            elif changes is None:
                 seen, document = _pickled(store)
                 conn.send(("document", status, document))
             elif changes:
@@ -103,12 +113,13 @@ def _pickled(store: ReplicaStore) -> tuple[int, bytes]:
     return generation, holder[0]
 
 
-def _requests(conn: Connection, replicator: Replicator) -> None:
+def _requests(conn: Connection, replicator: Replicator, asked: dict[str, set[str]]) -> None:
     try:
         while True:
             refs, excluded = conn.recv()
             replicator.exclude(excluded)
             replicator.ensure(refs)
+            asked["refs"] = {str(r) for r in refs}
     except (OSError, EOFError, ValueError):
         return
 
@@ -123,7 +134,7 @@ class ReplicaFeed:
         self._wanted: set[ResourceRef] = set()
         self._excluded: tuple[str, ...] = ()
         self._status: dict[str, Any] = {"seeded": [], "health": {}, "objects": 0}
-        self._has_data = False
+        self._held: set[str] = set()  # the resources whose objects the mirror holds
         self._changed = threading.Condition()
         self._send_lock = threading.Lock()
         self._conn: Connection | None = None
@@ -144,15 +155,14 @@ class ReplicaFeed:
         self._ask()
 
     def ready(self) -> bool:
-        return self._has_data and not self.pending()
+        return not self.pending()
 
     def wait_ready(self, timeout: float) -> bool:
         with self._changed:
             return self._changed.wait_for(self.ready, timeout)
 
     def pending(self) -> list[str]:
-        seeded = set(self._status["seeded"])
-        return [str(r) for r in sorted(self._wanted) if str(r) not in seeded]
+        return [str(r) for r in sorted(self._wanted) if str(r) not in self._held]
 
     def health(self) -> dict[str, dict]:
         """The feeder's watches; each marked disconnected while this worker cannot reach the feeder."""
@@ -196,10 +206,11 @@ class ReplicaFeed:
     def _receive(self, kind: str, status: dict[str, Any], payload: Any) -> None:
         if kind == "document":
             self.store.replace(pickle.loads(payload))
-            self._has_data = True
         elif kind == "changes":
             self.store.apply(payload)
         with self._changed:
+            if kind != "status":  # the data now holds what the feeder had listed when it sent this
+                self._held = set(status["seeded"])
             self._status = status
             self._changed.notify_all()
         if not self._announced and self.ready():

@@ -39,7 +39,9 @@ def decisions(server: RunningServer, namespace: str, count: int) -> set[bool]:
     found = set()
     for _ in range(count):
         with server.client() as client:
-            found.add(client.post("/validate", content=body).json()["response"]["allowed"])
+            answer = client.post("/validate", content=body)
+            assert answer.status_code == 200, answer.text  # a 503: a worker not ready
+            found.add(answer.json()["response"]["allowed"])
     return found
 
 
@@ -72,6 +74,7 @@ def test_workers_mirror_one_watch_and_a_replacement_worker_takes_the_feeders_cop
         os.kill(feeder, signal.SIGKILL)  # the workers decide on what they hold; a new feeder lists once
         assert decisions(server, "team", 6) == {True}
         kube.wait_for(lambda: len(feeders(server)), lambda n: n == 2, what="a new feeder")
+        assert decisions(server, "team", 6) == {True}  # not a 503 while it lists
         kube.wait_for(lambda: watches(cp) - before, lambda n: n == 1, what="one watch again")
         with cluster.api_client() as api:
             kube.delete(api, "/api/v1/namespaces/team/configmaps/settings")
