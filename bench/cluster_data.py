@@ -128,11 +128,11 @@ def referring_review(name: str) -> dict:
     return review(obj)
 
 
-def load(server, seconds: float) -> dict:
+def load(server, seconds: float, connections: int = 2) -> dict:
     ctx = ssl.create_default_context(cafile=str(server.ca))
     url = f"{server.url}/validate"
-    asyncio.run(closed_loop(url, ctx, 1.0, 2))  # warm
-    _, stats = asyncio.run(closed_loop(url, ctx, seconds, 2))
+    asyncio.run(closed_loop(url, ctx, 1.0, connections))  # warm
+    _, stats = asyncio.run(closed_loop(url, ctx, seconds, connections))
     return stats
 
 
@@ -201,7 +201,16 @@ def flat_memory(
                 raise RuntimeError(f"admission server exited:\n{server.logs()[-3000:]}")
             time.sleep(0.2)
         ready = time.perf_counter() - started
-        time.sleep(2)  # watches open, allocations settle
+        # every worker's engine loads the replica on its first review: a closed loop reaches them all
+        load(server, 5.0, connections=8 * workers)
+        # an informer opens its watch only after handing the listed objects to its handlers
+        after = kube.wait_for(
+            lambda: api_requests(cluster, "configmaps"),
+            lambda seen: seen["WATCH"] - before["WATCH"] >= 1,
+            what="the watches",
+            timeout=600,
+        )
+        time.sleep(5)  # the other workers' watches, if each has its own
         after = api_requests(cluster, "configmaps")
         with server.client() as client:
             objects = client.get("/readyz").json()["replication"]["objects"]
