@@ -155,7 +155,7 @@ class ReplicaFeed:
         self._ask()
 
     def ready(self) -> bool:
-        return not self.pending()
+        return bool(self._wanted) and not self.pending()
 
     def wait_ready(self, timeout: float) -> bool:
         with self._changed:
@@ -213,6 +213,6 @@ class ReplicaFeed:
                 self._held = set(status["seeded"])
             self._status = status
             self._changed.notify_all()
-        if not self._announced and self.ready():
+        if not self._announced and self._wanted and self.ready():
             self._announced = True
             log.info("replica received", extra={"objects": status["objects"], "resources": status["seeded"]})
