@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -44,3 +46,14 @@ def terminate(proc: subprocess.Popen, timeout: float = 15, *, group: bool = Fals
             proc.kill()
         proc.wait()
         return None
+
+
+def json_lines(text: str) -> list[dict]:
+    """The JSON objects among a process's log lines (other lines left out)."""
+    found = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict):
+                found.append(entry)
+    return found

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -19,7 +17,7 @@ from test_gatekeeper_constraints import FIXTURES
 
 from regokite.audit.run import Audit, AuditSettings, run_once
 from regokite.kube.client import ApiError, KubeClient
-from tests.processes import terminate
+from tests.processes import json_lines, terminate
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGMAPS = "/api/v1/configmaps"
@@ -92,16 +90,6 @@ def test_the_chunk_size_pages_the_list_calls_and_the_findings_are_the_same_unpag
     assert ours(paged_findings) == ours(unpaged_findings)
 
 
-def _json_lines(text: str) -> list[dict]:
-    found = []
-    for line in text.splitlines():
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if isinstance(entry, dict):
-                found.append(entry)
-    return found
-
-
 def _passes(lines: list[dict]) -> list[list[dict]]:
     """The audit lines grouped by pass: from each audit_started to its audit_finished."""
     passes: list[list[dict]] = []
@@ -127,7 +115,7 @@ def test_continuous_audit_logs_each_timed_pass_under_one_audit_id_with_gatekeepe
         )
     try:
         passes = kube.wait_for(
-            lambda: _passes(_json_lines(log.read_text())), lambda p: len(p) >= 3, what="three audit passes", timeout=180
+            lambda: _passes(json_lines(log.read_text())), lambda p: len(p) >= 3, what="three audit passes", timeout=180
         )
         assert proc.poll() is None, log.read_text()[-3000:]
     finally:

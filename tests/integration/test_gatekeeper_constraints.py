@@ -207,24 +207,31 @@ def test_unique_ingress_host_reads_what_a_gatekeeper_config_syncs(
             delete(api, webhooks)
 
 
-def test_audit_writes_each_constraints_status_as_gatekeeper_does(
-    cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync
-) -> None:
+def audited_required_labels(cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync, text: str) -> None:
+    """The audit's report CRDs, the library's K8sRequiredLabels template synced, and the constraint `text`
+    applied once its CRD is served."""
     from regokite.audit.crds import report_crds
-    from regokite.audit.run import Audit, AuditSettings, run_once
 
     for crd in report_crds():
         kube.install_crd(api, crd)
-    label = kube.unique_name("gk")
     assert kubectl(cluster, "apply", "-f", str(FIXTURES / "library/requiredlabels/template.yaml")).returncode == 0
     sync.sync_once()
     kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established")
-    name = f"{label}-audit"
     kube.wait_for(
-        lambda: kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, label, "dryrun")).returncode,
+        lambda: kubectl(cluster, "apply", "-f", "-", stdin=text).returncode,
         lambda rc: rc == 0,
         what="the constraint CRD to be served",
     )
+
+
+def test_audit_writes_each_constraints_status_as_gatekeeper_does(
+    cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync
+) -> None:
+    from regokite.audit.run import Audit, AuditSettings, run_once
+
+    label = kube.unique_name("gk")
+    name = f"{label}-audit"
+    audited_required_labels(cluster, api, sync, constraint(name, label, "dryrun"))
     sync.sync_once()
     bad, good, other = kube.unique_name("ns"), kube.unique_name("ns"), kube.unique_name("ns")
     labelled = yaml.safe_load(namespace(good, label))
@@ -286,22 +293,12 @@ def test_audit_writes_each_constraints_status_as_gatekeeper_does(
 def test_every_constraint_gets_a_by_pod_entry_from_the_webhook_side_and_one_from_the_audit(
     cluster: kube.Cluster, api: client.ApiClient, sync: GatekeeperSync
 ) -> None:
-    from regokite.audit.crds import report_crds
     from regokite.audit.run import Audit, AuditSettings, run_once
 
-    for crd in report_crds():
-        kube.install_crd(api, crd)
     label = kube.unique_name("gk")
-    assert kubectl(cluster, "apply", "-f", str(FIXTURES / "library/requiredlabels/template.yaml")).returncode == 0
-    sync.sync_once()
-    kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established")
     name = f"{label}-bypod"
     path = f"/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels/{name}"
-    kube.wait_for(
-        lambda: kubectl(cluster, "apply", "-f", "-", stdin=constraint(name, label)).returncode,
-        lambda rc: rc == 0,
-        what="the constraint CRD to be served",
-    )
+    audited_required_labels(cluster, api, sync, constraint(name, label))
 
     def audit() -> None:
         settings = AuditSettings(policies=[str(sync.out)], kubeconfig=str(cluster.kubeconfig))

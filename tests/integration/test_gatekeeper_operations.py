@@ -15,6 +15,7 @@ from test_gatekeeper_constraints import FIXTURES
 from regokite.gatekeeper.exempt import IGNORE_LABEL
 from regokite.manifests.webhooks import catch_all_configuration
 from tests.admission.server import admission_server
+from tests.processes import json_lines
 
 SELECT = "regokite.dev/operations-test"
 
@@ -113,16 +114,6 @@ def test_syncsets_applied_with_kubectl_reach_the_admission_servers_replication(
         kubectl(cluster, "delete", "syncset", name, "--ignore-not-found")
 
 
-def _json_lines(text: str) -> list[dict]:
-    found = []
-    for line in text.splitlines():
-        with contextlib.suppress(ValueError):
-            entry = json.loads(line)
-            if isinstance(entry, dict):
-                found.append(entry)
-    return found
-
-
 def test_a_denial_and_an_audit_violation_each_log_and_record_gatekeepers_fields(
     cluster: kube.Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
@@ -169,7 +160,7 @@ def test_a_denial_and_an_audit_violation_each_log_and_record_gatekeepers_fields(
                     what="the API server to call regokite",
                 )
                 denied = kube.wait_for(
-                    lambda: [e for e in _json_lines(server.logs()) if e.get("event_type") == "violation"],
+                    lambda: [e for e in json_lines(server.logs()) if e.get("event_type") == "violation"],
                     what="the --log-denies line",
                 )[0]
             finally:
@@ -204,7 +195,7 @@ def test_a_denial_and_an_audit_violation_each_log_and_record_gatekeepers_fields(
             timeout=120,
         )
         assert done.returncode == 1, done.stderr
-        lines = _json_lines(done.stderr)
+        lines = json_lines(done.stderr)
         [audited] = [e for e in lines if e.get("event_type") == "violation_audited"]
         assert audited["msg"] == message and audited["process"] == "audit" and audited["audit_id"]
         assert {k: audited[k] for k in expected} == expected and audited["resource_name"] == audited_name
