@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,23 @@ _MESSAGE = re.compile(r"^error:\s*(?P<msg>.*)$", re.MULTILINE)
 
 class RegokiteError(Exception):
     """Base of every error regokite reports to a user instead of a traceback."""
+
+
+def release_frames(exc: BaseException) -> None:
+    """Clear the locals of the finished frames `exc` (and the exceptions it chains) passed through.
+
+    A regorus engine is pinned to the thread that made it; an exception kept
+    in a reference cycle (stored in a local or a dict of a frame its own
+    traceback holds) keeps the engines in those frames alive until the
+    collector frees the cycle on whatever thread it runs, where PyO3 refuses
+    the drop ("Engine is unsendable"). Cleared here, they go on this thread.
+    """
+    seen: set[int] = set()
+    chained: BaseException | None = exc
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        traceback.clear_frames(chained.__traceback__)
+        chained = chained.__cause__ or chained.__context__
 
 
 def display_path(file: Path) -> str:

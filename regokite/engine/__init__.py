@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from regokite.bundle import Bundle
 from regokite.clusterdata.store import ReplicaStore
-from regokite.errors import Location
+from regokite.errors import Location, release_frames
 
 if TYPE_CHECKING:
     from regokite.engine.extensions import ExtensionOptions
@@ -127,7 +127,11 @@ def open_engine(
     if kind == "embedded":
         from regokite.engine.embedded import EmbeddedEngine
 
-        return EmbeddedEngine(bundle, options, lenient=lenient)
+        try:
+            return EmbeddedEngine(bundle, options, lenient=lenient)
+        except BaseException as exc:  # a refused bundle: its check engines go now, on this thread
+            release_frames(exc)
+            raise
     if kind == "opa":
         from regokite.engine.opa import OpaEngine
 
