@@ -5,7 +5,7 @@ unsendable, but is being dropped on another thread": leaked, or a panic). A
 refused bundle's or a failed evaluation's exception, kept in a reference cycle
 by its catcher, used to hold the engines of the frames it passed through until
 the collector freed the cycle on whatever thread it ran. Each test fails, on
-the code before `release_frames`, with that message.
+the code before `frames_released`, with that message.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from regokite.engine import open_engine
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import compile_all
 from regokite.gatekeeper.resources import parse_template
+from regokite.outline import outline
 
 
 def dropped_elsewhere(work: Callable[[], Any]) -> list[str]:
@@ -63,6 +64,21 @@ def test_a_refused_bundle_kept_in_a_cycle_holds_no_engine(text: str) -> None:
 
     assert dropped_elsewhere(refuse) == []
     assert "p.rego:" in messages[0]
+
+
+def test_an_outline_refused_kept_in_a_cycle_holds_no_parser() -> None:
+    """outline() parses controller definitions' and templates' packages on an engine of its own."""
+    messages: list[str] = []
+
+    def refuse() -> None:
+        try:
+            outline([Module("p.rego", REFUSED["parse error"])])
+        except RegokiteError as exc:
+            error = exc
+            messages.append(str(error))
+
+    assert dropped_elsewhere(refuse) == []
+    assert "p.rego:4" in messages[0]
 
 
 @pytest.mark.parametrize("how", ["evaluate", "query", "bind"])

@@ -13,7 +13,6 @@ threading.local would drop every thread's engine on the collecting thread.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -21,9 +20,9 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import regorus
 
@@ -35,7 +34,7 @@ from regokite.engine.capabilities import check_arguments, check_builtins
 from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
-from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic, release_frames
+from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic, frames_released
 from regokite.ops import logging as ops_logging
 
 _UNDEFINED_JSON = '"<undefined>"'
@@ -64,27 +63,6 @@ def _thread_table() -> dict[int, _Prepared]:
     if table is None:
         table = _prepared.engines = {}
     return table
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _frames_released(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """`method`, whose failures carry no regorus engine in their frames: an evaluation
-    error kept in a cycle by its catcher would otherwise hold the clone it ran on (and
-    the _Bound passed here) until the collector drops it on another thread."""
-
-    @functools.wraps(method)
-    def released(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return method(*args, **kwargs)
-        except BaseException as exc:
-            release_frames(exc)
-            del args, kwargs  # this frame stays in the traceback too
-            raise
-
-    return released
 
 
 class EmbeddedEngine:
@@ -191,15 +169,15 @@ class EmbeddedEngine:
             engine.set_input(input)
         return engine
 
-    @_frames_released
+    @frames_released
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
         return _evaluate(self._fresh(input), rule_ref(ref), self._prints, self._columns)
 
-    @_frames_released
+    @frames_released
     def bind(self, input: Any) -> _Bound:
         return _Bound(self._fresh(input), self._prints, self._columns)
 
-    @_frames_released
+    @frames_released
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
         return _query(self._fresh(input), query, self._prints, self._columns)
 
@@ -221,7 +199,7 @@ class _Bound:
         self._prints = prints
         self._columns = columns
 
-    @_frames_released
+    @frames_released
     def evaluate(self, ref: str) -> Any:
         return _evaluate(self._engine, rule_ref(ref), self._prints, self._columns)
 
