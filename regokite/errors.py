@@ -7,11 +7,14 @@ without reading a traceback.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 _LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+)")
 _MESSAGE = re.compile(r"^error:\s*(?P<msg>.*)$", re.MULTILINE)
@@ -19,6 +22,44 @@ _MESSAGE = re.compile(r"^error:\s*(?P<msg>.*)$", re.MULTILINE)
 
 class RegokiteError(Exception):
     """Base of every error regokite reports to a user instead of a traceback."""
+
+
+def release_frames(exc: BaseException) -> None:
+    """Clear the locals of the finished frames `exc` (and the exceptions it chains) passed through.
+
+    A regorus engine is pinned to the thread that made it; an exception kept
+    in a reference cycle (stored in a local or a dict of a frame its own
+    traceback holds) keeps the engines in those frames alive until the
+    collector frees the cycle on whatever thread it runs, where PyO3 refuses
+    the drop ("Engine is unsendable"). Cleared here, they go on this thread.
+    """
+    seen: set[int] = set()
+    chained: BaseException | None = exc
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        traceback.clear_frames(chained.__traceback__)
+        chained = chained.__cause__ or chained.__context__
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def frames_released(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`function`, whose failures leave its frames (and the regorus engines in them) to be freed
+    on the calling thread however its caller keeps the exception: for every function that builds
+    or evaluates on a regorus engine and lets an error out."""
+
+    @functools.wraps(function)
+    def released(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return function(*args, **kwargs)
+        except BaseException as exc:
+            release_frames(exc)
+            del args, kwargs  # this frame stays in the traceback too (a _Bound holds its engine)
+            raise
+
+    return released
 
 
 def display_path(file: Path) -> str:

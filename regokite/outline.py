@@ -14,7 +14,7 @@ from typing import Any
 from regokite.bundle import Module
 from regokite.engine import opa_syntax
 from regokite.engine.embedded import add_modules
-from regokite.errors import PolicyLoadError
+from regokite.errors import PolicyLoadError, frames_released
 from regokite.rego_ast import ref_parts, rule_heads
 
 
@@ -35,6 +35,7 @@ class ModuleOutline:
         return {r.name for r in self.rules}
 
 
+@frames_released  # its parser goes on this thread
 def outline(modules: Iterable[Module]) -> list[ModuleOutline]:
     """Outline every module; raises PolicyLoadError on a syntax error."""
     modules = list(modules)

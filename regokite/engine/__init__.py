@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from regokite.bundle import Bundle
 from regokite.clusterdata.store import ReplicaStore
-from regokite.errors import Location
+from regokite.errors import Location, frames_released
 
 if TYPE_CHECKING:
     from regokite.engine.extensions import ExtensionOptions
@@ -112,6 +112,7 @@ def rule_ref(path: str) -> str:
     return f"data.{path}" if path else "data"
 
 
+@frames_released  # a refused bundle's check engines go on this thread
 def open_engine(
     bundle: Bundle,
     kind: str = "embedded",

@@ -34,7 +34,7 @@ from regokite.engine.capabilities import check_arguments, check_builtins
 from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
-from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic
+from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic, frames_released
 from regokite.ops import logging as ops_logging
 
 _UNDEFINED_JSON = '"<undefined>"'
@@ -169,12 +169,15 @@ class EmbeddedEngine:
             engine.set_input(input)
         return engine
 
+    @frames_released
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
         return _evaluate(self._fresh(input), rule_ref(ref), self._prints, self._columns)
 
+    @frames_released
     def bind(self, input: Any) -> _Bound:
         return _Bound(self._fresh(input), self._prints, self._columns)
 
+    @frames_released
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
         return _query(self._fresh(input), query, self._prints, self._columns)
 
@@ -196,6 +199,7 @@ class _Bound:
         self._prints = prints
         self._columns = columns
 
+    @frames_released
     def evaluate(self, ref: str) -> Any:
         return _evaluate(self._engine, rule_ref(ref), self._prints, self._columns)
 
