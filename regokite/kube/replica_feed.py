@@ -38,6 +38,7 @@ log = logging.getLogger("regokite.clusterdata")
 POLL_SECONDS = 0.01  # how often the feeder looks for new changes: the delay it adds to a change
 HEALTH_SECONDS = 1.0  # how often the watch health goes out when nothing else does
 RECONNECT_SECONDS = 0.5
+SILENCE_SECONDS = 30 * HEALTH_SECONDS  # a worker that hears nothing for this long (a hung feeder) counts the feed lost
 
 
 def _status(replicator: Replicator) -> dict[str, Any]:
@@ -83,8 +84,10 @@ def _serve(conn: Connection, replicator: Replicator) -> None:
     try:
         while True:
             status = _status(replicator)
-            waiting = "refs" not in asked or not asked["refs"] <= set(status["seeded"])
-            changes = None if seen is None or waiting else store.changes_since(seen)
+            # only the first document waits for everything asked; a worker that has one gets the changes
+            # of what it holds while a resource asked later is listed (its status says what is seeded)
+            waiting = seen is None and ("refs" not in asked or not asked["refs"] <= set(status["seeded"]))
+            changes = None if seen is None else store.changes_since(seen)
             if waiting:
                 if time.monotonic() - sent_at < HEALTH_SECONDS:
                     time.sleep(POLL_SECONDS)
@@ -104,6 +107,9 @@ def _serve(conn: Connection, replicator: Replicator) -> None:
             sent_at = time.monotonic()
     except (OSError, EOFError, ValueError):  # the worker is gone
         conn.close()
+    except Exception:  # any other failure ends this worker's feed loudly: it reconnects and takes a copy
+        log.exception("replica feed: serving a worker failed")
+        conn.close()
 
 
 def _pickled(store: ReplicaStore) -> tuple[int, bytes]:
@@ -122,6 +128,9 @@ def _requests(conn: Connection, replicator: Replicator, asked: dict[str, set[str
             asked["refs"] = {str(r) for r in refs}
     except (OSError, EOFError, ValueError):
         return
+    except Exception:  # a request that cannot be served ends the connection, not only this thread
+        log.exception("replica feed: a worker's request failed")
+        conn.close()
 
 
 class ReplicaFeed:
@@ -195,8 +204,10 @@ class ReplicaFeed:
             self._ask()
             try:
                 while True:
+                    if not conn.poll(SILENCE_SECONDS):  # a feeder that says nothing is as good as gone
+                        raise EOFError(f"nothing from the feeder for {SILENCE_SECONDS:.0f}s")
                     self._receive(*conn.recv())
-            except (OSError, EOFError, ValueError) as exc:
+            except Exception as exc:  # whatever ends the feed, the worker says so in its watch health
                 self._conn = None
                 conn.close()
                 if not self._stopped.is_set():
