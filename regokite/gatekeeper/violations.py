@@ -171,8 +171,12 @@ def audit_violations(
 
 
 def truncate(message: str, size: int = MESSAGE_SIZE) -> str:
-    """A message as Gatekeeper's audit keeps it: at most `size` characters, cut ones ending in `...`."""
-    return message if len(message) <= size else message[: size - 3] + "..."
+    """A message as Gatekeeper's audit keeps it: at most `size` bytes of UTF-8 (Go's len), a cut one
+    ending in `...` (a character the cut splits is left out: Go would keep its first bytes)."""
+    encoded = message.encode()
+    if len(encoded) <= size:
+        return message
+    return encoded[: size - 3].decode(errors="ignore") + "..."
 
 
 def constraint_audited(kind: str, name: str, action: str, total: int, audit_id: str) -> dict[str, Any]:

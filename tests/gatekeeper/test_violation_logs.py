@@ -117,6 +117,8 @@ def test_audit_event_annotations_are_gatekeepers_and_not_the_log_only_fields(pol
 def test_messages_are_cut_at_256_characters_as_gatekeepers_audit_does() -> None:
     assert truncate("x" * 256) == "x" * 256
     assert truncate("x" * 300) == "x" * 253 + "..."
+    assert truncate("é" * 128) == "é" * 128  # 256 bytes: kept whole
+    assert truncate("é" * 129) == "é" * 126 + "..."  # bytes, as Go's len: 253 cuts the 127th in two
 
 
 @pytest.mark.parametrize(
