@@ -83,6 +83,9 @@ def _serve(conn: Connection, replicator: Replicator) -> None:
     sent_at = 0.0
     try:
         while True:
+            if seen == store.generation and time.monotonic() - sent_at < HEALTH_SECONDS:
+                time.sleep(POLL_SECONDS)  # nothing new and no health due: no status to build
+                continue
             status = _status(replicator)
             # only the first document waits for everything asked; a worker that has one gets the changes
             # of what it holds while a resource asked later is listed (its status says what is seeded)
