@@ -79,10 +79,12 @@ def test_a_source_change_reaches_exactly_the_propagations_that_relate_it(
                 timeout=10,
             )
         assert time.monotonic() - changed < 5
-        # Only the red propagation was synced for it: one sync (two at most, with the status write).
+        # Only the red propagation was synced for it: its sync and one per copy's own event, plus at most
+        # one each for the two status writes before `syncs_before`, whose events may still have been on
+        # their way on a loaded machine (a CI run counted 4); the blue copy and parent stay untouched.
         # Its last copy is written before the sync is counted, hence the wait.
         kube.wait_for(lambda: _syncs(ctl.metrics()) - syncs_before, lambda n: n >= 1, what="the red sync counted")
-        assert _syncs(ctl.metrics()) - syncs_before <= 3
+        assert _syncs(ctl.metrics()) - syncs_before <= 5
         assert get(api, cms.format(a, "blue"))["metadata"]["resourceVersion"] == blue["metadata"]["resourceVersion"]
         assert get(api, f"{PARENTS}/{two}")["metadata"]["resourceVersion"] == blue_parent_rv
 
