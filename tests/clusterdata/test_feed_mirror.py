@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pickle
 import threading
-from collections.abc import Iterator
 from multiprocessing.connection import Listener
 from pathlib import Path
 
@@ -52,13 +51,12 @@ def address(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def feeder(address: str) -> Iterator[Replicator]:
+def feeder(address: str) -> Replicator:
     replicator = Replicator(ReplicaStore())
     replicator.store.put("configmaps", configmap("first"), namespaced=True)
     listener = Listener(address, family="AF_UNIX", authkey=KEY)
     threading.Thread(target=replica_feed._accept, args=(listener, replicator), daemon=True).start()
-    yield replicator
-    listener.close()
+    return replicator  # the listener stays open: the feeder's accept loop serves until the process ends
 
 
 def test_a_worker_follows_what_it_holds_while_a_resource_asked_later_is_listed(
