@@ -38,7 +38,11 @@ class Replicator:
         pass
 
     def ensure(self, refs: list[ResourceRef]) -> None:
-        self.resources += [r for r in refs if r not in self.resources]
+        """As the real one: a resource asked for is declared in the store (a change the feed sends)."""
+        for ref in refs:
+            if ref not in self.resources:
+                self.resources.append(ref)
+                self.store.declare(ref.resource)
 
 
 def configmap(name: str) -> dict:
