@@ -66,9 +66,12 @@ def test_audit_readiness_tells_its_watches_and_pending_writes_through_outages(
         name = "policyreports.wgpolicyk8s.io"
         kube.uninstall_crd(api, name)  # the reports go with it: to be written again, and they cannot be yet
         _, pending = kube.wait_for(
-            lambda: readyz(port), lambda r: r[1]["pending"]["report_writes"] > 0, what="pending writes", timeout=60
+            lambda: readyz(port),
+            lambda r: r[1]["pending"]["report_writes"] > 0 and "writes" in r[1]["failing"],
+            what="pending writes, failing",  # a write is pending before its first try has failed
+            timeout=60,
         )
-        assert pending["ready"] and "writes" in pending["failing"]
+        assert pending["ready"]
         kube.wait_for_deletion(api, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", timeout=120)
         (crd,) = [c for c in report_crds() if c["metadata"]["name"] == name]
         kube.install_crd(api, crd)
