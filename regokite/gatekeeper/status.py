@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from regokite.gatekeeper.violations import truncate
+from regokite.gatekeeper.violations import rfc3339, truncate
 
 DEFAULT_VIOLATIONS_LIMIT = 20
 
@@ -42,7 +42,7 @@ def constraint_statuses(
 ) -> dict[str, dict[str, Any]]:
     """The status of each named constraint from the audit's findings ((subject, results) pairs):
     every fail or warn result of a constraint is one violation (dryrun and warn ones too)."""
-    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = rfc3339(now or dt.datetime.now(dt.UTC))
     found: dict[str, list[dict[str, str]]] = {name: [] for name in constraints}
     for subject, results in findings:
         for r in results:

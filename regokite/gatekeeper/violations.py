@@ -225,7 +225,7 @@ def event(v: Violation, process: str, home: str, involved_namespace: bool, audit
         involved["uid"] = "/".join(
             (v.resource_kind, v.resource_namespace, v.resource_name, v.constraint_kind, "", v.constraint_name)
         )
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = rfc3339(dt.datetime.now(dt.UTC))
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -247,7 +247,12 @@ def event(v: Violation, process: str, home: str, involved_namespace: bool, audit
 
 def audit_id_of(started: float) -> str:
     """The audit's ID as Gatekeeper stamps every line of one pass: its start, RFC 3339 in UTC."""
-    return dt.datetime.fromtimestamp(started, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(dt.datetime.fromtimestamp(started, dt.UTC))
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    """A UTC time as Gatekeeper writes its timestamps (RFC 3339, whole seconds)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def go_duration(seconds: float) -> str:
