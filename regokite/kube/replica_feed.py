@@ -41,10 +41,15 @@ RECONNECT_SECONDS = 0.5
 SILENCE_SECONDS = 30 * HEALTH_SECONDS  # a worker that hears nothing for this long (a hung feeder) counts the feed lost
 
 
-def _status(replicator: Replicator) -> dict[str, Any]:
+def _seeded(replicator: Replicator) -> list[str]:
+    """The resources whose initial list is in the store."""
     pending = set(replicator.pending())
+    return [str(r) for r in replicator.resources if str(r) not in pending]
+
+
+def _status(replicator: Replicator) -> dict[str, Any]:
     return {
-        "seeded": [str(r) for r in replicator.resources if str(r) not in pending],
+        "seeded": _seeded(replicator),
         "health": replicator.health(),
         "objects": len(replicator.store),
     }
@@ -80,10 +85,12 @@ def _serve(conn: Connection, replicator: Replicator) -> None:
     threading.Thread(target=_requests, args=(conn, replicator, asked), name="feed requests", daemon=True).start()
     store = replicator.store
     seen: int | None = None
+    sent_seeded: list[str] | None = None  # what the last data sent said was listed
     sent_at = 0.0
     try:
         while True:
-            if seen == store.generation and time.monotonic() - sent_at < HEALTH_SECONDS:
+            quiet = seen == store.generation and _seeded(replicator) == sent_seeded
+            if quiet and time.monotonic() - sent_at < HEALTH_SECONDS:
                 time.sleep(POLL_SECONDS)  # nothing new and no health due: no status to build
                 continue
             status = _status(replicator)
@@ -99,7 +106,9 @@ def _serve(conn: Connection, replicator: Replicator) -> None:
             elif changes is None:
                 seen, document = _pickled(store)
                 conn.send(("document", status, document))
-            elif changes:
+            elif changes or status["seeded"] != sent_seeded:
+                # a resource listed after the changes that filled it went out: its readiness goes as
+                # (possibly empty) changes, since a worker takes what is seeded only beside data
                 seen += len(changes)
                 conn.send(("changes", status, changes))
             elif time.monotonic() - sent_at >= HEALTH_SECONDS:
@@ -107,6 +116,8 @@ def _serve(conn: Connection, replicator: Replicator) -> None:
             else:
                 time.sleep(POLL_SECONDS)
                 continue
+            if not waiting:
+                sent_seeded = status["seeded"]
             sent_at = time.monotonic()
     except (OSError, EOFError, ValueError):  # the worker is gone
         conn.close()

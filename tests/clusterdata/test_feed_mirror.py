@@ -82,6 +82,27 @@ def test_a_worker_follows_what_it_holds_while_a_resource_asked_later_is_listed(
         feed.stop()
 
 
+def test_a_worker_is_ready_when_its_resource_is_listed_after_the_data_went_out(
+    address: str, feeder: Replicator
+) -> None:
+    """The real Replicator puts a list's objects, then marks it listed: the feeder may send those objects
+    while it is still pending; nothing changes after, yet the worker must learn that it is listed."""
+    feeder.unlisted.add(str(SECRETS))
+    feed = ReplicaFeed(address, KEY, None, ReplicaStore())  # type: ignore[arg-type]
+    try:
+        feed.ensure([CONFIGMAPS])
+        assert feed.wait_ready(10)
+        feed.ensure([SECRETS])
+        wait_until(lambda: str(SECRETS) in feed.health(), what="the feeder taking the request for secrets")
+        feeder.store.put("secrets", {"metadata": {"name": "token", "namespace": "default"}}, namespaced=True)
+        held = lambda: feed.store.document.get("secrets", {}).get("default", {})  # noqa: E731
+        wait_until(lambda: "token" in held(), what="the listed objects reaching the worker")
+        feeder.unlisted.clear()  # the list is in; no change follows
+        assert feed.wait_ready(10), feed.pending()
+    finally:
+        feed.stop()
+
+
 def test_a_feeder_that_says_nothing_counts_as_lost(address: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replica_feed, "SILENCE_SECONDS", 0.5)
     status = {"seeded": [str(CONFIGMAPS)], "health": {str(CONFIGMAPS): {"connected": True}}, "objects": 0}
