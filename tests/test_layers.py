@@ -83,6 +83,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.fields",
         "regokite.selectors",
         "regokite.resources",
+        "regokite.crd",
         "regokite.yamldoc",
         "regokite.input_guard",
         "regokite.rego_ast",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from regokite import crd
+
 GROUP = "wgpolicyk8s.io"
 VERSION = "v1alpha2"
 
@@ -66,31 +68,14 @@ _COLUMNS = [
 
 
 def report_crd(kind: str, plural: str, short_name: str, scope: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "names": {
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural,
-                "singular": kind.lower(),
-                "shortNames": [short_name],
-            },
-            "scope": scope,
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": _SCHEMA},
-                    "additionalPrinterColumns": _COLUMNS,
-                }
-            ],
-        },
+    version = {
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": _SCHEMA},
+        "additionalPrinterColumns": _COLUMNS,
     }
+    return crd.document(GROUP, crd.spec_names(kind, plural, short_name), scope, [version])
 
 
 def report_crds() -> list[dict[str, Any]]:

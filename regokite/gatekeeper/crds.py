@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from regokite import crd
 from regokite.gatekeeper import resources
 
 POD_ID = "regokite"  # the byPod id of the webhook side (`regokite gatekeeper` beside the admission server)
@@ -133,17 +134,8 @@ def mutator_status(generation: int | None, errors: list[str], *, enforced: bool 
 
 
 def _crd(group: str, kind: str, plural: str, scope: str, versions: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}", "labels": {"app.kubernetes.io/name": "regokite"}},
-        "spec": {
-            "group": group,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "scope": scope,
-            "versions": versions,
-        },
-    }
+    names = {"kind": kind, "plural": plural, "singular": kind.lower()}
+    return crd.document(group, names, scope, versions, labels={"app.kubernetes.io/name": "regokite"})
 
 
 def provider_crd() -> dict[str, Any]:
@@ -199,23 +191,9 @@ def constraint_crd(template: resources.Template) -> dict[str, Any]:
     }
     schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _ANY_OBJECT}}}
     versions = _versions(("v1beta1", "v1alpha1"), schema)
-    kind = template.kind
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": constraint_crd_name(kind), "labels": dict(MANAGED_BY)},
-        "spec": {
-            "group": resources.CONSTRAINT_GROUP,
-            "names": {
-                "kind": kind,
-                "plural": constraint_plural(kind),
-                "singular": constraint_plural(kind),
-                "categories": ["constraint", "constraints"],
-            },
-            "scope": "Cluster",
-            "versions": versions,
-        },
-    }
+    plural = constraint_plural(template.kind)
+    names = {"kind": template.kind, "plural": plural, "singular": plural, "categories": ["constraint", "constraints"]}
+    return crd.document(resources.CONSTRAINT_GROUP, names, "Cluster", versions, labels=dict(MANAGED_BY))
 
 
 def template_status(generation: int | None, errors: list[str], *, created: bool | None = None) -> dict[str, Any]:

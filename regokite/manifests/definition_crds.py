@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regokite import crd
 from regokite.controllers import definitions, watch
 
 Obj = dict[str, Any]
@@ -79,51 +80,27 @@ _RULE = {"apiVersion": _STRING, "resource": _STRING}
 _RESYNC = {"type": "number"}
 
 
-def _metadata(name: str, group: str) -> Obj:
+def _annotations(group: str) -> Obj:
     """The API server refuses CRDs in *.k8s.io groups without the approval annotation; Metacontroller's carry it."""
     if group.endswith(".k8s.io"):
-        return {"name": name, "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"}}
-    return {"name": name}
+        return {"annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"}}
+    return {}
 
 
 def _crd(group: str, kind: str, plural: str, *, scope: str, short: list[str], spec: Obj, printer: list[Obj]) -> Obj:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": _metadata(f"{plural}.{group}", group),
-        "spec": {
-            "group": group,
-            "names": {
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural,
-                "singular": kind.lower(),
-                "shortNames": short,
-            },
-            "scope": scope,
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": printer,
-                    "schema": {
-                        "openAPIV3Schema": _object(
-                            {
-                                "apiVersion": _STRING,
-                                "kind": _STRING,
-                                "metadata": {"type": "object"},
-                                "spec": spec,
-                                "status": _OPEN,
-                            },
-                            ("spec",),
-                        )
-                    },
-                }
-            ],
-        },
+    schema = _object(
+        {"apiVersion": _STRING, "kind": _STRING, "metadata": {"type": "object"}, "spec": spec, "status": _OPEN},
+        ("spec",),
+    )
+    version = {
+        "name": "v1alpha1",
+        "served": True,
+        "storage": True,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": printer,
+        "schema": {"openAPIV3Schema": schema},
     }
+    return crd.document(group, crd.spec_names(kind, plural, *short), scope, [version], **_annotations(group))
 
 
 def _accepted_column() -> Obj:

@@ -30,6 +30,7 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+from regokite import crd  # noqa: E402
 from regokite.ops import tls  # noqa: E402
 
 if TYPE_CHECKING:
@@ -344,17 +345,7 @@ def crd_manifest(
     ver: Obj = {"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
     if status_subresource:
         ver["subresources"] = {"status": {}}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": scope,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
-            "versions": [ver],
-        },
-    }
+    return crd.document(group, crd.spec_names(kind, plural), scope, [ver])
 
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
