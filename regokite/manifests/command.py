@@ -157,10 +157,7 @@ def _controller_options(ctl: argparse.ArgumentParser) -> None:
 
 def _cmd_gatekeeper(args: argparse.Namespace) -> int:
     opts = generate.GatekeeperOptions(
-        namespace=args.namespace,
-        include_namespace=not args.no_namespace,
-        name=args.name,
-        image=args.image,
+        **_placed(args),
         **_serving(args),
         config_namespace=args.config_namespace,
         operations=("CREATE", "UPDATE", *dict.fromkeys(args.operation)),
@@ -180,7 +177,7 @@ def _cmd_gatekeeper(args: argparse.Namespace) -> int:
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     opts = generate.AuditOptions(
-        **_shared(args),
+        **_shared(args, _check_policies(args)),
         metrics_port=args.metrics_port,
         include_crds=args.include_crds,
     )
@@ -189,18 +186,26 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shared(args: argparse.Namespace) -> dict[str, Any]:
-    """The options every role's manifests take from the same flags."""
+def _shared(args: argparse.Namespace, policies: list[str]) -> dict[str, Any]:
+    """The options of the roles that evaluate `policies` (`_common`'s flags but --replicas and --workers,
+    which the audit, one replica, does not take)."""
     return {
-        "policies": _check_policies(args),
+        "policies": policies,
         "baked_policies": args.baked_policies,
+        **_placed(args),
+        "engine": args.engine,
+        "opa_image": args.opa_image,
+        "v0_compatible": args.v0_compatible,
+    }
+
+
+def _placed(args: argparse.Namespace) -> dict[str, Any]:
+    """Where and as what the workload runs (`_placement`'s flags but --replicas and --workers)."""
+    return {
         "namespace": args.namespace,
         "include_namespace": not args.no_namespace,
         "name": args.name,
         "image": args.image,
-        "engine": args.engine,
-        "opa_image": args.opa_image,
-        "v0_compatible": args.v0_compatible,
     }
 
 
@@ -229,7 +234,7 @@ def _check_policies(args: argparse.Namespace) -> list[str]:
 
 def _cmd_admission(args: argparse.Namespace) -> int:
     opts = generate.AdmissionOptions(
-        **_shared(args),
+        **_shared(args, _check_policies(args)),
         **_serving(args),
         opa_wait=args.opa_wait,
     )
@@ -246,19 +251,11 @@ def _cmd_admission(args: argparse.Namespace) -> int:
 def _cmd_controller(args: argparse.Namespace) -> int:
     policy_namespaces = [n.strip() for value in args.policy_namespaces for n in value.split(",") if n.strip()]
     opts = generate.ControllerOptions(
-        policies=(args.policies or []) if policy_namespaces else _check_policies(args),
+        **_shared(args, (args.policies or []) if policy_namespaces else _check_policies(args)),
         policy_namespaces=policy_namespaces,
-        baked_policies=args.baked_policies,
         controllers=args.controllers,
-        namespace=args.namespace,
-        include_namespace=not args.no_namespace,
-        name=args.name,
-        image=args.image,
         replicas=args.replicas,
         workers=args.workers,
-        engine=args.engine,
-        opa_image=args.opa_image,
-        v0_compatible=args.v0_compatible,
         watch_namespace=args.watch_namespace,
         leader_elect=args.leader_elect and not args.shards,
         shards=args.shards,
