@@ -33,6 +33,10 @@ def _add_bundle_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_events_args(parser: argparse.ArgumentParser, process: str) -> None:
+    """Gatekeeper's violation Event flags of `process` (admission or audit)."""
+    parser.add_argument(
+        f"--emit-{process}-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"
+    )
     parser.add_argument(
         "--events-namespace",
         default=os.environ.get("POD_NAMESPACE", "gatekeeper-system"),
@@ -637,9 +641,6 @@ def _add_admission_command(sub: Any) -> None:
     )
     _add_external_data_args(adm)
     adm.add_argument("--log-denies", action="store_true", help="log each constraint violation, as Gatekeeper's flag")
-    adm.add_argument(
-        "--emit-admission-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"
-    )
     _add_events_args(adm, "admission")
     _add_exempt_namespace_args(adm)
     _add_replicate_args(adm, declared=True)
@@ -725,9 +726,6 @@ def _add_audit_command(sub: Any) -> None:
         "--metrics-port", type=int, help="serve /metrics, and /healthz and /readyz when continuous, on this port"
     )
     _add_external_data_args(aud)
-    aud.add_argument(
-        "--emit-audit-events", action="store_true", help="an Event per constraint violation, as Gatekeeper's flag"
-    )
     _add_events_args(aud, "audit")
     aud.add_argument(
         "--constraint-violations-limit",
