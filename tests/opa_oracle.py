@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from opa_bindings import OpaEngine, OpaError, OpaUndefinedError
@@ -169,9 +170,9 @@ def answer(engine: Any, ref: str, input: Any) -> Any:
     return "<undefined>" if value is UNDEFINED else value
 
 
-def both(text: str, input: Any = None, ref: str = "data.p.x") -> tuple[Any, Any]:
-    """The embedded engine's answer and OPA's for `ref` of one module, `p.rego`."""
+def both(text: str, input: Any = None, ref: str = "data.p.x", others: Sequence[str] = ()) -> tuple[Any, Any]:
+    """The embedded engine's answer and OPA's for `ref` of one module, `p.rego`, beside the modules `others`."""
     from regokite.engine.embedded import EmbeddedEngine
 
-    bundle = Bundle((Module("p.rego", text),))
+    bundle = Bundle((Module("p.rego", text), *(Module(f"other{i}.rego", t) for i, t in enumerate(others))))
     return answer(EmbeddedEngine(bundle), ref, input), answer(OracleEngine(bundle), ref, input)

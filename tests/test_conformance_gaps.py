@@ -20,8 +20,9 @@ from regokite.errors import EvaluationError, Location, PolicyLoadError
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln"
 
 
-def both(rules: str, input: Any = None) -> tuple[Any, Any]:
-    return opa_oracle.both(f"package p\n\n{rules}\n", input)
+def both(rules: str, input: Any = None, other: str = "") -> tuple[Any, Any]:
+    """regokite's answer and OPA's for data.p.x of `rules` in package p, beside the module `other`."""
+    return opa_oracle.both(f"package p\n\n{rules}\n", input, others=[other] if other else [])
 
 
 OUTPUT_OPERANDS = {
@@ -119,13 +120,6 @@ def test_extension_output_operands_and_builtin_mocks_answer_as_opa(name: str) ->
     assert mine == opa
 
 
-def bundle_answers(*texts: str, input: Any = "a😀b") -> tuple[Any, Any]:
-    """data.p.x of the modules `texts` (m0.rego, m1.rego, ...) on regokite's engine and on OPA's."""
-    bundle = Bundle(tuple(Module(f"m{i}.rego", text) for i, text in enumerate(texts)))
-    oracle = opa_oracle.OracleEngine(bundle)
-    return opa_oracle.answer(EmbeddedEngine(bundle), "data.p.x", input), opa_oracle.answer(oracle, "data.p.x", input)
-
-
 NON_BMP = {  # characters beyond U+FFFF: regorus counted UTF-16 units (count("😀") was 2)
     "count of a string": 'x := count("a😀b😀c")',
     "count of the input": "x := count(input)",
@@ -140,7 +134,7 @@ NON_BMP = {  # characters beyond U+FFFF: regorus counted UTF-16 units (count("�
 
 @pytest.mark.parametrize("name", NON_BMP)
 def test_counts_characters_and_escapes_json_as_opa(name: str) -> None:
-    mine, opa = bundle_answers(f"package p\n\n{NON_BMP[name]}\n", "package q\n\nn(s) := count(s)\n")
+    mine, opa = both(NON_BMP[name], "a😀b", "package q\n\nn(s) := count(s)\n")
     assert mine == opa
     assert mine != "<error>"
 
@@ -172,7 +166,7 @@ EXTENSION_MOCKS = {  # builtins regokite adds in Python or rewrites: regorus ref
 @pytest.mark.parametrize("name", EXTENSION_MOCKS)
 def test_with_replaces_an_extension_builtin_as_opa(name: str) -> None:
     other = 'package q\n\nd(t) := io.jwt.decode(t)\n\nn(s) := count(s)\n\ns(v) := sprintf("%v", [v])\n'
-    mine, opa = bundle_answers(f"package p\n\n{EXTENSION_MOCKS[name]}\n", other)
+    mine, opa = both(EXTENSION_MOCKS[name], other=other)
     assert mine == opa
     assert mine != "<error>"
 
@@ -210,7 +204,7 @@ FUNCTION_MOCKS = {  # regorus matched a `with` to calls by the name as written, 
 @pytest.mark.parametrize("name", FUNCTION_MOCKS)
 def test_with_replaces_the_function_it_names_as_opa(name: str) -> None:
     rules, other = FUNCTION_MOCKS[name]
-    mine, opa = bundle_answers(f"package p\n\n{rules}", other)
+    mine, opa = both(rules, other=other)
     assert mine == opa
 
 
