@@ -198,9 +198,9 @@ class Actuator:
     ) -> dict:
         """Replace the whole status, through the status subresource when there is one.
 
-        `as_read`: only on the version of `obj` (409 when it changed since), as Metacontroller's
-        UpdateStatus: a hook's status computed from a stale parent (a sync the watch brought before
-        the previous sync's status write arrived) must not overwrite the status written since."""
+        `as_read`: only on the version of `obj` (409 when it changed since); what a conflict means is
+        the caller's (a composite's sync writes its status again over a fresh read, as Metacontroller's
+        AtomicStatusUpdate; a decorator's leaves it to the next sync, as its UpdateStatus)."""
         sub = "status" if t.status_subresource else None
         if as_read:
             patch = {"status": merge_patch_to(obj.get("status"), status)}

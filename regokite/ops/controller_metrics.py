@@ -75,8 +75,9 @@ shard_handovers = Counter(
 )
 stale_retries = Counter(
     "regokite_controller_stale_retries_total",
-    "Syncs whose status write met a newer version of the object than the cache held (409): run again at once"
-    " on the object read afresh (retried), or not, since it was gone or replaced (gone).",
+    "Status writes that met a newer version of the object than the sync read (409): written again over the"
+    " object read afresh, the hook not asked again (retried), left to the next sync since the object kept"
+    " changing or is a decorator's target (left), or not, since it was gone or replaced (gone).",
     ["controller", "result"],
 )
 parent_confirmations = Counter(

@@ -84,6 +84,7 @@ class DecoratorRunner:
 class DecoratorTarget(SyncReconciler):
     request_names = ("object", "attachments")
     observed_generation = False  # a decorator's status is the hook's, as it answered
+    status_rereads = 0  # Metacontroller's UpdateStatus on the cached version: a 409 leaves it to the next sync
     translate = staticmethod(decorator.translate_response)
 
     def __init__(

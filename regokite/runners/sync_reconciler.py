@@ -6,14 +6,18 @@ runner says only what differs: how it reads its object and observes its
 children, the request and response shapes, and what it writes beside the
 children (a decorator's labels).
 
-One conflict policy: a 409 means the object changed since it was read (or a
-write raced another); the sync is retried with backoff and no Event is
-recorded. The common one, the hook's status refused because the cache's
-object predates a write of ours its watch has not brought yet, is retried
-once at once on the object read afresh (hook included, as on a new sync).
-Any other API error and every hook error become a Warning Event on
-the object, and are retried too; once an object's sync has failed
-`failing.REPEATED` times in a row, its status also gets the condition
+One conflict policy, Metacontroller's: a 409 on a child or a finalizer means
+the object changed since it was read (or a write raced another); the sync is
+retried with backoff and no Event is recorded. The hook's status is written
+on the version of the object the sync read; when that changed since (409,
+most often a cache that has not yet brought the previous sync's status), a
+composite's status is written again over the object read afresh, up to
+`STATUS_REREADS` times, the hook not asked again and no child written again
+(Metacontroller's AtomicStatusUpdate); a decorator's is not (Metacontroller's
+UpdateStatus on the cached version). Either way the watch brings the newer
+version and its sync. Any other API error and every hook error become a
+Warning Event on the object, and are retried too; once an object's sync has
+failed `failing.REPEATED` times in a row, its status also gets the condition
 `regokite.dev/SyncFailing` (`regokite.controllers.failing`: the hook never
 sees it, and the next successful sync removes it).
 """
@@ -53,6 +57,8 @@ from regokite.runners.rolling_updates import RollingUpdates
 log = logging.getLogger("regokite.controller")
 Observed = dict[str, list[dict[str, Any]]]
 CONDITION_REWRITE_SECONDS = 60.0  # a failing object's condition is rewritten (a new reason) at most this often
+STATUS_REREADS = 5  # a composite's status writes over the object read afresh (Metacontroller: retry.DefaultBackoff)
+STATUS_REREAD_PAUSE = 0.01  # seconds between them (DefaultBackoff's step)
 
 
 class SyncReconciler:
@@ -72,6 +78,7 @@ class SyncReconciler:
     request_names = ("parent", "children")
     observed_generation = True  # a composite's status says which generation it describes
     writes_failing_condition = True  # the status is this controller's: a failing sync may say so there
+    status_rereads = STATUS_REREADS  # after a 409 on the status: writes of it over the object read afresh
     translate = staticmethod(translate_response)
 
     def __init__(
@@ -170,13 +177,7 @@ class SyncReconciler:
                 self._failing.pop((namespace, name), None)
             return Result()  # deleted: the garbage collector removes the children
         try:
-            try:
-                plan, obj = self._sync(obj)
-            except _StaleObject:
-                fresh = self._read_again(obj)
-                if fresh is None:
-                    return Result()  # gone or replaced since: its own events bring what follows
-                plan, obj = self._sync(fresh, again=True)
+            plan, obj = self._sync(obj)
         except _FailedOn as failed:
             exc, obj = failed.error, failed.obj
             if isinstance(exc, HookError):
@@ -195,10 +196,9 @@ class SyncReconciler:
             log.info("synced", extra={"controller": self.name, "object": where(obj), "actions": plan.describe()})
         return Result(requeue_after=plan.resync_after_seconds)
 
-    def _sync(self, obj: dict[str, Any], again: bool = False) -> tuple[sync.SyncPlan | None, dict[str, Any]]:
+    def _sync(self, obj: dict[str, Any]) -> tuple[sync.SyncPlan | None, dict[str, Any]]:
         """One sync of `obj`: the plan carried out (None: nothing to do) and the object as last written.
-        A hook or API error comes wrapped with the object as last written (`_FailedOn`); the status
-        refused as of a stale `obj` raises `_StaleObject` unless this is the sync `again`."""
+        A hook or API error comes wrapped with the object as last written (`_FailedOn`)."""
         d = self.definition
         start = sync.begin(obj, d.finalizer, finalize_hook=self.finalize_hook is not None, selected=self.selects(obj))
         try:
@@ -243,12 +243,10 @@ class SyncReconciler:
             self.actuator.execute_all(plan.actions, controller=d.name)
             obj = self.write_beside(obj, response)
             if plan.status is not None:
-                try:
-                    obj = self.actuator.set_status(self.type, obj, plan.status, controller=d.name, as_read=True)
-                except ApiError as exc:
-                    if exc.status == 409 and not again:
-                        raise _StaleObject from exc
-                    raise
+                written = self._write_status(obj, plan.status)
+                if written is None:  # left to the sync the newer version's watch event brings (or gone)
+                    return plan, obj
+                obj = written
             obj = self._recovered(obj, response)
             self.actuator.finish(
                 self.type, obj, plan.events, finalizer=d.finalizer, release=plan.release, controller=d.name
@@ -257,14 +255,49 @@ class SyncReconciler:
             raise _FailedOn(exc, obj) from exc
         return plan, obj
 
+    def _write_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        """The hook's `status`, written on the version of `obj` the hook saw; when that changed since
+        (409), written again over the object read afresh up to `status_rereads` times, as Metacontroller
+        writes a composite's (its AtomicStatusUpdate: a GET, then the write, again on a conflict): the
+        hook is not asked again, no child is written again. The object as written; None when the
+        write was left to the next sync (the object still changing, or gone or replaced)."""
+        controller = self.definition.name
+        current: dict[str, Any] | None = obj
+        for attempt in range(self.status_rereads + 1):
+            if attempt:
+                if attempt > 1:
+                    time.sleep(STATUS_REREAD_PAUSE)
+                current = self._read_again(obj)
+                if current is None:
+                    return None
+                if (current.get("status") or {}) == status:
+                    return current  # already so: nothing to write
+            assert current is not None
+            try:
+                written = self.actuator.set_status(self.type, current, status, controller=controller, as_read=True)
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+                continue
+            if attempt:
+                metrics.stale_retries.labels(self.name, "retried").inc()
+            return written
+        metrics.stale_retries.labels(self.name, "left").inc()
+        log.info(
+            "status left to the next sync: the object changed since it was read",
+            extra={"controller": self.name, "object": where(obj), "writes": self.status_rereads + 1},
+        )
+        return None
+
     def _read_again(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
-        """`obj` as the API server has it now (not the cache), for the sync's one immediate retry after
-        its status write met a newer version; None when it is gone or is another object by that name."""
+        """`obj` as the API server has it now (not the cache), for a status write after its first met a
+        newer version; None when it is gone or is another object by that name."""
         meta = obj["metadata"]
         fresh = self.actuator.read(self.type, meta.get("namespace"), meta["name"])
-        same = fresh is not None and fresh["metadata"].get("uid") == meta.get("uid")
-        metrics.stale_retries.labels(self.name, "retried" if same else "gone").inc()
-        return fresh if same else None
+        if fresh is not None and fresh["metadata"].get("uid") == meta.get("uid"):
+            return fresh
+        metrics.stale_retries.labels(self.name, "gone").inc()
+        return None
 
     # -- a sync that keeps failing says so in the status (regokite.controllers.failing)
 
@@ -328,10 +361,6 @@ class _Failing:
 
     count: int = 0
     written_at: float = -math.inf
-
-
-class _StaleObject(Exception):
-    """The status write met a newer version of the object than the sync read (409 on its precondition)."""
 
 
 class _FailedOn(Exception):

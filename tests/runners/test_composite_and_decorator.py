@@ -178,30 +178,88 @@ def test_conflicts_are_retried_quietly_other_errors_and_bad_hooks_are_reported()
     assert kube.events[-1]["reason"] == "InvalidHookOutput"
 
 
-def test_a_status_refused_as_of_a_stale_cache_is_written_at_once_on_the_object_read_again() -> None:
+def hook_calls(engine: ScriptedEngine, rule: str) -> int:
+    return sum(1 for ref, _ in engine.seen if ref == rule)
+
+
+def test_a_status_refused_as_of_a_stale_cache_is_written_over_the_object_read_again_the_hook_asked_once() -> None:
     """The sync a child's event brings before the watch delivered the previous sync's status: its status
-    meets a newer version (409) and the sync runs again at once, hook included, on a fresh GET."""
+    meets a newer version (409) and is written again over a fresh GET, as Metacontroller's
+    AtomicStatusUpdate: the hook is not asked again, no child is written again."""
     kube = cluster()
     kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    engine = ScriptedEngine(thing_policy)
+    runner = composite_runner(kube, engine)
     relist(runner.manager)
     runner.reconcile("ns", "p")  # creates the child; status: no children observed yet
     assert kube.stored(f"{THINGS}/p")["status"]["configMaps"] == 0
     for inf in runner.children.values():
         inf._relist()  # the child's event is in, the parent's status event not yet
-    gets = sum(1 for m, path in kube.calls if (m, path) == ("GET", f"{THINGS}/p"))
+    stale = runner.parents.get("ns", "p")
+    calls, hooks = len(kube.calls), hook_calls(engine, "data.things.status")
     assert runner.reconcile("ns", "p") == Result()
-    assert kube.stored(f"{THINGS}/p")["status"]["configMaps"] == 1
-    assert sum(1 for m, path in kube.calls if (m, path) == ("GET", f"{THINGS}/p")) == gets + 1
+    assert kube.stored(f"{THINGS}/p")["status"] == {"configMaps": 1}
+    assert hook_calls(engine, "data.things.status") == hooks + 1  # the hook saw the cached parent, once
+    [(_, seen)] = [(ref, i) for ref, i in engine.seen[-3:] if ref == "data.things.status"]
+    assert seen["parent"]["metadata"]["resourceVersion"] == stale["metadata"]["resourceVersion"]
+    # the child applied once (in sync: not at all), the status twice (refused, then over the GET)
+    assert kube.calls[calls:] == [
+        ("PATCH", f"{THINGS}/p/status"),
+        ("GET", f"{THINGS}/p"),
+        ("PATCH", f"{THINGS}/p/status"),
+    ]
     assert kube.events == []
 
-    kube.patch(f"{THINGS}/p/status", {"status": {"configMaps": 7}})  # someone else's status: ours again
+
+def test_a_status_still_refused_after_every_fresh_read_is_left_to_the_next_sync() -> None:
+    """Metacontroller retries its status write five times on a conflict, then ignores it: the newer
+    version's watch event brings the next sync. No Event, no failure, the hook asked once."""
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    engine = ScriptedEngine(thing_policy)
+    runner = composite_runner(kube, engine)
+    relist(runner.manager)
+    for _ in range(runner.status_rereads + 1):
+        kube.fail("PATCH", f"{THINGS}/p/status", 409)
+    assert runner.reconcile("ns", "p") == Result()
+    assert hook_calls(engine, "data.things.status") == 1
+    statuses = [c for c in kube.calls if c == ("PATCH", f"{THINGS}/p/status")]
+    assert len(statuses) == runner.status_rereads + 1 == 6
+    assert "status" not in kube.stored(f"{THINGS}/p") and kube.events == []
+    assert kube.stored(f"{CMS}/p") is not None  # the children were written, once
+    relist(runner.manager)
+    runner.reconcile("ns", "p")  # the next sync writes it
+    assert kube.stored(f"{THINGS}/p")["status"]["configMaps"] == 1
+
+
+def test_a_status_write_ends_quietly_when_the_object_read_again_is_gone_or_replaced() -> None:
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy))
     relist(runner.manager)
     kube.fail("PATCH", f"{THINGS}/p/status", 409)
-    kube.fail("PATCH", f"{THINGS}/p/status", 409)  # the object read again changed again: the backoff's
-    with pytest.raises(ApiError, match="409"):
-        runner.reconcile("ns", "p")
-    assert kube.events == []
+    stored = kube.stored(f"{THINGS}/p")
+    del kube.objects[("/apis/example.com/v1", "things", "ns", "p")]
+    kube.put(THINGS, {**stored, "metadata": {"name": "p", "namespace": "ns"}})  # another object by that name
+    assert runner.reconcile("ns", "p") == Result()
+    assert "status" not in kube.stored(f"{THINGS}/p") and kube.events == []
+
+
+def test_an_error_reading_the_object_again_fails_the_sync_as_any_other() -> None:
+    """The GET after a conflict is part of the sync: its failure is a SyncError Event and counts toward
+    the SyncFailing condition, as every other API error does."""
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    for _ in range(failing.REPEATED):
+        relist(runner.manager)
+        kube.fail("PATCH", f"{THINGS}/p/status", 409)
+        kube.fail("GET", f"{THINGS}/p", 500, "etcd is away")
+        with pytest.raises(ApiError, match="500"):
+            runner.reconcile("ns", "p")
+    assert [e["reason"] for e in kube.events] == ["SyncError"]
+    condition = failing.current(kube.stored(f"{THINGS}/p"))
+    assert condition is not None and condition["reason"] == "SyncError" and "etcd is away" in condition["message"]
 
 
 def decorator_runner(kube: FakeKube, engine: ScriptedEngine) -> DecoratorRunner:
@@ -249,6 +307,36 @@ def test_a_decorator_labels_selected_objects_and_owns_marked_attachments() -> No
     writes = len(kube.writes())
     target.reconcile("ns", "a")
     assert len(kube.writes()) == writes
+
+
+def test_a_decorator_s_status_refused_as_of_a_stale_cache_is_left_to_the_next_sync() -> None:
+    """Metacontroller's decorator writes the status with UpdateStatus on the cached version and ignores a
+    conflict: no read again, no second hook call; the newer version's sync writes it."""
+    kube = cluster()
+    kube.put(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"tag": "yes"}}})
+
+    def policy(ref: str, input: Any) -> Any:
+        return {"tagged": True} if ref == "data.tagger.status" else tagger(ref, input)
+
+    engine = ScriptedEngine(policy)
+    runner = decorator_runner(kube, engine)
+    [target] = runner.targets
+    relist(target.manager)
+    target.reconcile("ns", "a")
+    pod = kube.stored(f"{PODS}/a")
+    assert pod["status"] == {"tagged": True}
+    del pod["status"]
+    kube.put(PODS, pod)  # someone else's status
+    relist(target.manager)
+    kube.patch(f"{PODS}/a", {"metadata": {"annotations": {"since": "the cache read"}}})
+    calls, hooks = len(kube.calls), hook_calls(engine, "data.tagger.status")
+    assert target.reconcile("ns", "a") == Result()
+    assert hook_calls(engine, "data.tagger.status") == hooks + 1
+    assert ("GET", f"{PODS}/a") not in kube.calls[calls:] and kube.events == []
+    assert "status" not in kube.stored(f"{PODS}/a")  # left to the next sync
+    relist(target.manager)
+    target.reconcile("ns", "a")
+    assert kube.stored(f"{PODS}/a")["status"] == {"tagged": True}
 
 
 def test_no_child_is_created_for_a_parent_a_cache_that_missed_events_still_holds() -> None:
