@@ -75,6 +75,8 @@ _STATUS_REASONS = {
 }
 ERROR_REASONS = (*_STATUS_REASONS.values(), "not_leader", "client_error", "server_error", "connection", "other")
 OUTAGE_REASONS = frozenset({"connection", "timeout", "unavailable", "server_error"})  # the server, not the request
+# a request that got no answer (refused, reset, timed out): the API server or the way to it is away
+UNANSWERED = (OSError, urllib3.exceptions.HTTPError)
 
 
 def error_reason(exc: BaseException) -> str:
@@ -90,7 +92,7 @@ def error_reason(exc: BaseException) -> str:
         return "connection"
     if isinstance(exc, TimeoutError | urllib3.exceptions.TimeoutError):
         return "timeout"
-    if isinstance(exc, OSError | urllib3.exceptions.HTTPError):
+    if isinstance(exc, UNANSWERED):
         return "connection"
     return "other"
 

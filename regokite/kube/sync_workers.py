@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Mapping
 
 from regokite.controllers.hooks import HookError
-from regokite.kube.client import ApiError, NotLeader, error_reason
+from regokite.kube.client import UNANSWERED, ApiError, NotLeader, error_reason
 from regokite.kube.reconcile import Reconciler, Result
 from regokite.kube.shards import Shards, Verdict
 from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
 
 log = logging.getLogger("regokite.controller")
-_EXPECTED = (HookError, ApiError)
+_EXPECTED = (HookError, ApiError, *UNANSWERED)  # logged without a traceback: the message says it all
 WAIT_RETRY = 0.25  # seconds before a key whose shard views disagree is tried again
 Key = tuple[str, str, str]  # (reconciler name, namespace, name)
 
@@ -86,14 +86,16 @@ def _sync(queue: WorkQueue, key: Key, reconciler: Reconciler | None) -> None:
     except NotLeader:
         queue.add(key)  # leadership lost mid-sync: the key waits for the next term (or leader)
     except Exception as exc:
+        reason = failure_reason(exc)
         metrics.reconciles.labels(name, "error").inc()
-        metrics.reconcile_errors.labels(name, failure_reason(exc)).inc()
+        metrics.reconcile_errors.labels(name, reason).inc()
         delay = queue.add_rate_limited(key)
         log.warning(
             "sync failed",
             extra={
                 "controller": name,
                 "parent": f"{namespace}/{obj_name}" if namespace else obj_name,
+                "reason": reason,
                 "error": str(exc)[:1000],
                 "retry_in": round(delay, 3),
             },

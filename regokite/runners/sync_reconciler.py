@@ -15,11 +15,15 @@ composite's status is written again over the object read afresh, up to
 `STATUS_REREADS` times, the hook not asked again and no child written again
 (Metacontroller's AtomicStatusUpdate); a decorator's is not (Metacontroller's
 UpdateStatus on the cached version). Either way the watch brings the newer
-version and its sync. Any other API error and every hook error become a
-Warning Event on the object, and are retried too; once an object's sync has
-failed `failing.REPEATED` times in a row, its status also gets the condition
+version and its sync. Any other failure (an API error, a request the API
+server did not answer, a hook error) becomes a Warning Event on the object,
+and is retried with backoff too; once an object's sync has failed
+`failing.REPEATED` times in a row, its status also gets the condition
 `regokite.dev/SyncFailing` (`regokite.controllers.failing`: the hook never
-sees it, and the next successful sync removes it).
+sees it, and the next successful sync removes it). Both are best effort:
+while the server cannot be reached they cannot be written (the worker's log
+line and `regokite_controller_reconcile_errors_total{reason="connection"}`
+say it), and the failures counted meanwhile still count once it answers.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from regokite.controllers.hooks import (
     translate_response,
 )
 from regokite.kube.actuator import Actuator, utc_now
-from regokite.kube.client import ApiError, NotLeader, resource_path
+from regokite.kube.client import UNANSWERED, ApiError, NotLeader, resource_path
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager
@@ -180,13 +184,12 @@ class SyncReconciler:
             plan, obj = self._sync(obj)
         except _FailedOn as failed:
             exc, obj = failed.error, failed.obj
-            if isinstance(exc, HookError):
-                self.actuator.event(obj, "Warning", exc.reason, str(exc))
-                self._failed(obj, exc.reason, str(exc))
             # a conflict is optimistic concurrency at work, a standby may not write: retried, not reported
-            elif exc.status != 409 and not isinstance(exc, NotLeader):
-                self.actuator.event(obj, "Warning", "SyncError", str(exc))
-                self._failed(obj, "SyncError", str(exc))
+            if not isinstance(exc, ApiError) or (exc.status != 409 and not isinstance(exc, NotLeader)):
+                reason = exc.reason if isinstance(exc, HookError) else "SyncError"
+                message = str(exc) if not isinstance(exc, UNANSWERED) else f"the API server did not answer: {exc}"
+                self.actuator.event(obj, "Warning", reason, message)
+                self._failed(obj, reason, message)
             raise exc from None
         with self._failing_lock:
             self._failing.pop((namespace, name), None)
@@ -198,7 +201,8 @@ class SyncReconciler:
 
     def _sync(self, obj: dict[str, Any]) -> tuple[sync.SyncPlan | None, dict[str, Any]]:
         """One sync of `obj`: the plan carried out (None: nothing to do) and the object as last written.
-        A hook or API error comes wrapped with the object as last written (`_FailedOn`)."""
+        A hook or API error, or a request unanswered, comes wrapped with the object as last written
+        (`_FailedOn`)."""
         d = self.definition
         start = sync.begin(obj, d.finalizer, finalize_hook=self.finalize_hook is not None, selected=self.selects(obj))
         try:
@@ -251,7 +255,7 @@ class SyncReconciler:
             self.actuator.finish(
                 self.type, obj, plan.events, finalizer=d.finalizer, release=plan.release, controller=d.name
             )
-        except (HookError, ApiError) as exc:
+        except (HookError, ApiError, *UNANSWERED) as exc:
             raise _FailedOn(exc, obj) from exc
         return plan, obj
 
@@ -364,8 +368,9 @@ class _Failing:
 
 
 class _FailedOn(Exception):
-    """A sync's hook or API error, with the object as last written (the Event and condition go on it)."""
+    """A sync's hook or API error, or a request unanswered, with the object as last written (the Event
+    and condition go on it)."""
 
-    def __init__(self, error: HookError | ApiError, obj: dict[str, Any]) -> None:
+    def __init__(self, error: Exception, obj: dict[str, Any]) -> None:
         super().__init__(str(error))
         self.error, self.obj = error, obj

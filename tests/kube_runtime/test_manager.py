@@ -3,9 +3,12 @@ leading; the client refuses writes otherwise."""
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
+import urllib3
+from prometheus_client import REGISTRY
 
 from regokite.kube.client import NotLeader
 from regokite.kube.manager import Manager
@@ -222,3 +225,46 @@ def test_with_shards_each_manager_syncs_only_its_own_objects_and_a_view_change_r
 def test_a_result_refuses_a_delay_that_is_no_number_of_seconds(after: object) -> None:
     with pytest.raises(ValueError, match="requeue_after"):
         Result(requeue_after=after)  # type: ignore[arg-type]
+
+
+class Unreachable:
+    """Every sync meets an API server that refuses the connection."""
+
+    name = "unreachable"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.failed_twice = threading.Event()
+
+    def reconcile(self, namespace: str, name: str) -> Result:
+        self.calls += 1
+        if self.calls >= 2:
+            self.failed_twice.set()
+        cause = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: refused")  # type: ignore[arg-type]
+        raise urllib3.exceptions.MaxRetryError(None, "/api/v1/namespaces/ns/configmaps/a", cause)  # type: ignore[arg-type]
+
+
+def test_a_sync_the_api_server_did_not_answer_is_counted_logged_and_retried_with_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    manager = Manager(FakeKube(), workers=1)  # type: ignore[arg-type]
+    unreachable = Unreachable()
+    manager.register(unreachable)
+    before = REGISTRY.get_sample_value(
+        "regokite_controller_reconcile_errors_total", {"controller": "unreachable", "reason": "connection"}
+    )
+    manager.start(sync_timeout=0)
+    try:
+        with caplog.at_level(logging.WARNING, logger="regokite.controller"):
+            manager.enqueue("unreachable", "ns", "a")
+            assert unreachable.failed_twice.wait(5)  # retried
+        assert manager.queue.failures(("unreachable", "ns", "a")) >= 2  # each retry backed off further
+    finally:
+        manager.stop(timeout=2)
+    after = REGISTRY.get_sample_value(
+        "regokite_controller_reconcile_errors_total", {"controller": "unreachable", "reason": "connection"}
+    )
+    assert (after or 0) - (before or 0) >= 2
+    failed = [r for r in caplog.records if r.getMessage() == "sync failed"]
+    assert failed and all(r.reason == "connection" and "refused" in r.error for r in failed)  # type: ignore[attr-defined]
+    assert not any(r.exc_info for r in failed)  # an outage, not a bug: no traceback per sync

@@ -3,9 +3,11 @@ the conflict policy. Caches are filled by one relist; nothing runs in the backgr
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import pytest
+import urllib3
 
 from regokite.controllers import failing
 from regokite.controllers.decorator import DECORATOR_ANNOTATION, DecoratorController, TargetResource
@@ -477,3 +479,29 @@ def test_a_decorator_reports_a_failing_sync_in_a_status_only_its_hook_writes() -
     relist(target.manager)
     target.reconcile("ns", "a")  # fixed, and answers no status: the condition alone goes
     assert kube.stored(f"{PODS}/a")["status"] == {"phase": "Running"}
+
+
+def unanswered(path: str) -> urllib3.exceptions.MaxRetryError:
+    """What KubeClient raises when the API server refuses the connection (urllib3's retries spent)."""
+    cause = urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] refused")  # type: ignore[arg-type]
+    return urllib3.exceptions.MaxRetryError(None, path, cause)  # type: ignore[arg-type]
+
+
+def test_a_request_the_api_server_did_not_answer_fails_the_sync_as_any_other() -> None:
+    """A connection refused mid-sync is a failed sync: raised as it was (the worker backs off and logs
+    it), a SyncError Event, and a count toward SyncFailing (the server answering the other requests)."""
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(thing_policy))
+    relist(runner.manager)
+    for _ in range(failing.REPEATED):
+        kube.errors.setdefault(("PATCH", f"{CMS}/p"), deque()).append(unanswered(f"{CMS}/p"))
+        with pytest.raises(urllib3.exceptions.MaxRetryError):
+            runner.reconcile("ns", "p")
+    assert [(e["reason"], e["type"]) for e in kube.events] == [("SyncError", "Warning")]
+    assert "the API server did not answer" in kube.events[0]["message"]
+    condition = failing.current(kube.stored(f"{THINGS}/p"))
+    assert condition is not None and condition["reason"] == "SyncError" and "refused" in condition["message"]
+    relist(runner.manager)
+    runner.reconcile("ns", "p")  # answered again: the sync succeeds, the condition goes
+    assert failing.current(kube.stored(f"{THINGS}/p")) is None and kube.stored(f"{CMS}/p") is not None

@@ -1,0 +1,113 @@
+"""Syncs that fail because the API server is away count toward `regokite.dev/SyncFailing` as any other
+failure: nothing can be written while it is down (the Event attempts are logged as not recorded), and
+once it answers, a sync that still fails is the third in a row and says so in the status.
+
+On a private control plane (its API server is stopped); the sync runs in process, its caches filled by
+one list each (as the runner tests do), so each sync is the test's own.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import controlplane
+import kube
+import pytest
+import yaml
+from kube import create, get
+
+from regokite.controllers import failing
+from regokite.controllers.definitions import CompositeController, ParentResource
+from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook
+from regokite.controllers.schema import ChildResource, Hooks, HookTarget
+from regokite.engine import UNDEFINED
+from regokite.kube.actuator import Actuator
+from regokite.kube.client import UNANSWERED, KubeClient
+from regokite.kube.discovery import Discovery
+from regokite.kube.manager import Manager
+from regokite.kube.reconcile import Result
+from regokite.runners.composite_runner import CompositeRunner
+from tests.kube_runtime.fake import ScriptedEngine
+
+ROOT = Path(__file__).resolve().parents[2]
+PARENTS = "/apis/example.com/v1/namespaces/default/helloworlds"
+CHILD = "/api/v1/namespaces/default/configmaps/p"
+
+
+def hello(broken: set[str]) -> Any:
+    def decide(ref: str, input: Any) -> Any:
+        parent = input["parent"]
+        if ref == "data.hello.children":
+            name = parent["metadata"]["name"]
+            return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": parent["spec"]}]
+        if ref == "data.hello.status":
+            return "not an object" if parent["metadata"]["name"] in broken else {"ok": True}
+        return UNDEFINED
+
+    return decide
+
+
+def runner_on(kube_client: KubeClient, engine: ScriptedEngine) -> CompositeRunner:
+    definition = CompositeController(
+        name="hello",
+        parent=ParentResource("example.com/v1", "helloworlds"),
+        children=(ChildResource("v1", "configmaps", update_method="InPlace"),),
+        hooks=Hooks(sync=HookTarget("hello")),
+        generate_selector=True,
+    )
+    return CompositeRunner(
+        definition,
+        manager=Manager(kube_client, namespace="default"),
+        evaluator=LocalHooks(engine),  # type: ignore[arg-type]
+        actuator=Actuator(kube_client),
+        sync_hook=ResolvedHook(HookTarget("hello"), rules=("children", "status")),
+        finalize_hook=None,
+        discovery=Discovery(kube_client),
+    )
+
+
+def test_syncs_the_api_server_did_not_answer_count_toward_sync_failing(
+    private_plane: controlplane.ControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    cp = private_plane
+    crd = yaml.safe_load((ROOT / "policies/controllers/hello_world/crd.yaml").read_text())
+    with kube.Cluster.of(cp).api_client() as api:
+        kube.install_crd(api, crd)
+        create(api, PARENTS, {"apiVersion": "example.com/v1", "kind": "HelloWorld",
+                              "metadata": {"name": "p"}, "spec": {"who": "Ada"}})  # fmt: skip
+        kube_client = KubeClient(cp.kubeconfig)
+        broken: set[str] = set()
+        runner = runner_on(kube_client, ScriptedEngine(hello(broken)))
+        try:
+            for informer in runner.cache_informers():
+                informer._relist()
+
+            def outage() -> None:  # the child's create meets no API server, REPEATED - 1 times
+                for _ in range(failing.REPEATED - 1):
+                    with pytest.raises(UNANSWERED):
+                        runner.reconcile("default", "p")
+
+            with caplog.at_level(logging.WARNING, logger="regokite.controller"):
+                controlplane.restart_apiserver(cp, 0, while_down=outage)
+            assert "could not record event" in [r.getMessage() for r in caplog.records]  # (a repeat: aggregated)
+            assert not kube.exists(api, CHILD)
+
+            broken.add("p")  # back, and the sync fails another way: the third failure in a row
+            with pytest.raises(HookError):
+                runner.reconcile("default", "p")
+            parent = get(api, f"{PARENTS}/p")
+            condition = failing.current(parent)
+            assert condition is not None and condition["reason"] == "InvalidHookOutput", parent.get("status")
+            events = get(api, "/api/v1/namespaces/default/events", fieldSelector="involvedObject.name=p")["items"]
+            assert [e["reason"] for e in events] == ["InvalidHookOutput"]  # none could be written meanwhile
+
+            broken.clear()
+            for informer in runner.cache_informers():
+                informer._relist()
+            assert runner.reconcile("default", "p") == Result()
+            assert failing.current(get(api, f"{PARENTS}/p")) is None
+            assert get(api, CHILD)["data"] == {"who": "Ada"}
+        finally:
+            kube_client.close()
