@@ -16,7 +16,7 @@ import logging
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,22 +262,16 @@ class Audit:
     def _put_constraint_status(self, t: ChildType, name: str, status: dict[str, Any]) -> None:
         """The audit's fields of a constraint's status and the audit's own `byPod` entry (as Gatekeeper's
         audit pod reports each constraint it holds: `enforced`, the generation seen, `operations`),
-        written over the version read so the webhook side's entry is kept (409: read again)."""
+        written over the version read so the webhook side's entry is kept (Actuator.update_status)."""
         assert self.policy_set is not None
         enforced = name not in self.policy_set.unavailable
-        path = self.actuator.path(t, None, name, "status")
-        for attempt in range(3):
-            current = self.client.get(path)
+
+        def change(current: Mapping[str, Any]) -> dict[str, Any]:
             generation = current["metadata"].get("generation")
             entry = constraint_pod_status(generation, None, enforced=enforced, pod_id=AUDIT_POD_ID, operations=AUDIT)
-            by_pod = with_pod_entry((current.get("status") or {}).get("byPod"), entry)
-            try:
-                body = {"status": {**status, "byPod": by_pod}}
-                self.actuator.patch(t, current, body, controller="audit", sub="status")
-                return
-            except ApiError as exc:
-                if exc.status != 409 or attempt == 2:
-                    raise
+            return {**status, "byPod": with_pod_entry((current.get("status") or {}).get("byPod"), entry)}
+
+        self.actuator.update_status(t, {"metadata": {"name": name}}, change, controller="audit", read_first=True)
 
     def _status_failed(self, exc: Exception, name: str) -> int:
         reason = error_reason(exc)

@@ -15,7 +15,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +30,7 @@ log = logging.getLogger("regokite.controller")
 FIELD_MANAGER = "regokite"
 EVENT_REPEAT_SECONDS = 60.0
 WRITE_THREADS = 16  # child writes in flight at once, over every sync
+SHARED_STATUS_ATTEMPTS = 3  # writes of a shared status (update_status), each over the object read again
 
 
 def utc_now() -> str:
@@ -208,6 +209,43 @@ class Actuator:
         json_patch = [{"op": "add", "path": "/status", "value": status}]
         return self.patch(t, obj, json_patch, controller=controller, verb=verb, sub=sub, precondition=False)
 
+    def update_status(
+        self,
+        t: ChildType,
+        obj: Mapping[str, Any],
+        change: Callable[[Mapping[str, Any]], dict[str, Any] | None],
+        *,
+        controller: str,
+        read_first: bool = False,
+        attempts: int = SHARED_STATUS_ATTEMPTS,
+    ) -> dict[str, Any]:
+        """A status several writers share (Gatekeeper's `status.byPod`, one entry per pod), read, changed
+        and written: `change(current)` is the merge patch of the status to write over `current` (None:
+        nothing to write), sent with its resourceVersion so an entry another writer added since is kept;
+        on a 409 the object is read again and `change` asked again, at most `attempts` writes. `obj`
+        is the version to start from (`read_first`: only its name; read now). Returns the object as
+        written (as read when nothing was to write); raises what the API server answered, the last
+        409 included (logged here as given up: the object changed under each write)."""
+        path = self._path_of(t, obj)
+        current = self.client.get(path) if read_first else obj  # a 404 raised: the caller's (deleted)
+        for attempt in range(1, attempts + 1):
+            patch = change(current)
+            if patch is None:
+                return dict(current)
+            try:
+                return self.patch(t, current, {"status": patch}, controller=controller, verb="status", sub=_status(t))
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+                if attempt == attempts:
+                    log.warning(
+                        "status not written: the object changed under each write; the caller retries",
+                        extra={"controller": controller, "path": path, "writes": attempts},
+                    )
+                    raise
+            current = self.client.get(path)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def set_finalizers(self, t: ChildType, obj: dict[str, Any], finalizers: list[str], *, controller: str) -> dict:
         had = len(obj["metadata"].get("finalizers") or ())
         verb = "add-finalizer" if len(finalizers) > had else "remove-finalizer"
@@ -305,6 +343,11 @@ def _event_body(
         "lastTimestamp": stamp,
         "count": count,
     }
+
+
+def _status(t: ChildType) -> str | None:
+    """The subresource a status is written through: `status`, or none when the type has no such."""
+    return "status" if t.status_subresource else None
 
 
 def merge_patch_to(old: Any, new: Any) -> Any:

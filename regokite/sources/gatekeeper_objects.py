@@ -25,6 +25,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +76,15 @@ from regokite.gatekeeper.resources import (
     parse_provider,
     parse_template,
 )
+from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.informer import Informer
+from regokite.resources import ChildType
 
 log = logging.getLogger("regokite.gatekeeper")
 MANAGER = "regokite-gatekeeper"
+SYNC_CONTROLLER = "gatekeeper"  # the `controller` label of this process's writes (regokite_controller_writes_total)
+CONFIG_TYPE = ChildType(f"{CONFIG_GROUP}/v1alpha1", "configs", "Config", True, True)
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 TEMPLATES = f"/apis/{TEMPLATE_GROUP}/v1/constrainttemplates"
 CONFIGS_PATH = f"/apis/{CONFIG_GROUP}/v1alpha1"
@@ -92,6 +97,7 @@ _SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "
 class GatekeeperSync:
     def __init__(self, client: KubeClient, out: Path, config_namespace: str = "gatekeeper-system") -> None:
         self.client, self.out, self.config_namespace = client, out, config_namespace
+        self.actuator = Actuator(client, MANAGER)
         self.good = LastGood.of(_written(out / FILE))  # a restart serves what was served before it
         self.listed: dict[str, list[dict[str, Any]]] = {}  # constraints by kind, as last listed
         self.listed_configs: list[dict[str, Any]] = []
@@ -201,8 +207,8 @@ class GatekeeperSync:
             if error is not None:
                 log.error("constraint not served", extra={"constraint": f"{kind}/{name}", "error": error,
                           "last_good_serves": (kind, name) in constraints.kept})  # fmt: skip
-            path = f"/apis/{CONSTRAINT_GROUP}/v1beta1/{constraint_plural(kind)}/{name}/status"
-            self._write_pod_status(path, doc, error, enforced=(kind, name) in constraints.served)
+            t = ChildType(f"{CONSTRAINT_GROUP}/v1beta1", constraint_plural(kind), kind, False, True)
+            self._write_pod_status(t, doc, error, enforced=(kind, name) in constraints.served)
         return [_clean(doc) for _, doc in sorted(constraints.served.items())]
 
     def _constraints(self, kind: str) -> list[dict[str, Any]]:
@@ -235,35 +241,29 @@ class GatekeeperSync:
                 log.error(
                     "Gatekeeper Config not served", extra={"error": error, "last_good_serves": name in configs.kept}
                 )
-            path = f"{CONFIGS_PATH}/namespaces/{self.config_namespace}/configs/{name}/status"
-            self._write_pod_status(path, doc, error, enforced=name in configs.served)
+            self._write_pod_status(CONFIG_TYPE, doc, error, enforced=name in configs.served)
         return [_clean(doc) for doc in configs.served.values()]
 
-    def _write_pod_status(self, path: str, doc: dict[str, Any], error: str | None, *, enforced: bool) -> None:
+    def _write_pod_status(self, t: ChildType, doc: dict[str, Any], error: str | None, *, enforced: bool) -> None:
         """This process's `status.byPod` entry of a constraint or Config, as Gatekeeper's webhook pod
         writes its own for every one (`enforced`: whether a version of it serves; `errors`: why an
         edit was refused), when it changes. Other entries (the audit's) are kept: the list is written
-        only over the version read (409: read again and retried)."""
-        entry = constraint_pod_status(doc["metadata"].get("generation"), error, enforced=enforced)
-        for _ in range(3):
-            by_pod = (doc.get("status") or {}).get("byPod") or []
+        only over the version read (Actuator.update_status, as the audit's entry is). One not written
+        is logged and written on the next pass."""
+
+        def change(current: Mapping[str, Any]) -> dict[str, Any] | None:
+            entry = constraint_pod_status(current["metadata"].get("generation"), error, enforced=enforced)
+            by_pod = (current.get("status") or {}).get("byPod") or []
             if [p for p in by_pod if isinstance(p, dict) and p.get("id") == POD_ID] == [entry]:
-                return
-            body = {"metadata": {"resourceVersion": doc["metadata"].get("resourceVersion")}}
-            try:
-                self.client.patch(path, {**body, "status": {"byPod": with_pod_entry(by_pod, entry)}})
-                return
-            except ApiError as exc:
-                if exc.status == 404:  # deleted meanwhile
-                    return
-                if exc.status != 409:
-                    log.warning("status not written; next pass", extra={"path": path, "error": str(exc)[:500]})
-                    return
-            try:
-                doc = self.client.get(path)
-            except ApiError:
-                return  # the next pass writes it
-        log.warning("status not written (changed under each write); next pass", extra={"path": path})
+                return None
+            return {"byPod": with_pod_entry(by_pod, entry)}
+
+        try:
+            self.actuator.update_status(t, doc, change, controller=SYNC_CONTROLLER)
+        except ApiError as exc:
+            if exc.status not in (404, 409):  # deleted meanwhile; changed under each write (logged there)
+                where = self.actuator.path(t, doc["metadata"].get("namespace"), doc["metadata"]["name"], "status")
+                log.warning("status not written; next pass", extra={"path": where, "error": str(exc)[:500]})
 
     def _write_status(self, path: str, doc: dict[str, Any], status: dict[str, Any]) -> None:
         """A status write, when it changes; one that fails is logged and written again on the next pass."""

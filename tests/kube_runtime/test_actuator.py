@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from regokite.controllers.composite import Action
@@ -194,3 +198,47 @@ def test_merge_patch_to_turns_the_old_document_into_the_new() -> None:
     new = {"a": 2, "m": {"y": [2]}, "n": {"k": "v"}}
     assert merge_patch_to(old, new) == {"a": 2, "m": {"x": None, "y": [2]}, "n": {"k": "v"}, "gone": None}
     assert merge_patch_to(None, new) == new
+
+
+def add_entry(entry: dict) -> Any:
+    """A `change` for update_status: this writer's entry of status.byPod, the others' kept."""
+
+    def change(current: Mapping[str, Any]) -> dict | None:
+        by_pod = [p for p in (current.get("status") or {}).get("byPod", []) if p["id"] != entry["id"]]
+        return None if entry in (current.get("status") or {}).get("byPod", []) else {"byPod": [*by_pod, entry]}
+
+    return change
+
+
+def test_a_shared_status_is_written_over_the_version_read_and_again_over_a_fresh_one_on_a_conflict(
+    kube: FakeKube,
+) -> None:
+    act = Actuator(kube)  # type: ignore[arg-type]
+    listed = kube.put("/apis/example.com/v1/namespaces/ns/things", {"metadata": {"name": "p"}})
+    path = "/apis/example.com/v1/namespaces/ns/things/p"
+    kube.patch(f"{path}/status", {"status": {"byPod": [{"id": "audit"}]}})  # another writer's, since the list
+    written = act.update_status(THING, listed, add_entry({"id": "webhook"}), controller="t")
+    assert written["status"]["byPod"] == [{"id": "audit"}, {"id": "webhook"}]
+    assert kube.calls[-3:] == [("PATCH", f"{path}/status"), ("GET", path), ("PATCH", f"{path}/status")]
+    calls = len(kube.calls)
+    assert act.update_status(THING, written, add_entry({"id": "webhook"}), controller="t") == written
+    assert len(kube.calls) == calls  # already so: nothing written
+
+
+def test_a_shared_status_changed_under_each_write_is_given_up_loudly(
+    kube: FakeKube, caplog: pytest.LogCaptureFixture
+) -> None:
+    act = Actuator(kube)  # type: ignore[arg-type]
+    kube.put("/apis/example.com/v1/namespaces/ns/things", {"metadata": {"name": "p"}})
+    status = "/apis/example.com/v1/namespaces/ns/things/p/status"
+    for _ in range(3):
+        kube.fail("PATCH", status, 409)
+    with caplog.at_level(logging.WARNING, logger="regokite.controller"), pytest.raises(ApiError, match="409"):
+        act.update_status(THING, {"metadata": {"name": "p", "namespace": "ns"}}, add_entry({"id": "a"}),
+                          controller="t", read_first=True)  # fmt: skip
+    [given_up] = [r for r in caplog.records if r.getMessage().startswith("status not written")]
+    assert given_up.writes == 3 and given_up.path.endswith("/things/p")  # type: ignore[attr-defined]
+    kube.fail("PATCH", status, 409)
+    kube.fail("GET", "/apis/example.com/v1/namespaces/ns/things/p", 503)
+    with pytest.raises(ApiError, match="503"):  # the read again failing: raised, not swallowed
+        act.update_status(THING, kube.stored(status), add_entry({"id": "a"}), controller="t")
