@@ -1,6 +1,6 @@
 """Replicated cluster data and audit at scale, on a private control plane.
 
-    python -m bench.cluster_data [--objects 10000] [--workers 1 2 4] [--seconds 5] [--samples 20]
+    python -m bench.cluster_data [--objects 10000] [--workers 1 2 4] [--seconds 5] [--samples 20] [--skip-audit]
 
 1. N ConfigMaps created in one namespace (--create-threads client threads):
    how long the setup took.
@@ -295,6 +295,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--create-threads", type=int, default=16)
     ap.add_argument("--skip-latency", action="store_true", help="leave out steps 2-4")
+    ap.add_argument("--skip-audit", action="store_true", help="leave out step 6")
     ap.add_argument(
         "--baseline-root",
         type=Path,
@@ -328,20 +329,26 @@ def main() -> int:
                     rows.append(flat_memory(cluster, plain, refs, tmpdir / f"{code.name}-w{w}", w, code))
                     print_memory(rows[-1:])
             print_memory(rows)
-            audited = tmpdir / "audited"
-            audited.mkdir()
-            (audited / "configmap_index.rego").write_text(AUDITED)
-            took, peak, found = audit_once([audited])
-            print(
-                f"\naudit --once   : {found['objects']} objects in {took:5.1f} s, peak RSS {peak} MiB, "
-                f"{len(found['results'])} results"
-            )
-            took, peak, covered = audit_continuous([audited], n)
-            print(f"audit (continuous): first full pass over {covered} objects in {took:5.1f} s, peak RSS {peak} MiB")
+            if not args.skip_audit:
+                audit_steps(tmpdir, n)
         finally:
             cp.stop()
     print(f"load average at end: {os.getloadavg()}")
     return 0
+
+
+def audit_steps(tmpdir: Path, n: int) -> None:
+    """Step 6: audit --once, then continuous audit, of the n ConfigMaps."""
+    audited = tmpdir / "audited"
+    audited.mkdir()
+    (audited / "configmap_index.rego").write_text(AUDITED)
+    took, peak, found = audit_once([audited])
+    print(
+        f"\naudit --once   : {found['objects']} objects in {took:5.1f} s, peak RSS {peak} MiB, "
+        f"{len(found['results'])} results"
+    )
+    took, peak, covered = audit_continuous([audited], n)
+    print(f"audit (continuous): first full pass over {covered} objects in {took:5.1f} s, peak RSS {peak} MiB")
 
 
 def latency(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, args: argparse.Namespace) -> None:
