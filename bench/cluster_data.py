@@ -13,11 +13,12 @@
    changed one (a data reload, at most every 0.5 s), from the API server's
    answer to the first review decided on it, p50/p99.
 5. Flat memory: the replicating server with each --workers count: time until
-   every worker has the objects, RSS of the supervisor and each child (workers,
-   the replica feeder) and in total, the total's PSS (pages a fork shares
-   counted once), and the LIST requests (each page one) and open WATCHes on
-   configmaps it made, from the API server's own metrics (the design is one
-   list+watch per resource per pod). --baseline-root DIR runs the same with
+   every worker has the objects, RSS of the supervisor, the replica feeder
+   (named by its log line; "-" for a baseline without one), each worker and
+   in total, the total's PSS (pages a fork shares counted once), and the
+   LIST requests (each page one) and open WATCHes on configmaps it made,
+   from the API server's own metrics (the design is one list+watch per
+   resource per pod). --baseline-root DIR runs the same with
    the regokite package under DIR first, for a side-by-side in one run.
 6. Audit --once of N objects (the ConfigMaps, judged by a policy matching
    them): time and peak RSS; then continuous audit: time to its first full
@@ -167,6 +168,15 @@ def pss(pid: int) -> int:
     return 0
 
 
+def feeder_pid(log: Path) -> int | None:
+    """The replica feeder's pid, from its `replica feeder serving` line (the last, if it was replaced)."""
+    found = None
+    for line in log.read_text(errors="replace").splitlines():
+        if '"msg": "replica feeder serving"' in line:
+            found = json.loads(line).get("pid")
+    return found
+
+
 def replicas_held(log: Path, code: Path) -> int:
     """Workers holding the replica: each logs `replica received` once it has it (before the feeder,
     each worker listed for itself and logged `replicated`)."""
@@ -217,6 +227,7 @@ def flat_memory(
         memory = process_tree_rss(server.process.pid)
         shared_out = sum(pss(p) for p in memory)
     supervisor = memory.pop(server.process.pid)
+    feeder = memory.pop(feeder_pid(server.log) or 0, None)
     return {
         "code": "baseline" if code != ROOT else "this",
         "workers": workers,
@@ -224,7 +235,8 @@ def flat_memory(
         "ready": ready,
         "supervisor": supervisor,
         "workers_rss": sorted(memory.values()),
-        "total": supervisor[0] + sum(r for r, _ in memory.values()),
+        "feeder": feeder,
+        "total": supervisor[0] + (feeder[0] if feeder else 0) + sum(r for r, _ in memory.values()),
         "pss": shared_out,
         "lists": after["LIST"] - before["LIST"],
         "watches": after["WATCH"] - before["WATCH"],
@@ -234,14 +246,16 @@ def flat_memory(
 def print_memory(rows: list[dict]) -> None:
     print("\nflat memory: replicated ConfigMaps in the admission server (RSS MiB, peak in brackets)")
     print(
-        " code      workers  objects  ready s  supervisor  children (workers, feeder)  total  (PSS)"
+        " code      workers  objects  ready s  supervisor  feeder     workers                     total  (PSS)"
         "  LIST requests  watches"
     )
     for row in rows:
         each = ", ".join(f"{now} ({peak})" for now, peak in row["workers_rss"])
         sup = f"{row['supervisor'][0]} ({row['supervisor'][1]})"
+        feeder = f"{row['feeder'][0]} ({row['feeder'][1]})" if row["feeder"] else "-"
         print(
-            f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  {each:26s}"
+            f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  "
+            f"{feeder:>9s}  {each:26s}"
             f"  {row['total']:5d}  ({row['pss']:4d})  {row['lists']:13.0f}  {row['watches']:7.0f}"
         )
 
