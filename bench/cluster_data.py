@@ -18,8 +18,8 @@
    in total, the total's PSS (pages a fork shares counted once), and the
    LIST requests (each page one) and open WATCHes on configmaps it made,
    from the API server's own metrics (the design is one list+watch per
-   resource per pod). --baseline-root DIR runs the same with
-   the regokite package under DIR first, for a side-by-side in one run.
+   resource per pod). --baseline-root DIR runs steps 2-5 with the regokite
+   package under DIR first too, for a side-by-side in one run.
 6. Audit --once of N objects (the ConfigMaps, judged by a policy matching
    them): time and peak RSS; then continuous audit: time to its first full
    pass and its peak RSS.
@@ -137,9 +137,13 @@ def load(server, seconds: float, connections: int = 2) -> dict:
     return stats
 
 
-def worker_rss(pid: int) -> tuple[int, int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return rss(int(children[0]))
+def worker_rss(server) -> tuple[int, int]:
+    """(RSS, peak) in MiB of the server's first worker: a child that is not the replica feeder."""
+    children = [
+        int(c) for c in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
+    ]
+    feeder = feeder_pid(server.log)
+    return rss(next(c for c in children if c != feeder))
 
 
 def visible(client: httpx.Client, body: dict, allowed: bool, since: float, timeout: float = 5.0) -> float:
@@ -336,7 +340,12 @@ def main() -> int:
             refs.mkdir()
             (refs / "configmap_refs.rego").write_text(REFS)
             if not args.skip_latency:
-                latency(cluster, plain, refs, tmpdir, args)
+                codes = [c for c in (args.baseline_root, ROOT) if c is not None]
+                for i, code in enumerate(codes):
+                    print(f"steps 2-4 with the code under {code}:")
+                    (tmpdir / f"latency-{i}").mkdir()
+                    with running_code(code):
+                        latency(cluster, plain, refs, tmpdir / f"latency-{i}", args, i * args.samples)
             rows = []
             for code in [c for c in (args.baseline_root, ROOT) if c is not None]:
                 for w in args.baseline_workers if code != ROOT else args.workers:
@@ -365,13 +374,15 @@ def audit_steps(tmpdir: Path, n: int) -> None:
     print(f"audit (continuous): first full pass over {covered} objects in {took:5.1f} s, peak RSS {peak} MiB")
 
 
-def latency(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, args: argparse.Namespace) -> None:
-    """Steps 2-4: admission with and without the replica, and change-to-visible."""
-    body = referring_review("cm-1")
+def latency(
+    cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, args: argparse.Namespace, first: int = 0
+) -> None:
+    """Steps 2-4: admission with and without the replica, and change-to-visible (of ConfigMaps `first`...)."""
+    body = referring_review(f"cm-{args.objects - 1}")  # a ConfigMap no run changes
     (tmpdir / "a").mkdir()
     with admission_server(plain, tmpdir / "a") as server:
         without = load(server, args.seconds)
-        base_rss = worker_rss(server.process.pid)
+        base_rss = worker_rss(server)
     print(f"no replication : {fmt(without)}   worker RSS {base_rss[0]} MiB")
 
     (tmpdir / "b").mkdir()
@@ -384,7 +395,7 @@ def latency(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, 
             objects = client.get("/readyz").json()["replication"]["objects"]
             assert client.post("/validate", content=json.dumps(body)).json()["response"]["allowed"]
         with_data = load(server, args.seconds)
-        now, peak = worker_rss(server.process.pid)
+        now, peak = worker_rss(server)
         print(
             f"replication    : {objects} objects; process start -> /readyz {ready:5.2f} s; "
             f"worker RSS {now} MiB (peak {peak}, +{now - base_rss[0]} MiB)"
@@ -392,7 +403,7 @@ def latency(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, 
         print(f"with replica   : {fmt(with_data)}   p99 {100 * (with_data['p99'] / without['p99'] - 1):+.0f}%")
         created, changed = [], []
         with cluster.api_client() as api, server.client() as client:
-            for s in range(args.samples):
+            for s in range(first, first + args.samples):  # objects no earlier run created or changed
                 probe = referring_review(f"new-{s}")
                 kube.create(
                     api,
