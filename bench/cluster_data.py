@@ -1,6 +1,6 @@
 """Replicated cluster data and audit at scale, on a private control plane.
 
-    python -m bench.cluster_data [--objects 10000] [--workers 1 2 4] [--seconds 5] [--samples 20]
+    python -m bench.cluster_data [--objects 10000] [--workers 1 2 4] [--seconds 5] [--samples 20] [--skip-audit]
 
 1. N ConfigMaps created in one namespace (--create-threads client threads):
    how long the setup took.
@@ -13,12 +13,13 @@
    changed one (a data reload, at most every 0.5 s), from the API server's
    answer to the first review decided on it, p50/p99.
 5. Flat memory: the replicating server with each --workers count: time until
-   every worker has the objects, RSS of the supervisor and each child (workers,
-   the replica feeder) and in total, the total's PSS (pages a fork shares
-   counted once), and the LIST requests (each page one) and open WATCHes on
-   configmaps it made, from the API server's own metrics (the design is one
-   list+watch per resource per pod). --baseline-root DIR runs the same with
-   the regokite package under DIR first, for a side-by-side in one run.
+   every worker has the objects, RSS of the supervisor, the replica feeder
+   (named by its log line; "-" for a baseline without one), each worker and
+   in total, the total's PSS (pages a fork shares counted once), and the
+   LIST requests (each page one) and open WATCHes on configmaps it made,
+   from the API server's own metrics (the design is one list+watch per
+   resource per pod). --baseline-root DIR runs steps 2-5 with the regokite
+   package under DIR first too, for a side-by-side in one run.
 6. Audit --once of N objects (the ConfigMaps, judged by a policy matching
    them): time and peak RSS; then continuous audit: time to its first full
    pass and its peak RSS.
@@ -136,9 +137,13 @@ def load(server, seconds: float, connections: int = 2) -> dict:
     return stats
 
 
-def worker_rss(pid: int) -> tuple[int, int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return rss(int(children[0]))
+def worker_rss(server) -> tuple[int, int]:
+    """(RSS, peak) in MiB of the server's first worker: a child that is not the replica feeder."""
+    children = [
+        int(c) for c in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
+    ]
+    feeder = feeder_pid(server.log)
+    return rss(next(c for c in children if c != feeder))
 
 
 def visible(client: httpx.Client, body: dict, allowed: bool, since: float, timeout: float = 5.0) -> float:
@@ -165,6 +170,15 @@ def pss(pid: int) -> int:
         if line.startswith("Pss:"):
             return int(line.split()[1]) // 1024
     return 0
+
+
+def feeder_pid(log: Path) -> int | None:
+    """The replica feeder's pid, from its `replica feeder serving` line (the last, if it was replaced)."""
+    found = None
+    for line in log.read_text(errors="replace").splitlines():
+        if '"msg": "replica feeder serving"' in line:
+            found = json.loads(line).get("pid")
+    return found
 
 
 def replicas_held(log: Path, code: Path) -> int:
@@ -217,6 +231,7 @@ def flat_memory(
         memory = process_tree_rss(server.process.pid)
         shared_out = sum(pss(p) for p in memory)
     supervisor = memory.pop(server.process.pid)
+    feeder = memory.pop(feeder_pid(server.log) or 0, None)
     return {
         "code": "baseline" if code != ROOT else "this",
         "workers": workers,
@@ -224,7 +239,8 @@ def flat_memory(
         "ready": ready,
         "supervisor": supervisor,
         "workers_rss": sorted(memory.values()),
-        "total": supervisor[0] + sum(r for r, _ in memory.values()),
+        "feeder": feeder,
+        "total": supervisor[0] + (feeder[0] if feeder else 0) + sum(r for r, _ in memory.values()),
         "pss": shared_out,
         "lists": after["LIST"] - before["LIST"],
         "watches": after["WATCH"] - before["WATCH"],
@@ -234,14 +250,16 @@ def flat_memory(
 def print_memory(rows: list[dict]) -> None:
     print("\nflat memory: replicated ConfigMaps in the admission server (RSS MiB, peak in brackets)")
     print(
-        " code      workers  objects  ready s  supervisor  children (workers, feeder)  total  (PSS)"
+        " code      workers  objects  ready s  supervisor  feeder     workers                     total  (PSS)"
         "  LIST requests  watches"
     )
     for row in rows:
         each = ", ".join(f"{now} ({peak})" for now, peak in row["workers_rss"])
         sup = f"{row['supervisor'][0]} ({row['supervisor'][1]})"
+        feeder = f"{row['feeder'][0]} ({row['feeder'][1]})" if row["feeder"] else "-"
         print(
-            f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  {each:26s}"
+            f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  "
+            f"{feeder:>9s}  {each:26s}"
             f"  {row['total']:5d}  ({row['pss']:4d})  {row['lists']:13.0f}  {row['watches']:7.0f}"
         )
 
@@ -295,6 +313,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--create-threads", type=int, default=16)
     ap.add_argument("--skip-latency", action="store_true", help="leave out steps 2-4")
+    ap.add_argument("--skip-audit", action="store_true", help="leave out step 6")
     ap.add_argument(
         "--baseline-root",
         type=Path,
@@ -321,36 +340,49 @@ def main() -> int:
             refs.mkdir()
             (refs / "configmap_refs.rego").write_text(REFS)
             if not args.skip_latency:
-                latency(cluster, plain, refs, tmpdir, args)
+                codes = [c for c in (args.baseline_root, ROOT) if c is not None]
+                for i, code in enumerate(codes):
+                    print(f"steps 2-4 with the code under {code}:")
+                    (tmpdir / f"latency-{i}").mkdir()
+                    with running_code(code):
+                        latency(cluster, plain, refs, tmpdir / f"latency-{i}", args, i * args.samples)
             rows = []
             for code in [c for c in (args.baseline_root, ROOT) if c is not None]:
                 for w in args.baseline_workers if code != ROOT else args.workers:
                     rows.append(flat_memory(cluster, plain, refs, tmpdir / f"{code.name}-w{w}", w, code))
                     print_memory(rows[-1:])
             print_memory(rows)
-            audited = tmpdir / "audited"
-            audited.mkdir()
-            (audited / "configmap_index.rego").write_text(AUDITED)
-            took, peak, found = audit_once([audited])
-            print(
-                f"\naudit --once   : {found['objects']} objects in {took:5.1f} s, peak RSS {peak} MiB, "
-                f"{len(found['results'])} results"
-            )
-            took, peak, covered = audit_continuous([audited], n)
-            print(f"audit (continuous): first full pass over {covered} objects in {took:5.1f} s, peak RSS {peak} MiB")
+            if not args.skip_audit:
+                audit_steps(tmpdir, n)
         finally:
             cp.stop()
     print(f"load average at end: {os.getloadavg()}")
     return 0
 
 
-def latency(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, args: argparse.Namespace) -> None:
-    """Steps 2-4: admission with and without the replica, and change-to-visible."""
-    body = referring_review("cm-1")
+def audit_steps(tmpdir: Path, n: int) -> None:
+    """Step 6: audit --once, then continuous audit, of the n ConfigMaps."""
+    audited = tmpdir / "audited"
+    audited.mkdir()
+    (audited / "configmap_index.rego").write_text(AUDITED)
+    took, peak, found = audit_once([audited])
+    print(
+        f"\naudit --once   : {found['objects']} objects in {took:5.1f} s, peak RSS {peak} MiB, "
+        f"{len(found['results'])} results"
+    )
+    took, peak, covered = audit_continuous([audited], n)
+    print(f"audit (continuous): first full pass over {covered} objects in {took:5.1f} s, peak RSS {peak} MiB")
+
+
+def latency(
+    cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, args: argparse.Namespace, first: int = 0
+) -> None:
+    """Steps 2-4: admission with and without the replica, and change-to-visible (of ConfigMaps `first`...)."""
+    body = referring_review(f"cm-{args.objects - 1}")  # a ConfigMap no run changes
     (tmpdir / "a").mkdir()
     with admission_server(plain, tmpdir / "a") as server:
         without = load(server, args.seconds)
-        base_rss = worker_rss(server.process.pid)
+        base_rss = worker_rss(server)
     print(f"no replication : {fmt(without)}   worker RSS {base_rss[0]} MiB")
 
     (tmpdir / "b").mkdir()
@@ -363,7 +395,7 @@ def latency(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, 
             objects = client.get("/readyz").json()["replication"]["objects"]
             assert client.post("/validate", content=json.dumps(body)).json()["response"]["allowed"]
         with_data = load(server, args.seconds)
-        now, peak = worker_rss(server.process.pid)
+        now, peak = worker_rss(server)
         print(
             f"replication    : {objects} objects; process start -> /readyz {ready:5.2f} s; "
             f"worker RSS {now} MiB (peak {peak}, +{now - base_rss[0]} MiB)"
@@ -371,7 +403,7 @@ def latency(cluster: kube.Cluster, plain: list[Path], refs: Path, tmpdir: Path, 
         print(f"with replica   : {fmt(with_data)}   p99 {100 * (with_data['p99'] / without['p99'] - 1):+.0f}%")
         created, changed = [], []
         with cluster.api_client() as api, server.client() as client:
-            for s in range(args.samples):
+            for s in range(first, first + args.samples):  # objects no earlier run created or changed
                 probe = referring_review(f"new-{s}")
                 kube.create(
                     api,

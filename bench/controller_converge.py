@@ -40,6 +40,13 @@ once per number of hook evaluation processes, each in its own namespace.
 `--replicas 1,2,3` runs steps 2-4 once per number of `regokite controller
 --shards` replicas (each with one hook process), each in its own namespace,
 and prints every replica's share and RSS.
+
+    python -m bench.controller_converge --memory --replicas 2 --parents 10000
+
+`--memory` measures only memory: no floor, no reaction sampling, no peer. A
+controller without --shards, then each `--replicas` count of --shards
+replicas, each in its own namespace: every process's RSS once ready (idle)
+and after converging the parents (now and peak), its hook processes' beside.
 """
 
 from __future__ import annotations
@@ -398,9 +405,10 @@ def regokite_run(cp, api, tmpdir: Path, n: int, args, base: dict, count: int | N
         return {**found, "writes": c["writes"], "sync_errors": len(errors)}
 
 
-def sharded(api, cp, tmpdir: Path, n: int, count: int, args, base: dict) -> dict:
-    """Steps 2-4 with `count` replicas of `regokite controller --shards` sharing the parents."""
-    ns = f"shards-{count}"
+@contextlib.contextmanager
+def shard_replicas(cp, api, tmpdir: Path, ns: str, count: int, workers: int) -> Iterator[list[ControllerProcess]]:
+    """`count` replicas of `regokite controller --shards` (one hook process each) over `ns`, started and
+    agreeing on their view."""
     make_namespace(api, ns)
     extra = ["--shards", "--leader-election-namespace", ns, "--hook-processes", "1"]
     extra += ["--leader-election-lease-duration", "4", "--leader-election-renew-deadline", "3"]
@@ -411,15 +419,15 @@ def sharded(api, cp, tmpdir: Path, n: int, count: int, args, base: dict) -> dict
             policies=[tmpdir / "policies"],
             controllers=[tmpdir / "controller.yaml"],
             namespace=ns,
-            workers=args.workers,
+            workers=workers,
             extra=[*extra, "--leader-election-id", f"r{i}"],
             log_level="info",
         )
         for i in range(count)
     ]
-    for r in replicas:
-        r.__enter__()
     try:
+        for r in replicas:
+            r.__enter__()
         view = [f"r{i}" for i in range(count)]
         for r in replicas:
             kube.wait_for(
@@ -427,24 +435,79 @@ def sharded(api, cp, tmpdir: Path, n: int, count: int, args, base: dict) -> dict
                 lambda s: s.get("view") == view and s.get("agreed"),
                 what="the replicas agree",
             )
-        cpu_before = [cpu_seconds(r.proc.pid) for r in replicas]
-        found = converge_and_react(cp, api, ns, n, args.samples, base, f"regokite x{count}")
-        shares = []
-        for i, r in enumerate(replicas):
-            cpu = cpu_seconds(r.proc.pid) - cpu_before[i]
-            metrics = r.metrics().splitlines()
-            owned = next(float(line.split()[1]) for line in metrics if line.startswith("regokite_shard_owned_objects "))
-            now, peak = rss(r.proc.pid)
-            below = sum(rss(p)[0] for p in descendants(r.proc.pid))
-            shares.append({"owned": owned, "cpu_s": cpu, "rss_mib": now, "peak_mib": peak, "hook_processes_mib": below})
-            print(
-                f"{f'  replica r{i}':<15}: owns {owned:4.0f} parents; CPU {cpu:5.2f} s (hooks included); "
-                f"RSS {now} MiB ({peak} peak), hook processes {below} MiB"
-            )
-        return {**found, "replicas": shares}
+        yield replicas
     finally:
         for r in replicas:
             r.stop()
+
+
+def owned(replica: ControllerProcess) -> float:
+    lines = replica.metrics().splitlines()
+    return next(float(line.split()[1]) for line in lines if line.startswith("regokite_shard_owned_objects "))
+
+
+def sharded(api, cp, tmpdir: Path, n: int, count: int, args, base: dict) -> dict:
+    """Steps 2-4 with `count` replicas of `regokite controller --shards` sharing the parents."""
+    with shard_replicas(cp, api, tmpdir, f"shards-{count}", count, args.workers) as replicas:
+        cpu_before = [cpu_seconds(r.proc.pid) for r in replicas]
+        found = converge_and_react(cp, api, f"shards-{count}", n, args.samples, base, f"regokite x{count}")
+        shares = []
+        for i, r in enumerate(replicas):
+            cpu = cpu_seconds(r.proc.pid) - cpu_before[i]
+            share = owned(r)
+            now, peak = rss(r.proc.pid)
+            below = sum(rss(p)[0] for p in descendants(r.proc.pid))
+            shares.append({"owned": share, "cpu_s": cpu, "rss_mib": now, "peak_mib": peak, "hook_processes_mib": below})
+            print(
+                f"{f'  replica r{i}':<15}: owns {share:4.0f} parents; CPU {cpu:5.2f} s (hooks included); "
+                f"RSS {now} MiB ({peak} peak), hook processes {below} MiB"
+            )
+        return {**found, "replicas": shares}
+
+
+# ------------------------------------------------------------------ memory only
+
+
+def memory_rows(cp, api, tmpdir: Path, n: int, args) -> list[dict]:
+    """--memory: each controller's RSS idle and after converging n parents, for one replica without
+    --shards and for each --replicas count; no floor, no reaction sampling."""
+    rows = []
+    make_namespace(api, "mem")
+    with ControllerProcess(
+        cp.kubeconfig,
+        policies=[tmpdir / "policies"],
+        controllers=[tmpdir / "controller.yaml"],
+        namespace="mem",
+        workers=args.workers,
+        log_level="info",
+    ) as ctl:
+        rows.append(memory_row(api, "mem", n, "1 replica", [ctl]))
+    for count in [int(x) for x in args.replicas.split(",") if x]:
+        with shard_replicas(cp, api, tmpdir, f"mem-shards-{count}", count, args.workers) as replicas:
+            rows.append(memory_row(api, f"mem-shards-{count}", n, f"--shards x{count}", replicas))
+    return rows
+
+
+def memory_row(api, ns: str, n: int, who: str, replicas: list[ControllerProcess]) -> dict:
+    pids = [r.proc.pid for r in replicas if r.proc is not None]
+    idle = [rss(p)[0] for p in pids]
+    created, converged = converge(api, ns, n)
+    print(f"{who:<15}: created {n} parents in {created:6.1f} s, converged after {converged:6.1f} s", flush=True)
+    row = {"who": who, "parents": n, "converge_s": converged, "replicas": []}
+    for i, (r, pid) in enumerate(zip(replicas, pids, strict=True)):
+        now, peak = rss(pid)
+        below = sum(rss(p)[0] for p in descendants(pid))
+        share = owned(r) if "--shards" in r.argv else n
+        row["replicas"].append(
+            {"owned": share, "idle_mib": idle[i], "rss_mib": now, "peak_mib": peak, "below_mib": below}
+        )
+        print(
+            f"{f'  replica {i}':<15}: owns {share:5.0f} parents; RSS idle {idle[i]} MiB, after {now} MiB "
+            f"({peak} peak), +{(now - idle[i]) * 1024 * 1024 / n / 4:,.0f} bytes per cached object "
+            f"({n} parents + {3 * n} children); hook processes {below} MiB",
+            flush=True,
+        )
+    return row
 
 
 def kopf_peer(api, cp, n: int, samples: int, base: dict) -> dict | None:
@@ -513,6 +576,7 @@ def main() -> int:
     ap.add_argument("--heavy-hook", action="store_true", help="the hook burns about 5 ms of evaluation per sync")
     ap.add_argument("--hook-processes", default="", help="comma-separated counts, one controller run each")
     ap.add_argument("--replicas", default="", help="comma-separated counts of --shards replicas, one run each")
+    ap.add_argument("--memory", action="store_true", help="only each controller's RSS, idle and converged")
     args = ap.parse_args()
     n = args.parents
     policy = CHILDREN + (HEAVY if args.heavy_hook else STATUS)
@@ -520,6 +584,12 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="regokite-bench-") as tmp, fanout_plane(Path(tmp), policy) as (cp, api):
         tmpdir = Path(tmp)
+        if args.memory:
+            print(f"load average at start: {os.getloadavg()}", flush=True)
+            rows = memory_rows(cp, api, tmpdir, n, args)
+            print(f"load average at end: {os.getloadavg()}")
+            print(json.dumps({"parents": n, "memory": rows}))
+            return 0
         best = floor(cp, api, n, args)
         extra, again = contract_floor(cp, api, best, min(n, args.sweep_parents))
         if n <= args.sweep_parents and again < best.seconds:  # the floor's own configuration, faster since
