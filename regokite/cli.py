@@ -317,11 +317,10 @@ def _cmd_admission(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     from regokite import check
     from regokite.admission.policies import load_policy_set
-    from regokite.engine import EngineSettings
 
     manifests = check.read_manifests(args.filename, args.namespace)
     existing = check.read_manifests(args.data, args.namespace)
-    policy_set = load_policy_set(args.policies, EngineSettings(v0_compatible=args.v0_compatible))
+    policy_set = load_policy_set(args.policies, _engine_settings(args))
     try:
         check.check(policy_set, manifests, existing)
     finally:
