@@ -171,7 +171,7 @@ def _cmd_configmaps(args: argparse.Namespace) -> int:
     from regokite.sources.configmap_policies import ConfigMapSync, split_namespaces
 
     namespaces = split_namespaces(args.policy_namespaces)
-    sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, v0_compatible=args.v0_compatible)
+    sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, _engine_settings(args))
     sync.start()
     try:
         if args.once:
@@ -201,7 +201,7 @@ def _with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
     client = KubeClient(getattr(args, "kubeconfig", None))
     kept = Path(args.policy_namespaces_dir) if args.policy_namespaces_dir else None
     namespaces = split_namespaces(namespaces)
-    with followed_in_process(client, namespaces, v0_compatible=args.v0_compatible, directory=kept) as out:
+    with followed_in_process(client, namespaces, _engine_settings(args), directory=kept) as out:
         args.policies = [*args.policies, str(out)]
         yield
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
 from regokite.bundle import Bundle, load_bundle
@@ -93,6 +93,11 @@ class EngineSettings:
     def load(self, paths: Sequence[str | os.PathLike[str]]) -> Bundle:
         """The policy files at `paths`, parsed as these settings say (tests included)."""
         return load_bundle(paths, v0_compatible=self.v0_compatible)
+
+    def checking(self) -> EngineSettings:
+        """These settings for the embedded engine: a load check before policies are served, which
+        reaches no sidecar (a ConfigMap's modules, a ConstraintTemplate's Rego)."""
+        return replace(self, kind="embedded")
 
 
 class Bound(Protocol):

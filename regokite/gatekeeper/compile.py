@@ -153,7 +153,7 @@ def compile_template(template: Template, engine: EngineSettings | None = None) -
         refuse_external_data(template)
     modules = template_modules(template)
     try:
-        checked = open_engine(Bundle(modules), EngineSettings(extensions=engine.extensions))
+        checked = open_engine(Bundle(modules), engine.checking())
     except PolicyLoadError as exc:
         raise relocate(exc, template) from None
     checked.close()
