@@ -18,10 +18,11 @@ from bench.common import fmt, percentiles, sample_body
 from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
+from regokite.engine import OPA_URL, EngineSettings
 
 
 def measure(engine: str, opa_url: str | None, iterations: int) -> None:
-    policy_set = load_policy_set(["policies"], engine=engine, opa_url=opa_url)
+    policy_set = load_policy_set(["policies"], EngineSettings(engine, opa_url or OPA_URL))
     review = parse_review(sample_body())
     print(f"\nengine: {engine}  ({len(policy_set.policies)} admission policies)")
     for policy in policy_set.policies:

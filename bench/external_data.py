@@ -21,6 +21,7 @@ from bench.common import fmt, percentiles
 from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
+from regokite.engine import EngineSettings
 from regokite.engine.extensions import ExtensionOptions
 from regokite.engine.extensions.external_data import ExternalData
 from tests.admission.reviews import review
@@ -29,7 +30,7 @@ from tests.gatekeeper.signature_provider import CONSTRAINT, SIGNED_PREFIX, TEMPL
 
 def measure(policies_dir: Path, ttl: float, reviews: int, images: int) -> dict[str, float]:
     options = ExtensionOptions(external_data=ExternalData(cache_ttl=ttl))
-    policy_set = load_policy_set([str(policies_dir)], options=options)
+    policy_set = load_policy_set([str(policies_dir)], EngineSettings(extensions=options))
     containers = [{"name": f"c{i}", "image": f"{SIGNED_PREFIX}app{i}:1"} for i in range(images)]
     pod = {
         "apiVersion": "v1",

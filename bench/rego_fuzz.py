@@ -5,7 +5,7 @@
 Each module (rules, partial sets and objects, functions, `else`, `default`,
 `some`/`every`, comprehensions, `with`, `not`, string/number/object/set
 builtins, edge values: empty, null, huge integers, decimals, unicode) is
-loaded as `regokite eval` loads it (`open_engine(bundle, "embedded")`, then
+loaded as `regokite eval` loads it (`open_engine(bundle)`, then
 `query`) and by OPA 1.20's own evaluator (tests/opa_oracle.py, strict builtin
 errors as regokite asks of OPA); every rule is evaluated on several random
 inputs. A module OPA refuses to compile is not a case (counted apart). Each
@@ -409,7 +409,7 @@ def run_module(rng: random.Random, tally: Tally, inputs: int) -> None:
         return
     try:
         try:
-            engine = open_engine(bundle, "embedded")
+            engine = open_engine(bundle)
         except PolicyLoadError as exc:
             engine, refusal = None, cause("load: " + exc.message)
         tally.modules += 1

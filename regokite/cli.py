@@ -110,11 +110,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
     from regokite import testing
 
     results = testing.run_tests(
-        args.paths,
-        run=args.run,
-        v0_compatible=args.v0_compatible,
-        options=_extension_options(args),
-        strict_builtin_errors=args.strict_builtin_errors,
+        args.paths, run=args.run, engine=_engine_settings(args), strict_builtin_errors=args.strict_builtin_errors
     )
     if args.format == "json":
         print(testing.format_json(results))
@@ -129,7 +125,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     suites = verify.find_suites(args.paths)
     if not suites:
         raise RegokiteError(f"no gator Suite ({verify.SUITE_API}) found in {', '.join(args.paths)}")
-    results = [verify.run_suite(path, run=args.run, options=_extension_options(args)) for path in suites]
+    results = [verify.run_suite(path, run=args.run, engine=_engine_settings(args)) for path in suites]
     print(verify.format_results(results, verbose=args.verbose))
     return 1 if any(r.failed for r in results) else 0
 
@@ -175,7 +171,7 @@ def _cmd_configmaps(args: argparse.Namespace) -> int:
     from regokite.sources.configmap_policies import ConfigMapSync, split_namespaces
 
     namespaces = split_namespaces(args.policy_namespaces)
-    sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, v0_compatible=args.v0_compatible)
+    sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, _engine_settings(args))
     sync.start()
     try:
         if args.once:
@@ -205,7 +201,7 @@ def _with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
     client = KubeClient(getattr(args, "kubeconfig", None))
     kept = Path(args.policy_namespaces_dir) if args.policy_namespaces_dir else None
     namespaces = split_namespaces(namespaces)
-    with followed_in_process(client, namespaces, v0_compatible=args.v0_compatible, directory=kept) as out:
+    with followed_in_process(client, namespaces, _engine_settings(args), directory=kept) as out:
         args.policies = [*args.policies, str(out)]
         yield
 
@@ -230,11 +226,10 @@ def _read_input(source: str | None) -> Any:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from regokite.bundle import load_bundle
     from regokite.engine import open_engine
 
-    bundle = load_bundle(args.data, v0_compatible=args.v0_compatible)
-    engine = open_engine(bundle.without_tests(), args.engine, opa_url=args.opa_url, options=_extension_options(args))
+    settings = _engine_settings(args)
+    engine = open_engine(settings.load(args.data).without_tests(), settings)
     try:
         results = engine.query(args.query, _read_input(args.input))
     finally:
@@ -265,7 +260,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
     from regokite.admission.connections import ConnectionLimits
     from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
-    from regokite.engine import Capability, capabilities_of
+    from regokite.engine import Capability
     from regokite.gatekeeper.exempt import Exemptions
     from regokite.ops.tls import self_signed
 
@@ -276,7 +271,7 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         print_ca_bundle(files.ca_pem())
     settings = AdmissionSettings(
         policies=args.policies,
-        **_engine_choice(args),
+        engine=_engine_settings(args, args.deadline, (cert, key)),
         host=args.host,
         port=args.port,
         tls_cert=cert,
@@ -291,7 +286,6 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         replicate_path=args.replicate_path,
         kubeconfig=args.kubeconfig,
         local=args.local,
-        extensions=_extension_options(args, args.deadline, (cert, key)),
         log_denies=args.log_denies,
         emit_admission_events=args.emit_admission_events,
         events_namespace=args.events_namespace,
@@ -309,8 +303,8 @@ def _cmd_admission(args: argparse.Namespace) -> int:
             max_header_bytes=args.max_header_bytes,
         ),
     )
-    if Capability.SIDECAR in capabilities_of(args.engine) and args.opa_wait > 0:
-        _wait_for_opa(args.opa_url, args.opa_wait)
+    if Capability.SIDECAR in settings.engine.capabilities and args.opa_wait > 0:
+        _wait_for_opa(settings.engine.opa_url, args.opa_wait)
     try:
         with _with_configmap_policies(args):
             settings.policies = args.policies
@@ -326,7 +320,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     manifests = check.read_manifests(args.filename, args.namespace)
     existing = check.read_manifests(args.data, args.namespace)
-    policy_set = load_policy_set(args.policies, v0_compatible=args.v0_compatible)
+    policy_set = load_policy_set(args.policies, _engine_settings(args))
     try:
         check.check(policy_set, manifests, existing)
     finally:
@@ -386,14 +380,13 @@ def _audit(args: argparse.Namespace) -> int:
     settings = AuditSettings(
         policies=args.policies,
         kubeconfig=args.kubeconfig,
-        **_engine_choice(args),
+        engine=_engine_settings(args),
         write_reports=audit_writes_reports(args),
         replicate_path=args.replicate_path,
         jobs=args.jobs,
         constraint_violations_limit=args.constraint_violations_limit,
         page_size=args.audit_chunk_size,
         interval=args.audit_interval,
-        extensions=_extension_options(args),
         emit_audit_events=args.emit_audit_events,
         events_namespace=args.events_namespace,
         events_involved_namespace=args.audit_events_involved_namespace,
@@ -777,13 +770,12 @@ def _controller(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             workers=args.workers,
             **({"hook_processes": args.hook_processes} if args.hook_processes else {}),
-            **_engine_choice(args),
+            engine=_engine_settings(args),
             metrics_port=args.metrics_port,
             vars=args.var,
             field_manager=args.field_manager,
             leader=_leader_settings(args) if args.leader_elect else None,
             shards=_leader_settings(args) if args.shards else None,
-            extensions=_extension_options(args),
             watch_definitions=args.watch_definitions or not args.controllers,  # no files: the cluster's
             replicate=_replicate_args(args),
             replicate_path=args.replicate_path,
@@ -817,8 +809,7 @@ def _hooks(args: argparse.Namespace) -> int:
         args.policies,
         host=args.host,
         port=args.port,
-        **_engine_choice(args),
-        options=_extension_options(args),
+        engine=_engine_settings(args),
         replicate=_replicate_args(args),
         replicate_path=args.replicate_path,
         kubeconfig=args.kubeconfig,
@@ -834,8 +825,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         args.parent,
         args.observed,
         controller=args.controller,
-        v0_compatible=args.v0_compatible,
-        options=_extension_options(args),
+        engine=_engine_settings(args),
         event=args.event,
     )
     print(json.dumps(report.as_dict(), indent=2) if args.format == "json" else report.render())
@@ -951,17 +941,28 @@ def _add_listen_args(p: argparse.ArgumentParser, port: int) -> None:
     p.add_argument("--port", type=int, default=port)
 
 
-def _engine_choice(args: argparse.Namespace) -> dict[str, Any]:
-    """The engine options every evaluating command passes on (as keyword arguments)."""
-    return {"engine": args.engine, "opa_url": args.opa_url, "v0_compatible": args.v0_compatible}
+def _engine_settings(
+    args: argparse.Namespace, deadline: float | None = None, client_cert: tuple[str, str] | None = None
+) -> Any:
+    """What every engine of this command is built from, read from its flags in this one place: --engine
+    and --opa-url (_add_engine_args), --v0-compatible and the extension builtins' flags, each where the
+    command has it (the embedded engine, Rego v1 and the extensions' defaults where not)."""
+    from regokite.engine import OPA_URL, EngineSettings
+
+    return EngineSettings(
+        kind=getattr(args, "engine", "embedded"),
+        opa_url=getattr(args, "opa_url", OPA_URL),
+        v0_compatible=getattr(args, "v0_compatible", False),
+        extensions=_extension_options(args, deadline, client_cert),
+    )
 
 
 def _add_engine_args(p: argparse.ArgumentParser) -> None:
     """Which engine evaluates the policies, then how their bundle is read (_add_bundle_args)."""
-    from regokite.engine import KINDS
+    from regokite.engine import KINDS, OPA_URL
 
     p.add_argument("--engine", choices=list(KINDS), default="embedded")
-    p.add_argument("--opa-url", default="http://127.0.0.1:8181", help="sidecar OPA address")
+    p.add_argument("--opa-url", default=OPA_URL, help="sidecar OPA address")
     _add_bundle_args(p)
 
 

@@ -13,9 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from regokite.bundle import Bundle, load_bundle
-from regokite.engine import Engine, open_engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.bundle import Bundle
+from regokite.engine import Engine, EngineSettings, open_engine
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 from regokite.gatekeeper.constraints import read_sources
 from regokite.gatekeeper.expansion import generated_modules
@@ -50,8 +49,7 @@ def run_tests(
     paths: Sequence[str],
     *,
     run: str | None = None,
-    v0_compatible: bool = False,
-    options: ExtensionOptions | None = None,
+    engine: EngineSettings | None = None,
     engine_for: Callable[[Bundle], Engine] | None = None,
     strict_builtin_errors: bool = False,
 ) -> list[TestResult]:
@@ -64,11 +62,11 @@ def run_tests(
     As `opa test`, a builtin's error makes its call undefined unless
     `strict_builtin_errors` (regorus has no such switch: `_Lenient`).
     """
-    bundle = load_bundle(paths, v0_compatible=v0_compatible)
-    bundle = with_gatekeeper_rego(bundle, paths)
-    engine = open_engine(bundle, options=options) if engine_for is None else engine_for(bundle)
+    settings = engine or EngineSettings()
+    bundle = with_gatekeeper_rego(settings.load(paths), paths)
+    opened = open_engine(bundle, settings) if engine_for is None else engine_for(bundle)
     if engine_for is None and not strict_builtin_errors:
-        engine = _Lenient(bundle, options, engine)
+        opened = _Lenient(bundle, settings, opened)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
     for module in outline(bundle.tests):
@@ -85,7 +83,7 @@ def run_tests(
             if rule.name.startswith("todo_"):
                 results.append(TestResult(module.package, rule.name, module.file, rule.line, Outcome.SKIPPED))
                 continue
-            results.append(_run_one(engine, module.package, rule.name, module.file, rule.line))
+            results.append(_run_one(opened, module.package, rule.name, module.file, rule.line))
     return results
 
 
@@ -110,8 +108,8 @@ class _Lenient:
 
     _ROUNDS = 32
 
-    def __init__(self, bundle: Bundle, options: ExtensionOptions | None, strict: Engine) -> None:
-        self._bundle, self._options, self._engine = bundle, options, strict
+    def __init__(self, bundle: Bundle, settings: EngineSettings, strict: Engine) -> None:
+        self._bundle, self._settings, self._engine = bundle, settings, strict
         self._at: frozenset[Location] = frozenset()
 
     def evaluate(self, ref: str) -> object:
@@ -123,7 +121,7 @@ class _Lenient:
                 if where is None or where in self._at:
                     raise
             self._at = self._at | {where}
-            self._engine = open_engine(self._bundle, options=self._options, lenient=self._at)
+            self._engine = open_engine(self._bundle, self._settings, lenient=self._at)
         return self._engine.evaluate(ref)
 
 

@@ -16,7 +16,7 @@ from agreement import AGREEMENT
 from opa_standin import OpaStandin
 
 from regokite.bundle import Bundle
-from regokite.engine import Engine, open_engine
+from regokite.engine import Engine, EngineSettings, open_engine
 
 ENGINE_KINDS = ("embedded", "opa")
 
@@ -65,8 +65,8 @@ def make_engine(engine_kind: str, request: pytest.FixtureRequest) -> Iterator[Ca
         standin.clear()
 
     def make(bundle: Bundle) -> Engine:
-        url = standin.url if standin is not None else None
-        engine = open_engine(bundle, engine_kind, opa_url=url)
+        settings = EngineSettings(engine_kind) if standin is None else EngineSettings(engine_kind, standin.url)
+        engine = open_engine(bundle, settings)
         engines.append(engine)
         return engine
 

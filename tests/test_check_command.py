@@ -123,3 +123,26 @@ def test_bad_input_is_an_error_naming_file_and_document(tmp_path: Path, capsys, 
     code, out, err = run(capsys, "-f", str(bad))
     assert code == 2 and out == ""
     assert message in err
+
+
+HTTP_SEND_POLICY = """\
+package admission.lookup
+
+deny contains msg if {
+\tinput.request.object.metadata.labels.lookup == "yes"
+\tresp := http.send({"method": "GET", "url": "http://127.0.0.1:9/x"})
+\tmsg := sprintf("lookup answered %v", [resp.status_code])
+}
+"""
+
+
+def test_allow_http_send_lets_a_policy_calling_it_load(tmp_path: Path, capsys) -> None:
+    """check takes --allow-http-send as the serving commands do: without it such a policy is refused,
+    with it the policy loads (and decides: this Pod asks for no lookup, so nothing is sent)."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "lookup.rego").write_text(HTTP_SEND_POLICY)
+    (tmp_path / "pod.yaml").write_text(RESTRICTED)
+    argv = ["check", "--policies", str(tmp_path / "policies"), "-f", str(tmp_path / "pod.yaml")]
+    assert main(argv) == 2
+    assert "--allow-http-send" in capsys.readouterr().err
+    assert main([*argv, "--allow-http-send", "127.0.0.1:9"]) == 0

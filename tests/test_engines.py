@@ -422,18 +422,19 @@ def test_v0_syntax_in_a_v1_module_says_how_to_load_it(make_engine):
 
 
 def test_each_engine_states_the_capabilities_of_its_kind() -> None:
-    from regokite.engine import KINDS, Capability, capabilities_of, open_engine
+    from regokite.engine import KINDS, Capability, EngineSettings, capabilities_of, open_engine
     from regokite.engine.opa import OpaEngine
 
     assert EmbeddedEngine.capabilities == capabilities_of("embedded") == KINDS[EmbeddedEngine.name]
     assert OpaEngine.capabilities == capabilities_of("opa") == KINDS[OpaEngine.name]
     assert Capability.INVENTORY in EmbeddedEngine.capabilities and Capability.SIDECAR in OpaEngine.capabilities
     with pytest.raises(ValueError, match="unknown engine 'wasm': expected 'embedded' or 'opa'"):
-        open_engine(Bundle([]), "wasm")
+        open_engine(Bundle([]), EngineSettings("wasm"))
 
 
 def test_callers_ask_a_capability_and_the_factory_builds_every_engine() -> None:
-    """Outside `engine/` no code compares an engine's kind by name or calls an engine's class."""
+    """Outside `engine/` no code compares an engine's kind by name, calls an engine's class, or takes
+    the sidecar's address apart from the EngineSettings it belongs to."""
     import ast
 
     from regokite.engine import KINDS
@@ -450,4 +451,7 @@ def test_callers_ask_a_capability_and_the_factory_builds_every_engine() -> None:
                     found.append(f"{path.name}:{node.lineno} compares an engine kind")
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("EmbeddedEngine", "OpaEngine"):
                 found.append(f"{path.name}:{node.lineno} builds an engine without open_engine")
+            held = getattr(node, "arg", None) or getattr(getattr(node, "target", None), "id", None)
+            if isinstance(node, ast.arg | ast.AnnAssign) and held == "opa_url":  # a parameter, a settings field
+                found.append(f"{path.name}:{node.lineno} takes opa_url apart from EngineSettings")
     assert found == []

@@ -17,7 +17,7 @@ import urllib3
 from opa_standin import MSG_COMPILE_MODULE, OpaError, OpaStandin
 
 from regokite.bundle import Bundle, Module
-from regokite.engine import UNDEFINED, open_engine
+from regokite.engine import UNDEFINED, EngineSettings, open_engine
 from regokite.engine.opa import MARKER_PATH, OpaEngine, policy_id
 from regokite.engine.query_plan import QueryPlan, data_api_path
 from regokite.errors import EngineUnavailable, EvaluationError, Location, PolicyLoadError
@@ -100,7 +100,7 @@ def test_unreachable_opa_is_a_one_line_engine_unavailable():
 
 
 def test_open_engine_builds_the_sidecar_engine_for_opa(standin):
-    engine = open_engine(ADMISSION_BUNDLE, "opa", opa_url=standin.url)
+    engine = open_engine(ADMISSION_BUNDLE, EngineSettings("opa", standin.url))
     try:
         assert isinstance(engine, OpaEngine) and engine.name == "opa"
         assert engine.evaluate("admission/images/deny", REVIEW) == DENIED

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from regokite import yamldoc
+from regokite.engine import EngineSettings
 from regokite.testing import Outcome, run_tests
 from tests.opa_oracle import OracleEngine
 
@@ -71,4 +72,4 @@ def test_every_ported_example_ships_each_policy_its_hooks_name(example: str) -> 
     "bundle", sorted(p.name for p in THIRDPARTY.iterdir() if p.is_dir()) if THIRDPARTY.exists() else []
 )
 def test_third_party_style_bundles_pass_their_own_tests(bundle: str) -> None:
-    assert_all_pass([THIRDPARTY / bundle], v0_compatible=bundle in ("v0", "system_main"))
+    assert_all_pass([THIRDPARTY / bundle], engine=EngineSettings(v0_compatible=bundle in ("v0", "system_main")))

@@ -19,10 +19,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regokite.admission.match import Match, MatchError, parse_match
-from regokite.bundle import Bundle, Module, load_bundle
+from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceRef, parse_resource
-from regokite.engine import UNDEFINED, Capability, Engine, open_engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import UNDEFINED, Capability, Engine, EngineSettings, open_engine
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.constraints import (
     REVIEW_RULE_TEXT,
@@ -163,25 +162,17 @@ def _cluster_data_read(policy: AdmissionPolicy) -> str:
     return ""
 
 
-def load_policy_set(
-    paths: Sequence[str],
-    *,
-    engine: str = "embedded",
-    opa_url: str | None = None,
-    v0_compatible: bool = False,
-    options: ExtensionOptions | None = None,
-) -> PolicySet:
-    """Load, compile and inspect `paths`; raises RegokiteError naming what is wrong."""
-    bundle = load_bundle(paths, v0_compatible=v0_compatible)
-    return build_policy_set(bundle, engine=engine, opa_url=opa_url, options=options, source=paths)
+def load_policy_set(paths: Sequence[str], engine: EngineSettings | None = None) -> PolicySet:
+    """Load, compile and inspect `paths` for the engine `engine` builds (default: the embedded one);
+    raises RegokiteError naming what is wrong."""
+    engine = engine or EngineSettings()
+    return build_policy_set(engine.load(paths), engine, source=paths)
 
 
 def build_policy_set(
     bundle: Bundle,
+    engine: EngineSettings | None = None,
     *,
-    engine: str = "embedded",
-    opa_url: str | None = None,
-    options: ExtensionOptions | None = None,
     source: Sequence[str] = (),
     gatekeeper_sources: GatekeeperSources | None = None,
 ) -> PolicySet:
@@ -191,7 +182,7 @@ def build_policy_set(
     are read from the `source` roots when none are given.
     """
     bundle = bundle.without_tests()
-    options = options or ExtensionOptions()  # one object: the engine's external_data sees these Providers
+    engine = engine or EngineSettings()  # one object: the engine's external_data sees these Providers
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
     sources = read_sources(source) if gatekeeper_sources is None else gatekeeper_sources
@@ -201,7 +192,6 @@ def build_policy_set(
         list(sources.templates),
         list(sources.constraints),
         lookup=namespaces,
-        options=options,
         excluded=sources.excluded,
         engine=engine,
     )
@@ -214,7 +204,7 @@ def build_policy_set(
     expands = bool(sources.expansions or sources.broken_expansions)
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
     modules = (*bundle.modules, *gatekeeper.modules, *mutation, decisions)
-    built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine, opa_url=opa_url, options=options)
+    built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine)
     try:
         found = [_inspect(built, name, rules, slot) for slot, (name, rules) in enumerate(wanted)]
     except RegokiteError:
@@ -232,7 +222,7 @@ def build_policy_set(
     problems = [*sources.problems, *gatekeeper.problems, *mutator_conflicts(sources)]
     expanded = sorted({(g, k) for t in sources.expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
     # the set loaded: its Providers are the ones external_data calls now
-    options.external_data.set_providers(sources.providers)
+    engine.extensions.external_data.set_providers(sources.providers)
     return PolicySet(
         built,
         tuple(found),

@@ -39,10 +39,9 @@ from regokite.admission.app import ServingState, create_app
 from regokite.admission.connections import ConnectionLimits, GuardedServer
 from regokite.admission.policies import PolicySet, build_policy_set
 from regokite.admission.violation_reports import ViolationReporter
-from regokite.bundle import Bundle, fingerprint, load_bundle
+from regokite.bundle import Bundle, fingerprint
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
-from regokite.engine import UNDEFINED
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import UNDEFINED, EngineSettings
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSources, read_sources
 from regokite.gatekeeper.exempt import Exemptions
@@ -69,9 +68,7 @@ FEEDER = -1  # the supervisor's slot for the replica feeder among its children
 @dataclass
 class AdmissionSettings:
     policies: list[str]
-    engine: str = "embedded"
-    opa_url: str | None = None
-    v0_compatible: bool = False
+    engine: EngineSettings = field(default_factory=EngineSettings)  # --engine, --opa-url, --v0-compatible, ...
     host: str = "0.0.0.0"
     port: int = 8443
     tls_cert: str | None = None
@@ -89,7 +86,6 @@ class AdmissionSettings:
     # --local: no cluster; policies that read cluster data are left out (not served) instead of
     # refusing what they match, as they do when replication is declared and unavailable
     local: bool = False
-    extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     exemptions: Exemptions = field(default_factory=Exemptions)  # Gatekeeper's --exempt-namespace*
     log_denies: bool = False  # Gatekeeper's --log-denies
@@ -105,18 +101,13 @@ class AdmissionSettings:
         return Snapshot(read_at, files, self.bundle(), read_sources(self.policies))
 
     def bundle(self) -> Bundle:
-        return load_bundle(self.policies, v0_compatible=self.v0_compatible)
+        return self.engine.load(self.policies)
 
     def build(self, snapshot: Snapshot) -> PolicySet:
         """The policy set of a snapshot; Gatekeeper templates that did not load are logged (their
         constraints then refuse what they match) and the rest serve."""
         policy_set = build_policy_set(
-            snapshot.bundle,
-            engine=self.engine,
-            opa_url=self.opa_url,
-            options=self.extensions,
-            source=self.policies,
-            gatekeeper_sources=snapshot.gatekeeper,
+            snapshot.bundle, self.engine, source=self.policies, gatekeeper_sources=snapshot.gatekeeper
         )
         for problem in policy_set.problems:
             log.error("gatekeeper resource not loaded", extra={"error": problem})
@@ -349,7 +340,11 @@ def serve(settings: AdmissionSettings) -> int:
     policy_set = settings.build(first)  # a broken policy dir stops startup with a clear error
     log.info(
         "policies loaded",
-        extra={"engine": settings.engine, "mode": settings.mode, "policies": [p.name for p in policy_set.policies]},
+        extra={
+            "engine": settings.engine.kind,
+            "mode": settings.mode,
+            "policies": [p.name for p in policy_set.policies],
+        },
     )
     for name, reads in policy_set.not_served.items():
         log.warning("needs a cluster: not served", extra={"mode": "local", "policy": name, "reads": reads})

@@ -25,8 +25,7 @@ from regokite.audit import reports
 from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_resources, violations
 from regokite.bundle import fingerprint
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
-from regokite.engine import UNDEFINED, Capability, capabilities_of
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import UNDEFINED, Capability, EngineSettings
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.crds import AUDIT_POD_ID, constraint_plural, constraint_pod_status, with_pod_entry
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
@@ -66,9 +65,7 @@ AUDIT = ("audit",)  # the operations of the audit's constraint status entry
 class AuditSettings:
     policies: list[str]
     kubeconfig: str | None = None
-    engine: str = "embedded"
-    opa_url: str | None = None
-    v0_compatible: bool = False
+    engine: EngineSettings = field(default_factory=EngineSettings)  # external_data's cache lives across reloads
     write_reports: bool = True
     replicate_path: str = "kubernetes"
     reload_interval: float = 1.0
@@ -78,7 +75,6 @@ class AuditSettings:
     jobs: int = 1  # --once: processes deciding pages (embedded engine)
     constraint_violations_limit: int = DEFAULT_VIOLATIONS_LIMIT  # Gatekeeper's --constraint-violations-limit
     extra: dict[str, Any] = field(default_factory=dict)
-    extensions: ExtensionOptions | None = None  # external_data's cache lives across reloads
     emit_audit_events: bool = False  # Gatekeeper's --emit-audit-events: an Event per constraint violation
     events_namespace: str = "gatekeeper-system"  # where they go, unless events_involved_namespace
     events_involved_namespace: bool = False
@@ -103,13 +99,7 @@ class Audit:
 
     def load(self) -> None:
         """(Re)load the policies: a failure keeps the last good set (and is raised on the first load)."""
-        policy_set = load_policy_set(
-            self.settings.policies,
-            engine=self.settings.engine,
-            opa_url=self.settings.opa_url,
-            v0_compatible=self.settings.v0_compatible,
-            options=self.settings.extensions,
-        )
+        policy_set = load_policy_set(self.settings.policies, self.settings.engine)
         every: list[tuple[str, str, ResourceRef]] | None = None
 
         def every_kind() -> list[tuple[str, str, ResourceRef]]:  # discovered once a load, when a constraint asks
@@ -394,7 +384,7 @@ def run_once(audit: Audit) -> None:
     metrics.audit_passes.inc()
     pages = ((ref, page) for ref in audit.resources for page in paged(audit.client, ref, audit.settings.page_size))
     covered = 0
-    if audit.settings.jobs > 1 and Capability.IN_PROCESS in capabilities_of(audit.settings.engine):
+    if audit.settings.jobs > 1 and Capability.IN_PROCESS in audit.settings.engine.capabilities:
         for found, count in _in_processes(audit, pages):
             audit.findings.update((key, (subject, results)) for key, subject, results in found)
             covered += count

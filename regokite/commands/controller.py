@@ -11,12 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from regokite import outline
-from regokite.bundle import load_bundle
 from regokite.clusterdata.store import ReplicaStore, ResourceRef, check_replica_root
 from regokite.controllers import customize, decorator, definitions
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
-from regokite.engine import Capability, Engine, open_engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import Capability, Engine, EngineSettings, open_engine
 from regokite.errors import RegokiteError
 from regokite.hookserving.workers import HookWorkers, usable_cpus
 from regokite.kube.actuator import Actuator
@@ -45,9 +43,7 @@ class ControllerSettings:
     namespace: str | None = None
     workers: int = DEFAULT_WORKERS
     hook_processes: int = field(default_factory=usable_cpus)  # --hook-processes
-    engine: str = "embedded"
-    opa_url: str | None = None
-    v0_compatible: bool = False
+    engine: EngineSettings = field(default_factory=EngineSettings)  # --engine, --opa-url, --v0-compatible, ...
     metrics_port: int | None = None
     metrics_host: str = "0.0.0.0"
     discovery_wait: float = 30.0
@@ -56,7 +52,6 @@ class ControllerSettings:
     field_manager: str = "regokite"
     leader: LeaderSettings | None = None  # --leader-elect
     shards: LeaderSettings | None = None  # --shards: the membership Leases' name prefix, namespace and timing
-    extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # --allow-http-send
     watch_definitions: bool = False  # --watch-definitions: also run the definitions the API server holds
     replicate: tuple[ResourceRef, ...] = ()  # --replicate, --replicate-cluster: data.<replicate_path> for hooks
     replicate_path: str = "kubernetes"
@@ -66,11 +61,8 @@ class ControllerSettings:
 def load_hooks(
     policies: list[str],
     controllers: list[str],
+    engine: EngineSettings | None = None,
     *,
-    v0_compatible: bool,
-    engine: str = "embedded",
-    opa_url=None,
-    options: ExtensionOptions | None = None,
     cluster: Sequence[Any] = (),
     refused: dict[str, Exception] | None = None,
 ) -> tuple[definitions.Definitions, Engine, Hooks]:
@@ -79,7 +71,8 @@ def load_hooks(
     `cluster` definitions (read from the API server) join them; one whose hooks do not resolve, or whose
     name a file already uses, is left out and its reason put in `refused` instead of failing the start."""
     loaded = definitions.load(controllers) if controllers else definitions.Definitions()
-    bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
+    engine = engine or EngineSettings()
+    bundle = engine.load(policies).without_tests()
     outlines = outline.outline(bundle.modules)
     packages, files = outline.packages(outlines), outline.package_files(outlines)
     hooks = {d.name: _resolve(d, packages, files) for d in loaded.controllers}
@@ -98,7 +91,7 @@ def load_hooks(
             if refused is not None:
                 refused[d.name] = exc
     loaded = replace(loaded, controllers=loaded.controllers + tuple(kept))
-    return loaded, open_engine(bundle, engine, opa_url=opa_url, options=options), hooks
+    return loaded, open_engine(bundle, engine), hooks
 
 
 def _resolve(
@@ -124,7 +117,7 @@ def hook_evaluator(settings: ControllerSettings, engine: Engine, replica: Replic
             engine.follow(store)
         return LocalHooks(engine)
     engine.close()
-    return HookWorkers(engine.bundle, processes=settings.hook_processes, options=settings.extensions, store=store)
+    return HookWorkers(engine.bundle, processes=settings.hook_processes, engine=settings.engine, store=store)
 
 
 def start_replication(settings: ControllerSettings) -> Replicator | None:
@@ -149,14 +142,7 @@ def build(
     """The manager with every runner; `cluster` definitions that cannot run go to `refused` (see load_hooks).
     With `replica`, hooks read its objects and no sync starts before its initial lists are in."""
     loaded, engine, hooks = load_hooks(
-        settings.policies,
-        settings.controllers,
-        v0_compatible=settings.v0_compatible,
-        engine=settings.engine,
-        opa_url=settings.opa_url,
-        options=settings.extensions,
-        cluster=cluster,
-        refused=refused,
+        settings.policies, settings.controllers, settings.engine, cluster=cluster, refused=refused
     )
     evaluator = hook_evaluator(settings, engine, replica)
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))

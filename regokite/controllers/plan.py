@@ -21,15 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from regokite import outline, yamldoc
-from regokite.bundle import load_bundle
 from regokite.controllers import composite, decorator, definitions, failing, sync
 from regokite.controllers import watch as watches
 from regokite.controllers.decorator import DecoratorController
 from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import RESPONSE_FIELDS, LocalHooks, group_children, resolve_hook, run_hook, sync_request
 from regokite.controllers.schema import ResourceRule
-from regokite.engine import open_engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import EngineSettings, open_engine
 from regokite.errors import RegokiteError
 from regokite.resources import ChildType
 
@@ -188,8 +186,7 @@ def plan_from_files(
     observed_dir: str | None = None,
     *,
     controller: str | None = None,
-    v0_compatible: bool = False,
-    options: ExtensionOptions | None = None,
+    engine: EngineSettings | None = None,
     event: str = "ADDED",
 ) -> PlanReport:
     """What one sync of the object in `parent_file` would do, given the observed objects in `observed_dir`:
@@ -205,17 +202,18 @@ def plan_from_files(
     crds = [*loaded.crds, *(o for o in observed_objs if o.get("kind") == "CustomResourceDefinition")]
     known = _offline_types(crds)
     definition = _pick([*loaded.controllers, *loaded.watches], parent, controller, known)
-    bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
+    engine = engine or EngineSettings()
+    bundle = engine.load(policies).without_tests()
     outlines = outline.outline(bundle.modules)
     packages, files = outline.packages(outlines), outline.package_files(outlines)
-    engine = open_engine(bundle, options=options)
+    opened = open_engine(bundle, engine)
     try:
-        hooks = LocalHooks(engine)
+        hooks = LocalHooks(opened)
         if isinstance(definition, watches.Watch):
             return _plan_watch(definition, parent, packages, hooks, event)
         return _plan_sync(definition, parent, observed_objs, packages, hooks, known, files)
     finally:
-        engine.close()
+        opened.close()
 
 
 def _plan_sync(

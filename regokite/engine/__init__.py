@@ -9,14 +9,15 @@ which is not the same as an empty set or `null`.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Final, Protocol
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Protocol
 
-from regokite.bundle import Bundle
+from regokite.bundle import Bundle, load_bundle
 from regokite.clusterdata.store import ReplicaStore
+from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import Location, frames_released
-
-if TYPE_CHECKING:
-    from regokite.engine.extensions import ExtensionOptions
 
 
 class _Undefined:
@@ -62,10 +63,41 @@ KINDS: Final[dict[str, frozenset[Capability]]] = {
 
 
 def capabilities_of(kind: str) -> frozenset[Capability]:
-    """What the engine `open_engine(..., kind)` builds can do, before building it (a setting, a manifest)."""
+    """What an engine of `kind` can do, before one is built (a setting, a manifest)."""
     if kind not in KINDS:
         raise ValueError(f"unknown engine {kind!r}: expected {' or '.join(map(repr, KINDS))}")
     return KINDS[kind]
+
+
+OPA_URL: Final = "http://127.0.0.1:8181"  # a sidecar OPA's address unless told
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What every engine of a process is built from, read once from its flags and passed whole to
+    `open_engine` (and to whatever loads policies for it), so no caller carries its parts apart."""
+
+    kind: str = "embedded"  # --engine: one of KINDS
+    opa_url: str = OPA_URL  # --opa-url: where a sidecar engine listens
+    v0_compatible: bool = False  # --v0-compatible: how the policy files are parsed
+    extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # the embedded engine's extra builtins
+
+    def __post_init__(self) -> None:
+        capabilities_of(self.kind)  # an unknown kind is refused here, before anything is loaded
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the engine built from these settings can do (callers ask this, never `kind`)."""
+        return KINDS[self.kind]
+
+    def load(self, paths: Sequence[str | os.PathLike[str]]) -> Bundle:
+        """The policy files at `paths`, parsed as these settings say (tests included)."""
+        return load_bundle(paths, v0_compatible=self.v0_compatible)
+
+    def checking(self) -> EngineSettings:
+        """These settings for the embedded engine: a load check before policies are served, which
+        reaches no sidecar (a ConfigMap's modules, a ConstraintTemplate's Rego)."""
+        return replace(self, kind="embedded")
 
 
 class Bound(Protocol):
@@ -114,23 +146,19 @@ def rule_ref(path: str) -> str:
 
 @frames_released  # a refused bundle's check engines go on this thread
 def open_engine(
-    bundle: Bundle,
-    kind: str = "embedded",
-    *,
-    opa_url: str | None = None,
-    options: ExtensionOptions | None = None,
-    lenient: frozenset[Location] = frozenset(),
+    bundle: Bundle, settings: EngineSettings | None = None, *, lenient: frozenset[Location] = frozenset()
 ) -> Engine:
-    """Build the engine named by `kind` for `bundle`: the one place an engine is built. `options`
-    configure the embedded engine's extension builtins (a sidecar OPA has its own); `lenient`,
-    the builtin calls it answers undefined where they err (`regokite test`, as `opa test`)."""
-    capabilities_of(kind)
-    if kind == "embedded":
+    """Build the engine `settings` choose (default: the embedded one) for `bundle`: the one place an
+    engine is built. The settings' extensions configure the embedded engine's extension builtins (a
+    sidecar OPA has its own); `lenient`, the builtin calls it answers undefined where they err
+    (`regokite test`, as `opa test`)."""
+    settings = settings or EngineSettings()
+    if settings.kind == "embedded":
         from regokite.engine.embedded import EmbeddedEngine
 
-        return EmbeddedEngine(bundle, options, lenient=lenient)
-    if kind == "opa":
+        return EmbeddedEngine(bundle, settings.extensions, lenient=lenient)
+    if settings.kind == "opa":
         from regokite.engine.opa import OpaEngine
 
-        return OpaEngine(bundle, opa_url or "http://127.0.0.1:8181")
-    raise AssertionError(f"engine {kind!r} has capabilities but no constructor in open_engine")
+        return OpaEngine(bundle, settings.opa_url)
+    raise AssertionError(f"engine {settings.kind!r} has capabilities but no constructor in open_engine")

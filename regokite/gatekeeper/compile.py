@@ -18,8 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from regokite.bundle import Bundle, Module
-from regokite.engine import Capability, capabilities_of, open_engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import Capability, EngineSettings, open_engine
 from regokite.errors import Location, PolicyLoadError
 from regokite.gatekeeper.resources import RegoSource, Template
 from regokite.outline import outline, packages
@@ -145,19 +144,19 @@ def _error(source: RegoSource, line: int, col: int, message: str) -> PolicyLoadE
     )
 
 
-def compile_template(
-    template: Template, *, options: ExtensionOptions | None = None, engine: str = "embedded"
-) -> Compiled:
-    """Compile one template on its own; a PolicyLoadError locates the problem in the template file.
-    For an `engine` without external_data (a sidecar OPA lacks it), a call of it is refused."""
-    if Capability.EXTERNAL_DATA not in capabilities_of(engine):
+def compile_template(template: Template, engine: EngineSettings | None = None) -> Compiled:
+    """Compile one template on its own, checked by the embedded engine with `engine`'s extensions; a
+    PolicyLoadError locates the problem in the template file. For an `engine` without external_data
+    (a sidecar OPA lacks it), a call of it is refused."""
+    engine = engine or EngineSettings()
+    if Capability.EXTERNAL_DATA not in engine.capabilities:
         refuse_external_data(template)
     modules = template_modules(template)
     try:
-        engine = open_engine(Bundle(modules), "embedded", options=options)
+        checked = open_engine(Bundle(modules), engine.checking())
     except PolicyLoadError as exc:
         raise relocate(exc, template) from None
-    engine.close()
+    checked.close()
     rules = packages(outline(modules)).get(template_package(template.kind), set())
     if "violation" not in rules:
         raise PolicyLoadError(f"{template.file}: ConstraintTemplate {template.name}: its Rego has no violation rule")
@@ -196,7 +195,7 @@ def relocate(exc: PolicyLoadError, template: Template) -> PolicyLoadError:
 
 
 def compile_all(
-    templates: Sequence[Template], *, options: ExtensionOptions | None = None, engine: str = "embedded"
+    templates: Sequence[Template], engine: EngineSettings | None = None
 ) -> tuple[dict[str, Compiled], dict[str, PolicyLoadError]]:
     """Each template compiled on its own: (kind -> compiled, kind -> why not)."""
     good: dict[str, Compiled] = {}
@@ -209,7 +208,7 @@ def compile_all(
             good.pop(template.kind, None)
             continue
         try:
-            good[template.kind] = compile_template(template, options=options, engine=engine)
+            good[template.kind] = compile_template(template, engine)
         except PolicyLoadError as exc:
             bad[template.kind] = exc
     return good, bad

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from regokite.bundle import Module
 from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resource
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import EngineSettings
 from regokite.engine.extensions.external_data import Provider
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_all, violation_ref
@@ -194,14 +194,13 @@ def prepare(
     constraints: Sequence[Constraint],
     *,
     lookup: NamespaceLookup | None = None,
-    options: ExtensionOptions | None = None,
     excluded: Sequence[tuple[str, tuple[str, ...]]] = (),
-    engine: str = "embedded",
+    engine: EngineSettings | None = None,
 ) -> GatekeeperSet:
     """Compile the templates and ready each constraint; `excluded` namespaces (the Config's, per
     process) are skipped by every constraint in that process (webhook or audit), as Gatekeeper skips
     them before any constraint."""
-    good, bad = compile_all(templates, options=options, engine=engine)
+    good, bad = compile_all(templates, engine)
     problems = [str(exc) for exc in bad.values()]
     ready = []
     seen: set[tuple[str, str]] = set()

@@ -30,7 +30,7 @@ def expand(sources: GatekeeperSources, objects: Sequence[dict[str, Any]]) -> lis
     namespaces = {
         o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
     }
-    engine = open_engine(Bundle(modules, {"kubernetes": {"namespaces": namespaces}}), "embedded")
+    engine = open_engine(Bundle(modules, {"kubernetes": {"namespaces": namespaces}}))
     out: list[dict[str, Any]] = []
     try:
         for obj in objects:

@@ -22,8 +22,7 @@ from typing import Any
 
 from regokite import yamldoc
 from regokite.bundle import Bundle, Module
-from regokite.engine import UNDEFINED, Engine, open_engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare, read_sources
@@ -66,7 +65,7 @@ def find_suites(paths: Iterable[str]) -> list[Path]:
     return found
 
 
-def run_suite(path: Path, *, run: str | None = None, options: ExtensionOptions | None = None) -> Result:
+def run_suite(path: Path, *, run: str | None = None, engine: EngineSettings | None = None) -> Result:
     started = time.monotonic()
     result = Result(str(path))
     try:
@@ -81,7 +80,7 @@ def run_suite(path: Path, *, run: str | None = None, options: ExtensionOptions |
             chosen = [c for c in cases if pattern is None or _selected(pattern, name, str(c.get("name", "")))]
             if pattern is not None and not chosen and not pattern.search(name):
                 continue
-            result.children.append(_run_test(path.parent, test, chosen, options))
+            result.children.append(_run_test(path.parent, test, chosen, engine))
     except (RegokiteError, OSError, yamldoc.YAMLError, AttributeError) as exc:
         result.error = str(exc)
     result.seconds = time.monotonic() - started
@@ -93,7 +92,7 @@ def _selected(pattern: re.Pattern[str], test: str, case: str) -> bool:
 
 
 def _run_test(
-    base: Path, test: dict[str, Any], cases: Sequence[dict[str, Any]], options: ExtensionOptions | None
+    base: Path, test: dict[str, Any], cases: Sequence[dict[str, Any]], engine: EngineSettings | None
 ) -> Result:
     started = time.monotonic()
     result = Result(str(test.get("name", "")), skipped=bool(test.get("skip")))
@@ -104,11 +103,11 @@ def _run_test(
         constraint = _one(base, test.get("constraint"), is_constraint, "constraint")
         tpl = parse_template(template[0], template[1], str(base / test["template"]))
         con = parse_constraint(constraint[0], str(base / test["constraint"]))
-        ready = prepare([tpl], [con], options=options)
+        ready = prepare([tpl], [con], engine=engine)
         if ready.problems:
             raise RegokiteError("\n".join(ready.problems))
         expansion = _expansion(base, test.get("expansion"))
-        judge = _Judge(ready, options, expansion)
+        judge = _Judge(ready, engine, expansion)
         for case in cases:
             result.children.append(judge.run(base, case))
     except (RegokiteError, OSError, yamldoc.YAMLError, KeyError) as exc:
@@ -144,10 +143,10 @@ def _expansion(base: Path, relative: Any) -> tuple[Module, ...]:
 class _Judge:
     """Evaluates cases of one test; one engine per distinct inventory."""
 
-    def __init__(self, ready: Any, options: ExtensionOptions | None, expansion: tuple[Module, ...] = ()) -> None:
+    def __init__(self, ready: Any, engine: EngineSettings | None, expansion: tuple[Module, ...] = ()) -> None:
         self.ready = ready
         self.constraint = ready.constraints[0]
-        self.options = options
+        self.engine = engine
         self.expansion = expansion
         self._engines: dict[tuple[str, ...], Engine] = {}
 
@@ -173,7 +172,7 @@ class _Judge:
         if engine is None:
             data = {"inventory": inventory(objects), "kubernetes": {"namespaces": namespaces(objects)}}
             bundle = Bundle((*self.ready.modules, *self.expansion), data)
-            engine = self._engines[inventory_files] = open_engine(bundle, "embedded", options=self.options)
+            engine = self._engines[inventory_files] = open_engine(bundle, self.engine)
         messages = self._judged(engine, request) if match.matches(request) else []
         if not self.expansion:
             return messages

@@ -10,8 +10,7 @@ import logging
 from collections.abc import Sequence
 
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
-from regokite.engine import Engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import Engine, EngineSettings
 from regokite.hookserving.server import Served, create_app, loader
 from regokite.kube.client import KubeClient
 from regokite.kube.replicate import Replicator, check_access
@@ -25,10 +24,7 @@ def serve_hooks(
     *,
     host: str = "0.0.0.0",
     port: int = 8181,
-    engine: str = "embedded",
-    opa_url: str | None = None,
-    v0_compatible: bool = False,
-    options: ExtensionOptions | None = None,
+    engine: EngineSettings | None = None,
     replicate: Sequence[ResourceRef] = (),
     replicate_path: str = "kubernetes",
     kubeconfig: str | None = None,
@@ -49,9 +45,7 @@ def serve_hooks(
         if replica is not None:
             opened.follow(replica.store)
 
-    load = loader(
-        policies, engine=engine, opa_url=opa_url, v0_compatible=v0_compatible, options=options, prepare=follow
-    )
+    load = loader(policies, engine, prepare=follow)
     served = Served(load, policies)
     app = create_app(served, reload_interval, replica)
     log.info("serving hooks", extra={"host": host, "port": port, "packages": sorted(served.current.packages)})

@@ -35,12 +35,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from regokite import input_guard, outline
-from regokite.bundle import fingerprint, load_bundle
+from regokite.bundle import fingerprint
 from regokite.controllers import customize, decorator
 from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, evaluate_hook, resolve_hook
-from regokite.engine import UNDEFINED, Engine, open_engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
 from regokite.errors import RegokiteError
 from regokite.kube.replicate import Replicator
 
@@ -224,20 +223,16 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 def loader(
-    policies: list[str],
-    *,
-    engine: str = "embedded",
-    opa_url: str | None = None,
-    v0_compatible: bool = False,
-    options: ExtensionOptions | None = None,
-    prepare: Callable[[Engine], None] | None = None,
+    policies: list[str], engine: EngineSettings | None = None, *, prepare: Callable[[Engine], None] | None = None
 ) -> Callable[[], HookPolicies]:
-    """How to load the policy set from files; `prepare` readies each new engine (follows the cluster data)."""
+    """How to load the policy set from files for `engine`; `prepare` readies each new engine (follows
+    the cluster data)."""
+    engine = engine or EngineSettings()
 
     def load() -> HookPolicies:
-        bundle = load_bundle(policies, v0_compatible=v0_compatible).without_tests()
+        bundle = engine.load(policies).without_tests()
         packages = outline.packages(outline.outline(bundle.modules))
-        opened = open_engine(bundle, engine, opa_url=opa_url, options=options)
+        opened = open_engine(bundle, engine)
         if prepare is not None:
             prepare(opened)
         return HookPolicies(opened, packages)

@@ -45,8 +45,7 @@ from regokite.bundle import Bundle
 from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_changes
 from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
 from regokite.controllers.schema import DEFAULT_HOOK_TIMEOUT, HookTarget
-from regokite.engine import open_engine
-from regokite.engine.extensions import ExtensionOptions
+from regokite.engine import EngineSettings, open_engine
 from regokite.errors import RegokiteError
 from regokite.ops import controller_metrics as metrics
 from regokite.ops import logging as ops_logging
@@ -78,13 +77,13 @@ class HookWorkers:
         bundle: Bundle,
         *,
         processes: int = 1,
-        options: ExtensionOptions | None = None,
+        engine: EngineSettings | None = None,
         store: ReplicaStore | None = None,
     ) -> None:
         self.processes = max(1, processes)
         self._bundle = bundle
         self._store = store
-        self._options = options or ExtensionOptions()
+        self._engine = engine or EngineSettings()  # an in-process kind: each worker builds its own
         # a worker of an older policy set may still be busy (until its call's timeout) beside the new set
         self._watchdog = Watchdog(3 * self.processes, DEFAULT_HOOK_TIMEOUT)
         self._slots = threading.Condition()
@@ -205,7 +204,7 @@ class HookWorkers:
             args=(
                 theirs,
                 bundle,
-                self._options,
+                self._engine,
                 logging.getLevelName(logging.getLogger().getEffectiveLevel()),
                 "/".join(self._store.root) if self._store is not None else None,
             ),
@@ -297,7 +296,7 @@ def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
 
 
 def serve_calls(
-    conn: Connection, bundle: Bundle, options: ExtensionOptions, log_level: str, replica_root: str | None = None
+    conn: Connection, bundle: Bundle, engine: EngineSettings, log_level: str, replica_root: str | None = None
 ) -> None:
     """A worker's life: build the engine, say ready (or why not), then answer calls until the pipe closes.
     With `replica_root`, the engine follows a mirror of the controller's replicated data, which every
@@ -306,9 +305,9 @@ def serve_calls(
     ops_logging.configure(log_level)
     mirror = ReplicaStore(replica_root) if replica_root else None
     try:
-        engine = open_engine(bundle, options=options)
+        opened = open_engine(bundle, engine)
         if mirror is not None:
-            engine.follow(mirror)
+            opened.follow(mirror)
     except RegokiteError as exc:
         conn.send_bytes(json.dumps({"error": str(exc)}).encode())
         return
@@ -326,7 +325,7 @@ def serve_calls(
                 mirror.apply(decode_changes(sync["changes"]))
         hook = ResolvedHook(HookTarget(package), tuple(rules), whole_rule)
         try:
-            answer: dict[str, Any] = {"ok": evaluate_hook(engine, hook, request)}
+            answer: dict[str, Any] = {"ok": evaluate_hook(opened, hook, request)}
         except HookError as exc:
             answer = {"error": [exc.package, exc.rule, exc.message, exc.reason]}
         except Exception as exc:  # a bug here must not end the worker: the caller gets it as the hook's failure

@@ -9,25 +9,27 @@ from regokite.engine import KINDS
 from regokite.manifests import generate
 
 
-def _common(p: argparse.ArgumentParser, default_name: str) -> None:
+def _common(p: argparse.ArgumentParser, default_name: str, *, scaled: bool = True) -> None:
     p.add_argument("--policies", action="append", metavar="DIR", help="policy dir (repeatable), put in a ConfigMap")
     p.add_argument("--baked-policies", action="store_true", help="policies are in the image at /policies")
-    _placement(p, default_name)
+    _placement(p, default_name, scaled=scaled)
     p.add_argument("--engine", choices=list(KINDS), default="embedded", help="opa: an OPA sidecar container")
     p.add_argument("--opa-image", default=generate.w.OPA_IMAGE)
     p.add_argument("--v0-compatible", action="store_true", help="Rego v0 policies (OPA runs with --v0-compatible)")
 
 
-def _placement(p: argparse.ArgumentParser, default_name: str) -> None:
-    """Where and as what the workload runs."""
+def _placement(p: argparse.ArgumentParser, default_name: str, *, scaled: bool = True) -> None:
+    """Where and as what the workload runs; `scaled`: how many replicas and workers (the audit runs one
+    replica, one writer per report, and takes neither flag rather than ignore it)."""
     p.add_argument("--namespace", default="regokite-system", help="where regokite runs (default regokite-system)")
     p.add_argument("--no-namespace", action="store_true", help="do not emit the Namespace object")
     p.add_argument(
         "--name", default=default_name, help=f"name of the Deployment, Service, ... (default {default_name})"
     )
     p.add_argument("--image", default=generate.DEFAULT_IMAGE)
-    p.add_argument("--replicas", type=int, default=2)
-    p.add_argument("--workers", type=int, default=2)
+    if scaled:
+        p.add_argument("--replicas", type=int, default=2)
+        p.add_argument("--workers", type=int, default=2)
 
 
 def _replicate_options(p: argparse.ArgumentParser, note: str = "") -> None:
@@ -91,7 +93,7 @@ def add_manifests_commands(sub: Any) -> None:
         "audit",
         help="the audit (always one replica: one writer per report), RBAC from the policies, the report CRDs",
     )
-    _common(aud, "regokite-audit")
+    _common(aud, "regokite-audit", scaled=False)
     aud.add_argument("--metrics-port", type=int, default=9090)
     aud.add_argument("--no-crds", dest="include_crds", action="store_false", help="leave out the PolicyReport CRDs")
     aud.set_defaults(func=_cmd_audit)

@@ -20,7 +20,7 @@ import yaml
 
 from regokite import __version__, yamldoc
 from regokite.clusterdata.store import ResourceRef, guess_resource, parse_resource
-from regokite.engine import Capability, capabilities_of
+from regokite.engine import Capability, EngineSettings, capabilities_of
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.crds import MUTATOR_PLURALS
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP, EXPANSION_GROUP, MUTATION_GROUP
@@ -134,7 +134,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
     from regokite.admission.policies import load_policy_set
 
     component = "admission"
-    policy_set = load_policy_set(opts.policies, v0_compatible=opts.v0_compatible)  # the embedded engine, offline
+    policy_set = load_policy_set(opts.policies, EngineSettings(v0_compatible=opts.v0_compatible))  # embedded, offline
     try:
         policies = list(policy_set.policies)
     finally:
@@ -481,7 +481,7 @@ def audit_manifests(opts: AuditOptions) -> list[Obj]:
     from regokite.audit.scan import audited_resources
 
     component = "audit"
-    policy_set = load_policy_set(opts.policies, v0_compatible=opts.v0_compatible)
+    policy_set = load_policy_set(opts.policies, EngineSettings(v0_compatible=opts.v0_compatible))
     try:
         # RBAC names groups and resources only: versions need no discovery here
         guess = lambda group, kind: ResourceRef(group, "*", guess_resource(kind), True)  # noqa: E731

@@ -42,8 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from regokite.bundle import load_bundle
-from regokite.engine import open_engine
+from regokite.engine import EngineSettings, open_engine
 from regokite.errors import RegokiteError
 from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.informer import Informer
@@ -122,9 +121,12 @@ class ConfigMapSync:
     """Follows the labelled ConfigMaps of `namespaces` (`*`: all) and keeps `out` equal to what loads."""
 
     def __init__(
-        self, client: KubeClient, out: Path, namespaces: Sequence[str], *, v0_compatible: bool = False
+        self, client: KubeClient, out: Path, namespaces: Sequence[str], engine: EngineSettings | None = None
     ) -> None:
-        self.client, self.out, self.v0_compatible = client, out, v0_compatible
+        """`engine`: what the policies are served with (how they parse, which builtins they may call);
+        each set is checked with the embedded engine so built."""
+        self.client, self.out = client, out
+        self.engine = (engine or EngineSettings()).checking()
         scopes = [None] if "*" in namespaces else sorted(set(namespaces))
         self.informers = [
             Informer(client, "v1", "configmaps", namespace=ns, label_selector=f"{key}={value}")
@@ -235,7 +237,7 @@ class ConfigMapSync:
             if not staging.exists():
                 return None
             try:
-                engine = open_engine(load_bundle([staging], v0_compatible=self.v0_compatible).without_tests())
+                engine = open_engine(self.engine.load([staging]).without_tests(), self.engine)
                 engine.close()
             except RegokiteError as exc:
                 return str(exc).replace(f"{tmp}/", "")
@@ -287,8 +289,8 @@ class ConfigMapSync:
 def followed_in_process(
     client: KubeClient,
     namespaces: Sequence[str],
+    engine: EngineSettings | None = None,
     *,
-    v0_compatible: bool = False,
     timeout: float = 60.0,
     directory: Path | None = None,
 ) -> Iterator[Path]:
@@ -301,7 +303,7 @@ def followed_in_process(
     with contextlib.ExitStack() as stack:
         if directory is None:
             directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="regokite-configmaps-")))
-        sync = ConfigMapSync(client, directory / SHOWN_AS, namespaces, v0_compatible=v0_compatible)
+        sync = ConfigMapSync(client, directory / SHOWN_AS, namespaces, engine)
         if sync.good:
             log.info("ConfigMap policies last written found", extra={"configmaps": sorted(sync.good)})
         stop = threading.Event()

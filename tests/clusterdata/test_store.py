@@ -127,13 +127,13 @@ def test_a_follower_may_lag_on_changes_up_to_max_lag_but_never_on_new_objects(ma
 
 def test_a_sidecar_another_writer_changed_gets_the_whole_replica(opa_standin) -> None:
     """Two admission workers patch one sidecar: a removal the other already made is not an error."""
-    from regokite.engine import open_engine
+    from regokite.engine import EngineSettings, open_engine
 
     opa_standin.clear()
     store = ReplicaStore()
     store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
     store.put("ingresses", ingress("a", "two", "two.io"), namespaced=True)
-    engine = open_engine(Bundle((Module("p.rego", POLICY),), {}), "opa", opa_url=opa_standin.url)
+    engine = open_engine(Bundle((Module("p.rego", POLICY),), {}), EngineSettings("opa", opa_standin.url))
     try:
         engine.follow(store)
         opa_standin.delete_data(["kubernetes", "ingresses", "a", "one"])  # the other worker was faster

@@ -15,9 +15,7 @@ HELLO = ROOT / "policies" / "controllers" / "hello_world"
 
 
 def test_definitions_and_watches_load_together_with_their_hooks_resolved() -> None:
-    loaded, engine, hooks = load_hooks(
-        [str(ROOT / "policies")], [str(HELLO), str(ROOT / "policies" / "watches")], v0_compatible=False
-    )
+    loaded, engine, hooks = load_hooks([str(ROOT / "policies")], [str(HELLO), str(ROOT / "policies" / "watches")])
     try:
         assert [d.name for d in loaded.composites] == ["hello-controller"]
         assert {w.name for w in loaded.watches} >= {"deployment-scaler", "namespace-defaults"}
@@ -30,7 +28,7 @@ def test_definitions_and_watches_load_together_with_their_hooks_resolved() -> No
 def test_a_hook_naming_no_loaded_package_refuses_to_start(tmp_path: Path) -> None:
     (tmp_path / "empty.rego").write_text("package other\n\nx := 1\n")
     with pytest.raises(HookError, match="no such package or rule"):
-        load_hooks([str(tmp_path)], [str(HELLO)], v0_compatible=False)
+        load_hooks([str(tmp_path)], [str(HELLO)])
 
 
 def test_definitions_from_the_server_that_cannot_run_are_refused_not_fatal() -> None:
@@ -52,7 +50,6 @@ def test_definitions_from_the_server_that_cannot_run_are_refused_not_fatal() -> 
     loaded, engine, hooks = load_hooks(
         [str(ROOT / "policies")],
         [str(HELLO)],
-        v0_compatible=False,
         cluster=[same_name, no_package, ok],
         refused=refused,
     )

@@ -16,6 +16,7 @@ import pytest
 from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
+from regokite.engine import EngineSettings
 from regokite.engine.extensions import ExtensionOptions
 from regokite.engine.extensions.external_data import ExternalData, Provider, ProviderError, call_deadline
 from regokite.errors import PolicyLoadError
@@ -189,7 +190,7 @@ def test_a_template_refuses_unsigned_images_through_a_provider_read_from_yaml(
     tmp_path: Path, signer: SignatureProvider
 ) -> None:
     options = ExtensionOptions()
-    policies = load_policy_set([str(write_policies(tmp_path / "p", signer))], options=options)
+    policies = load_policy_set([str(write_policies(tmp_path / "p", signer))], EngineSettings(extensions=options))
     try:
         judge = lambda obj: decide(policies, parse_review(json.dumps(review(obj)).encode()), mode="validate").verdict  # noqa: E731
         assert judge(pod(SIGNED)).allowed
@@ -220,7 +221,7 @@ def test_external_data_is_refused_at_load_for_the_opa_engine(tmp_path: Path) -> 
     template = parse_template(doc, node, "t.yaml")
     compile_template(template)  # the embedded engine has it
     with pytest.raises(PolicyLoadError, match="embedded engine only") as refused:
-        compile_template(template, engine="opa")
+        compile_template(template, EngineSettings("opa"))
     assert refused.value.location is not None and refused.value.location.line == 18  # the call, in the template file
 
 

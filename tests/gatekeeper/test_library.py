@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from regokite import testing
+from regokite.engine import EngineSettings
 from regokite.gatekeeper import verify
 from tests.gatekeeper.upstream import gatekeeper_library
 
@@ -24,7 +25,7 @@ def test_every_src_rego_suite_passes() -> None:
     suites = src_suites(library)
     failing = {}
     for suite in suites:
-        results = testing.run_tests([str(suite)], v0_compatible=True)
+        results = testing.run_tests([str(suite)], engine=EngineSettings(v0_compatible=True))
         bad = [f"{r.ref}: {r.outcome.value} {r.error or ''}" for r in results if r.outcome.value in ("FAIL", "ERROR")]
         if bad or not results:
             failing[suite.relative_to(library).as_posix()] = bad or ["no tests"]

@@ -21,6 +21,7 @@ from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
 from regokite.check import check, read_manifests
+from regokite.engine import EngineSettings
 from tests.admission.reviews import review
 from tests.gatekeeper.upstream import gatekeeper_library
 
@@ -254,8 +255,8 @@ def test_a_sidecar_opa_serves_the_same_mutation(tmp_path: Path, opa_standin) -> 
     (tmp_path / "m.yaml").write_text(sample("seccomp", "samples", "mutation.yaml").read_text())
     body = parse_review(json.dumps(review(pod())).encode())
     patches = []
-    for engine, url in (("embedded", None), ("opa", opa_standin.url)):
-        ps = load_policy_set([str(tmp_path)], engine=engine, opa_url=url)
+    for engine in (EngineSettings(), EngineSettings("opa", opa_standin.url)):
+        ps = load_policy_set([str(tmp_path)], engine)
         patches.append(decide(ps, body, mode="mutate").verdict.patch)
         ps.close()
     assert (

@@ -37,7 +37,7 @@ def results(text: str, *requests: dict, data: dict | None = None) -> list[Any]:
     """The system's result for each request, from both engines, which must agree."""
     bundle = Bundle(mutation_modules(mutators(text)), data or {})
     answers = []
-    for engine in (open_engine(bundle, "embedded"), OracleEngine(bundle)):
+    for engine in (open_engine(bundle), OracleEngine(bundle)):
         answers.append([engine.evaluate(f"data.{SYSTEM}.result", r) for r in requests])
         engine.close()
     assert answers[0] == answers[1], "regorus and OPA differ"
@@ -245,7 +245,7 @@ def test_non_convergence_is_gatekeepers_error_after_its_bound() -> None:
         counter,
         system_module([fake], ["regokite_gatekeeper.mutators.counter"]),
     )
-    for engine in (open_engine(Bundle(modules), "embedded"), OracleEngine(Bundle(modules))):
+    for engine in (open_engine(Bundle(modules)), OracleEngine(Bundle(modules))):
         result = engine.evaluate(f"data.{SYSTEM}.result", request(POD))
         assert result == {"error": "mutation not converging for  Pod default web after 2 iterations"}
         engine.close()

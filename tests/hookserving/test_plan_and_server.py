@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from regokite.cli import main
 from regokite.controllers.plan import plan_from_files
+from regokite.engine import EngineSettings
 from regokite.errors import RegokiteError
 from regokite.hookserving.server import Served, create_app, loader
 
@@ -54,7 +55,7 @@ def test_plan_recreates_a_changed_pod_and_deletes_strays(tmp_path: Path, capsys)
 
 
 def client_for(path: Path, v0: bool = False) -> TestClient:
-    return TestClient(create_app(Served(loader([str(path)], v0_compatible=v0))))
+    return TestClient(create_app(Served(loader([str(path)], EngineSettings(v0_compatible=v0)))))
 
 
 REQUEST = {"controller": {}, "parent": PARENT, "children": {"Pod.v1": {}}, "related": {}, "finalizing": False}

@@ -313,6 +313,17 @@ def test_every_kind_of_manifests_is_printed_from_the_command_line(argv: list[str
     assert "kind: Deployment" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("flag", ["--replicas", "--workers"])
+def test_the_audit_manifests_refuse_replicas_and_workers_they_would_ignore(flag: str, capsys) -> None:
+    """The audit runs one replica (one writer per report): a count asked for is refused, not dropped."""
+    from regokite.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["manifests", "audit", "--policies", "policies/admission", flag, "3"])
+    assert exited.value.code == 2
+    assert f"unrecognized arguments: {flag} 3" in capsys.readouterr().err
+
+
 def test_gatekeeper_runs_the_syncer_beside_the_server_with_one_webhook_for_everything() -> None:
     objects = generate.gatekeeper_manifests(generate.GatekeeperOptions(replicate_cluster=["v1/namespaces"]))
     spec = pod_spec(objects)

@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 from regokite.bundle import load_bundle
+from regokite.engine import EngineSettings
 from regokite.engine.embedded import EmbeddedEngine
+from regokite.engine.extensions import ExtensionOptions
 from regokite.sources.configmap_policies import STATUS_ANNOTATION, ConfigMapSync, status_annotation
 
 GOOD = 'package kubernetes\n\nexample := "Hello, Kubernetes!"\n'
@@ -88,6 +90,17 @@ def test_a_configmap_that_does_not_compile_is_the_one_refused(tmp_path: Path) ->
     outcome = sync.sync([first, cm("b", {"b.rego": "package q\n\ny := no_such_function(1)\n"}, ns="team")])
     assert outcome["opa/a"] is None and "configmap/team/b/b.rego" in (outcome["team/b"] or "")
     assert evaluate(tmp_path / "out", "data.p.x") == 1
+
+
+def test_a_configmap_is_checked_with_the_builtins_the_process_serves_it_with(tmp_path: Path) -> None:
+    """A policy calling http.send loads where the process allows its host (admission --allow-http-send
+    --policy-namespaces), and is refused where nothing is allowed."""
+    lookup = {"l.rego": 'package l\n\nx := http.send({"method": "GET", "url": "http://127.0.0.1:9/"})\n'}
+    refused = ConfigMapSync(Patches(), tmp_path / "refused", ["opa"])  # type: ignore[arg-type]
+    assert "--allow-http-send" in (refused.sync([cm("l", lookup)])["opa/l"] or "")
+    allowed = EngineSettings(extensions=ExtensionOptions(("127.0.0.1:9",)))
+    sync = ConfigMapSync(Patches(), tmp_path / "out", ["opa"], allowed)  # type: ignore[arg-type]
+    assert sync.sync([cm("l", lookup)])["opa/l"] is None
 
 
 def test_bad_json_data_is_an_error_and_a_deleted_configmap_leaves_nothing(tmp_path: Path) -> None:
