@@ -103,3 +103,80 @@ MEMBERSHIP = [
 def test_membership_of_an_undefined_collection_is_undefined_as_opa(rule: str) -> None:
     mine, opa = both(f"package p\n\n{rule}\n", {"b": 1})
     assert mine == opa
+
+
+# seed 2's findings (bench.rego_fuzz --seed 2), reduced
+ORDERED_AS_OPA = [
+    # regorus ordered a set before an object among the items; OPA an object before a set
+    ('x := min([{"": -1}, set()])', None),
+    ('x := max([v | some v in {{"a": "é"}, set(), 3}])', None),
+    ("x := min(input)", [{"": -1}, []]),
+    ('x := sort([{1}, {"a": 1}, 3, "s", [1]])', None),
+    ('x := sort({{1}, {"a": 1}, 3, "s", [1]})', None),
+    ('x := max({{1}, {"a": 1}})', None),
+    ("x := sort(input)", [3, 1, 2]),
+    ("x := max(input)", 5),
+    ("x := min([])", None),
+    ('x := {"a": {1}} < {"a": {2}}', None),
+]
+
+
+@pytest.mark.parametrize(("rule", "input"), ORDERED_AS_OPA)
+def test_min_max_sort_order_sets_and_objects_as_opa(rule: str, input: Any) -> None:
+    mine, opa = both(f"package p\n\n{rule}\n", input)
+    assert mine == opa
+
+
+UNORDERED = [
+    # a set and an object compared inside the items: the rewrite cannot order them as OPA, so it fails
+    'x := sort([[{1}], [{"a": 1}]])',
+    'x := min([{"k": {1}}, {"k": {"a": 1}}])',
+    'x := [{1}] < [{"a": 1}]',
+    'x := {"a": {1}} >= {"a": {"b": 1}}',
+    'x := {{"a": 1}: 1} < {{1}: 1}',
+]
+
+
+@pytest.mark.parametrize("rule", UNORDERED)
+def test_a_set_and_an_object_inside_compared_items_fail_closed(rule: str) -> None:
+    mine, opa = both(f"package p\n\n{rule}\n")
+    assert mine == "<error>" and opa != "<error>"
+
+
+COMPOSITE_KEYS = [
+    # OPA writes a composite key as Go's JSON: <, >, & and U+2028 escaped, a set's items in its order
+    ("x := {[input]: 1}", "<b>&amp;"),
+    ("x := [{[input]: 1}]", "\u2028"),
+    ('x := {{"a": input}: 1}', "é<"),
+    ('x := {{[1], {"a": false}, {"a"}}: 0}', None),
+    ('x := {{1: 2, "0": 1}: 1}', None),
+    ('x := {[{["<"]: 2}]: 1}', None),
+]
+
+
+@pytest.mark.parametrize(("rule", "input"), COMPOSITE_KEYS)
+def test_a_composite_key_opa_writes_otherwise_fails_closed(rule: str, input: Any) -> None:
+    mine, opa = both(f"package p\n\n{rule}\n", input)
+    assert mine == "<error>" and opa != "<error>"
+
+
+@pytest.mark.parametrize(
+    "rule", ['x := {[1, "a"]: 1}', 'x := {{"b", "a", 1, [2]}: 1}', "x := {[{[1]: 2}]: 1}", 'x := {"[1]": 2}']
+)
+def test_a_composite_key_both_write_alike_answers(rule: str) -> None:
+    mine, opa = both(f"package p\n\n{rule}\n")
+    assert mine == opa != "<error>"
+
+
+@pytest.mark.parametrize("encoded", ["null", "4oI=", "YWL/", "/2Fi"])
+def test_strings_reverse_of_bytes_that_are_not_utf8_errs_as_opa(encoded: str) -> None:
+    """OPA's strings.reverse of a decoded string that is not UTF-8 panics (or answers garbage:
+    "ab\\xff" gives "\\ufffd"); regorus answered the reverse of its replacement characters."""
+    mine, opa = both("package p\n\nx := strings.reverse(base64.decode(input))\n", encoded)
+    assert mine == "<error>"
+    assert opa == "<error>" or encoded == "YWL/"
+
+
+def test_strings_reverse_reverses_characters_as_opa() -> None:
+    mine, opa = both("package p\n\nx := strings.reverse(input)\n", "a😀bé日")
+    assert mine == opa == "日éb😀a"

@@ -29,7 +29,7 @@ import regorus
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
-from regokite.engine import KINDS, UNDEFINED, first_value, opa_syntax, rule_ref
+from regokite.engine import KINDS, UNDEFINED, first_value, object_keys, opa_syntax, rule_ref
 from regokite.engine.capabilities import check_arguments, check_builtins
 from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
@@ -245,7 +245,9 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Colum
         return first_value(_query(engine, ref, prints, columns))  # a package or a base document
     # regorus's marker for undefined; a rule whose value is that very string
     # is not worth a second query on every undefined decision.
-    return UNDEFINED if raw == _UNDEFINED_JSON else json.loads(raw)
+    if raw == _UNDEFINED_JSON:
+        return UNDEFINED
+    return _as_opa_writes(ref, raw, json.loads(raw))
 
 
 def _query(engine: regorus.Engine, query: str, prints: PrintLog, columns: Columns) -> list[dict[str, Any]]:
@@ -254,7 +256,15 @@ def _query(engine: regorus.Engine, query: str, prints: PrintLog, columns: Column
     if failure is not None:
         message, location = failure
         raise EvaluationError(query, message, columns.original(location))
-    return json.loads(raw).get("result", [])
+    return _as_opa_writes(query, raw, json.loads(raw)).get("result", [])
+
+
+def _as_opa_writes(query: str, raw: str, value: Any) -> Any:
+    """`value`, unless a composite object key in it would read otherwise in OPA (object_keys)."""
+    key = object_keys.differing_key(raw, value)
+    if key is not None:
+        raise EvaluationError(query, object_keys.message(key))
+    return value
 
 
 def _call(method: Any, query: str) -> tuple[str, tuple[str, Location | None] | None]:

@@ -35,7 +35,7 @@ import regorus
 
 from regokite import rego_ast
 from regokite.bundle import Module
-from regokite.engine.extensions import HTTP_SEND_OFF, LENIENT, STRLEN, ExtensionOptions, arities
+from regokite.engine.extensions import HTTP_SEND_OFF, LENIENT, STRLEN, UNORDERED, ExtensionOptions, arities
 from regokite.engine.extensions.formatting import SPRINTF
 from regokite.engine.import_refs import Columns, Edit
 from regokite.errors import Location, PolicyLoadError, engine_diagnostic
@@ -710,22 +710,35 @@ _SCALAR_TERMS = frozenset({"Number", "String", "RawString", "Bool", "Null", "Ari
 _SCALAR_CALLS = frozenset(
     {"count", "__rk_b_count", "sum", "product", "abs", "round", "ceil", "floor", "to_number", "indexof"}
 )
-# OPA orders an object before a set, regorus a set before an object; otherwise they agree
+# OPA orders an object before a set, regorus a set before an object; otherwise they agree. A set and an
+# object compared inside values of one type (`[{1}] < [{"a": 1}]`) fail the comparison (UNORDERED).
 _HELPERS = {
     False: (
-        "\n__rk_{op}_{tag}(a, b) := x if {{\n\tnot __rk_swapped_{tag}(a, b)\n\tx := a {sign} b\n}}\n"
+        "\n__rk_{op}_{tag}(a, b) := x if {{\n\tnot __rk_swapped_{tag}(a, b)\n\tnot __rk_deep_{tag}(a, b)\n"
+        "\tx := a {sign} b\n}}\n"
         "\n__rk_{op}_{tag}(a, b) := x if {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
+        '\n__rk_{op}_{tag}(a, b) := x if {{\n\t__rk_deep_{tag}(a, b)\n\tx := {unordered}("{sign}")\n}}\n'
     ),
     True: (
-        "\n__rk_{op}_{tag}(a, b) = x {{\n\tnot __rk_swapped_{tag}(a, b)\n\tx := a {sign} b\n}}\n"
+        "\n__rk_{op}_{tag}(a, b) = x {{\n\tnot __rk_swapped_{tag}(a, b)\n\tnot __rk_deep_{tag}(a, b)\n"
+        "\tx := a {sign} b\n}}\n"
         "\n__rk_{op}_{tag}(a, b) = x {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
+        '\n__rk_{op}_{tag}(a, b) = x {{\n\t__rk_deep_{tag}(a, b)\n\tx := {unordered}("{sign}")\n}}\n'
     ),
 }
+_DEEP = (
+    '\ttype_name(a) == type_name(b)\n\tcontains(json.marshal([a, b]), "{{")\n'
+    "\ttypes := {{type_name(v) | walk([a, b], [p, v]); count(p) >= 2}} | "
+    "{{type_name(w) | walk([a, b], [_, o]); is_object(o); _ = o[k]; walk(k, [_, w])}}\n"
+    '\ttypes["set"]\n\ttypes["object"]\n}}\n'
+)
 _SWAPPED = {
     False: "\n__rk_swapped_{tag}(a, b) if {{\n\tis_object(a)\n\tis_set(b)\n}}\n"
-    "\n__rk_swapped_{tag}(a, b) if {{\n\tis_set(a)\n\tis_object(b)\n}}\n",
+    "\n__rk_swapped_{tag}(a, b) if {{\n\tis_set(a)\n\tis_object(b)\n}}\n"
+    "\n__rk_deep_{tag}(a, b) if {{\n" + _DEEP,
     True: "\n__rk_swapped_{tag}(a, b) {{\n\tis_object(a)\n\tis_set(b)\n}}\n"
-    "\n__rk_swapped_{tag}(a, b) {{\n\tis_set(a)\n\tis_object(b)\n}}\n",
+    "\n__rk_swapped_{tag}(a, b) {{\n\tis_set(a)\n\tis_object(b)\n}}\n"
+    "\n__rk_deep_{tag}(a, b) {{\n" + _DEEP,
 }
 _SIGNS = {"lt": ("<", "is_object"), "le": ("<=", "is_object"), "gt": (">", "is_set"), "ge": (">=", "is_set")}
 
@@ -775,7 +788,8 @@ def _comparisons(module: Module) -> list[_Change]:
     missing = [op for op in sorted(used) if f"__rk_{op}_{tag}(a, b)".encode() not in source]
     if missing:
         helpers = "".join(
-            _HELPERS[module.v0].format(op=op, tag=tag, sign=_SIGNS[op][0], first=_SIGNS[op][1]) for op in missing
+            _HELPERS[module.v0].format(op=op, tag=tag, sign=_SIGNS[op][0], first=_SIGNS[op][1], unordered=UNORDERED)
+            for op in missing
         )
         if f"__rk_swapped_{tag}(a, b)".encode() not in source:
             helpers += _SWAPPED[module.v0].format(tag=tag)
@@ -997,13 +1011,13 @@ def _memberships(module: Module) -> list[_Change]:
 
 # count of a string counts UTF-16 units in regorus (2 for U+1F600) and characters in OPA; json.marshal
 # writes <, >, &, U+2028 and U+2029 as they are, where Go escapes them (\u003c ...)
-_ALWAYS_ROUTED = frozenset({"count", "json.marshal", "json.marshal_with_options"})
+_ALWAYS_ROUTED = frozenset({"count", "json.marshal", "json.marshal_with_options", "sort", "min", "max"})
 _NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | _COMPREHENSIONS
 _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}'
 _ROUTE = "__rk_b_"
 # http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
 _MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
-_ROUTE_WORDS = ("count", "json.marshal", "with")  # a module without any: nothing routed, no with
+_ROUTE_WORDS = ("count", "json.marshal", "with", "sort", "min", "max")  # a module without any: nothing routed
 
 
 def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:
@@ -1044,6 +1058,8 @@ def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[M
                 )
                 for name, arity in sorted(wanted[package].items())
             )
+            if _ORDERING.keys() & wanted[package].keys():
+                text += _ordering_helpers(module.v0)
             changes.append(_Change(len(source), len(source), text.encode()))
         yield module, changes
 
@@ -1135,26 +1151,135 @@ def _fcn_span(call: dict[str, Any]) -> tuple[int, int]:
 
 
 def _wrapper(builtin: str, arity: int, v0: bool, replaced: str) -> str:
-    """The function that answers as OPA's `replaced` by calling `builtin`: one or two bodies, in the
+    """The function that answers as OPA's `replaced` by calling `builtin`: one or more bodies, in the
     module's syntax. A bundle whose tests replace http.send loads without --allow-http-send, as
     under `opa test`; a call they leave is an error naming the flag (HTTP_SEND_OFF)."""
     operands = ", ".join(f"a{i}" for i in range(arity))
-    bodies: list[tuple[str, str]]
+    bodies: list[tuple[tuple[str, ...], str]]
     if builtin == "count" and arity == 1:
-        bodies = [("is_string(a0)", f"{STRLEN}(a0)"), ("not is_string(a0)", "count(a0)")]
+        bodies = [(("is_string(a0)",), f"{STRLEN}(a0)"), (("not is_string(a0)",), "count(a0)")]
     elif builtin.startswith("json.marshal"):
-        bodies = [("", f"strings.replace_n({_JSON_ESCAPES}, {builtin}({operands}))")]
+        bodies = [((), f"strings.replace_n({_JSON_ESCAPES}, {builtin}({operands}))")]
+    elif builtin in _ORDERING and arity == 1:
+        return _ordering_wrapper(builtin, _route_name(replaced), v0)
     else:
-        bodies = [("", f"{builtin}({operands})")]
-    name = _route_name(replaced)
+        bodies = [((), f"{builtin}({operands})")]
+    return "".join(_function(_route_name(replaced), operands, value, conditions, v0) for conditions, value in bodies)
+
+
+def _function(name: str, operands: str, value: str, conditions: Sequence[str], v0: bool) -> str:
+    """`name(operands) := value if { conditions }` in v1 or v0 syntax."""
     if v0:
-        return "".join(
-            f"\n{name}({operands}) = __x {{\n\t{condition + '; ' if condition else ''}__x := {value}\n}}\n"
-            for condition, value in bodies
-        )
-    return "".join(
-        f"\n{name}({operands}) := {value}{' if ' + condition if condition else ''}\n" for condition, value in bodies
-    )
+        statements = "".join(f"\t{c}\n" for c in conditions)
+        return f"\n{name}({operands}) = __x {{\n{statements}\t__x := {value}\n}}\n"
+    if not conditions:
+        return f"\n{name}({operands}) := {value}\n"
+    if len(conditions) == 1:
+        return f"\n{name}({operands}) := {value} if {conditions[0]}\n"
+    statements = "".join(f"\t{c}\n" for c in conditions)
+    return f"\n{name}({operands}) := {value} if {{\n{statements}}}\n"
+
+
+# sort, min and max of items holding sets and objects: OPA orders an object before a set, regorus a set
+# before an object. Where they meet among the items themselves (`min([{"a": 1}, set()])`), the items are
+# ordered as OPA: the others, then the objects, then the sets, each sorted by regorus (which orders them
+# as OPA among themselves); where they meet deeper (`sort([[{1}], [{"a": 1}]])`), the call fails. Items
+# whose JSON holds no brace hold no object: they take the builtin at once (a json.marshal, about free).
+_ORDERING = {"sort": "{}", "min": "{}[0]", "max": "__rk_b_last({})"}
+_ORDERING_WRAPPER = {
+    False: (
+        "\n{name}(a0) := {builtin}(a0) if {{\n\t__rk_b_mixing(a0) == 0\n}} "
+        "else := {ordered} if {{\n\t__rk_b_mixing(a0) == 1\n}} "
+        'else := {unordered}("{builtin}")\n'
+    ),
+    True: (
+        "\n{name}(a0) = {builtin}(a0) {{\n\t__rk_b_mixing(a0) == 0\n}} "
+        "else = {ordered} {{\n\t__rk_b_mixing(a0) == 1\n}} "
+        'else = {unordered}("{builtin}") {{\n\ttrue\n}}\n'
+    ),
+}
+_ORDERING_HELPERS = {
+    False: """
+__rk_b_ordered(c) := array.concat(array.concat(sort(o), sort(j)), sort(s)) if {
+\to := [v | v := c[_]; not is_set(v); not is_object(v)]
+\tj := [v | v := c[_]; is_object(v)]
+\ts := [v | v := c[_]; is_set(v)]
+}
+
+__rk_b_last(a) := a[count(a) - 1]
+
+__rk_b_mixing(c) := 0 if {
+\tnot __rk_b_braced(c)
+} else := count({1 | __rk_b_meet(c, 1)} | {2 | __rk_b_meet(c, 2)})
+
+__rk_b_meet(c, depth) if {
+\tt := __rk_b_types(c, depth)
+\tt["set"]
+\tt["object"]
+}
+
+__rk_b_braced(c) if {
+\tnot is_object(c)
+\tcontains(json.marshal(c), "{")
+}
+
+__rk_b_types(c, depth) := {type_name(v) | walk(c, [p, v]); count(p) >= depth} if {
+\tnot regex.match(`"[\\[{]`, json.marshal(c))
+} else := {type_name(v) | walk(c, [p, v]); count(p) >= depth} | __rk_b_key_types(c)
+
+__rk_b_key_types(c) := {type_name(w) | walk(c, [_, o]); is_object(o); _ = o[k]; walk(k, [_, w])}
+""",
+    True: """
+__rk_b_ordered(c) = x {
+\to := [v | v := c[_]; not is_set(v); not is_object(v)]
+\tj := [v | v := c[_]; is_object(v)]
+\ts := [v | v := c[_]; is_set(v)]
+\tx := array.concat(array.concat(sort(o), sort(j)), sort(s))
+}
+
+__rk_b_last(a) = a[count(a) - 1] {
+\ttrue
+}
+
+__rk_b_mixing(c) = 0 {
+\tnot __rk_b_braced(c)
+} else = x {
+\tx := count({1 | __rk_b_meet(c, 1)} | {2 | __rk_b_meet(c, 2)})
+}
+
+__rk_b_meet(c, depth) {
+\tt := __rk_b_types(c, depth)
+\tt["set"]
+\tt["object"]
+}
+
+__rk_b_braced(c) {
+\tnot is_object(c)
+\tcontains(json.marshal(c), "{")
+}
+
+__rk_b_types(c, depth) = x {
+\tnot regex.match(`"[\\[{]`, json.marshal(c))
+\tx := {type_name(v) | walk(c, [p, v]); count(p) >= depth}
+} else = x {
+\tx := {type_name(v) | walk(c, [p, v]); count(p) >= depth} | __rk_b_key_types(c)
+}
+
+__rk_b_key_types(c) = {type_name(w) | walk(c, [_, o]); is_object(o); _ = o[k]; walk(k, [_, w])} {
+\ttrue
+}
+""",
+}
+
+
+def _ordering_wrapper(builtin: str, name: str, v0: bool) -> str:
+    ordered = _ORDERING[builtin].format("__rk_b_ordered(a0)")
+    return _ORDERING_WRAPPER[v0].format(name=name, builtin=builtin, ordered=ordered, unordered=UNORDERED)
+
+
+def _ordering_helpers(v0: bool) -> str:
+    """The functions the sort, min and max wrappers call (once per package)."""
+    return _ORDERING_HELPERS[v0]
 
 
 # ------------------------------------------------------------------ with f as m, f a function of the bundle

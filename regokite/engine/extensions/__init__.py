@@ -63,7 +63,7 @@ def arities() -> dict[str, int]:
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {LENIENT, STRLEN, "external_data"}
+    names = set(_BUILTINS) | {LENIENT, STRLEN, UNORDERED, "external_data"}
     names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
     return frozenset(names)
 
@@ -74,6 +74,7 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
         engine.add_extension(name, arity, _guarded(name, function))
     engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
     engine.add_extension(STRLEN, 1, _strlen)
+    engine.add_extension(UNORDERED, 1, _unordered)
     engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
@@ -118,6 +119,25 @@ def _strlen(text: object) -> int:
     return len(text)
 
 
+UNORDERED = (
+    "__regokite_unordered"  # what engine.opa_syntax's sort, min, max and `<` call where regorus would not order as OPA
+)
+
+
+def _unordered(builtin: object) -> object:
+    """Always an error: `builtin` met a set and an object inside the items it orders.
+
+    OPA orders an object before a set, regorus a set before an object. Where
+    the two meet at the top of the compared values the rewrite orders them as
+    OPA; deeper inside (`sort([[{1}], [{"a": 1}]])`) it cannot, so the
+    evaluation fails rather than answer otherwise than OPA.
+    """
+    raise BuiltinError(
+        f"{builtin}: the values compared hold a set and an object inside them, which the embedded engine "
+        "orders otherwise than OPA (an object before a set): compare values without both, or use --engine opa"
+    )
+
+
 LENIENT = "__regokite_lenient"  # what engine.opa_syntax writes for a builtin call under non-strict errors
 
 
@@ -144,4 +164,4 @@ def _lenient(name: object, arguments: object) -> list[object]:
     return [found[0]["bindings"]["__value"]] if found else []
 
 
-__all__ = ["HTTP_SEND_OFF", "LENIENT", "STRLEN", "ExtensionOptions", "arities", "install", "provided"]
+__all__ = ["HTTP_SEND_OFF", "LENIENT", "STRLEN", "UNORDERED", "ExtensionOptions", "arities", "install", "provided"]

@@ -4,7 +4,10 @@ substring takes integer operands only (regorus took 1e-07 as a length and
 answered); indexof of "" is an error in OPA (regorus answered 0);
 strings.count of "" counts the gaps between runes (regorus panicked);
 base64.decode of bytes that are not UTF-8 replaces each such byte, as Go
-writes the string (regorus replaced each run of them).
+writes the string (regorus replaced each run of them); strings.reverse of a
+string holding U+FFFD is an error: in OPA such a string most often holds
+bytes that are not UTF-8 (decoded by base64.decode, hex.decode, ...), where
+its strings.reverse panics or answers garbage.
 
 OPA refuses an offset or length that is not an integer and a negative
 offset; a negative length takes the rest of the string; offsets count runes.
@@ -57,6 +60,16 @@ def base64_decode(value: Any) -> str:
 _ESCAPED_BYTES = {code: "\ufffd" for code in range(0xDC80, 0xDD00)}  # one U+FFFD per byte that is not UTF-8
 
 
+def reverse(value: Any) -> str:
+    text = string_operand("strings.reverse", value, 1)
+    if "\ufffd" in text:
+        raise BuiltinError(
+            "strings.reverse: the string holds U+FFFD, which stands for bytes that are not UTF-8 (from base64.decode, "
+            "hex.decode, ...): OPA's reverse of such bytes is not defined; check the decoded text, or use --engine opa"
+        )
+    return text[::-1]
+
+
 def upper(value: Any) -> str:
     return "".join(map(_upper_rune, string_operand("upper", value, 1)))
 
@@ -87,4 +100,5 @@ BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     "indexof": (2, indexof),
     "strings.count": (2, count),
     "base64.decode": (1, base64_decode),
+    "strings.reverse": (1, reverse),
 }
