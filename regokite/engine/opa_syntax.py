@@ -35,7 +35,15 @@ import regorus
 
 from regokite import rego_ast
 from regokite.bundle import Module
-from regokite.engine.extensions import HTTP_SEND_OFF, LENIENT, STRLEN, UNORDERED, ExtensionOptions, arities
+from regokite.engine.extensions import (
+    HTTP_SEND_OFF,
+    LENIENT,
+    REPLACE_EMPTY,
+    STRLEN,
+    UNORDERED,
+    ExtensionOptions,
+    arities,
+)
 from regokite.engine.extensions.formatting import SPRINTF
 from regokite.engine.import_refs import Columns, Edit
 from regokite.errors import Location, PolicyLoadError, engine_diagnostic
@@ -1011,13 +1019,15 @@ def _memberships(module: Module) -> list[_Change]:
 
 # count of a string counts UTF-16 units in regorus (2 for U+1F600) and characters in OPA; json.marshal
 # writes <, >, &, U+2028 and U+2029 as they are, where Go escapes them (\u003c ...)
-_ALWAYS_ROUTED = frozenset({"count", "json.marshal", "json.marshal_with_options", "sort", "min", "max"})
+_ALWAYS_ROUTED = frozenset(
+    {"count", "json.marshal", "json.marshal_with_options", "sort", "min", "max", "replace", "regex.split"}
+)
 _NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | _COMPREHENSIONS
 _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}'
 _ROUTE = "__rk_b_"
 # http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
 _MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
-_ROUTE_WORDS = ("count", "json.marshal", "with", "sort", "min", "max")  # a module without any: nothing routed
+_ROUTE_WORDS = ("count", "json.marshal", "with", "sort", "min", "max", "replace", "regex.split")  # else none routed
 
 
 def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:
@@ -1105,7 +1115,14 @@ def _routed_calls(tree: dict[str, Any], module: Module, routed: frozenset[str]) 
                 continue
             if name == "count" and len(call["params"]) == 1 and next(iter(call["params"][0])) in _NEVER_STRING:
                 continue  # a collection: regorus counts it as OPA (and `with count as` still reaches it)
+            if name == "replace" and len(call["params"]) == 3 and _nonempty_string(call["params"][1]):
+                continue  # replace(s, ".", x): regorus replaces as OPA
             yield call, name
+
+
+def _nonempty_string(term: dict[str, Any]) -> bool:
+    kind, node = next(iter(term.items()))
+    return kind in ("String", "RawString") and node.get("value", "") != ""
 
 
 def _route_mocks(
@@ -1162,6 +1179,8 @@ def _wrapper(builtin: str, arity: int, v0: bool, replaced: str) -> str:
         bodies = [((), f"strings.replace_n({_JSON_ESCAPES}, {builtin}({operands}))")]
     elif builtin in _ORDERING and arity == 1:
         return _ordering_wrapper(builtin, _route_name(replaced), v0)
+    elif (builtin, arity) in _GO_STRINGS:
+        return _GO_STRINGS[builtin, arity][v0].format(name=_route_name(replaced), replace_empty=REPLACE_EMPTY)
     else:
         bodies = [((), f"{builtin}({operands})")]
     return "".join(_function(_route_name(replaced), operands, value, conditions, v0) for conditions, value in bodies)
@@ -1179,6 +1198,44 @@ def _function(name: str, operands: str, value: str, conditions: Sequence[str], v
     statements = "".join(f"\t{c}\n" for c in conditions)
     return f"\n{name}({operands}) := {value} if {{\n{statements}}}\n"
 
+
+# replace(s, "", x): Go's strings.Replacer puts x between every two bytes (so around each byte of a character
+# beyond ASCII, which then reads as U+FFFD), regorus between characters. regex.split: Go's Split leaves out
+# the empty piece before an empty match at the start and after one at the end, and splits "" into [""].
+_GO_STRINGS = {
+    ("replace", 3): {
+        False: '\n{name}(a0, a1, a2) := replace(a0, a1, a2) if a1 != "" else := {replace_empty}(a0, a2)\n',
+        True: '\n{name}(a0, a1, a2) = replace(a0, a1, a2) {{\n\ta1 != ""\n}} '
+        "else = {replace_empty}(a0, a2) {{\n\ttrue\n}}\n",
+    },
+    ("regex.split", 2): {
+        False: """
+{name}(a0, a1) := [""] if {{
+\ta1 == ""
+\ta0 != ""
+\tregex.split(a0, a1)
+}} else := array.slice(pieces, lo, hi) if {{
+\tpieces := regex.split(a0, a1)
+\tfound := regex.find_n(a0, a1, -1)
+\tlo := count({{1 | count(found) > 0; found[0] == ""; pieces[0] == ""}})
+\thi := count(pieces) - count({{1 | count(found) > 0; found[count(found) - 1] == ""; pieces[count(pieces) - 1] == ""}})
+}}
+""",
+        True: """
+{name}(a0, a1) = [""] {{
+\ta1 == ""
+\ta0 != ""
+\tregex.split(a0, a1)
+}} else = x {{
+\tpieces := regex.split(a0, a1)
+\tfound := regex.find_n(a0, a1, -1)
+\tlo := count({{1 | count(found) > 0; found[0] == ""; pieces[0] == ""}})
+\thi := count(pieces) - count({{1 | count(found) > 0; found[count(found) - 1] == ""; pieces[count(pieces) - 1] == ""}})
+\tx := array.slice(pieces, lo, hi)
+}}
+""",
+    },
+}
 
 # sort, min and max of items holding sets and objects: OPA orders an object before a set, regorus a set
 # before an object. Where they meet among the items themselves (`min([{"a": 1}, set()])`), the items are

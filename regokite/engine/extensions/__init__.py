@@ -20,6 +20,7 @@ from regokite.engine.extensions import (
     certificates,
     cidr,
     formatting,
+    globs,
     hashing,
     jwt,
     strings,
@@ -39,6 +40,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **certificates.BUILTINS,
     **jwt.BUILTINS,
     **formatting.BUILTINS,
+    **globs.BUILTINS,
     **strings.BUILTINS,
     **units.BUILTINS,
     **yamlcheck.BUILTINS,
@@ -63,7 +65,7 @@ def arities() -> dict[str, int]:
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {LENIENT, STRLEN, UNORDERED, "external_data"}
+    names = set(_BUILTINS) | {LENIENT, STRLEN, UNORDERED, REPLACE_EMPTY, "external_data"}
     names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
     return frozenset(names)
 
@@ -75,6 +77,7 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
     engine.add_extension(STRLEN, 1, _strlen)
     engine.add_extension(UNORDERED, 1, _unordered)
+    engine.add_extension(REPLACE_EMPTY, 2, _guarded(REPLACE_EMPTY, strings.replace_empty))
     engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
@@ -138,6 +141,8 @@ def _unordered(builtin: object) -> object:
     )
 
 
+REPLACE_EMPTY = "__regokite_replace_empty"  # what engine.opa_syntax's replace calls for replace(s, "", x)
+
 LENIENT = "__regokite_lenient"  # what engine.opa_syntax writes for a builtin call under non-strict errors
 
 
@@ -164,4 +169,14 @@ def _lenient(name: object, arguments: object) -> list[object]:
     return [found[0]["bindings"]["__value"]] if found else []
 
 
-__all__ = ["HTTP_SEND_OFF", "LENIENT", "STRLEN", "UNORDERED", "ExtensionOptions", "arities", "install", "provided"]
+__all__ = [
+    "HTTP_SEND_OFF",
+    "LENIENT",
+    "REPLACE_EMPTY",
+    "STRLEN",
+    "UNORDERED",
+    "ExtensionOptions",
+    "arities",
+    "install",
+    "provided",
+]

@@ -26,6 +26,7 @@ from regokite.engine.extensions.common import (
     BuiltinError,
     base64_std_decode,
     int_operand,
+    object_operand,
     string_operand,
 )
 
@@ -70,6 +71,39 @@ def reverse(value: Any) -> str:
     return text[::-1]
 
 
+def replace_empty(value: Any, new: Any) -> str:
+    """replace(s, "", new) as OPA's (Go's strings.Replacer): `new` before, between and after every byte
+    of s; each byte of a character beyond ASCII, cut from the others, then reads as U+FFFD."""
+    text, inserted = string_operand("replace", value, 1), string_operand("replace", new, 3).encode()
+    data = inserted + b"".join(bytes([byte]) + inserted for byte in text.encode())
+    return data.decode("utf-8", errors="surrogateescape").translate(_ESCAPED_BYTES)
+
+
+def replace_n(patterns: Any, value: Any) -> str:
+    """strings.replace_n as OPA's (a Go strings.Replacer over the keys in order): one pass, at each byte
+    the first key in order that matches there, its replacement not read again. regorus replaced key
+    after key (`{"a": "b", "b": "a"}` made "ab" "aa"; OPA "ba"). A "" key inserts at every byte."""
+    found = object_operand("strings.replace_n", patterns, 1)
+    text = string_operand("strings.replace_n", value, 2)
+    pairs = []
+    for old, new in sorted(found.items()):
+        if not isinstance(old, str) or not isinstance(new, str):
+            raise BuiltinError("strings.replace_n: operand 1 must be object[string: string]")
+        pairs.append((old.encode(), new.encode()))
+    data, out, at, after_empty = text.encode(), bytearray(), 0, False
+    while True:
+        match = next((p for p in pairs if (p[0] or not after_empty) and data.startswith(p[0], at)), None)
+        if match is not None:
+            out += match[1]
+            at, after_empty = at + len(match[0]), not match[0]
+            continue
+        if at >= len(data):
+            break
+        out.append(data[at])
+        at, after_empty = at + 1, False
+    return bytes(out).decode("utf-8", errors="surrogateescape").translate(_ESCAPED_BYTES)
+
+
 def upper(value: Any) -> str:
     return "".join(map(_upper_rune, string_operand("upper", value, 1)))
 
@@ -101,4 +135,5 @@ BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     "strings.count": (2, count),
     "base64.decode": (1, base64_decode),
     "strings.reverse": (1, reverse),
+    "strings.replace_n": (2, replace_n),
 }
