@@ -1,9 +1,10 @@
-"""glob.match, replace, strings.replace_n and regex.split beside OPA's evaluator (tests/opa_oracle.py).
+"""glob.match, replace, strings.replace_n, regex.split and yaml.marshal beside OPA's evaluator (tests/opa_oracle.py).
 
 policies/README.md listed these as differences left; each case here was
 answered otherwise by regorus (the tests fail on the code before). A pattern
 form OPA's glob library matches in a way of its own is an error (fail
-closed), never a different answer: the random cases check that too.
+closed), never a different answer: the random cases check that too; so is a
+value yaml.marshal would write otherwise than Go's YAML writer.
 """
 
 from __future__ import annotations
@@ -132,3 +133,19 @@ def test_v0_modules_get_the_rewritten_replace_and_split() -> None:
     engine = EmbeddedEngine(Bundle((Module("p.rego", text, v0=True),)))
     assert engine.evaluate("data.p.x", "ab") == "-a-b-"
     assert engine.evaluate("data.p.y", "axb") == ["a", "b"]
+
+
+YAML_ALIKE = [{"a": [1, {"b": None}], "c": "x.y/z"}, ["a", 0.5, True, [], {}], {"k8s-app": "web", "replicas": 3}]
+YAML_UNLIKE = ["yes", "1", "", "😀", "a b", {"on": 1}, 1e20, 1e-7, 1000000]  # Go quotes, or writes an exponent
+
+
+@pytest.mark.parametrize("value", YAML_ALIKE)
+def test_yaml_marshal_of_plain_values_answers_as_opa(value: Any) -> None:
+    mine, opa = both("package p\n\nx := yaml.marshal(input)\n", value)
+    assert mine == opa != "<error>"
+
+
+@pytest.mark.parametrize("value", YAML_UNLIKE)
+def test_yaml_marshal_of_what_opa_writes_otherwise_fails_closed(value: Any) -> None:
+    mine, opa = both("package p\n\nx := yaml.marshal(input)\n", {"k": value})
+    assert mine == "<error>" and opa != "<error>"

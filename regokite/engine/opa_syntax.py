@@ -41,6 +41,7 @@ from regokite.engine.extensions import (
     REPLACE_EMPTY,
     STRLEN,
     UNORDERED,
+    YAML_PLAIN,
     ExtensionOptions,
     arities,
 )
@@ -1020,14 +1021,24 @@ def _memberships(module: Module) -> list[_Change]:
 # count of a string counts UTF-16 units in regorus (2 for U+1F600) and characters in OPA; json.marshal
 # writes <, >, &, U+2028 and U+2029 as they are, where Go escapes them (\u003c ...)
 _ALWAYS_ROUTED = frozenset(
-    {"count", "json.marshal", "json.marshal_with_options", "sort", "min", "max", "replace", "regex.split"}
+    {
+        "count",
+        "json.marshal",
+        "json.marshal_with_options",
+        "sort",
+        "min",
+        "max",
+        "replace",
+        "regex.split",
+        "yaml.marshal",
+    }
 )
 _NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | _COMPREHENSIONS
 _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}'
 _ROUTE = "__rk_b_"
 # http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
 _MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
-_ROUTE_WORDS = ("count", "json.marshal", "with", "sort", "min", "max", "replace", "regex.split")  # else none routed
+_ROUTE_WORDS = ("count", "json.marshal", "with", "sort", "min", "max", "replace", "regex.split", "yaml.marshal")
 
 
 def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:
@@ -1175,6 +1186,8 @@ def _wrapper(builtin: str, arity: int, v0: bool, replaced: str) -> str:
     bodies: list[tuple[tuple[str, ...], str]]
     if builtin == "count" and arity == 1:
         bodies = [(("is_string(a0)",), f"{STRLEN}(a0)"), (("not is_string(a0)",), "count(a0)")]
+    elif builtin == "yaml.marshal" and arity == 1:
+        bodies = [((f"{YAML_PLAIN}(a0)",), "yaml.marshal(a0)")]
     elif builtin.startswith("json.marshal"):
         bodies = [((), f"strings.replace_n({_JSON_ESCAPES}, {builtin}({operands}))")]
     elif builtin in _ORDERING and arity == 1:

@@ -65,7 +65,7 @@ def arities() -> dict[str, int]:
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {LENIENT, STRLEN, UNORDERED, REPLACE_EMPTY, "external_data"}
+    names = set(_BUILTINS) | {LENIENT, STRLEN, UNORDERED, REPLACE_EMPTY, YAML_PLAIN, "external_data"}
     names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
     return frozenset(names)
 
@@ -78,6 +78,7 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     engine.add_extension(STRLEN, 1, _strlen)
     engine.add_extension(UNORDERED, 1, _unordered)
     engine.add_extension(REPLACE_EMPTY, 2, _guarded(REPLACE_EMPTY, strings.replace_empty))
+    engine.add_extension(YAML_PLAIN, 1, yamlcheck.plain)
     engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
@@ -141,6 +142,7 @@ def _unordered(builtin: object) -> object:
     )
 
 
+YAML_PLAIN = "__regokite_yaml_plain"  # what engine.opa_syntax's yaml.marshal asks first
 REPLACE_EMPTY = "__regokite_replace_empty"  # what engine.opa_syntax's replace calls for replace(s, "", x)
 
 LENIENT = "__regokite_lenient"  # what engine.opa_syntax writes for a builtin call under non-strict errors
@@ -175,6 +177,7 @@ __all__ = [
     "REPLACE_EMPTY",
     "STRLEN",
     "UNORDERED",
+    "YAML_PLAIN",
     "ExtensionOptions",
     "arities",
     "install",
