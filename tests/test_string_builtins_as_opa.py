@@ -17,6 +17,7 @@ from opa_oracle import OracleEngine, answer, both
 
 from regokite.bundle import Bundle, Module
 from regokite.engine.embedded import EmbeddedEngine
+from regokite.testing import Outcome, run_tests
 
 GLOBS = [
     ("[^a]", None, "a"),  # ^ is a member in OPA, a negation in regorus
@@ -149,3 +150,37 @@ def test_yaml_marshal_of_plain_values_answers_as_opa(value: Any) -> None:
 def test_yaml_marshal_of_what_opa_writes_otherwise_fails_closed(value: Any) -> None:
     mine, opa = both("package p\n\nx := yaml.marshal(input)\n", {"k": value})
     assert mine == "<error>" and opa != "<error>"
+
+
+REFUSALS_UNDER_TEST = """package p_test
+
+s := sort(input.x)
+
+g := glob.match(input.p, [], input.s)
+
+y := yaml.marshal(input)
+
+test_sort_unordered if not s with input as {"x": [[{"a": 1}], [{"b": {1}}]]}
+
+test_glob_quirk if not g with input as {"p": "***", "s": "a.b"}
+
+test_yaml_unlike if not y with input as "yes"
+
+test_a_builtin_error_is_undefined if not g with input as {"p": 5, "s": "a.b"}
+
+test_a_sort_error_is_undefined if not s with input as {"x": 5}
+"""
+
+
+def test_a_refusal_stays_an_error_under_regokite_test(tmp_path: Any) -> None:
+    """`regokite test` makes a builtin's error undefined, as `opa test`; where the embedded engine cannot
+    answer as OPA (which answers there), the call must not turn undefined and let the test pass."""
+    (tmp_path / "p_test.rego").write_text(REFUSALS_UNDER_TEST)
+    outcomes = {r.name: r.outcome for r in run_tests([str(tmp_path)])}
+    assert outcomes == {
+        "test_sort_unordered": Outcome.ERROR,
+        "test_glob_quirk": Outcome.ERROR,
+        "test_yaml_unlike": Outcome.ERROR,
+        "test_a_builtin_error_is_undefined": Outcome.PASS,
+        "test_a_sort_error_is_undefined": Outcome.PASS,
+    }

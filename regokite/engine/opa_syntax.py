@@ -651,7 +651,7 @@ def _lenient_calls(
             name = _fcn_name(call)
             if first is None or last is None or name is None or name.split(".")[0] in functions | {"data"}:
                 continue  # a function of the bundle: its own calls are made lenient where they err
-            if name in (LENIENT, "print", "http.send"):
+            if name in (LENIENT, UNORDERED, YAML_PLAIN, "print", "http.send"):  # refusals stay errors
                 continue
             if not any((first.line, first.col) <= place <= (last.line, last.col) for place in wanted):
                 continue

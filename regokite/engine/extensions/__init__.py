@@ -27,7 +27,7 @@ from regokite.engine.extensions import (
     units,
     yamlcheck,
 )
-from regokite.engine.extensions.common import BuiltinError
+from regokite.engine.extensions.common import BuiltinError, Refusal
 from regokite.engine.extensions.external_data import ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 
@@ -136,7 +136,7 @@ def _unordered(builtin: object) -> object:
     OPA; deeper inside (`sort([[{1}], [{"a": 1}]])`) it cannot, so the
     evaluation fails rather than answer otherwise than OPA.
     """
-    raise BuiltinError(
+    raise Refusal(
         f"{builtin}: the values compared hold a set and an object inside them, which the embedded engine "
         "orders otherwise than OPA (an object before a set): compare values without both, or use --engine opa"
     )
@@ -164,8 +164,8 @@ def _lenient(name: object, arguments: object) -> list[object]:
         engine.set_input(arguments)
         operands = ", ".join(f"input[{i}]" for i in range(len(arguments)))
         found = engine.eval_query(f"__value := {name}({operands})")["result"]
-    except (KeyboardInterrupt, SystemExit):
-        raise
+    except (KeyboardInterrupt, SystemExit, Refusal):
+        raise  # a Refusal: OPA answers where this engine cannot, so it is no builtin error to make undefined
     except BaseException:  # the builtin's error, whatever its type (a panic included): undefined
         return []
     return [found[0]["bindings"]["__value"]] if found else []

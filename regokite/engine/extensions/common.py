@@ -19,6 +19,11 @@ class BuiltinError(Exception):
     """A builtin's own error, worded as OPA words it (`name: message`)."""
 
 
+class Refusal(BuiltinError):
+    """The embedded engine cannot answer this call as OPA would: an error even where OPA's non-strict
+    evaluation (`regokite test`) makes a builtin's error undefined, since OPA answers there."""
+
+
 _TYPE_NAMES = {bool: "boolean", str: "string", list: "array", dict: "object", set: "set", frozenset: "set"}
 
 

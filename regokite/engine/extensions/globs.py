@@ -21,12 +21,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, string_operand, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, string_operand, type_name
 
 _WILD = frozenset("*?")
 
 
-class _Quirk(BuiltinError):
+class _Quirk(Refusal):
     """A pattern form whose gobwas match is not the plain reading."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from regokite.engine.extensions.common import (
     BuiltinError,
+    Refusal,
     base64_std_decode,
     int_operand,
     object_operand,
@@ -64,7 +65,7 @@ _ESCAPED_BYTES = {code: "\ufffd" for code in range(0xDC80, 0xDD00)}  # one U+FFF
 def reverse(value: Any) -> str:
     text = string_operand("strings.reverse", value, 1)
     if "\ufffd" in text:
-        raise BuiltinError(
+        raise Refusal(
             "strings.reverse: the string holds U+FFFD, which stands for bytes that are not UTF-8 (from base64.decode, "
             "hex.decode, ...): OPA's reverse of such bytes is not defined; check the decoded text, or use --engine opa"
         )

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from regokite.engine.extensions.common import BuiltinError
+from regokite.engine.extensions.common import Refusal
 
 # a string both write bare: a letter, then letters, digits, `_ . / -`; none YAML 1.1 reads as a bool,
 # null, a number or infinity
@@ -55,8 +55,8 @@ def plain(value: Any) -> bool:
     return True
 
 
-def _unlike(what: str) -> BuiltinError:
-    return BuiltinError(
+def _unlike(what: str) -> Refusal:
+    return Refusal(
         f"yaml.marshal: {what} is written otherwise by OPA's YAML writer (quotes, YAML 1.1 words, exponents) "
         "than by the embedded engine's: marshal only letters, digits, `_ . / -` and plain numbers, use "
         "json.marshal, or use --engine opa"
