@@ -782,10 +782,19 @@ def _comparisons(module: Module) -> list[_Change]:
         if any(start <= s and e <= end and (s, e) != (start, end) for s, e in extents):
             continue  # a comparison inside it: that one first, next round
         op = _ORDERED[node["op"]]
-        left, right = _trimmed(source, **_extent(node["lhs"])), _trimmed(source, **_extent(node["rhs"]))
+        left, right = _operand_extent(source, node["lhs"]), _operand_extent(source, node["rhs"])
         sign = code.find(_SIGNS[op][0].encode(), left[1], right[0])
+        if sign < 0:
+            raise _refusal(
+                module,
+                source,
+                left[0],
+                "a comparison whose sides may be a set and an object, which the embedded engine orders "
+                "otherwise than OPA, could not be rewritten here: compare values of known types, or use "
+                "--engine opa",
+            )
         first, last = _grouped(code, left[0], sign, sign + len(_SIGNS[op][0]), right[1])
-        if sign < 0 or any(first < e and s < last for s, e in taken):
+        if any(first < e and s < last for s, e in taken):
             continue  # sharing text with another rewritten here: next round
         taken.append((first, last))
         used.add(op)
@@ -804,6 +813,15 @@ def _comparisons(module: Module) -> list[_Change]:
             helpers += _SWAPPED[module.v0].format(tag=tag)
         changes.append(_Change(len(source), len(source), helpers.encode()))
     return changes
+
+
+def _operand_extent(source: bytes, term: dict[str, Any]) -> tuple[int, int]:
+    """An operand's text; regorus's span of `set()` runs past its parenthesis (into ` <` after it)."""
+    kind, node = next(iter(term.items()))
+    start = node["span"]["start"]
+    if kind == "Set" and not node.get("items") and source.startswith(b"set()", start):
+        return start, start + len(b"set()")
+    return _trimmed(source, **_extent(term))
 
 
 def _bool_exprs(node: Any) -> Iterator[dict[str, Any]]:
@@ -987,8 +1005,8 @@ def _memberships(module: Module) -> list[_Change]:
             if node_kind != "Membership" or id(node) in standing:
                 continue
             operands = [t for t in (node.get("key"), node["value"], node["collection"]) if t]
-            first = _trimmed(source, **_extent(operands[0]))
-            last = _trimmed(source, **_extent(operands[-1]))
+            first = _operand_extent(source, operands[0])
+            last = _operand_extent(source, operands[-1])
             keyword = code.rfind(b" in ", first[1], last[0])
             if keyword < 0:
                 continue
