@@ -4,8 +4,8 @@ A result's object key that is not a string leaves the engine as text. OPA
 writes a composite key (`{[1, "<"]: true}`) as Go's encoding/json writes its
 value: `<`, `>`, `&`, U+2028 and U+2029 escaped (`\\u003c`), an inner
 object's keys sorted as strings, a set's items in OPA's order (an object
-before a set). regorus writes it as
-serde_json does, and its text no longer says whether the key was a string.
+before a set). regorus writes it as serde_json does, and its text no longer
+says whether the key was a string.
 So a result holding a key that reads as an array or object and that OPA
 could write otherwise is an evaluation error, never a silently different
 answer; one that both write alike (`{[1, "a"]: true}`) passes unchanged. (A

@@ -10,8 +10,11 @@ delimiter, `[ab]`, `[a-c]`, `[!ab]` one character (a delimiter included),
 `["."]`, each must be one character.
 
 gobwas's matchers answer otherwise than those rules for a few forms: runs
-of wildcards (`***`, `*?`, `?*`), an unclosed `{` and a trailing `\\`. Those
-are an error here (fail closed) with a message saying so.
+of wildcards other than `*`, `**` and `?`s (`***`, `*?`, `?*`), `?` or a class beside
+characters beyond ASCII (it counts bytes in fixed-length runs: `?a` does
+not match "éa"), an unclosed `{`, `{}`, a trailing `\\`, and a lone `?` or
+`[!a]`, which matches "". Those are an error here, even under `regokite
+test` (a Refusal), with a message saying so.
 """
 
 from __future__ import annotations
