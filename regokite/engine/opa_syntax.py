@@ -1276,12 +1276,14 @@ _GO_STRINGS = {
 _ORDERING = {"sort": "{}", "min": "{}[0]", "max": "__rk_b_last({})"}
 _ORDERING_WRAPPER = {
     False: (
-        "\n{name}(a0) := {builtin}(a0) if {{\n\t__rk_b_mixing(a0) == 0\n}} "
+        '\n{name}(a0) := {builtin}(a0) if {{\n\tnot contains(json.marshal(a0), "{{")\n}} '
+        "else := {builtin}(a0) if {{\n\t__rk_b_mixing(a0) == 0\n}} "
         "else := {ordered} if {{\n\t__rk_b_mixing(a0) == 1\n}} "
         'else := {unordered}("{builtin}")\n'
     ),
     True: (
-        "\n{name}(a0) = {builtin}(a0) {{\n\t__rk_b_mixing(a0) == 0\n}} "
+        '\n{name}(a0) = {builtin}(a0) {{\n\tnot contains(json.marshal(a0), "{{")\n}} '
+        "else = {builtin}(a0) {{\n\t__rk_b_mixing(a0) == 0\n}} "
         "else = {ordered} {{\n\t__rk_b_mixing(a0) == 1\n}} "
         'else = {unordered}("{builtin}") {{\n\ttrue\n}}\n'
     ),
