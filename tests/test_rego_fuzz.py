@@ -38,6 +38,12 @@ FINDINGS = {
     "units.parse_bytes exponent too large": ("x := units.parse_bytes(input)", "1e1000000"),
     "units.parse milli": ("x := units.parse(input)", "1.23456789012345m"),
     "units.parse an exa suffix": ("x := units.parse(input)", "1e"),
+    # seed 2's last run: OPA floors a number between -1 and 0 to 0 and ceils it to 1; regorus -1 and 0
+    "floor of a tiny negative quotient": ("x := floor(-1 / input)", 123456789),
+    "floor between -1 and 0": ("x := floor(input)", -0.5),
+    "ceil between -1 and 0": ("x := ceil(input)", -0.999),
+    "floor below -1": ("x := floor(input)", -1.5),
+    "ceil of a positive fraction": ("x := ceil(input)", 0.5),
 }
 
 
