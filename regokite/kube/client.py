@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -76,7 +77,8 @@ _STATUS_REASONS = {
 ERROR_REASONS = (*_STATUS_REASONS.values(), "not_leader", "client_error", "server_error", "connection", "other")
 OUTAGE_REASONS = frozenset({"connection", "timeout", "unavailable", "server_error"})  # the server, not the request
 # a request that got no answer (refused, reset, timed out): the API server or the way to it is away
-UNANSWERED = (OSError, urllib3.exceptions.HTTPError)
+# (not every OSError: a local PermissionError or FileNotFoundError is a bug to show with its traceback)
+UNANSWERED = (ConnectionError, TimeoutError, ssl.SSLError, urllib3.exceptions.HTTPError)
 
 
 def error_reason(exc: BaseException) -> str:

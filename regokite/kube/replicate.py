@@ -89,7 +89,7 @@ class Replicator:
 
     def pending(self) -> list[str]:
         """Resources whose initial list is not in the store yet."""
-        return [str(r) for r in self._informers if r not in self._seeded]
+        return [str(r) for r in list(self._informers) if r not in self._seeded]  # a copy: ensure() adds
 
     def stop(self) -> None:
         self._stopped.set()

@@ -248,7 +248,11 @@ class SyncReconciler:
             obj = self.write_beside(obj, response)
             if plan.status is not None:
                 written = self._write_status(obj, plan.status)
-                if written is None:  # left to the sync the newer version's watch event brings (or gone)
+                if written is None:  # left to the sync the newer version's watch event brings (or gone);
+                    # the hook's events are recorded all the same (that sync's hook may not answer them again)
+                    self.actuator.finish(
+                        self.type, obj, plan.events, finalizer=d.finalizer, release=False, controller=d.name
+                    )
                     return plan, obj
                 obj = written
             obj = self._recovered(obj, response)

@@ -234,6 +234,26 @@ def test_a_status_still_refused_after_every_fresh_read_is_left_to_the_next_sync(
     assert kube.stored(f"{THINGS}/p")["status"]["configMaps"] == 1
 
 
+def test_the_hooks_events_are_recorded_when_its_status_is_left_to_the_next_sync() -> None:
+    """The next sync's hook may not answer an event again (edge-triggered): a status left behind after
+    every fresh read still has the sync's events recorded."""
+
+    def announcing(ref: str, input: Any) -> Any:
+        if ref == "data.things.events":
+            return [{"type": "Normal", "reason": "Created", "message": "children made"}]
+        return thing_policy(ref, input)
+
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
+    runner = composite_runner(kube, ScriptedEngine(announcing), rules=("children", "status", "events"))
+    relist(runner.manager)
+    for _ in range(runner.status_rereads + 1):
+        kube.fail("PATCH", f"{THINGS}/p/status", 409)
+    assert runner.reconcile("ns", "p") == Result()
+    assert "status" not in kube.stored(f"{THINGS}/p")
+    assert [(e["reason"], e["message"]) for e in kube.events] == [("Created", "children made")]
+
+
 def test_a_status_write_ends_quietly_when_the_object_read_again_is_gone_or_replaced() -> None:
     kube = cluster()
     kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
