@@ -136,8 +136,26 @@ def test_v0_modules_get_the_rewritten_replace_and_split() -> None:
     assert engine.evaluate("data.p.y", "axb") == ["a", "b"]
 
 
-YAML_ALIKE = [{"a": [1, {"b": None}], "c": "x.y/z"}, ["a", 0.5, True, [], {}], {"k8s-app": "web", "replicas": 3}]
-YAML_UNLIKE = ["yes", "1", "", "😀", "a b", {"on": 1}, 1e20, 1e-7, 1000000]  # Go quotes, or writes an exponent
+YAML_ALIKE = [
+    {"a": [1, {"b": None}], "c": "x.y/z"},
+    ["a", 0.5, True, [], {}],
+    {"k8s-app": "web", "replicas": 3},
+    {"labels": {"app.kubernetes.io/name": "web", "tier": "front end"}, "image": "nginx:1.25", "note": "a, b & c"},
+]
+# Go quotes, writes an exponent, or orders the keys otherwise (letters after other characters, digits by number)
+YAML_UNLIKE = [
+    "yes",
+    "1",
+    "",
+    "😀",
+    "2024-01-01",
+    {"on": 1},
+    1e20,
+    1e-7,
+    1000000,
+    {"a10": 1, "a9": 2},
+    {"a_b": 1, "aB": 2},
+]
 
 
 @pytest.mark.parametrize("value", YAML_ALIKE)
