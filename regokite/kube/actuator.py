@@ -202,7 +202,7 @@ class Actuator:
         `as_read`: only on the version of `obj` (409 when it changed since); what a conflict means is
         the caller's (a composite's sync writes its status again over a fresh read, as Metacontroller's
         AtomicStatusUpdate; a decorator's leaves it to the next sync, as its UpdateStatus)."""
-        sub = "status" if t.status_subresource else None
+        sub = _status(t)
         if as_read:
             patch = {"status": merge_patch_to(obj.get("status"), status)}
             return self.patch(t, obj, patch, controller=controller, verb=verb, sub=sub)

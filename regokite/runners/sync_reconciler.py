@@ -270,17 +270,17 @@ class SyncReconciler:
         hook is not asked again, no child is written again. The object as written; None when the
         write was left to the next sync (the object still changing, or gone or replaced)."""
         controller = self.definition.name
-        current: dict[str, Any] | None = obj
+        current = obj
         for attempt in range(self.status_rereads + 1):
             if attempt:
                 if attempt > 1:
                     time.sleep(STATUS_REREAD_PAUSE)
-                current = self._read_again(obj)
-                if current is None:
+                fresh = self._read_again(obj)
+                if fresh is None:
                     return None
-                if (current.get("status") or {}) == status:
-                    return current  # already so: nothing to write
-            assert current is not None
+                if (fresh.get("status") or {}) == status:
+                    return fresh  # already so: nothing to write
+                current = fresh
             try:
                 written = self.actuator.set_status(self.type, current, status, controller=controller, as_read=True)
             except ApiError as exc:
