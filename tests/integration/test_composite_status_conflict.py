@@ -15,17 +15,12 @@ import kube
 from kube import Cluster, create, get
 from kubernetes import client
 
-from regokite.controllers.definitions import CompositeController, ParentResource
-from regokite.controllers.hooks import LocalHooks, ResolvedHook
-from regokite.controllers.schema import ChildResource, Hooks, HookTarget
+from regokite.controllers.definitions import ParentResource
 from regokite.engine import UNDEFINED
-from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
-from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager
 from regokite.kube.reconcile import Result
-from regokite.runners.composite_runner import CompositeRunner
 from tests.kube_runtime.fake import ScriptedEngine
+from tests.runners.composite import configmap_runner
 
 
 class RecordingClient(KubeClient):
@@ -68,23 +63,9 @@ def test_a_status_refused_as_of_a_stale_parent_is_written_again_the_hook_asked_o
     child = f"/api/v1/namespaces/{namespace}/configmaps/p"
     kube_client = RecordingClient(cluster.kubeconfig)
     engine = ScriptedEngine(policy)
-    definition = CompositeController(
-        name=kube.unique_name("conflict"),
-        parent=ParentResource("example.com/v1", "helloworlds"),
-        children=(ChildResource("v1", "configmaps", update_method="InPlace"),),
-        hooks=Hooks(sync=HookTarget("hello")),
-        generate_selector=True,
-    )
-    manager = Manager(kube_client, namespace=namespace)
-    runner = CompositeRunner(
-        definition,
-        manager=manager,
-        evaluator=LocalHooks(engine),  # type: ignore[arg-type]
-        actuator=Actuator(kube_client),
-        sync_hook=ResolvedHook(HookTarget("hello"), rules=("children", "status")),
-        finalize_hook=None,
-        discovery=Discovery(kube_client),
-    )
+    hellos = ParentResource("example.com/v1", "helloworlds")
+    name = kube.unique_name("conflict")
+    runner = configmap_runner(kube_client, engine, hellos, name=name, package="hello", namespace=namespace)
     try:
         create(api, parents, {"apiVersion": "example.com/v1", "kind": "HelloWorld",
                               "metadata": {"name": "p", "namespace": namespace}, "spec": {"who": "Ada"}})  # fmt: skip

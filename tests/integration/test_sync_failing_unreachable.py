@@ -19,17 +19,13 @@ import yaml
 from kube import create, get
 
 from regokite.controllers import failing
-from regokite.controllers.definitions import CompositeController, ParentResource
-from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook
-from regokite.controllers.schema import ChildResource, Hooks, HookTarget
+from regokite.controllers.definitions import ParentResource
+from regokite.controllers.hooks import HookError
 from regokite.engine import UNDEFINED
-from regokite.kube.actuator import Actuator
 from regokite.kube.client import UNANSWERED, KubeClient
-from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager
 from regokite.kube.reconcile import Result
-from regokite.runners.composite_runner import CompositeRunner
 from tests.kube_runtime.fake import ScriptedEngine
+from tests.runners.composite import configmap_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 PARENTS = "/apis/example.com/v1/namespaces/default/helloworlds"
@@ -49,25 +45,6 @@ def hello(broken: set[str]) -> Any:
     return decide
 
 
-def runner_on(kube_client: KubeClient, engine: ScriptedEngine) -> CompositeRunner:
-    definition = CompositeController(
-        name="hello",
-        parent=ParentResource("example.com/v1", "helloworlds"),
-        children=(ChildResource("v1", "configmaps", update_method="InPlace"),),
-        hooks=Hooks(sync=HookTarget("hello")),
-        generate_selector=True,
-    )
-    return CompositeRunner(
-        definition,
-        manager=Manager(kube_client, namespace="default"),
-        evaluator=LocalHooks(engine),  # type: ignore[arg-type]
-        actuator=Actuator(kube_client),
-        sync_hook=ResolvedHook(HookTarget("hello"), rules=("children", "status")),
-        finalize_hook=None,
-        discovery=Discovery(kube_client),
-    )
-
-
 def test_syncs_the_api_server_did_not_answer_count_toward_sync_failing(
     private_plane: controlplane.ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -79,7 +56,9 @@ def test_syncs_the_api_server_did_not_answer_count_toward_sync_failing(
                               "metadata": {"name": "p"}, "spec": {"who": "Ada"}})  # fmt: skip
         kube_client = KubeClient(cp.kubeconfig)
         broken: set[str] = set()
-        runner = runner_on(kube_client, ScriptedEngine(hello(broken)))
+        hellos = ParentResource("example.com/v1", "helloworlds")
+        engine = ScriptedEngine(hello(broken))
+        runner = configmap_runner(kube_client, engine, hellos, name="hello", package="hello", namespace="default")
         try:
             for informer in runner.cache_informers():
                 informer._relist()

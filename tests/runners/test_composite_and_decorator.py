@@ -11,7 +11,7 @@ import urllib3
 
 from regokite.controllers import failing
 from regokite.controllers.decorator import DECORATOR_ANNOTATION, DecoratorController, TargetResource
-from regokite.controllers.definitions import CompositeController, ParentResource
+from regokite.controllers.definitions import ParentResource
 from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook
 from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.engine import UNDEFINED
@@ -23,6 +23,7 @@ from regokite.kube.reconcile import Result
 from regokite.runners.composite_runner import CompositeRunner
 from regokite.runners.decorator_runner import DecoratorRunner
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
+from tests.runners.composite import configmap_runner
 
 THINGS = "/apis/example.com/v1/namespaces/ns/things"
 CMS = "/api/v1/namespaces/ns/configmaps"
@@ -60,33 +61,36 @@ def composite_runner(
     engine: ScriptedEngine,
     finalize: bool = False,
     rules: tuple[str, ...] = ("children", "status", "finalized"),
+    update_method: str = "InPlace",
 ) -> CompositeRunner:
-    hooks = Hooks(sync=HookTarget("things"), finalize=HookTarget("things") if finalize else None)
-    definition = CompositeController(
+    """The `things` controller: a ConfigMap child per Thing, the hooks answered by `engine`."""
+    parent = ParentResource("example.com/v1", "things")
+    return configmap_runner(
+        kube,
+        engine,
+        parent,
         name="things",
-        parent=ParentResource("example.com/v1", "things"),
-        children=(ChildResource("v1", "configmaps", update_method="InPlace"),),
-        hooks=hooks,
-        generate_selector=True,
+        package="things",
+        rules=rules,
+        update_method=update_method,
+        finalize=finalize,
     )
-    hook = ResolvedHook(HookTarget("things"), rules=rules)
-    manager = Manager(kube)  # type: ignore[arg-type]
-    return CompositeRunner(
-        definition,
-        manager=manager,
-        evaluator=LocalHooks(engine),  # type: ignore[arg-type]
-        actuator=Actuator(kube),  # type: ignore[arg-type]
-        sync_hook=hook,
-        finalize_hook=hook if finalize else None,
-        discovery=Discovery(kube),  # type: ignore[arg-type]
-    )
+
+
+def runner_over_p(
+    engine: ScriptedEngine, spec: dict[str, str] | None = None, **options: Any
+) -> tuple[FakeKube, CompositeRunner]:
+    """A cluster holding the Thing `p` (in ns) and the `things` runner (composite_runner's `options`), its
+    caches filled."""
+    kube = cluster()
+    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": spec or {}})
+    runner = composite_runner(kube, engine, **options)
+    relist(runner.manager)
+    return kube, runner
 
 
 def test_one_sync_creates_children_and_writes_the_status_answered_then_nothing_is_written() -> None:
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy))
-    relist(runner.manager)
+    kube, runner = runner_over_p(ScriptedEngine(thing_policy), {"v": "1"})
     assert runner.reconcile("ns", "p") == Result()
     child = kube.stored(f"{CMS}/p")
     assert child["data"] == {"v": "1"} and child["metadata"]["ownerReferences"][0]["name"] == "p"
@@ -135,10 +139,7 @@ def edge_triggered_policy(ref: str, input: Any) -> Any:
 
 
 def test_an_edge_triggered_status_answered_on_the_creating_sync_is_kept() -> None:
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
-    runner = composite_runner(kube, ScriptedEngine(edge_triggered_policy))
-    relist(runner.manager)
+    kube, runner = runner_over_p(ScriptedEngine(edge_triggered_policy))
     runner.reconcile("ns", "p")
     relist(runner.manager)
     runner.reconcile("ns", "p")
@@ -146,10 +147,7 @@ def test_an_edge_triggered_status_answered_on_the_creating_sync_is_kept() -> Non
 
 
 def test_a_finalize_hook_keeps_the_finalizer_until_it_answers_finalized() -> None:
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy), finalize=True)
-    relist(runner.manager)
+    kube, runner = runner_over_p(ScriptedEngine(thing_policy), finalize=True)
     runner.reconcile("ns", "p")
     parent = kube.stored(f"{THINGS}/p")
     assert parent["metadata"]["finalizers"] == ["metacontroller.io/compositecontroller-things"]
@@ -162,10 +160,7 @@ def test_a_finalize_hook_keeps_the_finalizer_until_it_answers_finalized() -> Non
 
 
 def test_conflicts_are_retried_quietly_other_errors_and_bad_hooks_are_reported() -> None:
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy))
-    relist(runner.manager)
+    kube, runner = runner_over_p(ScriptedEngine(thing_policy))
     kube.fail("PATCH", f"{CMS}/p", 409)
     with pytest.raises(ApiError):
         runner.reconcile("ns", "p")
@@ -188,11 +183,8 @@ def test_a_status_refused_as_of_a_stale_cache_is_written_over_the_object_read_ag
     """The sync a child's event brings before the watch delivered the previous sync's status: its status
     meets a newer version (409) and is written again over a fresh GET, as Metacontroller's
     AtomicStatusUpdate: the hook is not asked again, no child is written again."""
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
     engine = ScriptedEngine(thing_policy)
-    runner = composite_runner(kube, engine)
-    relist(runner.manager)
+    kube, runner = runner_over_p(engine)
     runner.reconcile("ns", "p")  # creates the child; status: no children observed yet
     assert kube.stored(f"{THINGS}/p")["status"]["configMaps"] == 0
     for inf in runner.children.values():
@@ -216,11 +208,8 @@ def test_a_status_refused_as_of_a_stale_cache_is_written_over_the_object_read_ag
 def test_a_status_still_refused_after_every_fresh_read_is_left_to_the_next_sync() -> None:
     """Metacontroller retries its status write five times on a conflict, then ignores it: the newer
     version's watch event brings the next sync. No Event, no failure, the hook asked once."""
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
     engine = ScriptedEngine(thing_policy)
-    runner = composite_runner(kube, engine)
-    relist(runner.manager)
+    kube, runner = runner_over_p(engine)
     for _ in range(runner.status_rereads + 1):
         kube.fail("PATCH", f"{THINGS}/p/status", 409)
     assert runner.reconcile("ns", "p") == Result()
@@ -255,10 +244,7 @@ def test_the_hooks_events_are_recorded_when_its_status_is_left_to_the_next_sync(
 
 
 def test_a_status_write_ends_quietly_when_the_object_read_again_is_gone_or_replaced() -> None:
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy))
-    relist(runner.manager)
+    kube, runner = runner_over_p(ScriptedEngine(thing_policy))
     kube.fail("PATCH", f"{THINGS}/p/status", 409)
     stored = kube.stored(f"{THINGS}/p")
     del kube.objects[("/apis/example.com/v1", "things", "ns", "p")]
@@ -364,10 +350,7 @@ def test_a_decorator_s_status_refused_as_of_a_stale_cache_is_left_to_the_next_sy
 def test_no_child_is_created_for_a_parent_a_cache_that_missed_events_still_holds() -> None:
     """After a watch failure the parent cache may hold a parent deleted meanwhile (until it lists
     again): its uid is confirmed with a GET before children are created, and only then."""
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy))
-    relist(runner.manager)
+    kube, runner = runner_over_p(ScriptedEngine(thing_policy), {"v": "1"})
     runner.parents._disconnected()  # its watch failed: it may have missed the deletion below
     del kube.objects[("/apis/example.com/v1", "things", "ns", "p")]
     gets = len(kube.calls)
@@ -438,10 +421,7 @@ def test_a_parent_whose_sync_keeps_failing_says_why_in_a_condition_the_hook_neve
 
 
 def test_a_conflict_is_no_failure_and_a_success_between_failures_starts_the_count_again() -> None:
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy))
-    relist(runner.manager)
+    kube, runner = runner_over_p(ScriptedEngine(thing_policy))
     for _ in range(failing.REPEATED):
         kube.fail("PATCH", f"{CMS}/p", 409)
         with pytest.raises(ApiError):
@@ -510,10 +490,7 @@ def unanswered(path: str) -> urllib3.exceptions.MaxRetryError:
 def test_a_request_the_api_server_did_not_answer_fails_the_sync_as_any_other() -> None:
     """A connection refused mid-sync is a failed sync: raised as it was (the worker backs off and logs
     it), a SyncError Event, and a count toward SyncFailing (the server answering the other requests)."""
-    kube = cluster()
-    kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {}})
-    runner = composite_runner(kube, ScriptedEngine(thing_policy))
-    relist(runner.manager)
+    kube, runner = runner_over_p(ScriptedEngine(thing_policy))
     for _ in range(failing.REPEATED):
         kube.errors.setdefault(("PATCH", f"{CMS}/p"), deque()).append(unanswered(f"{CMS}/p"))
         with pytest.raises(urllib3.exceptions.MaxRetryError):
