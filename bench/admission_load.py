@@ -293,12 +293,18 @@ def profile_worker(server, url: str, ctx: ssl.SSLContext, seconds: float, connec
     print(f"  beyond evaluation              {100 * beyond:5.1f} %   {beyond * cost * 1000:7.1f} us/request")
 
 
+def add_load_args(parser: argparse.ArgumentParser, rate: float | None, rate_help: str | None = None) -> None:
+    """The options of a run of this client against `regokite admission`, shared with bench.gatekeeper_load:
+    the open loop's --rate and --seconds, and the --workers counts to serve with, one server each."""
+    parser.add_argument("--rate", type=float, default=rate, help=rate_help)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=None, help="open-loop rate (default: half of one worker's)")
-    parser.add_argument("--seconds", type=float, default=10)
+    add_load_args(parser, None, "open-loop rate (default: half of one worker's)")
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--profile-seconds", type=float, default=10)
     parser.add_argument("--endpoint", default="validate", help="e.g. validate/admission.required_labels")
     args = parser.parse_args()

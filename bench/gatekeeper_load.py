@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.admission_load import PRODUCTION_RELOAD, closed_loop, open_loop
+from bench.admission_load import PRODUCTION_RELOAD, add_load_args, closed_loop, open_loop
 from bench.common import fmt, percentiles
 from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
@@ -78,9 +78,7 @@ def pod_review() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--library", type=Path, required=True, help="gatekeeper-library's library/ directory")
-    parser.add_argument("--rate", type=float, default=500)
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    add_load_args(parser, 500)
     args = parser.parse_args()
     body = json.dumps(pod_review()).encode()
     with tempfile.TemporaryDirectory() as tmp:
