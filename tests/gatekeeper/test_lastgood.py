@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from regokite.gatekeeper import lastgood
+from tests.gatekeeper.mutators import pod_assign
 
 
 def _constraint(name: str, **spec: object) -> dict:
@@ -58,31 +59,17 @@ def test_seeded_from_the_file_last_written() -> None:
     assert list(seeded.constraints) == [("K8sRequiredLabels", "c")]
 
 
-def _assign(name: str, location: str) -> dict:
-    return {
-        "apiVersion": "mutations.gatekeeper.sh/v1",
-        "kind": "Assign",
-        "metadata": {"name": name},
-        "spec": {
-            "applyTo": [{"groups": [""], "kinds": ["Pod"], "versions": ["v1"]}],
-            "match": {"kinds": [{"apiGroups": ["*"], "kinds": ["Pod"]}]},
-            "location": location,
-            "parameters": {"assign": {"value": "Default"}},
-        },
-    }
-
-
 def test_a_mutator_edit_that_does_not_load_serves_its_last_good_version_a_new_one_is_not_served() -> None:
-    assert lastgood.mutator_error(_assign("a", "spec.dnsPolicy")) is None
-    assert "location" in (lastgood.mutator_error(_assign("a", "spec..dnsPolicy")) or "")
+    assert lastgood.mutator_error(pod_assign("a", "spec.dnsPolicy")) is None
+    assert "location" in (lastgood.mutator_error(pod_assign("a", "spec..dnsPolicy")) or "")
     good: dict = {}
-    lastgood.pick({("Assign", "a"): _assign("a", "spec.dnsPolicy")}, lastgood.mutator_error, good)
-    current = {("Assign", "a"): _assign("a", "spec..dnsPolicy"), ("Assign", "b"): _assign("b", "spec..x")}
+    lastgood.pick({("Assign", "a"): pod_assign("a", "spec.dnsPolicy")}, lastgood.mutator_error, good)
+    current = {("Assign", "a"): pod_assign("a", "spec..dnsPolicy"), ("Assign", "b"): pod_assign("b", "spec..x")}
     picked = lastgood.pick(current, lastgood.mutator_error, good)
-    assert picked.served == {("Assign", "a"): _assign("a", "spec.dnsPolicy")} and picked.kept == {("Assign", "a")}
+    assert picked.served == {("Assign", "a"): pod_assign("a", "spec.dnsPolicy")} and picked.kept == {("Assign", "a")}
     assert set(picked.errors) == {("Assign", "a"), ("Assign", "b")}
 
 
 def test_mutators_are_seeded_from_the_file_last_written_but_not_those_that_never_loaded() -> None:
-    seeded = lastgood.LastGood.of([_assign("a", "spec.dnsPolicy"), _assign("b", "spec..x")])
+    seeded = lastgood.LastGood.of([pod_assign("a", "spec.dnsPolicy"), pod_assign("b", "spec..x")])
     assert list(seeded.mutators) == [("Assign", "a")]  # an earlier version wrote both

@@ -29,28 +29,13 @@ from regokite.kube.client import KubeClient
 from regokite.sources.gatekeeper_objects import FILE, GatekeeperSync
 from tests.admission.reviews import review
 from tests.admission.server import admission_server
+from tests.gatekeeper.mutators import pod_assign
 
 ASSIGNS = "/apis/mutations.gatekeeper.sh/v1/assign"
 
 
 def assign(name: str, namespace: str, location: str, value: str) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "mutations.gatekeeper.sh/v1",
-            "kind": "Assign",
-            "metadata": {"name": name},
-            "spec": {
-                "applyTo": [{"groups": [""], "kinds": ["Pod"], "versions": ["v1"]}],
-                "match": {
-                    "scope": "Namespaced",
-                    "namespaces": [namespace],
-                    "kinds": [{"apiGroups": ["*"], "kinds": ["Pod"]}],
-                },
-                "location": location,
-                "parameters": {"assign": {"value": value}},
-            },
-        }
-    )
+    return yaml.safe_dump(pod_assign(name, location, value, namespace=namespace))
 
 
 @pytest.fixture
