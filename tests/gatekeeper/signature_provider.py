@@ -141,51 +141,6 @@ class _QuietServer(ThreadingHTTPServer):
         """A client that timed out and left (the timeout tests) is expected: no traceback."""
 
 
-TEMPLATE = """\
-apiVersion: templates.gatekeeper.sh/v1beta1
-kind: ConstraintTemplate
-metadata:
-  name: k8ssignedimages
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sSignedImages
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      rego: |
-        package k8ssignedimages
-
-        images := [img | img = input.review.object.spec.containers[_].image]
-
-        violation[{"msg": msg}] {
-          response := external_data({"provider": "image-signatures", "keys": images})
-          count(response.system_error) > 0
-          msg := sprintf("image signatures could not be checked: %v", [response.system_error])
-        }
-
-        violation[{"msg": msg}] {
-          response := external_data({"provider": "image-signatures", "keys": images})
-          item := response.responses[_]
-          item[1] != "signed"
-          msg := sprintf("image %v is %v", [item[0], item[1]])
-        }
-
-        violation[{"msg": msg}] {
-          response := external_data({"provider": "image-signatures", "keys": images})
-          count(response.errors) > 0
-          msg := sprintf("provider errors: %v", [response.errors])
-        }
-"""
-
-CONSTRAINT = """\
-apiVersion: constraints.gatekeeper.sh/v1beta1
-kind: K8sSignedImages
-metadata:
-  name: signed-images
-spec:
-  match:
-    kinds:
-      - apiGroups: [""]
-        kinds: ["Pod"]
-"""
+FIXTURE = Path(__file__).parent / "fixtures" / "external_data"
+TEMPLATE = (FIXTURE / "template.yaml").read_text()  # K8sSignedImages: each image checked through the provider
+CONSTRAINT = (FIXTURE / "constraint.yaml").read_text()  # on every Pod
