@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import kube
@@ -18,10 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "policies" / "controllers"
 
 
-def install(api: client.ApiClient, example: str) -> Path:
-    """Install the example's CRD; returns the example's directory (its definitions and policies)."""
+@contextmanager
+def example_running(
+    cluster: Cluster, api: client.ApiClient, namespace: str, example: str, *extra: str
+) -> Iterator[None]:
+    """The example's CRD installed and its controller running on its definitions and policies as shipped."""
     kube.install_crd(api, yaml.safe_load((EXAMPLES / example / "crd.yaml").read_text()))
-    return EXAMPLES / example
+    with ControllerProcess.running(cluster.kubeconfig, EXAMPLES / example, namespace=namespace, extra=list(extra)):
+        yield
 
 
 def rfc3339(t: dt.datetime) -> str:
@@ -32,10 +38,9 @@ def test_temporary_access_rolebinding_exists_only_inside_its_window(
     cluster: Cluster, api: client.ApiClient, namespace: str
 ) -> None:
     """Definition (OPA v0 webhook URL) and v0-compatible policy used verbatim."""
-    example = install(api, "temporary_access")
     parents = f"/apis/access.example.com/v1/namespaces/{namespace}/temporaryaccesses"
     binding = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings/alice"
-    with ControllerProcess.running(cluster.kubeconfig, example, namespace=namespace, extra=["--v0-compatible"]):
+    with example_running(cluster, api, namespace, "temporary_access", "--v0-compatible"):
         start = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=3)
         create(
             api,
@@ -78,10 +83,9 @@ def test_temporary_access_rolebinding_exists_only_inside_its_window(
 def test_finalize_tears_children_down_in_order_then_releases_the_parent(
     cluster: Cluster, api: client.ApiClient, namespace: str
 ) -> None:
-    example = install(api, "config_bundle")
     parents = f"/apis/example.com/v1/namespaces/{namespace}/configbundles"
     cms = f"/api/v1/namespaces/{namespace}/configmaps"
-    with ControllerProcess.running(cluster.kubeconfig, example, namespace=namespace):
+    with example_running(cluster, api, namespace, "config_bundle"):
         create(
             api,
             parents,
