@@ -11,6 +11,10 @@ Reports, all as ratios within the run:
 3. latency at half that rate: an open loop (requests sent on a fixed
    schedule, latency measured from each request's scheduled start, so a
    stalled server cannot hide queueing), p50 as a ratio to the raw p50;
+   beside it what explains a tail: the load generator's own lateness, the
+   server's time per review (its access log), and the CPU the worker got
+   and how long it waited on a run queue for one (/proc/<pid>/schedstat),
+   with the latencies of the seconds it had its CPU apart from the others;
 4. the closed loop again for each --workers count, as a ratio to one
    worker's, beside the CPU each side spent: the load generator (this
    process, `getrusage`) shares the machine's two cores with the workers, so
@@ -30,11 +34,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import json
 import os
 import resource
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,35 +109,74 @@ async def _pool(url: str, ctx: ssl.SSLContext, size: int, body: bytes | None = N
     return [await Connection.open(url, ctx, body) for _ in range(size)]
 
 
+@dataclass
+class OpenLoop:
+    """An open loop's outcome: `latency` runs from each request's scheduled start (or from when the
+    load generator actually sent it, if that was earlier); `lateness` is how late the load generator
+    itself sent requests (its own timers and CPU), which the server cannot cause."""
+
+    achieved: float
+    latency: dict[str, float]
+    errors: int
+    lateness: dict[str, float]
+    requests: list[tuple[float, float]]  # (start, latency) of each, perf_counter seconds
+
+
 async def open_loop(
     url: str, ctx: ssl.SSLContext, rate: float, seconds: float, connections: int, body: bytes | None = None
-) -> tuple:
+) -> OpenLoop:
+    """Requests on a fixed schedule, each on an idle connection of the pool (waiting for one counts).
+
+    One dispatcher starts each request's task at its time, so only requests in flight exist (not
+    `rate * seconds` sleeping tasks, whose own garbage collection paused this loop for up to 0.1 s).
+    asyncio's timers fire up to a millisecond late (epoll's timeout is in whole milliseconds), so the
+    dispatcher wakes a millisecond early and a request's latency runs from the earlier of its
+    scheduled and its actual start: never shorter than what the client waited. The collector is off
+    during the loop: its pauses are the load generator's, not the server's.
+    """
     pool = await _pool(url, ctx, connections, body)
     idle: asyncio.Queue[Connection] = asyncio.Queue()
     for conn in pool:
         idle.put_nowait(conn)
-    latencies: list[float] = []
+    requests: list[tuple[float, float]] = []
+    late: list[float] = []
     errors = 0
-    start = time.perf_counter() + 0.2
     total = int(rate * seconds)
+    in_flight: set[asyncio.Task[None]] = set()
 
-    async def one(i: int) -> None:
+    async def one(scheduled: float) -> None:
         nonlocal errors
-        scheduled = start + i / rate
-        await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
         conn = await idle.get()
+        sent = time.perf_counter()
         try:
             if await conn.post() != 200:
                 errors += 1
         finally:
             idle.put_nowait(conn)
-        latencies.append(time.perf_counter() - scheduled)
+        late.append(max(0.0, sent - scheduled))
+        began = min(scheduled, sent)
+        requests.append((began, time.perf_counter() - began))
 
-    await asyncio.gather(*(one(i) for i in range(total)))
-    elapsed = time.perf_counter() - start
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter() + 0.2
+        for i in range(total):
+            scheduled = start + i / rate
+            wait = scheduled - time.perf_counter() - 0.001
+            if wait > 0:
+                await asyncio.sleep(wait)
+            task = asyncio.create_task(one(scheduled))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+        await asyncio.gather(*in_flight)
+        elapsed = time.perf_counter() - start
+    finally:
+        gc.enable()
     for conn in pool:
         conn.close()
-    return total / elapsed, percentiles(latencies), errors
+    latency = percentiles([seconds for _, seconds in requests])
+    return OpenLoop(total / elapsed, latency, errors, percentiles(late), requests)
 
 
 async def closed_loop(
@@ -162,6 +208,75 @@ def cpu_seconds(pids: set[int]) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
         total += (int(fields[11]) + int(fields[12])) / tick
     return total
+
+
+def schedstat(pid: int) -> tuple[float, float]:
+    """Seconds the process's main thread has run on a CPU and waited on a run queue for one (Linux schedstat)."""
+    ran, waited, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
+class CpuWatch:
+    """Samples, every `every` seconds on a thread, how much each process ran and how long it waited for a
+    CPU: an open loop's stalls are the server's only if the worker had the CPU it needed."""
+
+    def __init__(self, pids: dict[str, int], every: float = 0.1) -> None:
+        self.pids, self.every = pids, every
+        self.samples: list[tuple[float, dict[str, tuple[float, float]]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        self.samples.append((time.perf_counter(), {name: schedstat(pid) for name, pid in self.pids.items()}))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def __enter__(self) -> CpuWatch:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def waited(self, name: str, began: float, ended: float) -> float:
+        """Seconds the process waited for a CPU between two instants (to the nearest samples)."""
+
+        def at(instant: float) -> float:
+            return min(self.samples, key=lambda sample: abs(sample[0] - instant))[1][name][1]
+
+        return at(ended) - at(began)
+
+    def describe(self, name: str) -> str:
+        """Cores the process got, its run-queue wait per second overall and in its worst second."""
+        (t0, first), (t1, last) = self.samples[0], self.samples[-1]
+        ran, waited = (last[name][i] - first[name][i] for i in (0, 1))
+        per_second = max(1, round(1 / self.every))
+        worst = (
+            max(
+                (b[1][name][1] - a[1][name][1]) / (b[0] - a[0])
+                for a, b in zip(self.samples, self.samples[per_second:], strict=False)
+            )
+            if len(self.samples) > per_second
+            else waited / (t1 - t0)
+        )
+        return (
+            f"{name}: {ran / (t1 - t0):.2f} cores, waited for a CPU {1000 * waited / (t1 - t0):.0f} ms/s "
+            f"(worst second {1000 * worst:.0f} ms)"
+        )
+
+
+def server_durations(log: str) -> list[float]:
+    """The access log's duration_ms of each review (body read to response ready), in seconds."""
+    found = []
+    for line in log.splitlines():
+        if '"duration_ms"' in line:
+            found.append(json.loads(line)["duration_ms"] / 1000)
+    return found
 
 
 def own_cpu() -> float:
@@ -301,6 +416,54 @@ def add_load_args(parser: argparse.ArgumentParser, rate: float | None, rate_help
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
 
 
+def measure_open_loop(
+    server, url: str, ctx: ssl.SSLContext, rate: float, seconds: float, raw: dict[str, float], cpu_ms: float
+) -> None:
+    """The open loop at `rate`, with what explains its tail: the load generator's own lateness, the
+    server's time per review (its access log) and the CPU the worker got and waited for meanwhile."""
+    (worker,) = server.workers()
+    log_before = len(server.logs())
+    with CpuWatch({"worker": worker, "load generator": os.getpid()}) as watch:
+        run = asyncio.run(open_loop(url, ctx, rate, seconds, 64))
+    lat = run.latency
+    print(f"workers=1  open loop at {rate:.0f} req/s (half of saturation) for {seconds:.0f}s:")
+    print(f"  achieved {run.achieved:7.1f} req/s, errors {run.errors}")
+    print(f"  latency  {fmt(lat)}")
+    print(f"  ratio to the raw decision: p50 {lat['p50'] / raw['p50']:.2f}x, p99 {lat['p99'] / raw['p99']:.2f}x")
+    print(f"  load generator's lateness {fmt(run.lateness)}")
+    served = server_durations(server.logs()[log_before:])
+    if served:
+        print(f"  server's time (access log duration_ms) {fmt(percentiles(served))}")
+    print(f"  the worker needed {rate * cpu_ms / 1000:.2f} cores at the closed loop's CPU per request")
+    print(f"  {watch.describe('worker')}")
+    print(f"  {watch.describe('load generator')}")
+    by_wait = split_by_wait(run.requests, watch)
+    for label, latencies in by_wait.items():
+        if latencies:
+            print(f"  {label}: {fmt(percentiles(latencies))}")
+
+
+QUIET_WAIT = 0.05  # a second in which the worker waited for a CPU less than this had the CPU it needed
+
+
+def split_by_wait(requests: list[tuple[float, float]], watch: CpuWatch) -> dict[str, list[float]]:
+    """The latencies of requests started in seconds when the worker had its CPU, and in the others."""
+    quiet: list[float] = []
+    starved: list[float] = []
+    first = requests[0][0] if requests else 0.0
+    waits: dict[int, float] = {}
+    for began, seconds in requests:
+        second = int(began - first)
+        if second not in waits:
+            waits[second] = watch.waited("worker", first + second, first + second + 1)
+        (quiet if waits[second] < QUIET_WAIT else starved).append(seconds)
+    quiet_seconds = sum(1 for w in waits.values() if w < QUIET_WAIT)
+    return {
+        f"latency in the {quiet_seconds} s the worker waited < {1000 * QUIET_WAIT:.0f} ms for a CPU": quiet,
+        f"latency in the {len(waits) - quiet_seconds} s it waited longer": starved,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_load_args(parser, None, "open-loop rate (default: half of one worker's)")
@@ -330,13 +493,7 @@ def main() -> None:
             if workers != 1:
                 continue
             rate = args.rate or closed[1].rate / 2
-            achieved, lat, errors = asyncio.run(open_loop(url, ctx, rate, args.seconds, 64))
-            print(f"workers=1  open loop at {rate:.0f} req/s (half of saturation) for {args.seconds:.0f}s:")
-            print(f"  achieved {achieved:7.1f} req/s, errors {errors}")
-            print(f"  latency  {fmt(lat)}")
-            print(
-                f"  ratio to the raw decision: p50 {lat['p50'] / raw['p50']:.2f}x, p99 {lat['p99'] / raw['p99']:.2f}x"
-            )
+            measure_open_loop(server, url, ctx, rate, args.seconds, raw, per_request)
             if args.profile_seconds:
                 profile_worker(server, url, ctx, args.profile_seconds, args.connections)
     one = closed[1]

@@ -107,9 +107,10 @@ def main() -> None:
                 ctx = ssl.create_default_context(cafile=str(server.ca))
                 url = f"{server.url}/validate"
                 asyncio.run(closed_loop(url, ctx, 1.0, 4, body))  # warm every worker
-                achieved, lat, errors = asyncio.run(open_loop(url, ctx, args.rate, args.seconds, 64, body))
+                run = asyncio.run(open_loop(url, ctx, args.rate, args.seconds, 64, body))
+                lat = run.latency
                 print(f"\nworkers={workers}  open loop at {args.rate:.0f} req/s for {args.seconds:.0f}s:")
-                print(f"  achieved {achieved:7.1f} req/s, errors {errors}")
+                print(f"  achieved {run.achieved:7.1f} req/s, errors {run.errors}")
                 print(f"  latency  {fmt(lat)}")
                 ratio = f"p50 {lat['p50'] / raw['p50']:.2f}x, p99 {lat['p99'] / raw['p99']:.2f}x"
                 print(f"  ratio to raw evaluation: {ratio}")

@@ -24,6 +24,9 @@ of a request:
 A connection past a deadline is dropped (reset: a client that stalls will
 not read a goodbye either, and a graceful TLS close would hold it longer),
 counted in `regokite_admission_connections_dropped_total{reason}`.
+
+uvicorn writes a response's head and its body apart; `CoalescedWrites` sends
+what one event-loop step wrote as one TLS record and one `write`.
 """
 
 from __future__ import annotations
@@ -53,6 +56,57 @@ class ConnectionLimits:
     max_connections: int = 1000
     max_requests: int = 1000
     max_header_bytes: int = 64 * 1024
+
+
+class CoalescedWrites:
+    """A transport that sends the writes of one event-loop step together, at the end of the step.
+
+    uvicorn writes a response's status line and headers, then its body: two
+    TLS records and two `write` calls, and over loopback each `write` also
+    runs the receiving side's TCP path on this worker's CPU (10 % of a
+    worker's samples under load were in `write`). Joined, a response is one of
+    each. Closing sends what is pending first; aborting drops it, as an abort
+    drops the transport's own buffer.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._loop = transport, loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+            self._pending.clear()
+            self._transport.write(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._pending))
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:  # the rest (extra info, reading, protocol) is the transport's
+        return getattr(self._transport, name)
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -87,7 +141,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self.transport.abort()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
         self._arm("headers", self.limits.header_timeout)  # the first request, from the end of the handshake
 
     def connection_lost(self, exc: Exception | None) -> None:
