@@ -125,7 +125,8 @@ class OpenLoop:
 async def open_loop(
     url: str, ctx: ssl.SSLContext, rate: float, seconds: float, connections: int, body: bytes | None = None
 ) -> OpenLoop:
-    """Requests on a fixed schedule, each on an idle connection of the pool (waiting for one counts).
+    """Requests on a fixed schedule, each on an idle connection of a pool of at most `connections`
+    (waiting for one counts).
 
     One dispatcher starts each request's task at its time, so only requests in flight exist (not
     `rate * seconds` sleeping tasks, whose own garbage collection paused this loop for up to 0.1 s).
@@ -134,7 +135,8 @@ async def open_loop(
     scheduled and its actual start: never shorter than what the client waited. The collector is off
     during the loop: its pauses are the load generator's, not the server's.
     """
-    pool = await _pool(url, ctx, connections, body)
+    # each connection back in use within 2 s, well inside the server's 5 s keep-alive timeout
+    pool = await _pool(url, ctx, max(4, min(connections, int(2 * rate))), body)
     idle: asyncio.Queue[Connection] = asyncio.Queue()
     for conn in pool:
         idle.put_nowait(conn)
@@ -294,6 +296,7 @@ class Throughput:
     worker_cpu: float  # seconds, all workers
     loadgen_cpu: float  # seconds, this process
     elapsed: float
+    waited: float  # seconds the workers' main threads waited on a run queue for a CPU, all workers
 
     def per_request(self, seconds: float) -> float:
         return seconds / self.requests * 1000  # ms
@@ -303,12 +306,14 @@ class Throughput:
             f"  throughput {self.rate:7.1f} req/s   latency {fmt(self.latency)}\n"
             f"  CPU per request: workers {self.per_request(self.worker_cpu):.3f} ms, "
             f"load generator {self.per_request(self.loadgen_cpu):.3f} ms; cores busy: workers "
-            f"{self.worker_cpu / self.elapsed:.2f}, load generator {self.loadgen_cpu / self.elapsed:.2f}"
+            f"{self.worker_cpu / self.elapsed:.2f}, load generator {self.loadgen_cpu / self.elapsed:.2f}; "
+            f"the workers waited for a CPU {1000 * self.waited / self.elapsed:.0f} ms/s"
         )
 
 
 def measured_closed_loop(server, url: str, ctx: ssl.SSLContext, seconds: float, connections: int) -> Throughput:
     workers = server.workers()
+    waited_before = sum(schedstat(pid)[1] for pid in workers)
     worker_before, own_before, began = cpu_seconds(workers), own_cpu(), time.perf_counter()
     rate, latency = asyncio.run(closed_loop(url, ctx, seconds, connections))
     elapsed = time.perf_counter() - began
@@ -319,6 +324,7 @@ def measured_closed_loop(server, url: str, ctx: ssl.SSLContext, seconds: float, 
         cpu_seconds(workers) - worker_before,
         own_cpu() - own_before,
         elapsed,
+        sum(schedstat(pid)[1] for pid in workers) - waited_before,
     )
 
 

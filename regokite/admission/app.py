@@ -2,7 +2,8 @@
 
 Review endpoints take the raw body and answer with a prebuilt JSON response:
 request validation is `review.parse_review`'s job, so no model layer sits on
-the hot path.
+the hot path. A POST to a review endpoint goes straight to it (`ReviewRoutes`),
+past FastAPI's middleware and router, which answer everything else.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import ClientDisconnect
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from regokite.admission.decide import Decision, Mode, decide, select
 from regokite.admission.policies import PolicySet
@@ -87,7 +90,52 @@ def _error(status: int, reason: str, message: str) -> JSONResponse:
     return JSONResponse({"error": message, "reason": reason}, status_code=status)
 
 
-def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = None) -> FastAPI:
+class ReviewRoutes:
+    """The ASGI application: a POST to /validate or /mutate (with or without a policy after it) goes
+    straight to `_review`; everything else, other methods on those paths included, to FastAPI.
+
+    FastAPI's stack (its telemetry check, exception and exit-stack middleware, a regex per route) cost
+    as much CPU as the access log on every review. The paths taken here are exactly those the
+    `Route`s registered in `create_app` match for a POST (Starlette's `{policy:path}` is `.*`, which
+    stops at a line feed: such a path goes the long way, as does any request under a root path), and
+    an exception escaping the review is answered as FastAPI's stack answers it
+    (`ServerErrorMiddleware`: a plain 500, then re-raised for uvicorn to log).
+    """
+
+    def __init__(self, app: FastAPI, state: ServingState) -> None:
+        self.app, self.state = app, state
+        self._review = ServerErrorMiddleware(self._serve)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        target = review_target(scope)
+        if target is None:
+            await self.app(scope, receive, send)
+            return
+        scope["regokite.review"] = target
+        await self._review(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        mode, policy = scope["regokite.review"]
+        scope["path_params"] = {} if policy is None else {"policy": policy}  # as the Route would set them
+        name = policy.replace("/", ".").replace("-", "_") if policy else None
+        response = await _review(self.state, Request(scope, receive, send), mode, name)
+        await response(scope, receive, send)
+
+
+def review_target(scope: Scope) -> tuple[Mode, str | None] | None:
+    """The review endpoint (mode, policy path or None) a request is a POST to; None for any other request."""
+    if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
+        return None
+    path: str = scope["path"]
+    for mode in ("validate", "mutate"):
+        if path == f"/{mode}":
+            return cast(Mode, mode), None
+        if path.startswith(f"/{mode}/") and "\n" not in path:
+            return cast(Mode, mode), path[len(mode) + 2 :]
+    return None
+
+
+def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = None) -> ReviewRoutes:
     app = FastAPI(title="regokite admission", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.serving = state
     metrics.policies_loaded.set(len(state.policy_set.policies))
@@ -102,7 +150,8 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
         return endpoint
 
     # Plain Starlette routes: the review endpoints read the raw body themselves,
-    # and FastAPI's parameter resolution is pure overhead on the hot path.
+    # and FastAPI's parameter resolution is pure overhead on the hot path. A POST
+    # reaches them through ReviewRoutes; FastAPI answers other methods (405).
     for mode in ("validate", "mutate"):
         app.router.routes.append(Route(f"/{mode}", review_route(mode), methods=["POST"]))
         app.router.routes.append(Route(f"/{mode}/{{policy:path}}", review_route(mode), methods=["POST"]))
@@ -136,7 +185,7 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
         body, content_type = exposition()
         return Response(body, media_type=content_type)
 
-    return app
+    return ReviewRoutes(app, state)
 
 
 async def _review(state: ServingState, request: Request, mode: Mode, policy: str | None) -> Response:
@@ -227,14 +276,26 @@ def _readiness(state: ServingState) -> JSONResponse:
     return JSONResponse(detail)
 
 
+_children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+
+def _labelled(metric: Any, *labels: str) -> Any:
+    """`metric.labels(*labels)`, remembered: prometheus_client checks and locks on every call, for the same
+    child each time (none of these is ever removed), and a review asks for four or more of them."""
+    child = _children.get((metric, labels))
+    if child is None:
+        child = _children[(metric, labels)] = metric.labels(*labels)
+    return child
+
+
 def _record(endpoint: str, decision: Decision, elapsed: float) -> None:
     verdict = decision.verdict
     final = "allowed" if verdict.allowed else "denied"
-    metrics.admission_requests.labels(endpoint, final).inc()
-    metrics.admission_latency.labels(endpoint).observe(elapsed)
+    _labelled(metrics.admission_requests, endpoint, final).inc()
+    _labelled(metrics.admission_latency, endpoint).observe(elapsed)
     for outcome in decision.outcomes:
-        metrics.admission_policy_decisions.labels(outcome.policy, outcome.decision).inc()
-        metrics.policy_evaluation_latency.labels(outcome.policy).observe(outcome.seconds)
+        _labelled(metrics.admission_policy_decisions, outcome.policy, outcome.decision).inc()
+        _labelled(metrics.policy_evaluation_latency, outcome.policy).observe(outcome.seconds)
         if outcome.decision == "error":
             metrics.evaluation_errors.labels(outcome.policy).inc()
             log.warning("policy error", extra={"policy": outcome.policy, "error": outcome.error})
