@@ -40,7 +40,7 @@ from regokite.admission.connections import ConnectionLimits, GuardedServer
 from regokite.admission.policies import PolicySet, build_policy_set
 from regokite.admission.violation_reports import ViolationReporter
 from regokite.bundle import Bundle, fingerprint
-from regokite.clusterdata.store import ReplicaStore, ResourceRef
+from regokite.clusterdata.store import ReplicaStore, ResourceRef, TextReplicaStore
 from regokite.engine import UNDEFINED, EngineSettings
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSources, read_sources
@@ -153,11 +153,11 @@ def follow_cluster(
             if settings.replicate:
                 raise
             return None, replace(policy_set, unavailable={**policy_set.unavailable, **_unreplicated(policy_set, exc)})
-        store = ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG)
         if settings.replica_feed is not None:
-            replica = ReplicaFeed(*settings.replica_feed, client, store)
+            mirror = TextReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG)
+            replica = ReplicaFeed(*settings.replica_feed, client, mirror)
         else:
-            replica = Replicator(client, store)
+            replica = Replicator(client, ReplicaStore(settings.replicate_path, max_lag=REPLICA_MAX_LAG))
     if replica is not None:
         new = sorted(refs - set(replica.resources))
         if new:

@@ -145,7 +145,7 @@ class EmbeddedEngine:
     def _catch_up(self, entry: _Prepared, store: ReplicaStore) -> None:
         changes = store.changes_since(entry.generation)
         if changes and all(c.created for c in changes):
-            _, failure = attempt(entry.engine.add_data, store.rooted(creations(changes)))
+            _, failure = attempt(_add_data, entry.engine, store.loadable(store.rooted(creations(changes))))
             if failure is None:
                 entry.generation += len(changes)
                 _settle(entry.engine)
@@ -158,7 +158,7 @@ class EmbeddedEngine:
         engine.clear_data()
         if self.bundle.data:
             engine.add_data(self.bundle.data)
-        entry.generation = store.full(lambda document: engine.add_data(store.rooted(document)))
+        entry.generation = store.full(lambda document: _add_data(engine, store.loadable(store.rooted(document))))
         _settle(engine)
 
     def _fresh(self, input: Any) -> regorus.Engine:
@@ -323,6 +323,14 @@ def _parses_as_v0(module: Module) -> bool:
     probe = opa_syntax.new_engine()
     probe.set_rego_v0(True)
     return attempt(probe.add_policy, module.path, module.text)[1] is None
+
+
+def _add_data(engine: regorus.Engine, data: dict[str, Any] | str) -> None:
+    """Merge a store's `loadable` document: Python values, or JSON text (objects a TextReplicaStore holds)."""
+    if isinstance(data, str):
+        engine.add_data_json(data)
+    else:
+        engine.add_data(data)
 
 
 def _settle(engine: regorus.Engine) -> None:

@@ -50,7 +50,7 @@ from opa_client.errors import DeletePolicyError, RegoParseError, TypeException
 
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
-from regokite.clusterdata.store import ReplicaStore, check_replica_root, json_patch
+from regokite.clusterdata.store import ReplicaStore, check_replica_root
 from regokite.engine import KINDS, UNDEFINED, first_value, rule_ref
 from regokite.engine.query_plan import QueryPlan, data_api_path
 from regokite.errors import (
@@ -184,7 +184,7 @@ class OpaEngine:
             try:
                 if changes:
                     try:
-                        self._client.patch_json(store.root, json_patch(changes))
+                        self._client.patch_json(store.root, store.json_patch(changes))
                         self._replica_generation = seen + len(changes)  # type: ignore[operator]
                         return
                     except PolicyLoadError as exc:
@@ -192,7 +192,9 @@ class OpaEngine:
                         # to remove is gone, or one to add exists; the whole document settles it
                         log.info("replica patch refused; writing the whole replica", extra={"error": str(exc)})
                 if changes is None or changes:
-                    self._replica_generation = store.full(lambda doc: self._client.put_json(store.root, doc))
+                    self._replica_generation = store.full(
+                        lambda doc: self._client.put_encoded(store.root, store.dumps(doc))
+                    )
             except requests.RequestException as exc:
                 raise self._unavailable(exc) from None
 
@@ -476,16 +478,21 @@ class _ControlClient(OpaClient):
         return f"{self.root_url}/data/" + "/".join(quote(p, safe="") for p in path)
 
     def put_json(self, path: tuple[str, ...], value: Any) -> None:
-        self._write_json("PUT", path, value, "application/json")
+        self._write_json("PUT", path, _dumps(value), "application/json")
 
-    def patch_json(self, path: tuple[str, ...], ops: list[dict[str, Any]]) -> None:
-        self._write_json("PATCH", path, ops, "application/json-patch+json")
+    def put_encoded(self, path: tuple[str, ...], text: str) -> None:
+        """PUT a document already written as JSON (a replica store's `dumps`)."""
+        self._write_json("PUT", path, text.encode(), "application/json")
 
-    def _write_json(self, method: str, path: tuple[str, ...], body: Any, content_type: str) -> None:
+    def patch_json(self, path: tuple[str, ...], ops: str) -> None:
+        """PATCH with RFC 6902 operations already written as JSON (a replica store's `json_patch`)."""
+        self._write_json("PATCH", path, ops.encode(), "application/json-patch+json")
+
+    def _write_json(self, method: str, path: tuple[str, ...], body: bytes, content_type: str) -> None:
         response = self._session.request(
             method,
             self._data_url(path),
-            data=_dumps(body),
+            data=body,
             headers={"Content-Type": content_type},
             timeout=self.timeout,
         )

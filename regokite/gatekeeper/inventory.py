@@ -9,7 +9,8 @@ layout incrementally; `inventory` builds the whole document (gator's cases).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 
@@ -20,9 +21,12 @@ def path(api_version: str, kind: str, namespace: str | None, name: str) -> tuple
     return ("cluster", api_version, kind, name)
 
 
-def inventory(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def inventory(objects: Iterable[Any], read: Callable[[Any], Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The objects placed by their own apiVersion, kind, namespace and name; `read` gives each object's
+    fields when it is held otherwise (as JSON text): what is held is what is placed."""
     tree: dict[str, Any] = {"cluster": {}, "namespace": {}}
-    for obj in objects:
+    for held in objects:
+        obj = read(held) if read is not None else held
         meta = obj.get("metadata") or {}
         *parents, name = path(
             str(obj.get("apiVersion", "")), str(obj.get("kind", "")), meta.get("namespace"), meta.get("name", "")
@@ -30,7 +34,7 @@ def inventory(objects: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         node = tree
         for key in parents:
             node = node.setdefault(key, {})
-        node[name] = obj
+        node[name] = held
     return tree
 
 
@@ -45,16 +49,24 @@ def namespaces(objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, A
 
 def from_replica(document: Mapping[str, Any]) -> dict[str, Any]:
     """Replicated objects in kube-mgmt's layout (`resource -> [namespace ->] name -> object`,
-    below the replica's root) placed in Gatekeeper's layout."""
-    objects = []
+    below the replica's root) placed in Gatekeeper's layout; an object held as its JSON text
+    (a TextReplicaStore's) is placed as that text."""
+    objects: list[Any] = []
     for tree in document.values():
         for key, value in (tree or {}).items():
             meta = value.get("metadata") if isinstance(value, dict) else None
-            if isinstance(meta, dict) and meta.get("name") == key and not meta.get("namespace"):
+            if isinstance(value, str) or (
+                isinstance(meta, dict) and meta.get("name") == key and not meta.get("namespace")
+            ):
                 objects.append(value)  # a cluster-scoped object
             elif isinstance(value, dict):
-                objects += [o for o in value.values() if isinstance(o, dict)]  # a namespace's objects
-    return inventory(objects)
+                objects += [o for o in value.values() if isinstance(o, (dict, str))]  # a namespace's objects
+    return inventory(objects, _read)
+
+
+def _read(held: Any) -> Mapping[str, Any]:
+    """An object's fields, parsed from its JSON text when held so (for its place, then dropped)."""
+    return json.loads(held) if isinstance(held, str) else held
 
 
 class InventoryView:
@@ -88,6 +100,5 @@ class ReplicatedNamespaces:
     def __call__(self, name: str) -> Mapping[str, Any] | None:
         if self.store is None:
             return None
-        with self.store.lock:
-            found = (self.store.document.get("namespaces") or {}).get(name)
+        found = self.store.object_at("namespaces", name)
         return found if isinstance(found, dict) and (found.get("metadata") or {}).get("name") == name else None

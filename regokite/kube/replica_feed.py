@@ -15,6 +15,25 @@ If the feeder dies the supervisor starts another; workers keep deciding on
 the data they hold, say so in their watch health, reconnect, and take the new
 feeder's copy once it has listed everything they asked for (it sends only its
 status until then).
+
+Both ends hold a `TextReplicaStore`: each object as its JSON text, so a
+worker never builds the replicated objects as Python values (its engine
+loads the texts joined). The protocol, over `multiprocessing.connection`
+(authenticated, pickled messages):
+
+* worker -> feeder: `(refs, excluded)`, the resources its policies read and
+  the namespace patterns left out, again whenever they change.
+* feeder -> worker: `(kind, status, payload)`, status being `{"seeded":
+  [resource...], "health": {resource: watch health}, "objects": n}` taken
+  before the payload, so the payload holds at least what `seeded` says:
+  - `("document", status, bytes)`: the whole store's document pickled
+    (`resource -> [namespace ->] name -> JSON text`); the worker replaces its
+    own with it (first, and whenever the feeder's log no longer reaches back);
+  - `("changes", status, [Change...])`: the store's changes since the last
+    message, in order; each value is None (a removal) or that document's
+    shape at the change's path (an object's text, or dicts down to texts);
+  - `("status", status, None)`: no data (nothing new for `HEALTH_SECONDS`,
+    or the worker's resources are still being listed: no document yet).
 """
 
 from __future__ import annotations
@@ -23,13 +42,14 @@ import contextlib
 import logging
 import os
 import pickle
+import socket
 import threading
 import time
 from collections.abc import Iterable
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any
 
-from regokite.clusterdata.store import ReplicaStore, ResourceRef
+from regokite.clusterdata.store import ResourceRef, TextReplicaStore
 from regokite.kube.client import KubeClient
 from regokite.kube.replicate import Replicator
 
@@ -58,7 +78,7 @@ def _status(replicator: Replicator) -> dict[str, Any]:
 def run_feed(address: str, authkey: bytes, kubeconfig: str | None, root: str) -> None:
     """The feeder process: serve every worker that connects until the supervisor is gone."""
     parent = os.getppid()
-    replicator = Replicator(KubeClient(kubeconfig), ReplicaStore(root))
+    replicator = Replicator(KubeClient(kubeconfig), TextReplicaStore(root))
     listener = Listener(address, family="AF_UNIX", authkey=authkey)
     threading.Thread(target=_accept, args=(listener, replicator), name="feed accept", daemon=True).start()
     log.info("replica feeder serving", extra={"pid": os.getpid()})
@@ -126,7 +146,7 @@ def _serve(conn: Connection, replicator: Replicator) -> None:
         conn.close()
 
 
-def _pickled(store: ReplicaStore) -> tuple[int, bytes]:
+def _pickled(store: TextReplicaStore) -> tuple[int, bytes]:
     """The whole document, pickled under the store's lock, and its generation."""
     holder: list[bytes] = []
     generation = store.full(lambda document: holder.append(pickle.dumps(document, pickle.HIGHEST_PROTOCOL)))
@@ -150,7 +170,7 @@ def _requests(conn: Connection, replicator: Replicator, asked: dict[str, set[str
 class ReplicaFeed:
     """A worker's mirror of the feeder's store, with the Replicator's interface for the admission server."""
 
-    def __init__(self, address: str, authkey: bytes, client: KubeClient, store: ReplicaStore) -> None:
+    def __init__(self, address: str, authkey: bytes, client: KubeClient, store: TextReplicaStore) -> None:
         self.address, self.authkey = address, authkey
         self.client = client  # for access checks before asking for a resource
         self.store = store
@@ -159,7 +179,7 @@ class ReplicaFeed:
         self._status: dict[str, Any] = {"seeded": [], "health": {}, "objects": 0}
         self._held: set[str] = set()  # the resources whose objects the mirror holds
         self._changed = threading.Condition()
-        self._send_lock = threading.Lock()
+        self._conn_lock = threading.Lock()  # the connection is sent on, shut down and closed under it
         self._conn: Connection | None = None
         self._stopped = threading.Event()
         self._announced = False
@@ -197,12 +217,16 @@ class ReplicaFeed:
         return self._status["objects"]
 
     def stop(self) -> None:
+        """End the feed: the follower sees its connection end and closes it (closed here, its
+        descriptor could be reused by another file before the follower closed it again)."""
         self._stopped.set()
-        if self._conn is not None:
-            self._conn.close()
+        with self._conn_lock:
+            if self._conn is not None:
+                with contextlib.suppress(OSError), socket.socket(fileno=os.dup(self._conn.fileno())) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
 
     def _ask(self) -> None:
-        with self._send_lock:
+        with self._conn_lock:
             if self._conn is not None:
                 with contextlib.suppress(OSError, ValueError):  # the follower reconnects and asks again
                     self._conn.send((sorted(self._wanted), self._excluded))
@@ -214,7 +238,11 @@ class ReplicaFeed:
             except (OSError, EOFError):  # the feeder is starting, or being replaced
                 time.sleep(RECONNECT_SECONDS)
                 continue
-            self._conn = conn
+            with self._conn_lock:
+                if self._stopped.is_set():
+                    conn.close()
+                    return
+                self._conn = conn
             self._ask()
             try:
                 while True:
@@ -222,8 +250,9 @@ class ReplicaFeed:
                         raise EOFError(f"nothing from the feeder for {SILENCE_SECONDS:.0f}s")
                     self._receive(*conn.recv())
             except Exception as exc:  # whatever ends the feed, the worker says so in its watch health
-                self._conn = None
-                conn.close()
+                with self._conn_lock:
+                    self._conn = None
+                    conn.close()
                 if not self._stopped.is_set():
                     log.error("replica feed lost; deciding on the data held", extra={"error": str(exc)})
                     time.sleep(RECONNECT_SECONDS)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import (
     ReplicaStore,
     ReplicationError,
+    TextReplicaStore,
     check_replica_root,
     guess_resource,
     parse_resource,
     store_of,
 )
+
+# both ways of holding the objects: Python values, or each object's JSON text (an admission worker's mirror)
+STORES = pytest.mark.parametrize("store_kind", [ReplicaStore, TextReplicaStore], ids=["objects", "text"])
 
 POLICY = """\
 package p
@@ -47,8 +53,33 @@ def test_layout_is_kube_mgmts() -> None:
     assert len(store) == 1
 
 
-def test_changes_since_and_a_log_that_no_longer_reaches_back() -> None:
-    store = ReplicaStore(log_size=3)
+def test_a_text_store_holds_each_object_as_its_json_text_in_the_same_layout() -> None:
+    store = TextReplicaStore()
+    web = ingress("a", "web", "x.io")
+    store.put("ingresses", web, namespaced=True)
+    store.put("namespaces", {"metadata": {"name": "a", "labels": {"é": "ü"}}}, namespaced=False)
+    held = store.document["ingresses"]["a"]["web"]
+    assert isinstance(held, str) and json.loads(held) == web and held.isascii()
+    assert store.object_at("namespaces", "a") == {"metadata": {"name": "a", "labels": {"é": "ü"}}}
+    assert store.object_at("namespaces", "b") is None and store.object_at("ingresses", "a", "web") == web
+    generation = store.generation
+    store.put("ingresses", ingress("a", "web", "x.io"), namespaced=True)  # the same text again: no change
+    assert store.generation == generation
+    changed = ingress("a", "web", "y.io")
+    store.put("ingresses", changed, namespaced=True)
+    [change] = store.changes_since(generation) or []
+    assert (change.path, json.loads(change.value), change.created) == (("ingresses", "a", "web"), changed, False)
+    assert json.loads(store.loadable(store.rooted(store.document))) == {
+        "kubernetes": {
+            "ingresses": {"a": {"web": ingress("a", "web", "y.io")}},
+            "namespaces": {"a": {"metadata": {"name": "a", "labels": {"é": "ü"}}}},
+        }
+    }
+
+
+@STORES
+def test_changes_since_and_a_log_that_no_longer_reaches_back(store_kind: type[ReplicaStore]) -> None:
+    store = store_kind(log_size=3)
     store.put("ingresses", ingress("a", "one", "x"), namespaced=True)  # resource, namespace
     generation = store.generation
     store.put("ingresses", ingress("a", "two", "y"), namespaced=True)
@@ -90,8 +121,9 @@ def test_store_of_objects_guesses_resources() -> None:
     assert "web" in store.document["ingresses"]["a"]
 
 
-def test_engines_follow_adds_changes_and_removals(make_engine) -> None:
-    store = ReplicaStore()
+@STORES
+def test_engines_follow_adds_changes_and_removals(make_engine, store_kind: type[ReplicaStore]) -> None:
+    store = store_kind()
     store.declare("ingresses")
     store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
     engine = make_engine(Bundle((Module("p.rego", POLICY),), {"other": {"x": 1}}))
@@ -112,8 +144,11 @@ def test_engines_follow_adds_changes_and_removals(make_engine) -> None:
     assert engine.evaluate("data.kubernetes.ingresses") == {}
 
 
-def test_a_follower_may_lag_on_changes_up_to_max_lag_but_never_on_new_objects(make_engine) -> None:
-    store = ReplicaStore(max_lag=3600)
+@STORES
+def test_a_follower_may_lag_on_changes_up_to_max_lag_but_never_on_new_objects(
+    make_engine, store_kind: type[ReplicaStore]
+) -> None:
+    store = store_kind(max_lag=3600)
     store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
     engine = make_engine(Bundle((Module("p.rego", POLICY),), {}))
     engine.follow(store)
@@ -125,12 +160,13 @@ def test_a_follower_may_lag_on_changes_up_to_max_lag_but_never_on_new_objects(ma
     assert engine.evaluate("data.p.hosts") == expected
 
 
-def test_a_sidecar_another_writer_changed_gets_the_whole_replica(opa_standin) -> None:
+@STORES
+def test_a_sidecar_another_writer_changed_gets_the_whole_replica(opa_standin, store_kind: type[ReplicaStore]) -> None:
     """Two admission workers patch one sidecar: a removal the other already made is not an error."""
     from regokite.engine import EngineSettings, open_engine
 
     opa_standin.clear()
-    store = ReplicaStore()
+    store = store_kind()
     store.put("ingresses", ingress("a", "one", "one.io"), namespaced=True)
     store.put("ingresses", ingress("a", "two", "two.io"), namespaced=True)
     engine = open_engine(Bundle((Module("p.rego", POLICY),), {}), EngineSettings("opa", opa_standin.url))
@@ -144,10 +180,11 @@ def test_a_sidecar_another_writer_changed_gets_the_whole_replica(opa_standin) ->
         engine.close()
 
 
-def test_a_value_no_engine_may_hold_is_refused_naming_where_it_would_go() -> None:
+@STORES
+def test_a_value_no_engine_may_hold_is_refused_naming_where_it_would_go(store_kind: type[ReplicaStore]) -> None:
     from regokite.input_guard import InputRejected
 
-    store = ReplicaStore()
+    store = store_kind()
     with pytest.raises(InputRejected, match=r"data\.kubernetes\.configmaps\.a\.big\.data\.n"):
         store.put(
             "configmaps", {"metadata": {"name": "big", "namespace": "a"}, "data": {"n": 2**64 + 5}}, namespaced=True
