@@ -112,8 +112,9 @@ async def _pool(url: str, ctx: ssl.SSLContext, size: int, body: bytes | None = N
 @dataclass
 class OpenLoop:
     """An open loop's outcome: `latency` runs from each request's scheduled start (or from when the
-    load generator actually sent it, if that was earlier); `lateness` is how late the load generator
-    itself sent requests (its own timers and CPU), which the server cannot cause."""
+    load generator actually started it, if that was earlier); `lateness` is how late the load generator
+    started requests (its own timers and CPU: the server cannot cause it; waiting for a free
+    connection comes after, in the latency)."""
 
     achieved: float
     latency: dict[str, float]
@@ -148,15 +149,15 @@ async def open_loop(
 
     async def one(scheduled: float) -> None:
         nonlocal errors
-        conn = await idle.get()
-        sent = time.perf_counter()
+        woke = time.perf_counter()
+        late.append(max(0.0, woke - scheduled))
+        conn = await idle.get()  # all busy: the server is behind, and this wait is part of the latency
         try:
             if await conn.post() != 200:
                 errors += 1
         finally:
             idle.put_nowait(conn)
-        late.append(max(0.0, sent - scheduled))
-        began = min(scheduled, sent)
+        began = min(scheduled, woke)
         requests.append((began, time.perf_counter() - began))
 
     gc.collect()
