@@ -11,10 +11,16 @@ from a number of threads, each parent's writes either
   any thread (as a controller's write pool takes them);
 
 the bench sweeps THREADS x MODES and calls the fastest the floor.
+
+`python -m bench.api_floor react KUBECONFIG NAMESPACE` is the reaction's floor: a process that does
+a controller's reaction with nothing in between, no cache, no queue, no hook: on each parent event
+whose `spec.value` it has not written yet, the three children's applies at once (regokite's write
+pool does the same), then the status patch (the generation it observed), until killed.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -75,6 +81,34 @@ def _child(ns: str, name: str, owner: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"value": "v0"}}
 
 
+def react(kubeconfig: str, ns: str) -> None:
+    """The reaction's floor (see the module's doc): watches the parents of `ns` until killed."""
+    client = KubeClient(kubeconfig, pool_size=16)
+    parents = FANOUTS.format(ns=ns)
+    pool = ThreadPoolExecutor(16)
+    written: dict[str, Any] = {}
+    rv = client.get(parents, limit=1)["metadata"]["resourceVersion"]
+    print("ready", flush=True)  # parents created from now on are seen
+    while True:
+        for event in client.stream(parents, {"watch": "true", "resourceVersion": rv}, timeout=600):
+            obj = event["object"]
+            rv = obj["metadata"]["resourceVersion"]
+            name, value = obj["metadata"]["name"], (obj.get("spec") or {}).get("value")
+            if event["type"] == "DELETED" or written.get(name) == value:
+                continue
+            written[name] = value
+            writes = []
+            for c in range(3):
+                body = _child(ns, f"{name}-{c}", obj)
+                body["data"]["value"] = value
+                path = f"/api/v1/namespaces/{ns}/configmaps/{name}-{c}"
+                writes.append(pool.submit(client.apply, path, body, "bench", force=True))
+            for f in writes:
+                f.result()
+            status = {"configMaps": 3, "observedGeneration": obj["metadata"].get("generation")}
+            client.patch(f"{parents}/{name}/status", [{"op": "add", "path": "/status", "value": status}], JSON_PATCH)
+
+
 def write_job(kubeconfig: str, ns: str, n: int, threads: int, mode: str, statuses: int = 1) -> FloorRun:
     """The job's writes for n parents in namespace `ns` (which must exist), timed; `statuses=2` first
     writes the status of no children, as the contract's creating sync does."""
@@ -115,3 +149,7 @@ def write_job(kubeconfig: str, ns: str, n: int, threads: int, mode: str, statuse
     finally:
         pool.shutdown()
         client.close()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["react"]:
+    react(sys.argv[2], sys.argv[3])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -126,6 +127,28 @@ def test_a_plans_writes_go_out_together_and_a_failure_stops_none_of_the_others(k
     assert [n for n in "abcd" if kube.stored(f"{CMS}/{n}")] == ["a", "c", "d"]  # as Metacontroller: the rest done
     act.execute_all([Action("create", CM, "ns", "b", body("b"))], controller="t-all")  # the next sync
     assert kube.stored(f"{CMS}/b") is not None
+
+
+def test_a_plans_first_write_is_made_by_the_syncing_thread_the_rest_at_once_beside_it(kube: FakeKube) -> None:
+    act = Actuator(kube)  # type: ignore[arg-type]
+    body = lambda n: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "ns"}}  # noqa: E731
+    writers: dict[str, threading.Thread] = {}
+    others_started = threading.Barrier(3, timeout=10)  # b and c are written while a's write waits for them
+    real_apply = act.apply
+
+    def apply(t: ChildType, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        writers[obj["metadata"]["name"]] = threading.current_thread()
+        others_started.wait()
+        return real_apply(t, obj, **kw)
+
+    act.apply = apply  # type: ignore[method-assign]
+    act.execute_all([Action("create", CM, "ns", n, body(n)) for n in "abc"], controller="t-inline")
+    assert writers["a"] is threading.current_thread()
+    assert threading.current_thread() not in (writers["b"], writers["c"]) and writers["b"] is not writers["c"]
+    kube.fail("PATCH", f"{CMS}/d", 500, "etcd is away")  # the calling thread's write fails: the others still go
+    with pytest.raises(ApiError, match="etcd is away"):
+        act.execute_all([Action("create", CM, "ns", n, body(n)) for n in "def"], controller="t-inline")
+    assert [n for n in "def" if kube.stored(f"{CMS}/{n}")] == ["e", "f"]
 
 
 def test_apply_fills_in_the_port_protocol_server_side_apply_keys_by(kube: FakeKube) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,64 @@ def test_expiring_credentials_are_renewed_at_most_once_per_check_interval(tmp_pa
     time.sleep(CREDENTIALS_CHECK_SECONDS)
     renewed = token()
     assert renewed != seen[-1] and renewed == f"Bearer token-{len(runs.read_text())}"
+
+
+class _Paths(BaseHTTPRequestHandler):
+    """Records each request's path; `/prefix/moved` is answered 307 to `/prefix/there` (a proxy's way)."""
+
+    seen: list[str] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        if self.path.endswith("/moved"):
+            self.send_response(307)
+            self.send_header("Location", "/prefix/there")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = json.dumps({"path": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_requests_keep_the_servers_path_prefix_and_follow_a_redirect_and_a_closed_pool_is_replaced(
+    tmp_path: Path,
+) -> None:
+    """The client sends straight to the API server's connection pool (not through the pool manager's
+    URL parsing on every request): a server URL with a path (a proxy in front) keeps it, a redirect
+    is still followed, and a pool the manager closed (its clear()) is looked up again."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Paths)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    cluster = {"server": f"http://127.0.0.1:{server.server_address[1]}/prefix"}
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    kube = KubeClient(kubeconfig)
+    try:
+        assert kube.get("/api/v1/things", limit=1) == {"path": "/prefix/api/v1/things?limit=1"}
+        assert kube.get("/moved") == {"path": "/prefix/there"}
+        kube.api.rest_client.pool_manager.clear()
+        assert kube.get("/api/v1/again") == {"path": "/prefix/api/v1/again"}
+        # the redirected request is sent again through the manager, which follows it (a 3xx did nothing)
+        moved = ["/prefix/moved", "/prefix/moved", "/prefix/there"]
+        assert _Paths.seen == ["/prefix/api/v1/things?limit=1", *moved, "/prefix/api/v1/again"]
+    finally:
+        kube.close()
+        server.shutdown()
+        server.server_close()
