@@ -208,7 +208,9 @@ def flat_memory(
     before = api_requests(cluster, "configmaps")
     home.mkdir()
     started = time.perf_counter()
-    args = ("--workers", str(workers), "--worker-memory-limit", "0", "--reload-interval", "1")
+    # no watchdog: each engine thread's first review loads the whole replica, which at 100,000 objects on a
+    # busy machine outlasts the 5 s default, and a killed worker would only start the same load again
+    args = ("--workers", str(workers), "--worker-memory-limit", "0", "--watchdog", "0", "--reload-interval", "1")
     with running_code(code), admission_server([*plain, refs], home, *args, ready_timeout=1800) as server:
         while replicas_held(server.log, code) < workers:
             if server.process.poll() is not None:
