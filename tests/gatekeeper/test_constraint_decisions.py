@@ -14,7 +14,7 @@ from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.admission.review import parse_review
 from regokite.audit.scan import audited_resources
 from regokite.check import check, read_manifests
-from regokite.clusterdata.store import ReplicaStore, ResourceRef
+from regokite.clusterdata.store import ReplicaStore, ResourceRef, TextReplicaStore
 from regokite.errors import PolicyLoadError
 from regokite.gatekeeper.inventory import from_replica
 from regokite.manifests.webhooks import WebhookTarget, webhook_configurations
@@ -130,9 +130,11 @@ def test_inventory_from_the_replica_layout() -> None:
     }
 
 
-def test_namespace_selector_reads_replicated_namespaces() -> None:
+@pytest.mark.parametrize("store_kind", [ReplicaStore, TextReplicaStore], ids=["objects", "text"])
+def test_namespace_selector_reads_replicated_namespaces(store_kind: type[ReplicaStore]) -> None:
+    """From a store of the objects, or of their JSON text (an admission worker's mirror)."""
     ps = load_policy_set([str(FIXTURES / d) for d in ("library", "actions")])
-    store = ReplicaStore()
+    store = store_kind()
     for name, labels in (("strict-ns", {"strict": "true"}), ("lax-ns", {})):
         store.put("namespaces", namespace(name, **labels), namespaced=False)
     ps.follow(store)
