@@ -108,6 +108,8 @@ class ReplicaStore:
     the bound on how late a change or removal may show, beside the watch's own delay.
     """
 
+    holds_text = False  # objects held as Python values (TextReplicaStore: as their JSON text)
+
     def __init__(self, root: str = "kubernetes", *, log_size: int = 10_000, max_lag: float = 0.0) -> None:
         self.root: Path = tuple(p for p in root.replace(".", "/").split("/") if p)
         if not self.root:
@@ -254,7 +256,7 @@ class ReplicaStore:
 
     def dumps(self, value: Any) -> str:
         """A document, or a change's value, as JSON text."""
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, default=jsonable)
 
     def json_patch(self, changes: Iterable[Change]) -> str:
         """Changes as RFC 6902 operations relative to the root (OPA's `PATCH /v1/data/<root>`), as JSON text."""
@@ -278,8 +280,10 @@ class TextReplicaStore(ReplicaStore):
     is no change.
     """
 
+    holds_text = True
+
     def _hold(self, obj: Obj) -> str:
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=jsonable)
 
     def _same(self, previous: Any, held: Any) -> bool:
         return previous == held
@@ -317,6 +321,13 @@ def _decoded(node: Any) -> Any:
     if isinstance(node, str):
         return json.loads(node)
     return {key: _decoded(value) for key, value in node.items()}
+
+
+def jsonable(value: Any) -> Any:
+    """A set (a YAML `!!set` read by `regokite check`; the input guard lets sets through) as JSON's list."""
+    if isinstance(value, set | frozenset):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def _version(obj: Obj) -> str | None:

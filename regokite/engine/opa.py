@@ -50,7 +50,7 @@ from opa_client.errors import DeletePolicyError, RegoParseError, TypeException
 
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
-from regokite.clusterdata.store import ReplicaStore, check_replica_root
+from regokite.clusterdata.store import ReplicaStore, check_replica_root, jsonable
 from regokite.engine import KINDS, UNDEFINED, first_value, rule_ref
 from regokite.engine.query_plan import QueryPlan, data_api_path
 from regokite.errors import (
@@ -530,12 +530,6 @@ def _codes(exc: RegoParseError) -> set[str]:
     return {str(e.get("code")) for e in exc.errors if isinstance(e, dict)}
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, set | frozenset):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def _check(input: Any) -> None:
     if input is not UNDEFINED:
         input_guard.check(input)
@@ -551,7 +545,7 @@ def _input_body(input: Any) -> bytes | None:
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_jsonable).encode()
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=jsonable).encode()
 
 
 _NO_DEFAULT = object()

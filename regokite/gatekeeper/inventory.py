@@ -47,21 +47,22 @@ def namespaces(objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, A
     }
 
 
-def from_replica(document: Mapping[str, Any]) -> dict[str, Any]:
+def from_replica(document: Mapping[str, Any], texts: bool = False) -> dict[str, Any]:
     """Replicated objects in kube-mgmt's layout (`resource -> [namespace ->] name -> object`,
-    below the replica's root) placed in Gatekeeper's layout; an object held as its JSON text
-    (a TextReplicaStore's) is placed as that text."""
+    below the replica's root) placed in Gatekeeper's layout; with `texts`, each object is held as its
+    JSON text (a TextReplicaStore's) and placed as that text."""
     objects: list[Any] = []
     for tree in document.values():
         for key, value in (tree or {}).items():
+            if texts:
+                objects += [value] if isinstance(value, str) else [o for o in value.values() if isinstance(o, str)]
+                continue
             meta = value.get("metadata") if isinstance(value, dict) else None
-            if isinstance(value, str) or (
-                isinstance(meta, dict) and meta.get("name") == key and not meta.get("namespace")
-            ):
+            if isinstance(meta, dict) and meta.get("name") == key and not meta.get("namespace"):
                 objects.append(value)  # a cluster-scoped object
             elif isinstance(value, dict):
-                objects += [o for o in value.values() if isinstance(o, (dict, str))]  # a namespace's objects
-    return inventory(objects, _read)
+                objects += [o for o in value.values() if isinstance(o, dict)]  # a namespace's objects
+    return inventory(objects, _read if texts else None)
 
 
 def _read(held: Any) -> Mapping[str, Any]:
@@ -88,7 +89,7 @@ class InventoryView:
         document = self._store.rooted(value, path)
         if path:
             raise ValueError("InventoryView places whole documents below the root only")
-        return {**document, "inventory": from_replica(value)}
+        return {**document, "inventory": from_replica(value, self._store.holds_text)}
 
 
 class ReplicatedNamespaces:

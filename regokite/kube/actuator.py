@@ -169,7 +169,7 @@ class Actuator:
         failures: list[BaseException] = []
         try:
             self.execute(actions[0], controller=controller)
-        except Exception as exc:  # the others still finish first, as Metacontroller's
+        except BaseException as exc:  # the others still finish first, as Metacontroller's (and as in the pool)
             failures.append(exc)
         failures += [exc for f in futures if (exc := f.exception()) is not None]
         if failures:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urljoin
 
 import urllib3
 from kubernetes import client, config
@@ -226,8 +226,10 @@ class KubeClient:
             assert_same_host=False,
             redirect=False,
         )
-        if resp.get_redirect_location():  # not the API server's way; a proxy's: followed as the manager follows
+        location = resp.get_redirect_location()
+        if location:  # not the API server's way; a proxy's: followed from here on as the manager follows
             resp.drain_conn()
+            method, url, body, headers = _redirected(method, url, location, resp.status, body, headers)
             return manager.urlopen(method, url, body=body, headers=headers, timeout=limit, preload_content=False)
         return resp
 
@@ -345,3 +347,18 @@ def resource_path(
     if sub:
         base += f"/{sub}"
     return base
+
+
+def _redirected(
+    method: str, url: str, location: str, status: int, body: Any, headers: dict[str, str]
+) -> tuple[str, str, Any, dict[str, str]]:
+    """The request a redirect asks for, as urllib3's manager would make it: a 303 becomes a GET without
+    a body, and credentials stay behind when the redirect leaves the host."""
+    target = urljoin(url, location)
+    if status == 303 and method != "HEAD":
+        method, body = "GET", None
+    if urllib3.util.parse_url(target).host != urllib3.util.parse_url(url).host:
+        headers = {
+            k: v for k, v in headers.items() if k.lower() not in ("authorization", "cookie", "proxy-authorization")
+        }
+    return method, target, body, headers

@@ -224,3 +224,20 @@ def test_hooks_wait_for_their_cluster_data_then_read_it() -> None:
         assert client.post("/v1/data/p/hosts", json={"input": {}}).json() == {"result": ["one.io"]}
         assert client.get("/readyz").status_code == 200
     engine.close()
+
+
+@STORES
+def test_a_sets_json_is_a_list_and_a_misplaced_object_does_not_stop_the_inventory(
+    store_kind: type[ReplicaStore],
+) -> None:
+    """A set (a manifest's `!!set`, read by `regokite check`) is written as a list for a sidecar OPA, as
+    before the text store; an object with a namespace replicated as cluster-scoped is placed, not a crash
+    of every evaluation that reads `data.inventory`."""
+    from regokite.gatekeeper.inventory import InventoryView
+
+    store = store_kind()
+    store.put("things", {"metadata": {"name": "s"}, "tags": {"x"}}, namespaced=False)
+    assert json.loads(store.dumps(store.document))["things"]["s"]["tags"] == ["x"]
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns1"}}
+    store.put("configmaps", configmap, namespaced=False)
+    assert "inventory" in InventoryView(store).rooted(store.document)
