@@ -9,7 +9,8 @@ reloads the whole document.
 `ReplicaStore` holds the objects as Python values; `TextReplicaStore` holds
 each object as its JSON text (the admission server's feeder and its workers'
 mirrors): about a fifth of the memory, and an engine loads the texts joined
-into one document without building a Python object per replicated object.
+into one document. (Gatekeeper's `data.inventory` parses each text once
+per load to place it, and drops the parse.)
 """
 
 from __future__ import annotations
@@ -275,8 +276,8 @@ class TextReplicaStore(ReplicaStore):
     log, with a `str` where the other holds an object's dict.
 
     The admission server's feeder fills one and each worker mirrors it: a
-    worker never builds the objects as Python values, and its engine loads
-    the texts joined (`loadable`). A relisted object whose text is unchanged
+    worker keeps no Python copy of the objects, and its engine loads the
+    texts joined (`loadable`). A relisted object whose text is unchanged
     is no change.
     """
 

@@ -17,8 +17,8 @@ feeder's copy once it has listed everything they asked for (it sends only its
 status until then).
 
 Both ends hold a `TextReplicaStore`: each object as its JSON text, so a
-worker never builds the replicated objects as Python values (its engine
-loads the texts joined). The protocol, over `multiprocessing.connection`
+worker keeps no Python copy of the replicated objects (its engine loads
+the texts joined). The protocol, over `multiprocessing.connection`
 (authenticated, pickled messages):
 
 * worker -> feeder: `(refs, excluded)`, the resources its policies read and
