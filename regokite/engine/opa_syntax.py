@@ -911,14 +911,16 @@ def _arithmetic(module: Module) -> list[_Change]:
     if failure is not None or tree is None:
         return []
     tag = format(zlib.crc32(module.path.encode()), "08x")
+    code = _masked(source)
     found = []
     for rule in tree.get("rules", []):
         kind, body = next(iter(rule.items()))
         if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
             continue  # the helpers themselves
+        if not _ARITH_SIGN.search(code, body["span"]["start"], body["span"]["end"]):
+            continue  # no operator in its text: no walk
         found += [n for k, n in _tagged(rule) if k == "ArithExpr" and n["op"] in _ARITH and not _exact(source, n)]
     extents = [_trimmed(source, **_extent({"ArithExpr": n})) for n in found]
-    code = _masked(source)
     changes: list[_Change] = []
     taken: list[tuple[int, int]] = []
     number = len(_ARITH_DEFINED.findall(source))
