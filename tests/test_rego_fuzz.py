@@ -317,3 +317,32 @@ def test_decoders_answer_as_opa_on_random_text() -> None:
             mine, opa = both(module, text, ref=f"data.p.r{i}")
             refused = mine == "<error>" and opa != "<error>" and "\ufffd" in str(opa)
             assert mine == opa or refused, (rules[i], text, mine, opa)
+
+
+def test_sum_is_emulated_digit_for_digit() -> None:
+    """OPA adds integers exactly and anything else in big.Float's 64 bits (regorus: doubles, so
+    sum([0.1, 0.2]) was 0.30000000000000004 and not == 0.3)."""
+    import json
+    import random
+    from fractions import Fraction
+
+    from opa_bindings import OpaEngine
+
+    from regokite.engine.extensions import arithmetic
+
+    opa = OpaEngine()
+    opa.add_policy("p.rego", "package p\n")
+    rng = random.Random(4)
+    pool = [0.1, 0.2, 0.7, 1, 3, 2.5, 1e-07, 123456789.123, 9007199254740993, -0.3]
+    checked = 0
+    for _ in range(600):
+        items = [rng.choice([rng.choice(pool), round(rng.uniform(-100, 100), rng.randint(0, 4))]) for _ in range(4)]
+        text = opa.eval_query("x := json.marshal(sum(input))", input=items)[0]["x"]
+        try:
+            mine = arithmetic.total(items)
+        except arithmetic.Refusal:
+            continue
+        assert arithmetic.exact_value(mine) == Fraction(text), (items, text, mine, json.dumps(items))
+        checked += 1
+    assert checked > 300
+    assert both("package p\n\nx := sum(input) == 0.3\n", [0.1, 0.2]) == (True, True)

@@ -38,6 +38,7 @@ from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
 
 _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    **arithmetic.BUILTINS,
     **arrays.BUILTINS,
     **hashing.BUILTINS,
     **cidr.BUILTINS,

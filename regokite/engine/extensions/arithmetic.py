@@ -19,6 +19,7 @@ answer in place.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from fractions import Fraction
 
 from regokite.engine.extensions.common import BuiltinError, Refusal, type_name
@@ -77,6 +78,27 @@ def _held(name: str, value: Fraction) -> int | float:
         f"{name}: the result {_text(value)} holds more digits than the embedded engine's 64-bit numbers "
         "(OPA keeps them): round the operands (e.g. with round or floor), or use --engine opa"
     )
+
+
+def total(collection: object) -> int | float:
+    """OPA's sum: integers added exactly, anything else in big.Float's 64 bits item by item (a set's
+    numbers in their order), written back as the shortest decimal; regorus added doubles
+    (`sum([0.1, 0.2])` was 0.30000000000000004, OPA's 0.3)."""
+    if not isinstance(collection, list | set | frozenset):
+        raise BuiltinError(f"sum: operand 1 must be one of {{array, set}} but got {type_name(collection)}")
+    items = list(collection)
+    if any(isinstance(item, bool) or not isinstance(item, int | float) for item in items):
+        raise BuiltinError("sum: operand 1 must be array of numbers")
+    values = [exact_value(item) for item in (items if isinstance(collection, list) else sorted(items))]
+    if all(value.denominator == 1 for value in values):
+        return _held("sum", sum(values, Fraction(0)))
+    accumulated = Fraction(0)
+    for value in values:
+        accumulated = _rounded(accumulated + _rounded(value))
+    return _held("sum", _shortest(accumulated))
+
+
+BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {"sum": (1, total)}
 
 
 def _rounded(x: Fraction) -> Fraction:
