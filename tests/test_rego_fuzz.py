@@ -319,9 +319,10 @@ def test_decoders_answer_as_opa_on_random_text() -> None:
             assert mine == opa or refused, (rules[i], text, mine, opa)
 
 
-def test_sum_is_emulated_digit_for_digit() -> None:
-    """OPA adds integers exactly and anything else in big.Float's 64 bits (regorus: doubles, so
-    sum([0.1, 0.2]) was 0.30000000000000004 and not == 0.3)."""
+@pytest.mark.parametrize("builtin", ["sum", "product"])
+def test_sum_and_product_are_emulated_digit_for_digit(builtin: str) -> None:
+    """OPA adds and multiplies integers exactly, anything else in big.Float (regorus: doubles, so
+    sum([0.1, 0.2]) was 0.30000000000000004 and not == 0.3, product([0.1, 0.1, 0.1]) not 0.001)."""
     import json
     import random
     from fractions import Fraction
@@ -337,12 +338,13 @@ def test_sum_is_emulated_digit_for_digit() -> None:
     checked = 0
     for _ in range(600):
         items = [rng.choice([rng.choice(pool), round(rng.uniform(-100, 100), rng.randint(0, 4))]) for _ in range(4)]
-        text = opa.eval_query("x := json.marshal(sum(input))", input=items)[0]["x"]
+        text = opa.eval_query(f"x := json.marshal({builtin}(input))", input=items)[0]["x"]
         try:
-            mine = arithmetic.total(items)
+            mine = arithmetic.BUILTINS[builtin][1](items)
         except arithmetic.Refusal:
             continue
         assert arithmetic.exact_value(mine) == Fraction(text), (items, text, mine, json.dumps(items))
         checked += 1
     assert checked > 300
     assert both("package p\n\nx := sum(input) == 0.3\n", [0.1, 0.2]) == (True, True)
+    assert both("package p\n\nx := product(input) == 0.001\n", [0.1, 0.1, 0.1]) == (True, True)
