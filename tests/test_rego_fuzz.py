@@ -348,3 +348,24 @@ def test_sum_and_product_are_emulated_digit_for_digit(builtin: str) -> None:
     assert checked > 300
     assert both("package p\n\nx := sum(input) == 0.3\n", [0.1, 0.2]) == (True, True)
     assert both("package p\n\nx := product(input) == 0.001\n", [0.1, 0.1, 0.1]) == (True, True)
+
+
+TO_NUMBER = [
+    # OPA keeps the string's digits; regorus read a double (== 0.1 was true) or took a space
+    ("x := to_number(input) == 0.1", "0.10000000000000000001", "fails closed"),
+    ("x := to_number(input)", "99999999999999999999", "fails closed"),
+    ("x := to_number(input)", " 1", "both error"),
+    ("x := to_number(input)", "0.5", "same"),
+    ("x := to_number(input) * 1073741824", "1.5", "same"),
+]
+
+
+@pytest.mark.parametrize(("rule", "input", "expected"), TO_NUMBER)
+def test_to_number_keeps_the_digits_as_opa_or_fails_closed(rule: str, input: Any, expected: str) -> None:
+    mine, opa = both(f"package p\n\n{rule}\n", input)
+    if expected == "fails closed":
+        assert mine == "<error>" != opa
+    elif expected == "both error":
+        assert mine == opa == "<error>"
+    else:
+        assert mine == opa != "<error>"

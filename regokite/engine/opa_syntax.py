@@ -41,6 +41,7 @@ from regokite.engine.extensions import (
     ARITH,
     HTTP_SEND_OFF,
     LENIENT,
+    NUMBER_TEXT,
     REPLACE_EMPTY,
     STRLEN,
     UNORDERED,
@@ -1189,6 +1190,7 @@ def _memberships(module: Module) -> list[_Change]:
 _ALWAYS_ROUTED = frozenset(
     {
         "count",
+        "to_number",
         "json.marshal",
         "json.marshal_with_options",
         "sort",
@@ -1204,7 +1206,18 @@ _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\
 _ROUTE = "__rk_b_"
 # http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
 _MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
-_ROUTE_WORDS = ("count", "json.marshal", "with", "sort", "min", "max", "replace", "regex.split", "yaml.marshal")
+_ROUTE_WORDS = (
+    "count",
+    "json.marshal",
+    "with",
+    "sort",
+    "min",
+    "max",
+    "replace",
+    "regex.split",
+    "yaml.marshal",
+    "to_number",
+)
 
 
 def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:
@@ -1352,6 +1365,12 @@ def _wrapper(builtin: str, arity: int, v0: bool, replaced: str) -> str:
     bodies: list[tuple[tuple[str, ...], str]]
     if builtin == "count" and arity == 1:
         bodies = [(("is_string(a0)",), f"{STRLEN}(a0)"), (("not is_string(a0)",), "count(a0)")]
+    elif builtin == "to_number" and arity == 1:
+        # regorus's number as its JSON text: it passes no integral double beyond 64-bit integers to Python
+        bodies = [
+            (("is_string(a0)",), f"{NUMBER_TEXT}(a0, json.marshal(to_number(a0)))"),
+            (("not is_string(a0)",), "to_number(a0)"),
+        ]
     elif builtin == "yaml.marshal" and arity == 1:
         bodies = [((f"{YAML_PLAIN}(a0)",), "yaml.marshal(a0)")]
     elif builtin.startswith("json.marshal"):

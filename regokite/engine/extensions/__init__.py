@@ -30,7 +30,7 @@ from regokite.engine.extensions import (
     units,
     yamlcheck,
 )
-from regokite.engine.extensions.arithmetic import ARITH
+from regokite.engine.extensions.arithmetic import ARITH, NUMBER_TEXT
 from regokite.engine.extensions.common import BuiltinError, Refusal
 from regokite.engine.extensions.external_data import ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
@@ -72,7 +72,16 @@ def arities() -> dict[str, int]:
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {ARITH, LENIENT, STRLEN, UNORDERED, REPLACE_EMPTY, YAML_PLAIN, "external_data"}
+    names = set(_BUILTINS) | {
+        ARITH,
+        NUMBER_TEXT,
+        LENIENT,
+        STRLEN,
+        UNORDERED,
+        REPLACE_EMPTY,
+        YAML_PLAIN,
+        "external_data",
+    }
     names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
     return frozenset(names)
 
@@ -83,6 +92,7 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
         engine.add_extension(name, arity, _guarded(name, function))
     engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
     engine.add_extension(ARITH, 3, arithmetic.arith)
+    engine.add_extension(NUMBER_TEXT, 2, arithmetic.number_text)
     engine.add_extension(STRLEN, 1, _strlen)
     engine.add_extension(UNORDERED, 1, _unordered)
     engine.add_extension(REPLACE_EMPTY, 2, _guarded(REPLACE_EMPTY, strings.replace_empty))
@@ -183,6 +193,7 @@ __all__ = [
     "ARITH",
     "HTTP_SEND_OFF",
     "LENIENT",
+    "NUMBER_TEXT",
     "REPLACE_EMPTY",
     "STRLEN",
     "UNORDERED",

@@ -25,6 +25,7 @@ from fractions import Fraction
 from regokite.engine.extensions.common import BuiltinError, Refusal, type_name
 
 ARITH = "__regokite_arith"  # what engine.opa_syntax's arithmetic helpers call
+NUMBER_TEXT = "__regokite_number_text"  # what engine.opa_syntax's to_number wrapper calls
 _NAMES = {"+": "plus", "-": "minus", "*": "mul", "/": "div"}
 _BITS = 64  # big.Float's precision for a number read from its text
 _DOUBLE = 53  # big.NewFloat's, product's accumulator
@@ -79,6 +80,28 @@ def _held(name: str, value: Fraction) -> int | float:
         f"{name}: the result {_text(value)} holds more digits than the embedded engine's 64-bit numbers "
         "(OPA keeps them): round the operands (e.g. with round or floor), or use --engine opa"
     )
+
+
+def number_text(value: object, marshalled: object) -> object:
+    """regorus's to_number(value) (as its JSON text), where it is the number the string `value`
+    writes: OPA keeps a string's text as the number, regorus reads it as a double
+    (to_number("0.10000000000000000001") == 0.1 was true, false in OPA), so a string a double
+    holds otherwise is an error."""
+    number = json.loads(marshalled) if isinstance(marshalled, str) else marshalled
+    if not isinstance(value, str) or isinstance(number, bool) or not isinstance(number, int | float):
+        return number
+    if value != value.strip():
+        raise BuiltinError(f"to_number: strconv.ParseFloat: parsing {json.dumps(value)}: invalid syntax")
+    try:
+        written = Fraction(value)
+    except (ValueError, ZeroDivisionError):
+        return number  # a form Fraction does not read (hex, inf): regorus's own answer or error
+    if written != exact_value(number):
+        raise Refusal(
+            f"to_number: {value!r} is not held exactly by the embedded engine's 64-bit numbers (OPA keeps its "
+            "digits): write fewer digits, or use --engine opa"
+        )
+    return number
 
 
 def total(collection: object) -> int | float:
