@@ -870,25 +870,23 @@ _SMALL_CALLS = frozenset({"count", "__rk_b_count"})
 _SMALL_LITERAL = re.compile(rb"-?[0-9]{1,9}")
 # Integers below 2^53 (both operands and the result; a quotient an integer) answer in place: regorus is
 # exact there, as OPA. Anything else goes to ARITH, which answers as OPA or fails (extensions.arithmetic).
+_SMALL_CHECKS = (
+    "\tis_number(a)\n\tis_number(b)\n\tround(a) == a\n\tround(b) == b\n"
+    "\tabs(a) < 9007199254740992\n\tabs(b) < 9007199254740992\n"
+)  # in the helper's body, not a function of their own: a call costs several microseconds in regorus
 _ARITH_HELPERS = {
     False: (
-        "\n{name}(a, b) := a {sign} b if {{\n\tnot is_number(a)\n}} else := x if {{\n"
-        "\t__rk_ar_small_{tag}(a)\n\t__rk_ar_small_{tag}(b)\n{checks}}} "
+        "\n{name}(a, b) := x if {{\n{small}{checks}}} else := a {sign} b if {{\n\tnot is_number(a)\n}} "
         'else := {arith}("{sign}", json.marshal(a), json.marshal(b))\n'
     ),
     True: (
-        "\n{name}(a, b) = x {{\n\tnot is_number(a)\n\tx := a {sign} b\n}} else = x {{\n"
-        "\t__rk_ar_small_{tag}(a)\n\t__rk_ar_small_{tag}(b)\n{checks}}} else = x {{\n"
-        '\tx := {arith}("{sign}", json.marshal(a), json.marshal(b))\n}}\n'
+        "\n{name}(a, b) = x {{\n{small}{checks}}} else = x {{\n\tnot is_number(a)\n\tx := a {sign} b\n}} "
+        'else = x {{\n\tx := {arith}("{sign}", json.marshal(a), json.marshal(b))\n}}\n'
     ),
 }
 _ARITH_CHECKS = {
     "div": "\tb != 0\n\tx := a / b\n\tround(x) == x\n",
-    "other": "\tx := a {sign} b\n\t__rk_ar_small_{tag}(x)\n",
-}
-_SMALL = {
-    False: "\n__rk_ar_small_{tag}(n) if {{\n\tis_number(n)\n\tround(n) == n\n\tabs(n) < 9007199254740992\n}}\n",
-    True: "\n__rk_ar_small_{tag}(n) {{\n\tis_number(n)\n\tround(n) == n\n\tabs(n) < 9007199254740992\n}}\n",
+    "other": "\tx := a {sign} b\n\tabs(x) < 9007199254740992\n",
 }
 _ARITH_DEFINED = re.compile(rb"\n__rk_ar_[a-z]+_[0-9a-f]{8}_[0-9]+\(a, b\)")
 
@@ -945,16 +943,14 @@ def _arithmetic(module: Module) -> list[_Change]:
         taken.append((first, last))
         name = f"__rk_ar_{op}_{tag}_{number}"
         number += 1
-        checks = _ARITH_CHECKS["div" if op == "div" else "other"].format(sign=sign, tag=tag)
-        helper = _ARITH_HELPERS[module.v0].format(name=name, tag=tag, sign=sign, arith=ARITH, checks=checks)
+        checks = _ARITH_CHECKS["div" if op == "div" else "other"].format(sign=sign)
+        helper = _ARITH_HELPERS[module.v0].format(name=name, small=_SMALL_CHECKS, sign=sign, arith=ARITH, checks=checks)
         changes += [
             _Change(first, first, f"{name}(".encode()),
             _Change(at, at + 1, b","),
             _Change(last, last, b")"),
             _Change(len(source), len(source), helper.encode(), _position(source, at)),
         ]
-    if changes and f"__rk_ar_small_{tag}(n)".encode() not in source:
-        changes.append(_Change(len(source), len(source), _SMALL[module.v0].format(tag=tag).encode()))
     return changes
 
 

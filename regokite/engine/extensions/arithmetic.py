@@ -18,6 +18,7 @@ answer in place.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from fractions import Fraction
@@ -35,7 +36,19 @@ def arith(op: object, left: object, right: object) -> int | float:
     """OPA's `left op right`, or an error where a regorus number cannot hold it.
 
     The operands come as regorus's JSON text of them (json.marshal): regorus passes no integral
-    double beyond 64-bit integers to Python (1e21, gatekeeper-library's storage multiples)."""
+    double beyond 64-bit integers to Python (1e21, gatekeeper-library's storage multiples). The
+    answers are remembered (a policy computes the same quantities request after request)."""
+    if isinstance(op, str) and isinstance(left, str) and isinstance(right, str):
+        return _remembered(op, left, right)
+    return _arith(op, left, right)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered(op: str, left: str, right: str) -> int | float:
+    return _arith(op, left, right)
+
+
+def _arith(op: object, left: object, right: object) -> int | float:
     name = _NAMES.get(op) if isinstance(op, str) else None
     if name is None:
         raise BuiltinError(f"{ARITH}: unknown operator {op!r}")
