@@ -12,7 +12,9 @@ here first, and a refusal names the problem and its JSON path:
 * integers must lie in the int64 range, [-2**63, 2**63-1]: exact in both
   engines, and Kubernetes' own integer type (its JSON decoder turns larger
   integers into floats);
-* floats must be finite (JSON has no NaN or Infinity);
+* floats must be finite (JSON has no NaN or Infinity), and beyond 2**53 hold
+  the number written (`1e23` is the double 99999999999999991611392, which
+  the embedded engine computes with; OPA keeps 10**23);
 * nesting at most MAX_DEPTH objects/arrays deep: far below Python's recursion
   limit, with room for what `/mutate` does to an object (deepcopy, jsonpatch
   diff) and for the frames of the server around it;
@@ -29,6 +31,7 @@ import functools
 import json
 import math
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from regokite.errors import RegokiteError
@@ -55,7 +58,8 @@ def check(value: Any, root: str = "input", *, int_max: int = INT_MAX) -> None:
     """Raise InputRejected for the first value that breaks the rules above.
 
     `int_max` 2**64-1 is for values regokite computes itself (an extension
-    builtin's result, such as a certificate serial): regorus holds u64 exactly.
+    builtin's result, such as a certificate serial): regorus holds u64 exactly,
+    and a larger serial is its nearest double (documented), not refused.
 
     A flat pass over the containers, level by level, settles the usual case
     (about 0.1 us a value); anything it doubts goes to a second walk that
@@ -64,6 +68,9 @@ def check(value: Any, root: str = "input", *, int_max: int = INT_MAX) -> None:
     """
     if not _plainly_valid(value, int_max):
         _explain(value, root, int_max)
+
+
+_DOUBLE_EXACT = 2.0**53  # from here on a double is an integer, and may not be the one written
 
 
 def _plainly_valid(value: Any, int_max: int) -> bool:
@@ -93,7 +100,7 @@ def _plainly_valid(value: Any, int_max: int) -> bool:
                     if item > int_max or item < INT_MIN:
                         return False
                 elif kind is float:
-                    if item - item != 0:  # NaN and infinities
+                    if item - item != 0 or not -_DOUBLE_EXACT < item < _DOUBLE_EXACT:  # NaN, inf, 1e23
                         return False
                 elif kind is not bool and item is not None:
                     return False
@@ -150,6 +157,12 @@ def _visit(item: Any, depth: int, here: _Link, *, root: str, stack: list[tuple[A
     elif isinstance(item, float):
         if not math.isfinite(item):
             raise InputRejected(f"{item} is not a JSON number", _path(root, here))
+        if int_max == INT_MAX and abs(item) >= _DOUBLE_EXACT and Fraction(repr(item)) != Fraction(item):
+            raise InputRejected(
+                f"number {item!r} is not held exactly by a 64-bit double (it is {int(item)} there): "
+                "write it as an integer within int64, or as a string",
+                _path(root, here),
+            )
     else:
         raise InputRejected(f"a {type(item).__name__} is not a JSON value", _path(root, here))
 

@@ -85,10 +85,24 @@ def run_with(suite: Path, capsys: pytest.CaptureFixture[str], name: str, text: s
 def test_an_evaluation_error_is_reported_as_error_with_location(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out, _ = run_with(suite, capsys, "more_test.rego", "package more_test\n\ntest_divides if {\n\t1 / 0\n}\n", 1)
+    (suite / "more_test.rego").write_text("package more_test\n\ntest_divides if {\n\t1 / 0\n}\n")
+    assert main(["test", "--strict-builtin-errors", str(suite)]) == 1
+    out = capsys.readouterr().out
     assert "data.more_test.test_divides: ERROR" in out
     assert "more_test.rego:4" in out
     assert "divide by zero" in out
+
+
+def test_arithmetic_errors_are_undefined_but_refusals_stay_errors_as_opa_test(
+    suite: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OPA's non-strict builtin errors: `1 / 0` is undefined; `1 / 3`, which the embedded engine cannot
+    hold as OPA does, stays an error (undefined, it could pass a test OPA fails)."""
+    text = "package more_test\n\ntest_divides if {\n\tnot 1 / 0\n}\n\ntest_thirds if {\n\t1 / 3 > 0\n}\n"
+    out, _ = run_with(suite, capsys, "more_test.rego", text, 1)
+    assert "data.more_test.test_divides: ERROR" not in out and "test_divides: FAIL" not in out
+    assert "data.more_test.test_thirds: ERROR" in out
+    assert "more_test.rego:8" in out and "more digits" in out
 
 
 def test_run_selects_tests_by_regex(suite: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,6 +43,17 @@ class Edit:
     new: int
 
 
+@dataclass(frozen=True)
+class Redirect:
+    """Lines of text appended by a rewrite (a helper made for one place) whose locations belong at that
+    place: (line, col) in the text before the rewrite."""
+
+    first: int
+    last: int
+    line: int
+    col: int
+
+
 class Columns:
     """Maps locations in the rewritten modules back to the modules as written.
 
@@ -50,7 +61,9 @@ class Columns:
     text before it, so a location goes back through the last stage first.
     """
 
-    def __init__(self, edits: dict[str, list[Edit]], earlier: tuple[dict[str, list[Edit]], ...] = ()) -> None:
+    def __init__(
+        self, edits: dict[str, list[Edit | Redirect]], earlier: tuple[dict[str, list[Edit | Redirect]], ...] = ()
+    ) -> None:
         self._stages = (*earlier, edits)
 
     @classmethod
@@ -70,13 +83,17 @@ class Columns:
         return location
 
 
-def _before(edits: dict[str, list[Edit]], location: Location | None) -> Location | None:
+def _before(edits: dict[str, list[Edit | Redirect]], location: Location | None) -> Location | None:
     """`location` in the text before one rewrite."""
     if location is None:
         return None
+    found = edits.get(location.file, ())
+    for redirect in found:
+        if isinstance(redirect, Redirect) and redirect.first <= location.line <= redirect.last:
+            return replace(location, line=redirect.line, col=redirect.col)
     col, shift = location.col, 0
-    for edit in edits.get(location.file, ()):
-        if edit.line != location.line:
+    for edit in found:
+        if isinstance(edit, Redirect) or edit.line != location.line:
             continue
         start = edit.col + shift  # where the path begins in the rewritten line
         if col < start:

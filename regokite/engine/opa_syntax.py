@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 import regorus
@@ -36,8 +38,10 @@ import regorus
 from regokite import rego_ast
 from regokite.bundle import Module
 from regokite.engine.extensions import (
+    ARITH,
     HTTP_SEND_OFF,
     LENIENT,
+    NUMBER_TEXT,
     REPLACE_EMPTY,
     STRLEN,
     UNORDERED,
@@ -46,7 +50,7 @@ from regokite.engine.extensions import (
     arities,
 )
 from regokite.engine.extensions.formatting import SPRINTF
-from regokite.engine.import_refs import Columns, Edit
+from regokite.engine.import_refs import Columns, Edit, Redirect
 from regokite.errors import Location, PolicyLoadError, engine_diagnostic
 from regokite.rego_ast import ref_parts, rule_heads
 
@@ -60,11 +64,13 @@ _SET_BODIES = "else cannot be used with set rules"  # regorus's word for a parti
 
 @dataclass(frozen=True)
 class _Change:
-    """Replace source[start:end] with `text` (an insertion when start == end)."""
+    """Replace source[start:end] with `text` (an insertion when start == end); `place`: where
+    (line, col, before this change) an error located on the lines of `text` belongs."""
 
     start: int
     end: int
     text: bytes
+    place: tuple[int, int] | None = None
 
 
 def rewrite(
@@ -100,7 +106,7 @@ def _rewrite(
     stages.append(_stage(current, _builtin_mocks(list(current))))
     stages.append(_stage(current, _routes(list(current), mockable)))
     stages.append(_stage(current, _function_mocks(list(current))))
-    for rounds in (_negations, _sprintf_rounds, _comparison_rounds, _membership_rounds):
+    for rounds in (_negations, _sprintf_rounds, _comparison_rounds, _arithmetic_rounds, _membership_rounds):
         pending = list(current)
         for _ in range(16):  # a construct nested in another is rewritten on the next round
             before = {m.path: m.text for m in current}
@@ -117,7 +123,7 @@ def _rewrite(
 
 def _stage(current: list[Module], found: Iterator[tuple[Module, list[_Change]]]) -> Columns:
     """Apply each module's changes in `current`; the map back through them."""
-    edits: dict[str, list[Edit]] = {}
+    edits: dict[str, list[Edit | Redirect]] = {}
     for module, changes in found:
         if changes:
             index = current.index(module)
@@ -216,16 +222,22 @@ def _offset(source: bytes, line: int, col: int) -> int | None:
     return None
 
 
-def _apply(module: Module, changes: list[_Change]) -> tuple[Module, list[Edit]]:
+def _apply(module: Module, changes: list[_Change]) -> tuple[Module, list[Edit | Redirect]]:
     source = module.text.encode()
     changes = sorted(changes, key=lambda c: (c.start, c.end))
-    out, edits, at = [], [], 0
+    out: list[bytes] = []
+    edits: list[Edit | Redirect] = []
+    at, added = 0, 0  # added: lines the changes so far added
     for change in changes:
         if change.start < at:
             raise AssertionError(f"overlapping rewrites in {module.path}")  # a bug here, never input
         out += [source[at : change.start], change.text]
         line, col = _position(source, change.start)
         edits.append(Edit(line, col, _width(source[change.start : change.end]), _width(change.text)))
+        if change.place is not None:
+            first = line + added + change.text.startswith(b"\n")  # the lines the text begins
+            edits.append(Redirect(first, line + added + change.text.count(b"\n"), *change.place))
+        added += change.text.count(b"\n") - source[change.start : change.end].count(b"\n")
         at = change.end
     out.append(source[at:])
     return replace(module, text=b"".join(out).decode()), edits
@@ -851,6 +863,114 @@ def _grouped(code: bytes, start: int, sign: int, after: int, end: int) -> tuple[
     return start, end
 
 
+# ------------------------------------------------------------------ arithmetic regorus rounds
+
+_ARITH = {"Add": ("add", "+"), "Sub": ("sub", "-"), "Mul": ("mul", "*"), "Div": ("div", "/")}
+_SMALL_CALLS = frozenset({"count", "__rk_b_count"})
+_SMALL_LITERAL = re.compile(rb"-?[0-9]{1,9}")
+# Integers below 2^53 (both operands and the result; a quotient an integer) answer in place: regorus is
+# exact there, as OPA. Anything else goes to ARITH, which answers as OPA or fails (extensions.arithmetic).
+_SMALL_CHECKS = (
+    "\tis_number(a)\n\tis_number(b)\n\tround(a) == a\n\tround(b) == b\n"
+    "\tabs(a) < 9007199254740992\n\tabs(b) < 9007199254740992\n"
+)  # in the helper's body, not a function of their own: a call costs several microseconds in regorus
+_ARITH_HELPERS = {
+    False: (
+        "\n{name}(a, b) := x if {{\n{small}{checks}}} else := a {sign} b if {{\n\tnot is_number(a)\n}} "
+        'else := {arith}("{sign}", json.marshal(a), json.marshal(b))\n'
+    ),
+    True: (
+        "\n{name}(a, b) = x {{\n{small}{checks}}} else = x {{\n\tnot is_number(a)\n\tx := a {sign} b\n}} "
+        'else = x {{\n\tx := {arith}("{sign}", json.marshal(a), json.marshal(b))\n}}\n'
+    ),
+}
+_ARITH_CHECKS = {
+    "div": "\tb != 0\n\tx := a / b\n\tround(x) == x\n",
+    "other": "\tx := a {sign} b\n\tabs(x) < 9007199254740992\n",
+}
+_ARITH_DEFINED = re.compile(rb"\n__rk_ar_[a-z]+_[0-9a-f]{8}_[0-9]+\(a, b\)")
+
+
+_ARITH_SIGN = re.compile(rb"[\w)\]}]\s*[-+*/]")  # an operand's end, then an operator (strings masked)
+
+
+def _arithmetic_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Change]]]:
+    for module in modules:
+        if _ARITH_SIGN.search(_masked(module.text.encode())):  # else nothing to parse
+            yield module, _arithmetic(module)
+
+
+def _arithmetic(module: Module) -> list[_Change]:
+    """`a + b` (and -, *, /) as a call of a helper appended to the module that answers as OPA where
+    regorus's doubles would not (`0.1 + 0.2`, `9007199254740993 / 2`), or fails. Each place gets a
+    helper of its own, so that an error in it (`1 / 0`) is located at the place. Sides that are small
+    integer literals or counts are left in place (+, -, *: exact in both)."""
+    source = module.text.encode()
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return []
+    tag = format(zlib.crc32(module.path.encode()), "08x")
+    code = _masked(source)
+    found = []
+    for rule in tree.get("rules", []):
+        kind, body = next(iter(rule.items()))
+        if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
+            continue  # the helpers themselves
+        if not _ARITH_SIGN.search(code, body["span"]["start"], body["span"]["end"]):
+            continue  # no operator in its text: no walk
+        found += [n for k, n in _tagged(rule) if k == "ArithExpr" and n["op"] in _ARITH and not _exact(source, n)]
+    extents = [_trimmed(source, **_extent({"ArithExpr": n})) for n in found]
+    changes: list[_Change] = []
+    taken: list[tuple[int, int]] = []
+    number = len(_ARITH_DEFINED.findall(source))
+    for node, (start, end) in zip(found, extents, strict=True):
+        if any(start <= s and e <= end and (s, e) != (start, end) for s, e in extents):
+            continue  # arithmetic inside it: that first, next round
+        op, sign = _ARITH[node["op"]]
+        left, right = _operand_extent(source, node["lhs"]), _operand_extent(source, node["rhs"])
+        at = code.find(sign.encode(), left[1], right[0])
+        if at < 0:
+            raise _refusal(
+                module,
+                source,
+                left[0],
+                "arithmetic that the embedded engine's 64-bit doubles may compute otherwise than OPA could "
+                "not be rewritten here: write it on a line of its own, or use --engine opa",
+            )
+        first, last = _grouped(code, left[0], at, at + 1, right[1])
+        if any(first < e and s < last for s, e in taken):
+            continue  # sharing text with another rewritten here: next round
+        taken.append((first, last))
+        name = f"__rk_ar_{op}_{tag}_{number}"
+        number += 1
+        checks = _ARITH_CHECKS["div" if op == "div" else "other"].format(sign=sign)
+        helper = _ARITH_HELPERS[module.v0].format(name=name, small=_SMALL_CHECKS, sign=sign, arith=ARITH, checks=checks)
+        changes += [
+            _Change(first, first, f"{name}(".encode()),
+            _Change(at, at + 1, b","),
+            _Change(last, last, b")"),
+            _Change(len(source), len(source), helper.encode(), _position(source, at)),
+        ]
+    return changes
+
+
+def _exact(source: bytes, node: dict[str, Any]) -> bool:
+    """Both sides small integers (literals below 2^30 or counts), or a side a set: exact in regorus."""
+    if node["op"] == "Div":
+        return False
+    sides = [next(iter(side.items())) for side in (node["lhs"], node["rhs"])]
+    if any(kind in ("Set", "SetCompr") for kind, _ in sides):
+        return True
+    for kind, value in sides:
+        if kind == "Number":
+            text = source[value["span"]["start"] : value["span"]["end"]]
+            if not _SMALL_LITERAL.fullmatch(text):
+                return False
+        elif kind != "Call" or (_fcn_name(value) or "").removeprefix("data.").split(".")[-1] not in _SMALL_CALLS:
+            return False
+    return True
+
+
 # ------------------------------------------------------------------ f(x, out)
 
 
@@ -886,9 +1006,11 @@ _INTEGER = re.compile(rb"-?[0-9]+")
 
 
 def _check_numbers(module: Module) -> None:
-    """Refuse an integer literal beyond 64 bits that a double cannot hold: regorus reads it as the
-    nearest double (123456789012345678901234567890 becomes 1.2345678901234568e+29), OPA exactly.
-    One a double holds (gatekeeper-library's 1000000000000000000000) loads."""
+    """Refuse a number literal regorus would hold otherwise than OPA, which keeps its text: an integer
+    beyond 64 bits that a double cannot hold (123456789012345678901234567890 becomes
+    1.2345678901234568e+29), a fraction whose double reads back otherwise (0.10000000000000000001
+    becomes 0.1), an integral double that is not the number written (1e23 becomes
+    99999999999999991611392). One a double holds (gatekeeper-library's 1000000000000000000000) loads."""
     source = module.text.encode()
     tree, failure = _parse(module, source)
     if failure is not None or tree is None:
@@ -897,14 +1019,37 @@ def _check_numbers(module: Module) -> None:
         if kind != "Number":
             continue
         text = source[node["span"]["start"] : node["span"]["end"]]
-        if _INTEGER.fullmatch(text) and not -(2**63) <= int(text) < 2**64 and int(float(text)) != int(text):
+        if _INTEGER.fullmatch(text):
+            if not -(2**63) <= int(text) < 2**64 and int(float(text)) != int(text):
+                raise _refusal(
+                    module,
+                    source,
+                    node["span"]["start"],
+                    f"the integer {text.decode()} is beyond 64 bits and not a double, which the embedded engine "
+                    "would round: write it as a string, or use --engine opa",
+                )
+        elif _held_otherwise(text):
             raise _refusal(
                 module,
                 source,
                 node["span"]["start"],
-                f"the integer {text.decode()} is beyond 64 bits and not a double, which the embedded engine "
-                "would round: write it as a string, or use --engine opa",
+                f"the number {text.decode()} is not held exactly by the embedded engine's 64-bit double "
+                f"(it would read as {_as_held(float(text))}): write fewer digits, or use --engine opa",
             )
+
+
+def _as_held(double: float) -> str:
+    return str(int(double)) if double.is_integer() else repr(double)
+
+
+def _held_otherwise(text: bytes) -> bool:
+    try:
+        written, double = Fraction(text.decode().replace("_", "")), float(text)
+    except (ValueError, OverflowError):
+        return False  # regorus's own error at load
+    if not math.isfinite(double):
+        return False
+    return written != (Fraction(double) if double.is_integer() else Fraction(repr(double)))
 
 
 # ------------------------------------------------------------------ with f as builtin
@@ -1041,6 +1186,7 @@ def _memberships(module: Module) -> list[_Change]:
 _ALWAYS_ROUTED = frozenset(
     {
         "count",
+        "to_number",
         "json.marshal",
         "json.marshal_with_options",
         "sort",
@@ -1056,7 +1202,18 @@ _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\
 _ROUTE = "__rk_b_"
 # http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
 _MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
-_ROUTE_WORDS = ("count", "json.marshal", "with", "sort", "min", "max", "replace", "regex.split", "yaml.marshal")
+_ROUTE_WORDS = (
+    "count",
+    "json.marshal",
+    "with",
+    "sort",
+    "min",
+    "max",
+    "replace",
+    "regex.split",
+    "yaml.marshal",
+    "to_number",
+)
 
 
 def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:
@@ -1204,6 +1361,12 @@ def _wrapper(builtin: str, arity: int, v0: bool, replaced: str) -> str:
     bodies: list[tuple[tuple[str, ...], str]]
     if builtin == "count" and arity == 1:
         bodies = [(("is_string(a0)",), f"{STRLEN}(a0)"), (("not is_string(a0)",), "count(a0)")]
+    elif builtin == "to_number" and arity == 1:
+        # regorus's number as its JSON text: it passes no integral double beyond 64-bit integers to Python
+        bodies = [
+            (("is_string(a0)",), f"{NUMBER_TEXT}(a0, json.marshal(to_number(a0)))"),
+            (("not is_string(a0)",), "to_number(a0)"),
+        ]
     elif builtin == "yaml.marshal" and arity == 1:
         bodies = [((f"{YAML_PLAIN}(a0)",), "yaml.marshal(a0)")]
     elif builtin.startswith("json.marshal"):

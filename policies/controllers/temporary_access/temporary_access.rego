@@ -66,10 +66,18 @@ bindings = object.get(input, ["children", "RoleBinding.rbac.authorization.k8s.io
 status = {"phase": phase, "bindings": count(bindings)}
 
 # Wake up at the next boundary instead of waiting for the periodic resync.
-resyncAfterSeconds = ((valid_from_ns - now_ns) / 1000000000) + 0.05 if {
+resyncAfterSeconds = seconds_until(valid_from_ns) if {
 	phase == "Pending"
 }
 
-resyncAfterSeconds = ((valid_until_ns - now_ns) / 1000000000) + 0.05 if {
+resyncAfterSeconds = seconds_until(valid_until_ns) if {
 	phase == "Active"
+}
+
+# 50 ms after the boundary, computed in whole milliseconds: nanoseconds over
+# 10^9, or a fraction added to a large number, can take more digits than the
+# embedded engine's numbers hold (an evaluation error there).
+seconds_until(t) := (ms + 50) / 1000 if {
+	ns := t - now_ns
+	ms := (ns - (ns % 1000000)) / 1000000
 }

@@ -16,9 +16,11 @@ import regorus
 
 from regokite import input_guard
 from regokite.engine.extensions import (
+    arithmetic,
     arrays,
     certificates,
     cidr,
+    decoding,
     formatting,
     globs,
     hashing,
@@ -28,6 +30,7 @@ from regokite.engine.extensions import (
     units,
     yamlcheck,
 )
+from regokite.engine.extensions.arithmetic import ARITH, NUMBER_TEXT
 from regokite.engine.extensions.common import BuiltinError, Refusal
 from regokite.engine.extensions.external_data import ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
@@ -35,9 +38,11 @@ from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
 
 _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    **arithmetic.BUILTINS,
     **arrays.BUILTINS,
     **hashing.BUILTINS,
     **cidr.BUILTINS,
+    **decoding.BUILTINS,
     **certificates.BUILTINS,
     **jwt.BUILTINS,
     **formatting.BUILTINS,
@@ -67,7 +72,16 @@ def arities() -> dict[str, int]:
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {LENIENT, STRLEN, UNORDERED, REPLACE_EMPTY, YAML_PLAIN, "external_data"}
+    names = set(_BUILTINS) | {
+        ARITH,
+        NUMBER_TEXT,
+        LENIENT,
+        STRLEN,
+        UNORDERED,
+        REPLACE_EMPTY,
+        YAML_PLAIN,
+        "external_data",
+    }
     names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
     return frozenset(names)
 
@@ -77,6 +91,8 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     for name, (arity, function) in _BUILTINS.items():
         engine.add_extension(name, arity, _guarded(name, function))
     engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
+    engine.add_extension(ARITH, 3, arithmetic.arith)
+    engine.add_extension(NUMBER_TEXT, 2, arithmetic.number_text)
     engine.add_extension(STRLEN, 1, _strlen)
     engine.add_extension(UNORDERED, 1, _unordered)
     engine.add_extension(REPLACE_EMPTY, 2, _guarded(REPLACE_EMPTY, strings.replace_empty))
@@ -158,7 +174,7 @@ def _lenient(name: object, arguments: object) -> list[object]:
     """
     if not isinstance(name, str) or not isinstance(arguments, list):
         return []
-    extension = _BUILTINS.get(name)
+    extension = (3, arithmetic.arith) if name == ARITH else _BUILTINS.get(name)
     try:
         if extension is not None:
             return [extension[1](*arguments)]
@@ -174,8 +190,10 @@ def _lenient(name: object, arguments: object) -> list[object]:
 
 
 __all__ = [
+    "ARITH",
     "HTTP_SEND_OFF",
     "LENIENT",
+    "NUMBER_TEXT",
     "REPLACE_EMPTY",
     "STRLEN",
     "UNORDERED",

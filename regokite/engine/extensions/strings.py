@@ -1,13 +1,12 @@
-"""substring, indexof, strings.count, base64.decode, upper and lower as OPA.
+"""substring, indexof, strings.count, strings.reverse, replace_n, upper and lower as OPA.
 
 substring takes integer operands only (regorus took 1e-07 as a length and
 answered); indexof of "" is an error in OPA (regorus answered 0);
 strings.count of "" counts the gaps between runes (regorus panicked);
-base64.decode of bytes that are not UTF-8 replaces each such byte, as Go
-writes the string (regorus replaced each run of them); strings.reverse of a
-string holding U+FFFD is an error: in OPA such a string most often holds
-bytes that are not UTF-8 (decoded by base64.decode, hex.decode, ...), where
-its strings.reverse panics or answers garbage.
+strings.reverse of a string holding U+FFFD is an error: in OPA such a string
+may hold bytes that are not UTF-8, where its strings.reverse panics or
+answers garbage. A replacement that cuts a character into bytes that are not
+UTF-8 (`replace("é", "", "x")`) is an error, as the decoders' (decoding).
 
 OPA refuses an offset or length that is not an integer and a negative
 offset; a negative length takes the rest of the string; offsets count runes.
@@ -25,11 +24,11 @@ from typing import Any
 from regokite.engine.extensions.common import (
     BuiltinError,
     Refusal,
-    base64_std_decode,
     int_operand,
     object_operand,
     string_operand,
 )
+from regokite.engine.extensions.decoding import utf8_text
 
 
 def substring(value: Any, offset: Any, length: Any) -> str:
@@ -54,14 +53,6 @@ def count(value: Any, search: Any) -> int:
     return len(text) + 1 if not wanted else text.count(wanted)
 
 
-def base64_decode(value: Any) -> str:
-    data = base64_std_decode(string_operand("base64.decode", value, 1))
-    return data.decode("utf-8", errors="surrogateescape").translate(_ESCAPED_BYTES)
-
-
-_ESCAPED_BYTES = {code: "\ufffd" for code in range(0xDC80, 0xDD00)}  # one U+FFFD per byte that is not UTF-8
-
-
 def reverse(value: Any) -> str:
     text = string_operand("strings.reverse", value, 1)
     if "\ufffd" in text:
@@ -74,10 +65,10 @@ def reverse(value: Any) -> str:
 
 def replace_empty(value: Any, new: Any) -> str:
     """replace(s, "", new) as OPA's (Go's strings.Replacer): `new` before, between and after every byte
-    of s; each byte of a character beyond ASCII, cut from the others, then reads as U+FFFD."""
+    of s; a character beyond ASCII cut so is an error (OPA's bytes that are not UTF-8)."""
     text, inserted = string_operand("replace", value, 1), string_operand("replace", new, 3).encode()
     data = inserted + b"".join(bytes([byte]) + inserted for byte in text.encode())
-    return data.decode("utf-8", errors="surrogateescape").translate(_ESCAPED_BYTES)
+    return utf8_text("replace", data)
 
 
 def replace_n(patterns: Any, value: Any) -> str:
@@ -102,7 +93,7 @@ def replace_n(patterns: Any, value: Any) -> str:
             break
         out.append(data[at])
         at, after_empty = at + 1, False
-    return bytes(out).decode("utf-8", errors="surrogateescape").translate(_ESCAPED_BYTES)
+    return utf8_text("strings.replace_n", bytes(out))
 
 
 def upper(value: Any) -> str:
@@ -134,7 +125,6 @@ BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     "substring": (3, substring),
     "indexof": (2, indexof),
     "strings.count": (2, count),
-    "base64.decode": (1, base64_decode),
     "strings.reverse": (1, reverse),
     "strings.replace_n": (2, replace_n),
 }
