@@ -1202,18 +1202,7 @@ _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\
 _ROUTE = "__rk_b_"
 # http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
 _MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
-_ROUTE_WORDS = (
-    "count",
-    "json.marshal",
-    "with",
-    "sort",
-    "min",
-    "max",
-    "replace",
-    "regex.split",
-    "yaml.marshal",
-    "to_number",
-)
+_ROUTE_WORDS = (*_ALWAYS_ROUTED, "with")  # a module mentioning none needs no parse for routing
 
 
 def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:

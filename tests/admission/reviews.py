@@ -66,3 +66,23 @@ def review(
     if sub_resource:
         request["subResource"] = sub_resource
     return {"apiVersion": api_version, "kind": "AdmissionReview", "request": request}
+
+
+# a validating and a mutating policy the server tests serve
+REPLICAS = """package admission.replicas
+
+deny contains msg if {
+	input.request.object.spec.replicas > 3
+	msg := sprintf("replicas %d is more than 3", [input.request.object.spec.replicas])
+}
+"""
+
+
+def label_policy(package: str) -> str:
+    """A mutating policy in `package`: the team label added where an object has no labels."""
+    return f"""package {package}
+
+patch contains {{"op": "add", "path": "/metadata/labels", "value": {{"team": "core"}}}} if {{
+	not input.request.object.metadata.labels
+}}
+"""

@@ -18,22 +18,9 @@ from starlette.routing import Match
 import regokite.admission.app as app_module
 from regokite.admission.app import ReviewRoutes, ServingState, create_app, review_target
 from regokite.admission.policies import load_policy_set
-from tests.admission.reviews import deployment, review
+from tests.admission.reviews import REPLICAS, deployment, label_policy, review
 
-REPLICAS = """package admission.replicas
-
-deny contains msg if {
-	input.request.object.spec.replicas > 3
-	msg := sprintf("replicas %d is more than 3", [input.request.object.spec.replicas])
-}
-"""
-
-LABEL = """package admission.team_label
-
-patch contains {"op": "add", "path": "/metadata/labels", "value": {"team": "core"}} if {
-	not input.request.object.metadata.labels
-}
-"""
+LABEL = label_policy("admission.team_label")
 
 # Paths a POST takes straight to the review; the rest go through FastAPI (a review there too, for
 # "/validate\n": Starlette's `$` matches before a final line feed; the long way answers it the same).

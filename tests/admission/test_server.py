@@ -17,24 +17,11 @@ import pytest
 from opa_standin import OpaStandin
 
 from regokite.ops.tls import self_signed
-from tests.admission.reviews import deployment, review
+from tests.admission.reviews import REPLICAS, deployment, label_policy, review
 from tests.admission.server import admission_server
 from tests.waiting import wait_until
 
-REPLICAS = """package admission.replicas
-
-deny contains msg if {
-	input.request.object.spec.replicas > 3
-	msg := sprintf("replicas %d is more than 3", [input.request.object.spec.replicas])
-}
-"""
-
-LABEL = """package admission.label
-
-patch contains {"op": "add", "path": "/metadata/labels", "value": {"team": "core"}} if {
-	not input.request.object.metadata.labels
-}
-"""
+LABEL = label_policy("admission.label")
 
 
 RUNAWAY = """package admission.runaway
