@@ -208,29 +208,21 @@ class KubeClient:
             limit = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         else:
             limit = urllib3.Timeout(total=timeout)
+        sent = {"body": body, "headers": headers, "timeout": limit, "preload_content": False}
         manager = self.api.rest_client.pool_manager
         if type(manager) is not urllib3.PoolManager:  # a proxy's manager: its own request path
-            return manager.urlopen(method, url, body=body, headers=headers, timeout=limit, preload_content=False)
+            return manager.urlopen(method, url, **sent)
         # straight to the API server's connection pool: the manager's URL parsing and pool lookup on every
         # request were a quarter of the time from a write's start to its first byte on the wire
         pool = self._pool
         if pool is None or pool.pool is None:  # not yet, or closed (the manager's clear() or eviction)
             pool = self._pool = manager.connection_from_url(self.host)
-        resp = pool.urlopen(
-            method,
-            self._prefix + target,
-            body=body,
-            headers=headers,
-            timeout=limit,
-            preload_content=False,
-            assert_same_host=False,
-            redirect=False,
-        )
+        resp = pool.urlopen(method, self._prefix + target, assert_same_host=False, redirect=False, **sent)
         location = resp.get_redirect_location()
         if location:  # not the API server's way; a proxy's: followed from here on as the manager follows
             resp.drain_conn()
-            method, url, body, headers = _redirected(method, url, location, resp.status, body, headers)
-            return manager.urlopen(method, url, body=body, headers=headers, timeout=limit, preload_content=False)
+            method, url, sent["body"], sent["headers"] = _redirected(method, url, location, resp.status, body, headers)
+            return manager.urlopen(method, url, **sent)
         return resp
 
     def request(

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from regokite.ops.tls import issue, new_ca, pem
+from tests.http_replies import reply
 from tests.ports import free_port
 
 SIGNED_PREFIX = "registry.example/signed/"
@@ -101,11 +102,7 @@ class SignatureProvider:
                 data = (
                     b"not json" if provider.garbage else json.dumps(provider.answer(body["request"]["keys"])).encode()
                 )
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, 200, data)
 
             def log_message(self, *args: object) -> None:
                 pass

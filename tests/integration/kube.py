@@ -32,6 +32,7 @@ if str(SCRIPTS) not in sys.path:
 
 from regokite import crd  # noqa: E402
 from regokite.ops import tls  # noqa: E402
+from tests.http_replies import reply as send_reply  # noqa: E402
 
 if TYPE_CHECKING:
     from regokite.manifests.webhooks import WebhookTarget
@@ -429,11 +430,7 @@ class HttpsJsonServer:
                     reply, status = json.dumps(outer.handler(self.path, body)).encode(), 200
                 except Exception as e:  # surface handler bugs as 500 + message
                     reply, status = str(e).encode(), 500
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                send_reply(self, status, reply)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

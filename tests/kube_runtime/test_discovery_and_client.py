@@ -15,6 +15,7 @@ import pytest
 from regokite.kube.client import CREDENTIALS_CHECK_SECONDS, ApiError, KubeClient, WatchStream, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.resources import ChildType
+from tests.http_replies import reply
 from tests.kube_runtime.fake import FakeKube
 
 
@@ -113,17 +114,9 @@ class _Paths(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.seen.append(self.path)
         if self.path.endswith("/moved"):
-            self.send_response(307)
-            self.send_header("Location", "/prefix/there")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            reply(self, 307, b"", headers={"Location": "/prefix/there"})
             return
-        body = json.dumps({"path": self.path}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, 200, json.dumps({"path": self.path}).encode())
 
     def log_message(self, *args: object) -> None:
         pass

@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 
 from regokite.kube import client as kube_client
 from regokite.kube.client import ApiError, KubeClient, retry_after
+from tests.http_replies import reply
 
 
 class Scripted(ThreadingHTTPServer):
@@ -39,13 +40,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.seen.append((self.command, time.monotonic()))
         status, after = self.server.script.popleft() if self.server.script else (200, None)
         body = json.dumps({"method": self.command} if status == 200 else {"message": "try later"}).encode()
-        self.send_response(status)
-        if after is not None:
-            self.send_header("Retry-After", after)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, status, body, headers={"Retry-After": after} if after is not None else None)
 
     do_GET = do_PATCH = do_POST = _answer
 
