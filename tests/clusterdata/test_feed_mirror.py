@@ -140,7 +140,7 @@ CLUSTERROLES = ResourceRef("rbac.authorization.k8s.io", "v1", "clusterroles", na
 
 def objects() -> list[tuple[ResourceRef, dict[str, Any]]]:
     """Namespaced and cluster-scoped objects, with values of every JSON kind."""
-    values = {"n": [1, -3, 1.5, 0.1, 10**15, 1e300, True, False, None], "text": 'é ü 日本 \n\t"', "empty": {}}
+    values = {"n": [1, -3, 1.5, 0.1, 10**15, 1e22, 1e-300, True, False, None], "text": 'é ü 日本 \n\t"', "empty": {}}
     return [
         (CONFIGMAPS, {**configmap("first"), "data": {"a/b~c": "x"}}),
         (CONFIGMAPS, {**configmap("second"), "spec": values}),
