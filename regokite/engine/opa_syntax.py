@@ -49,6 +49,7 @@ from regokite.engine.extensions import (
     ExtensionOptions,
     arities,
 )
+from regokite.engine.extensions.arithmetic import exact_value
 from regokite.engine.extensions.formatting import SPRINTF
 from regokite.engine.import_refs import Columns, Edit, Redirect
 from regokite.errors import Location, PolicyLoadError, engine_diagnostic
@@ -1049,7 +1050,7 @@ def _held_otherwise(text: bytes) -> bool:
         return False  # regorus's own error at load
     if not math.isfinite(double):
         return False
-    return written != (Fraction(double) if double.is_integer() else Fraction(repr(double)))
+    return written != exact_value(double)
 
 
 # ------------------------------------------------------------------ with f as builtin
