@@ -66,6 +66,21 @@ def test_a_fixed_seed_finds_no_answer_where_opa_errs_and_no_difference() -> None
 SEED = 20261126
 
 
+CLASSIFIED = [
+    ({"-2147483647.999": 1}, {"-2.147483647999e+09": 1}, "same but a number key's text"),
+    # the same text as a value (json.marshal, sprintf) is a silent difference, not a number's text
+    ("-2147483647.999", "-2.147483647999e+09", "different"),
+    ([0.30000000000000004], [0.3], "different"),
+    ([1, {"k": 2}, [3]], [1, [3], {"k": 2}], "same set, other order"),
+    ([1, [2]], [1, [2]], "same"),
+]
+
+
+@pytest.mark.parametrize(("mine", "opa", "expected"), CLASSIFIED)
+def test_the_fuzzer_counts_only_a_number_keys_text_apart_from_different(mine: Any, opa: Any, expected: str) -> None:
+    assert rego_fuzz.classify(mine, opa) == expected
+
+
 ORDER = [
     # regorus ordered a set before an object; OPA orders an object before a set (the fuzzer's finding)
     ('x := {"a": 1} < s', None),
