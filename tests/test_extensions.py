@@ -28,6 +28,7 @@ from opa_bindings.engine import OpaError
 
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.extensions.common import big_number
+from regokite.ops.tls import CA_KEY_USAGE
 
 os.environ.setdefault("RUST_LIB_BACKTRACE", "0")
 
@@ -109,18 +110,7 @@ def _cert(subject: str, key: Any, issuer: x509.Certificate | None, signer: Any, 
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
     )
     if ca:
-        usage = dict.fromkeys(["content_commitment", "key_encipherment", "data_encipherment", "key_agreement"], False)
-        builder = builder.add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-                **usage,
-            ),
-            critical=True,
-        )
+        builder = builder.add_extension(CA_KEY_USAGE, critical=True)
     else:
         builder = builder.add_extension(
             x509.SubjectAlternativeName(

@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 VALIDITY = dt.timedelta(days=365)
+# a CA's key signs certificates and CRLs (and digital signatures): KeyUsage's nine flags, in its order
+CA_KEY_USAGE = x509.KeyUsage(True, False, False, False, False, True, True, False, False)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def new_ca(common_name: str) -> Ca:
     cert = (
         _builder(name, name, key.public_key(), dt.datetime.now(dt.UTC))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(CA_KEY_USAGE, critical=True)
         .sign(key, hashes.SHA256())
     )
     return cert, key

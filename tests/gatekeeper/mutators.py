@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 
-def pod_assign(name: str, location: str, value: str = "Default", *, namespace: str | None = None) -> dict[str, Any]:
-    """An Assign setting `location` of Pods to `value`; with `namespace`, of that namespace's Pods only."""
+def pod_assign(
+    name: str, location: str, value: Any = "Default", *, namespace: str | None = None, source: str | None = None
+) -> dict[str, Any]:
+    """An Assign setting `location` of Pods to `value`; with `namespace`, of that namespace's Pods only; with
+    `source` (Generated, Original), of those Pods only."""
     match: dict[str, Any] = {"kinds": [{"apiGroups": ["*"], "kinds": ["Pod"]}]}
     if namespace is not None:
         match |= {"scope": "Namespaced", "namespaces": [namespace]}
+    if source is not None:
+        match |= {"source": source}
     return {
         "apiVersion": "mutations.gatekeeper.sh/v1",
         "kind": "Assign",

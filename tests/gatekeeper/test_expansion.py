@@ -24,6 +24,7 @@ from regokite.admission.review import parse_review
 from regokite.check import check, read_manifests
 from regokite.errors import PolicyLoadError
 from tests.admission.reviews import deployment, review
+from tests.gatekeeper.mutators import pod_assign
 from tests.gatekeeper.upstream import gatekeeper_library
 
 PRIVILEGED = "library/pod-security-policy/privileged-containers"
@@ -43,19 +44,14 @@ spec:
     group: ""
     version: "v1"
 """
-SIDECAR = """
-apiVersion: mutations.gatekeeper.sh/v1beta1
-kind: Assign
-metadata:
-  name: add-sidecar
-spec:
-  applyTo: [{groups: [""], kinds: ["Pod"], versions: ["v1"]}]
-  match: {source: Generated}
-  location: "spec.containers[name:istio-proxy]"
-  parameters:
-    assign:
-      value: {name: istio-proxy, image: "docker.io/istio/proxyv2:1.15.0", securityContext: {privileged: true}}
-"""
+SIDECAR = yaml.safe_dump(
+    pod_assign(
+        "add-sidecar",
+        "spec.containers[name:istio-proxy]",
+        {"name": "istio-proxy", "image": "docker.io/istio/proxyv2:1.15.0", "securityContext": {"privileged": True}},
+        source="Generated",
+    )
+)
 
 
 def policies(tmp_path: Path, *texts: str):
