@@ -379,6 +379,21 @@ def uninstall_crd(api: client.ApiClient, name: str, wait: bool = False) -> None:
         wait_for_deletion(api, f"{CRD_PATH}/{name}")
 
 
+def helloworlds(namespace: str) -> str:
+    """The path of `namespace`'s HelloWorlds: Metacontroller's hello_world CRD (the hello_crd fixture)."""
+    return f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
+
+
+def hello_world(name: str, who: str = "Ada", **metadata: Any) -> Obj:
+    """A HelloWorld greeting `who`; `metadata`: the rest of its metadata (namespace, labels)."""
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "HelloWorld",
+        "metadata": {"name": name, **metadata},
+        "spec": {"who": who},
+    }
+
+
 def unique_name(prefix: str = "t") -> str:
     """DNS-1123 names that never collide across tests or reruns against one cluster."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

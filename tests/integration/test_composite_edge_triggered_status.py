@@ -51,13 +51,8 @@ def test_a_transition_recorded_only_on_the_creating_sync_is_written(
     policies.mkdir()
     (policies / "edge_triggered.rego").write_text(HOOK)
     (tmp_path / "controller.yaml").write_text(CONTROLLER)
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
-    parent = {
-        "apiVersion": "example.com/v1",
-        "kind": "HelloWorld",
-        "metadata": {"name": "p", "namespace": namespace},
-        "spec": {"who": "Ada"},
-    }
+    parents = kube.helloworlds(namespace)
+    parent = kube.hello_world("p", namespace=namespace)
     with ControllerProcess(
         cluster.kubeconfig, policies=[policies], controllers=[tmp_path / "controller.yaml"], namespace=namespace
     ) as ctl:

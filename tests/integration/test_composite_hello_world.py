@@ -14,22 +14,13 @@ ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
 
 
-def hello(namespace: str, name: str, who: str) -> dict:
-    return {
-        "apiVersion": "example.com/v1",
-        "kind": "HelloWorld",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"who": who},
-    }
-
-
 def test_hello_world_pod_status_recreate_and_garbage_collection(
     cluster: Cluster, api: client.ApiClient, namespace: str, hello_crd: None
 ) -> None:
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
+    parents = kube.helloworlds(namespace)
     pod_path = f"/api/v1/namespaces/{namespace}/pods/your-name"
     with ControllerProcess.running(cluster.kubeconfig, HELLO, namespace=namespace) as ctl:
-        parent = create(api, parents, hello(namespace, "your-name", "Your Name"))
+        parent = create(api, parents, kube.hello_world("your-name", "Your Name", namespace=namespace))
 
         pod = kube.wait_for(lambda: get(api, pod_path), what="the hello pod", timeout=30)
         assert pod["spec"]["containers"][0]["command"] == ["echo", "Hello, Your Name!"]

@@ -59,7 +59,7 @@ def policy(ref: str, input: Any) -> Any:
 def test_a_status_refused_as_of_a_stale_parent_is_written_again_the_hook_asked_once(
     cluster: Cluster, api: client.ApiClient, namespace: str, hello_crd: None
 ) -> None:
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
+    parents = kube.helloworlds(namespace)
     child = f"/api/v1/namespaces/{namespace}/configmaps/p"
     kube_client = RecordingClient(cluster.kubeconfig)
     engine = ScriptedEngine(policy)
@@ -67,8 +67,7 @@ def test_a_status_refused_as_of_a_stale_parent_is_written_again_the_hook_asked_o
     name = kube.unique_name("conflict")
     runner = configmap_runner(kube_client, engine, hellos, name=name, package="hello", namespace=namespace)
     try:
-        create(api, parents, {"apiVersion": "example.com/v1", "kind": "HelloWorld",
-                              "metadata": {"name": "p", "namespace": namespace}, "spec": {"who": "Ada"}})  # fmt: skip
+        create(api, parents, kube.hello_world("p", namespace=namespace))
         for informer in runner.cache_informers():
             informer._relist()
         assert runner.reconcile(namespace, "p") == Result()  # creates the child; status: none seen yet

@@ -39,10 +39,9 @@ def test_hooks_read_replicated_objects_loaded_before_the_first_sync(
     (tmp_path / "greeting.rego").write_text(POLICY)
     (tmp_path / "controller.yaml").write_text(textwrap.dedent(CONTROLLER))
     cms = f"/api/v1/namespaces/{namespace}/configmaps"
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
+    parents = kube.helloworlds(namespace)
     create(api, cms, {"metadata": {"name": "settings"}, "data": {"greeting": "Hello"}})
-    create(api, parents, {"apiVersion": "example.com/v1", "kind": "HelloWorld", "metadata": {"name": "p"},
-                          "spec": {"who": "Ada"}})  # fmt: skip
+    create(api, parents, kube.hello_world("p"))
     extra = ["--replicate", "v1/configmaps"]
     with ControllerProcess.running(cluster.kubeconfig, tmp_path, extra=extra) as ctl:
         child = kube.wait_for(lambda: get(api, f"{cms}/p"), what="the child ConfigMap", timeout=30)

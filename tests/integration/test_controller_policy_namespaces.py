@@ -27,15 +27,13 @@ def test_a_definition_waits_for_its_hook_package_to_arrive_in_a_configmap(
     definition = yaml.safe_load((HELLO / "controller.yaml").read_text())
     definition["metadata"]["name"] = name
     definition["spec"]["parentResource"]["labelSelector"] = {"matchLabels": {"app": name}}
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
+    parents = kube.helloworlds(namespace)
     cms = f"/api/v1/namespaces/{namespace}/configmaps"
     extra = ["--watch-definitions", "--policy-namespaces", namespace]
     with ControllerProcess(cluster.kubeconfig, policies=[], controllers=[], namespace=namespace, extra=extra) as ctl:
         try:
             create(api, DEFINITIONS, definition)
-            parent = {"apiVersion": "example.com/v1", "kind": "HelloWorld", "metadata": {"name": "p"}}
-            parent["metadata"]["labels"] = {"app": name}
-            create(api, parents, {**parent, "spec": {"who": "Ada"}})
+            create(api, parents, kube.hello_world("p", labels={"app": name}))
             refused = kube.wait_for_condition(api, f"{DEFINITIONS}/{name}", "Accepted", status="False", timeout=30)
             assert "controllers.hello_world" in kube.condition(refused, "Accepted")["message"]
 

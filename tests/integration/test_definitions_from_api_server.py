@@ -36,12 +36,8 @@ def policies(tmp_path: Path) -> Path:
 
 
 def hello(namespace: str, name: str, app: str, who: str) -> dict:
-    return {
-        "apiVersion": "example.com/v1",
-        "kind": "HelloWorld",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
-        "spec": {"who": who},
-    }
+    """A HelloWorld for the definition that selects label app=`app`."""
+    return kube.hello_world(name, who, namespace=namespace, labels={"app": app})
 
 
 def greeting(pod: dict) -> list[str]:
@@ -71,7 +67,7 @@ def test_apply_starts_a_controller_delete_stops_it_while_another_runs_and_an_edi
     cluster: Cluster, api: client.ApiClient, namespace: str, definition_crds: None
 ) -> None:
     a, b = kube.unique_name("hello-a"), kube.unique_name("hello-b")
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
+    parents = kube.helloworlds(namespace)
     pods = f"/api/v1/namespaces/{namespace}/pods"
     with ControllerProcess(
         cluster.kubeconfig, policies=[HELLO], controllers=[], namespace=namespace, extra=["--watch-definitions"]
@@ -148,7 +144,7 @@ def test_an_edited_policy_file_recreates_the_pod_and_a_broken_one_keeps_the_last
         create(api, DEFINITIONS, controller(name, "live"))
         try:
             kube.wait_for_condition(api, f"{DEFINITIONS}/{name}", "Accepted", timeout=30)
-            create(api, f"/apis/example.com/v1/namespaces/{namespace}/helloworlds", hello(namespace, "pl", "live", "X"))
+            create(api, kube.helloworlds(namespace), hello(namespace, "pl", "live", "X"))
             first = kube.wait_for(lambda: get(api, pod_path), what="the pod", timeout=30)
             assert greeting(first) == ["echo", "Hello, X!"]
 
@@ -203,7 +199,7 @@ def test_policy_files_reload_without_watching_the_clusters_definitions(
     rego = policies / "hello_world.rego"
     pod_path = f"/api/v1/namespaces/{namespace}/pods/pf"
     with ControllerProcess.running(cluster.kubeconfig, policies, namespace=namespace) as ctl:
-        create(api, f"/apis/example.com/v1/namespaces/{namespace}/helloworlds", hello(namespace, "pf", "any", "Y"))
+        create(api, kube.helloworlds(namespace), hello(namespace, "pf", "any", "Y"))
         first = kube.wait_for(lambda: get(api, pod_path), what="the pod", timeout=30)
         assert greeting(first) == ["echo", "Hello, Y!"]
         rego.write_text(rego.read_text().replace("Hello, %s!", "Howdy, %s!"))

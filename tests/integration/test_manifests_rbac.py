@@ -122,21 +122,12 @@ def test_hello_world_runs_on_exactly_the_generated_role(
         assert status_of(sa_api, "GET", f"/api/v1/namespaces/{namespace}/secrets") == 403
         assert status_of(sa_api, "GET", "/api/v1/secrets") == 403
         assert status_of(sa_api, "GET", f"/api/v1/namespaces/{namespace}/configmaps") == 403
-        parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
+        parents = kube.helloworlds(namespace)
         assert status_of(sa_api, "DELETE", f"{parents}/nope") == 403
         assert status_of(sa_api, "GET", parents) == 200
 
         with ControllerProcess.running(kubeconfig, HELLO, extra=extra) as ctl:
-            create(
-                api,
-                parents,
-                {
-                    "apiVersion": "example.com/v1",
-                    "kind": "HelloWorld",
-                    "metadata": {"name": "rbac", "namespace": namespace},
-                    "spec": {"who": "RBAC"},
-                },
-            )
+            create(api, parents, kube.hello_world("rbac", "RBAC", namespace=namespace))
             pod = kube.wait_for(
                 lambda: get(api, f"/api/v1/namespaces/{namespace}/pods/rbac"), what="the hello pod", timeout=60
             )

@@ -22,9 +22,8 @@ LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
 def test_a_pod_metacontroller_created_is_taken_over_without_being_recreated(
     cluster: Cluster, api: client.ApiClient, namespace: str, hello_crd: None, tmp_path: Path
 ) -> None:
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
-    parent = create(api, parents, {"apiVersion": "example.com/v1", "kind": "HelloWorld",
-                                   "metadata": {"name": "moved"}, "spec": {"who": "Metacontroller"}})  # fmt: skip
+    parents = kube.helloworlds(namespace)
+    parent = create(api, parents, kube.hello_world("moved", "Metacontroller"))
     # What Metacontroller would have written for this parent: the hook's Pod, with its additions.
     (tmp_path / "parent.json").write_text(json.dumps(parent))
     report = plan_from_files([str(HELLO / "controller.yaml")], [str(HELLO)], str(tmp_path / "parent.json"))

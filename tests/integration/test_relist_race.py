@@ -35,7 +35,7 @@ from tests.controllers.process import ControllerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "policies" / "controllers" / "hello_world"
-PARENTS = "/apis/example.com/v1/namespaces/default/helloworlds"
+PARENTS = kube.helloworlds("default")
 PARENTS_ALPHA = "/apis/example.com/v1alpha1/namespaces/default/helloworlds"
 PODS = "/api/v1/namespaces/default/pods"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -53,7 +53,7 @@ def audited_plane(tmp_path: Path) -> Iterator[controlplane.ControlPlane]:
 
 
 def hello(name: str) -> dict:
-    return {"apiVersion": "example.com/v1", "kind": "HelloWorld", "metadata": {"name": name}, "spec": {"who": name}}
+    return kube.hello_world(name, name)
 
 
 def pod_exists(api: object, name: str) -> bool:

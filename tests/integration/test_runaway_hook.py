@@ -79,10 +79,8 @@ def test_a_runaway_hook_fails_alone_while_others_converge_health_answers_and_the
         create(api, f"/apis/example.com/v1/namespaces/{namespace}/spinners", spinner)
         time.sleep(0.5)  # its hook is running now
         renewed = lease(api, namespace)["renewTime"]
-        hellos = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
         for i in range(3):
-            hello = {"apiVersion": "example.com/v1", "kind": "HelloWorld", "metadata": {"name": f"h{i}"}}
-            create(api, hellos, {**hello, "spec": {"who": f"W{i}"}})
+            create(api, kube.helloworlds(namespace), kube.hello_world(f"h{i}", f"W{i}"))
         for i in range(3):
             pod = kube.wait_for(lambda i=i: get(api, f"/api/v1/namespaces/{namespace}/pods/h{i}"), what=f"pod h{i}")
             assert pod["spec"]["containers"][0]["command"] == ["echo", f"Hello, W{i}!"]

@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 import pytest
-from kube import Cluster, create, get, merge_patch
+from kube import Cluster, create, get, hello_world, helloworlds, merge_patch
 from kubernetes import client
 
 from regokite.kube.actuator import Actuator
@@ -43,9 +43,8 @@ def ours(current: dict[str, Any]) -> dict[str, Any]:
 def test_an_entry_written_since_the_read_is_kept(
     cluster: Cluster, api: client.ApiClient, namespace: str, hello_crd: None
 ) -> None:
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
-    listed = create(api, parents, {"apiVersion": "example.com/v1", "kind": "HelloWorld",
-                                   "metadata": {"name": "c"}, "spec": {"who": "Ada"}})  # fmt: skip
+    parents = helloworlds(namespace)
+    listed = create(api, parents, hello_world("c"))
     kube_client = RacingClient(cluster.kubeconfig, api, races=1)
     try:
         Actuator(kube_client).update_status(HELLO, listed, ours, controller="test")
@@ -57,9 +56,8 @@ def test_an_entry_written_since_the_read_is_kept(
 def test_a_status_changed_under_each_write_is_given_up_and_logged(
     cluster: Cluster, api: client.ApiClient, namespace: str, hello_crd: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    parents = f"/apis/example.com/v1/namespaces/{namespace}/helloworlds"
-    create(api, parents, {"apiVersion": "example.com/v1", "kind": "HelloWorld",
-                          "metadata": {"name": "c"}, "spec": {"who": "Ada"}})  # fmt: skip
+    parents = helloworlds(namespace)
+    create(api, parents, hello_world("c"))
     kube_client = RacingClient(cluster.kubeconfig, api, races=3)
     try:
         with caplog.at_level(logging.WARNING, logger="regokite.controller"), pytest.raises(ApiError) as refused:

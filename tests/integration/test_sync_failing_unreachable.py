@@ -28,7 +28,7 @@ from tests.kube_runtime.fake import ScriptedEngine
 from tests.runners.composite import configmap_runner
 
 ROOT = Path(__file__).resolve().parents[2]
-PARENTS = "/apis/example.com/v1/namespaces/default/helloworlds"
+PARENTS = kube.helloworlds("default")
 CHILD = "/api/v1/namespaces/default/configmaps/p"
 
 
@@ -52,8 +52,7 @@ def test_syncs_the_api_server_did_not_answer_count_toward_sync_failing(
     crd = yaml.safe_load((ROOT / "policies/controllers/hello_world/crd.yaml").read_text())
     with kube.Cluster.of(cp).api_client() as api:
         kube.install_crd(api, crd)
-        create(api, PARENTS, {"apiVersion": "example.com/v1", "kind": "HelloWorld",
-                              "metadata": {"name": "p"}, "spec": {"who": "Ada"}})  # fmt: skip
+        create(api, PARENTS, kube.hello_world("p"))
         kube_client = KubeClient(cp.kubeconfig)
         broken: set[str] = set()
         hellos = ParentResource("example.com/v1", "helloworlds")
