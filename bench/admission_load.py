@@ -19,7 +19,10 @@ Reports, all as ratios within the run:
    worker's, beside the CPU each side spent: the load generator (this
    process, `getrusage`) shares the machine's two cores with the workers, so
    throughput per worker-CPU-second says how well the workers scale apart
-   from the cores the load generator and other processes took;
+   from the cores the load generator and other processes took; beside it
+   the machine's own ceiling: the raw decision back to back in as many
+   processes at once (no HTTP, no load generator) over one process, and
+   the share of that scaling the server keeps;
 5. where one worker's CPU goes per request (`--profile-seconds`, 0 for
    none): py-spy samples the worker (native frames included, for TLS) during
    a closed loop, each sample is put in one step (TLS, HTTP parsing, JSON
@@ -36,6 +39,7 @@ import argparse
 import asyncio
 import gc
 import json
+import multiprocessing
 import os
 import resource
 import ssl
@@ -69,6 +73,36 @@ def raw_evaluation(iterations: int, only: str | None) -> dict[str, float]:
     cpu = time.process_time() - cpu
     policy_set.close()
     return {**percentiles(samples), "cpu_ms": cpu / iterations * 1000}
+
+
+def _decide_for(seconds: float, only: str | None, barrier, results) -> None:
+    """One process of `raw_throughput`: the decision back to back for `seconds`, started with the others."""
+    policy_set = load_policy_set([str(p) for p in standalone_policies()])
+    review = parse_review(sample_body())
+    for _ in range(50):  # warm
+        decide(policy_set, review, mode="validate", only=only)
+    barrier.wait()
+    count, cpu, stop = 0, time.process_time(), time.perf_counter() + seconds
+    while time.perf_counter() < stop:
+        decide(policy_set, review, mode="validate", only=only)
+        count += 1
+    results.put((count, time.process_time() - cpu))
+    policy_set.close()
+
+
+def raw_throughput(processes: int, seconds: float, only: str | None) -> tuple[float, float]:
+    """The raw decision's closed-loop rate (decisions/s, all processes) and cores busy in `processes`
+    processes at once: no HTTP, no load generator, so `raw_throughput(2) / raw_throughput(1)` is the
+    scaling this machine (its cores, its other load) allows two admission workers."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    procs = [ctx.Process(target=_decide_for, args=(seconds, only, barrier, results)) for _ in range(processes)]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get(timeout=seconds + 120) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return sum(count for count, _ in outcomes) / seconds, sum(cpu for _, cpu in outcomes) / seconds
 
 
 class Connection:
@@ -484,7 +518,13 @@ def main() -> None:
     raw = raw_evaluation(2000, only)
     print(f"raw decision, in process, same decision as /{args.endpoint}: {fmt(raw)}, CPU {raw['cpu_ms']:.3f} ms")
     closed: dict[int, Throughput] = {}
+    machine: dict[int, tuple[float, float]] = {}
     for workers in sorted(set(args.workers) | {1}):
+        machine[workers] = raw_throughput(workers, args.seconds, only)
+        print(
+            f"\nraw decision, no HTTP, in {workers} process(es) at once for {args.seconds:.0f} s: "
+            f"{machine[workers][0]:7.1f} decisions/s, {machine[workers][1]:.2f} cores"
+        )
         with (
             tempfile.TemporaryDirectory() as tmp,
             admission_server(standalone_policies(), Path(tmp), "--workers", str(workers), *PRODUCTION_RELOAD) as server,
@@ -508,11 +548,17 @@ def main() -> None:
         if workers == 1:
             continue
         per_core = (run.rate / (run.worker_cpu / run.elapsed)) / (one.rate / (one.worker_cpu / one.elapsed))
+        served, allowed = run.rate / one.rate, machine[workers][0] / machine[1][0]
         print(
-            f"\n{workers} workers / 1 worker: throughput {run.rate / one.rate:.2f}x; "
+            f"\n{workers} workers / 1 worker: throughput {served:.2f}x; "
             f"throughput per worker-core {per_core:.2f}x; cores the workers got "
             f"{run.worker_cpu / run.elapsed:.2f} vs {one.worker_cpu / one.elapsed:.2f}, "
             f"the load generator took {run.loadgen_cpu / run.elapsed:.2f}"
+        )
+        print(
+            f"  the machine's ceiling: the raw decision in {workers} processes / 1 process {allowed:.2f}x "
+            f"({machine[workers][1]:.2f} vs {machine[1][1]:.2f} cores); the server keeps {served / allowed:.2f} "
+            "of the scaling the machine allows"
         )
     print(f"load average at end: {os.getloadavg()}")
 

@@ -25,10 +25,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from bench.common import Phase
 from regokite.kube.client import JSON_PATCH, KubeClient
 
 THREADS = (1, 2, 4, 8, 16, 32)
@@ -46,6 +47,7 @@ class FloorRun:
     parents: int
     seconds: float
     statuses: int = 1  # status writes per parent
+    cpu: Phase | None = field(default=None, compare=False)  # where the CPU went meanwhile, once measured
 
     @property
     def writes(self) -> int:

@@ -30,6 +30,11 @@ API server's own floor in the same run.
 4. CPU seconds of every process during each phase (API server, etcd,
    controller-manager, this bench, the controller with its hook processes),
    the controller's resident memory (VmRSS / VmHWM) and its hook processes'.
+   Beside a run's CPU, the machine's ceiling (bench.common.cpu_budget): the
+   cores the whole machine kept busy during the floor's run and the
+   controller's (CPU-bound or not), and each side's CPU beyond the floor's
+   (the controller's against the floor client's, the API server's, other
+   processes') as seconds of the gap at the machine's cores.
 5. A peer: the same job done by a Kopf operator (bench/kopf_fanout.py), in
    the same run, measured the same way (skipped, saying so, without kopf:
    `pip install kopf`).
@@ -83,7 +88,7 @@ import kube  # noqa: E402
 
 from bench import api_floor  # noqa: E402
 from bench.api_floor import parent  # noqa: E402 - also the other benches' parent
-from bench.common import percentiles  # noqa: E402
+from bench.common import Phase, cpu_budget, machine_busy_seconds, percentiles  # noqa: E402
 from tests.controllers.fanout import CHILDREN, STATUS, controller  # noqa: E402
 from tests.controllers.process import ControllerProcess  # noqa: E402
 
@@ -301,17 +306,22 @@ class CpuMeter:
 
     def __init__(self, cp, **pids: int) -> None:
         self.pids = {self.SHORT.get(k, k): p.pid for k, p in cp.procs.items() if k in self.SHORT} | pids
-        self.before = self._now()
+        self.before, self.machine_before = self._now(), machine_busy_seconds()
 
     def _now(self) -> dict[str, float]:
         own = resource.getrusage(resource.RUSAGE_SELF)
         return {k: cpu_seconds(pid) for k, pid in self.pids.items()} | {"bench": own.ru_utime + own.ru_stime}
 
-    def describe(self) -> str:
+    def phase(self, wall: float) -> Phase:
+        """What each process (and the whole machine) spent since the meter started, over `wall` seconds."""
         now = self._now()
         spent = {k: now[k] - self.before[k] for k in now}
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in spent.items())
-        return f"{parts} (total {sum(spent.values()):.1f} CPU s)"
+        return Phase(wall, spent, machine_busy_seconds() - self.machine_before)
+
+
+def describe_cpu(phase: Phase) -> str:
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in phase.cpu.items())
+    return f"{parts} (total {sum(phase.cpu.values()):.1f} CPU s; the machine {phase.machine:.1f})"
 
 
 # ------------------------------------------------------------------ the floor
@@ -335,24 +345,30 @@ def floor(cp, api, n: int, args) -> api_floor.FloorRun:
     return best
 
 
-def contract_floor(cp, api, best: api_floor.FloorRun, size: int) -> tuple[float, float]:
+def contract_floor(cp, api, best: api_floor.FloorRun, size: int) -> tuple[float, api_floor.FloorRun]:
     """How much longer the writes Metacontroller's contract makes take than the job's at the floor's
     concurrency (one more status write per parent: the creating sync's, of no children yet), and the
     fastest of those job runs (at `size` parents)."""
-    job, contract = math.inf, math.inf
+    jobs, contract = [], math.inf
     for i in range(ROUNDS):  # alternating, the fastest of each: the machine's pace drifts
-        job = min(job, floor_run(cp, api, f"floor-job-{i}", size, best.threads, best.mode).seconds)
+        jobs.append(floor_run(cp, api, f"floor-job-{i}", size, best.threads, best.mode))
         contract = min(contract, floor_run(cp, api, f"floor-contract-{i}", size, best.threads, best.mode, 2).seconds)
-    print(f"{'  contract':<15}: its 6 writes per parent take {contract / job:4.2f}x the job's 5 (fastest of {ROUNDS})")
-    return contract / job, job
+    job = min(jobs, key=lambda r: r.seconds)
+    print(
+        f"{'  contract':<15}: its 6 writes per parent take {contract / job.seconds:4.2f}x the job's 5 "
+        f"(fastest of {ROUNDS})"
+    )
+    return contract / job.seconds, job
 
 
 def floor_run(cp, api, ns: str, n: int, threads: int, mode: str, statuses: int = 1) -> api_floor.FloorRun:
     make_namespace(api, ns)
     cpu = CpuMeter(cp)
     run = api_floor.write_job(str(cp.kubeconfig), ns, n, threads, mode, statuses)
+    run = dataclasses.replace(run, cpu=cpu.phase(run.seconds))
     print(
-        f"  {run.describe()}: {run.writes} writes in {run.seconds:6.2f} s ({run.rate:4.0f}/s); CPU {cpu.describe()}",
+        f"  {run.describe()}: {run.writes} writes in {run.seconds:6.2f} s ({run.rate:4.0f}/s); "
+        f"CPU {describe_cpu(run.cpu)}",
         flush=True,
     )
     return run
@@ -378,13 +394,17 @@ def converge_and_react(
     """With `metrics` (a regokite controller's /metrics), also where a reaction's time goes."""
     cpu = CpuMeter(cp, **({"controller": pid} if pid else {}))
     created, converged = converge(api, ns, n)
+    spent = cpu.phase(converged)
     print(
         f"{who:<15}: created {n} parents in {created:6.2f} s; converged "
         f"({3 * n} children, {n} statuses) {converged:6.2f} s after the first create: "
         f"{converged / base['floor_s']:4.2f}x the floor",
         flush=True,
     )
-    print(f"{'  CPU':<15}: {cpu.describe()}")
+    print(f"{'  CPU':<15}: {describe_cpu(spent)}")
+    if base.get("floor_cpu") is not None:
+        for line in cpu_budget(base["floor_cpu"], spent, len(os.sched_getaffinity(0)), who):
+            print(f"{'  cores':<15}: {line}")
     before = counted(metrics()) if metrics else None
     stats = percentiles(reaction_latency(api, ns, n, samples))
     edge = base["edge_ms"]
@@ -619,8 +639,8 @@ def main() -> int:
             return 0
         best = floor(cp, api, n, args)
         extra, again = contract_floor(cp, api, best, min(n, args.sweep_parents))
-        if n <= args.sweep_parents and again < best.seconds:  # the floor's own configuration, faster since
-            best = dataclasses.replace(best, seconds=again)
+        if n <= args.sweep_parents and again.seconds < best.seconds:  # the floor's own configuration, faster since
+            best = again
             print(f"FLOOR          : {best.seconds:6.2f} s for {n} parents (the same, run again beside the contract's)")
         make_namespace(api, "probe")
         kube.create(api, "/api/v1/namespaces/probe/configmaps", {"metadata": {"name": "probe"}})
@@ -636,7 +656,7 @@ def main() -> int:
             "(the same writes, nothing between them)"
         )
         base = {"floor_s": best.seconds, "floor": best.describe().strip(), "edge_ms": edge["p50"], "contract": extra,
-                "react_ms": bare["p50"]}  # fmt: skip
+                "react_ms": bare["p50"], "floor_cpu": best.cpu}  # fmt: skip
 
         runs = {}
         for count in processes:
