@@ -26,12 +26,12 @@ class Flaky:
         self.failures = deque(failures)
         self.applied: list[str] = []
 
-    def apply(self, path: str, obj: dict[str, Any], manager: str, *, force: bool = True) -> Any:
+    def apply(self, path: str, obj: dict[str, Any], manager: str, *, force: bool = True, parse: bool = True) -> Any:
         failure = self.failures.popleft() if self.failures else None
         if failure is not None:
             raise failure
         self.applied.append(path)
-        return obj
+        return obj if parse else None
 
     def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
         """A create (POST to the collection): recorded as the object's path."""

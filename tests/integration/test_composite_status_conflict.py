@@ -34,9 +34,9 @@ class RecordingClient(KubeClient):
         self.calls.append(("GET", path))
         return super().get(path, **query)
 
-    def apply(self, path: str, obj: dict[str, Any], manager: str, *, force: bool = True) -> Any:
+    def apply(self, path: str, obj: dict[str, Any], manager: str, *, force: bool = True, parse: bool = True) -> Any:
         self.calls.append(("APPLY", path))
-        return super().apply(path, obj, manager, force=force)
+        return super().apply(path, obj, manager, force=force, parse=parse)
 
     def patch(self, path: str, patch: Any, content_type: str = "application/merge-patch+json", **query: Any) -> Any:
         self.calls.append(("PATCH", path))

@@ -132,16 +132,18 @@ class FakeKube:
             meta["continue"] = str(end)
         return {"kind": "List", "items": items[start:end], "metadata": meta}
 
-    def apply(self, path: str, obj: dict[str, Any], manager: str, *, force: bool = True) -> Any:
+    def apply(self, path: str, obj: dict[str, Any], manager: str, *, force: bool = True, parse: bool = True) -> Any:
+        """As KubeClient.apply: the object as applied, None with `parse=False`."""
         self._called("PATCH", path, write=True)
         current = self.stored(path)
         body = copy.deepcopy(obj)
         if current is None:
-            return self.put(path.rsplit("/", 1)[0], body)
+            created = self.put(path.rsplit("/", 1)[0], body)
+            return created if parse else None
         merged = _merge(current, body)
         merged["metadata"]["resourceVersion"] = str(next(self._rv))
         self._store(path, merged)
-        return copy.deepcopy(merged)
+        return copy.deepcopy(merged) if parse else None
 
     def patch(self, path: str, patch: Any, content_type: str = "", **query: Any) -> Any:
         self._called("PATCH", path, write=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from regokite.kube.client import CREDENTIALS_CHECK_SECONDS, ApiError, KubeClient, WatchStream, resource_path
+from regokite.kube.client import CREDENTIALS_CHECK_SECONDS, ApiError, KubeClient, WatchStream, loads, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.resources import ChildType
 from tests.http_replies import reply
@@ -57,6 +57,21 @@ def test_a_watch_stream_yields_one_event_per_line_across_chunk_boundaries() -> N
     response = Response()
     assert [e["type"] for e in WatchStream(response)] == ["ADDED", "MODIFIED"]
     assert response.closed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"data": {"k": "caf\u00e9 \\ud83d\\ude00 \\ud800"}, "n": 1e400, "i": 12345678901234567890}',
+        '[{"a": 1}]',
+        '"text"',
+        "{}",
+    ],
+)
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16-le", "utf-16-be", "utf-32"])
+def test_the_api_servers_json_is_read_as_json_loads_reads_it(text: str, encoding: str) -> None:
+    data = text.encode(encoding, "surrogatepass")
+    assert repr(loads(data)) == repr(json.loads(data))  # repr: inf and a lone surrogate compare as written
 
 
 def test_expiring_credentials_are_renewed_at_most_once_per_check_interval(tmp_path: Path) -> None:
@@ -116,6 +131,9 @@ class _Paths(BaseHTTPRequestHandler):
         if self.path.endswith("/moved"):
             reply(self, 307, b"", headers={"Location": "/prefix/there"})
             return
+        if self.path.endswith("/missing"):
+            reply(self, 404, b'{"message": "not here"}')
+            return
         reply(self, 200, json.dumps({"path": self.path}).encode())
 
     def log_message(self, *args: object) -> None:
@@ -153,6 +171,11 @@ def test_requests_keep_the_servers_path_prefix_and_follow_a_redirect_and_a_close
         # the request is sent once; the manager follows its redirect from there
         moved = ["/prefix/moved", "/prefix/there"]
         assert _Paths.seen == ["/prefix/api/v1/things?limit=1", *moved, "/prefix/api/v1/again"]
+        # an answer nobody reads is not decoded; an error's still is, for its message
+        assert kube.request("GET", "/api/v1/unread", parse=False) is None
+        with pytest.raises(ApiError, match="404 not here"):
+            kube.request("GET", "/api/v1/missing", parse=False)
+        assert kube.get("/api/v1/read") == {"path": "/prefix/api/v1/read"}  # the connection was given back whole
     finally:
         kube.close()
         server.shutdown()
