@@ -57,7 +57,8 @@ and prints every replica's share and RSS.
 `--memory` measures only memory: no floor, no reaction sampling, no peer. A
 controller without --shards, then each `--replicas` count of --shards
 replicas, each in its own namespace: every process's RSS once ready (idle)
-and after converging the parents (now and peak), its hook processes' beside.
+and after converging the parents (now and peak), the objects its informers
+hold (with --shards, its share: kube.shard_cache) and its hook processes' RSS.
 """
 
 from __future__ import annotations
@@ -487,6 +488,14 @@ def shard_replicas(cp, api, tmpdir: Path, ns: str, count: int, workers: int) -> 
             r.stop()
 
 
+def cached(replica: ControllerProcess) -> int:
+    """Objects in the replica's informers (its share of them with --shards), as its gauge last said."""
+    lines = replica.metrics().splitlines()
+    return int(
+        sum(float(line.split()[-1]) for line in lines if line.startswith("regokite_controller_informer_objects{"))
+    )
+
+
 def owned(replica: ControllerProcess) -> float:
     lines = replica.metrics().splitlines()
     return next(float(line.split()[1]) for line in lines if line.startswith("regokite_shard_owned_objects "))
@@ -540,17 +549,20 @@ def memory_row(api, ns: str, n: int, who: str, replicas: list[ControllerProcess]
     created, converged = converge(api, ns, n)
     print(f"{who:<15}: created {n} parents in {created:6.1f} s, converged after {converged:6.1f} s", flush=True)
     row = {"who": who, "parents": n, "converge_s": converged, "replicas": []}
+    time.sleep(3)  # the informer gauges are set every 2 s
     for i, (r, pid) in enumerate(zip(replicas, pids, strict=True)):
         now, peak = rss(pid)
         below = sum(rss(p)[0] for p in descendants(pid))
         share = owned(r) if "--shards" in r.argv else n
+        objects = cached(r)
         row["replicas"].append(
-            {"owned": share, "idle_mib": idle[i], "rss_mib": now, "peak_mib": peak, "below_mib": below}
-        )
+            {"owned": share, "cached": objects, "idle_mib": idle[i], "rss_mib": now, "peak_mib": peak,
+             "below_mib": below}
+        )  # fmt: skip
         print(
             f"{f'  replica {i}':<15}: owns {share:5.0f} parents; RSS idle {idle[i]} MiB, after {now} MiB "
-            f"({peak} peak), +{(now - idle[i]) * 1024 * 1024 / n / 4:,.0f} bytes per cached object "
-            f"({n} parents + {3 * n} children); hook processes {below} MiB",
+            f"({peak} peak), {objects} cached objects (of {4 * n} parents and children), "
+            f"+{(now - idle[i]) * 1024 * 1024 / max(objects, 1):,.0f} bytes each; hook processes {below} MiB",
             flush=True,
         )
     return row

@@ -26,12 +26,15 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from regokite.kube.client import ApiError, KubeClient, WatchStream, error_reason, resource_path
 from regokite.ops import controller_metrics as metrics
 from regokite.ops.outage import Outage
 from regokite.resources import controller_ref, key_of
+
+if TYPE_CHECKING:
+    from regokite.kube.shard_cache import ShareFilter
 
 __all__ = ["ErrorEvent", "Gone", "Informer", "InformerFactory", "Key", "key_of", "staleness"]
 
@@ -82,8 +85,11 @@ class Informer:
         field_selector: str | None = None,
         watch_timeout: int = 290,
         page_size: int = PAGE,
+        share_role: str | None = None,
     ) -> None:
         self.client = client
+        self.share_role = share_role  # kube.shard_cache: how the objects are keyed, when caching only the share
+        self.share: ShareFilter | None = None  # attached with --shards (before start): keep only the share
         self.page_size = page_size or None  # a list call's `limit`; 0: one unpaged list
         self.api_version = api_version
         self.resource = resource
@@ -109,6 +115,9 @@ class Informer:
         self.last_event_at: float | None = None  # monotonic time of the last event, bookmark or list
         self._caught_up_at: int | None = None  # the server's resourceVersion when a watch resumed after a failure
         self._outage = Outage(log, "watch")
+        self._touched: set[Key] | None = None  # during load(): keys the watch stored or deleted since it began
+        self._floors: dict[Key, int] = {}  # objects load() added: a watch event older than them is not applied
+        self._floors_until = 0  # the resourceVersion of load()'s list: the floors go once the watch passes it
 
     @property
     def confirmed(self) -> bool:
@@ -187,6 +196,10 @@ class Informer:
 
     def _run(self) -> None:
         backoff = 0.2
+        share = self.share
+        while share is not None and not share.opened.wait(0.5):  # no list before the first shard view
+            if self._stop.is_set():
+                return
         while not self._stop.is_set():
             try:
                 if self.resource_version is None:
@@ -232,33 +245,49 @@ class Informer:
         if self.missed_since is None:
             self.missed_since = time.monotonic()
 
-    def _relist(self) -> None:
-        items: dict[Key, Obj] = {}
-        cont: str | None = None
-        rv = ""
+    def keeps(self, obj: Obj) -> bool:
+        """Does the cache hold `obj` (always, unless it holds only this replica's share)?"""
+        share, role = self.share, self.share_role
+        return share is None or role is None or share.keeps(role, obj)
+
+    def _list_all(self) -> tuple[dict[Key, Obj], str]:
+        """Every object the cache keeps, paged, and the list's resourceVersion. Filtered page by page (a
+        replica caching its share never holds every object); listed again when the filter widened meanwhile."""
         while True:
-            try:
-                page = self.client.get(
-                    self._path(),
-                    limit=self.page_size,
-                    labelSelector=self.label_selector,
-                    fieldSelector=self.field_selector,
-                    **{"continue": cont},
-                )
-            except ApiError as exc:
-                if exc.status == 410 and cont:  # continuation expired mid-list
-                    items, cont = {}, None
-                    continue
-                raise
-            for obj in page.get("items") or ():
-                obj.setdefault("apiVersion", self.api_version)
-                obj.setdefault("kind", (page.get("kind") or "").removesuffix("List"))
-                _trim(obj)
-                items[key_of(obj)] = obj
-            rv = page["metadata"].get("resourceVersion", rv)
-            cont = page["metadata"].get("continue")
-            if not cont:
-                break
+            generation = self.share.generation if self.share is not None else 0
+            items: dict[Key, Obj] = {}
+            cont: str | None = None
+            rv = ""
+            while True:
+                try:
+                    page = self.client.get(
+                        self._path(),
+                        limit=self.page_size,
+                        labelSelector=self.label_selector,
+                        fieldSelector=self.field_selector,
+                        **{"continue": cont},
+                    )
+                except ApiError as exc:
+                    if exc.status == 410 and cont:  # continuation expired mid-list
+                        items, cont = {}, None
+                        continue
+                    raise
+                for obj in page.get("items") or ():
+                    if not self.keeps(obj):
+                        continue
+                    obj.setdefault("apiVersion", self.api_version)
+                    obj.setdefault("kind", (page.get("kind") or "").removesuffix("List"))
+                    _trim(obj)
+                    items[key_of(obj)] = obj
+                rv = page["metadata"].get("resourceVersion", rv)
+                cont = page["metadata"].get("continue")
+                if not cont:
+                    break
+            if self.share is None or self.share.generation == generation:
+                return items, rv
+
+    def _relist(self) -> None:
+        items, rv = self._list_all()
         self.relists += 1
         events: list[tuple[str, Obj | None, Obj | None]] = []
         with self._lock:
@@ -274,6 +303,7 @@ class Informer:
                     events.append(("DELETED", None, prev))
             self._cache = {}
             self._by_owner, self._orphans = {}, {}
+            self._floors = {}
             for obj in items.values():
                 self._store(obj)
         self.resource_version = rv
@@ -335,22 +365,88 @@ class Informer:
         k = key_of(obj)
         with self._lock:
             prev = self._cache.get(k)
-            if etype == "DELETED":
+            stale = self._older_than_load(k, rv)
+            kept = self.keeps(obj)
+            if not stale and (etype == "DELETED" or not kept):
                 self._remove(k)
-            else:
+            elif not stale:
                 self._store(obj)
         if rv:
             self.resource_version = rv
         self._caught_up(rv)  # after the cache holds this event
+        if stale:
+            return
         if etype == "DELETED":
-            self._notify("DELETED", None, obj)
-        else:
+            if prev is not None or kept:
+                self._notify("DELETED", None, obj)
+        elif kept:
             self._notify("ADDED" if prev is None else "MODIFIED", obj, prev)
+        elif prev is not None:  # it left the share (its controller changed): its old owner hears of it
+            self._notify("MODIFIED", obj, prev)
+
+    def _older_than_load(self, k: Key, rv: str | None) -> bool:
+        """Is this watch event older than the version load() added (holding the lock)? Then it is not applied:
+        the watch, behind the list, replays what the cache already holds."""
+        if self._touched is not None:
+            self._touched.add(k)
+        if not self._floors or not rv or not rv.isdigit():
+            return False
+        if int(rv) >= self._floors_until:
+            self._floors = {}
+            return False
+        return int(rv) <= self._floors.get(k, -1)
 
     def _caught_up(self, rv: str | None) -> None:
         """Confirm the cache once a resumed watch reaches the server's resourceVersion of its resume."""
         if self._caught_up_at is not None and rv and rv.isdigit() and int(rv) >= self._caught_up_at:
             self.missed_since = self._caught_up_at = None
+
+    # -- a shard view change (kube.shard_cache)
+
+    def load(self, timeout: float = 300.0) -> None:
+        """After the share filter widened: the cache holds every object it now keeps. Before the first list,
+        waits for it; after, lists the resource and adds the objects the cache lacks, unless the watch
+        stored or deleted them meanwhile (its version is newer). Raises when the list fails."""
+        if not self.synced.is_set():
+            deadline = time.monotonic() + timeout
+            while not self.synced.wait(0.2):
+                if self._stop.is_set():
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.name}: the first list did not finish within {timeout:.0f} s")
+            return
+        relists = self.relists
+        with self._lock:
+            self._touched = set()
+        try:
+            items, rv = self._list_all()
+            with self._lock:
+                if self.relists != relists:
+                    return  # a relist meanwhile took the whole list under the widened filter
+                added = 0
+                for k, obj in items.items():
+                    if k in self._cache or k in self._touched:
+                        continue
+                    self._store(obj)
+                    added += 1
+                    version = obj["metadata"].get("resourceVersion") or ""
+                    if version.isdigit() and rv.isdigit():
+                        self._floors[k] = int(version)
+                        self._floors_until = max(self._floors_until, int(rv))
+        finally:
+            with self._lock:
+                self._touched = None
+        log.info("loaded the share", extra={"informer": self.name, "added": added, "resourceVersion": rv})
+
+    def prune(self) -> int:
+        """After the share filter narrowed: drop what it no longer keeps (no handler is told); how many."""
+        with self._lock:
+            gone = [k for k, obj in self._cache.items() if not self.keeps(obj)]
+            for k in gone:
+                self._remove(k)
+        if gone:
+            log.info("dropped objects out of the share", extra={"informer": self.name, "dropped": len(gone)})
+        return len(gone)
 
     # -- cache and indices (hold the lock)
 
@@ -394,13 +490,18 @@ def _trim(obj: Obj) -> None:
 
 
 class InformerFactory:
-    """Shares one informer per (resource, namespace, selector) among every controller."""
+    """Shares one informer per (resource, namespace, selector, share role) among every controller.
+
+    An informer asked for with a share role (kube.shard_cache) holds only this replica's share once
+    `use_share` attached the filter (`--shards`); one asked for without keeps every object, so a
+    resource read both ways is watched twice."""
 
     def __init__(self, client: KubeClient, namespace: str | None = None) -> None:
         self.client = client
         self.namespace = namespace
-        self._informers: dict[tuple[str, str, str | None, str | None, str | None], Informer] = {}
+        self._informers: dict[tuple[str, str, str | None, str | None, str | None, str | None], Informer] = {}
         self._started = False
+        self._share: ShareFilter | None = None
 
     def informer(
         self,
@@ -411,10 +512,12 @@ class InformerFactory:
         label_selector: str | None = None,
         field_selector: str | None = None,
         namespace: str | None = None,
+        share: str | None = None,
     ) -> Informer:
-        """`namespace` narrows a namespaced resource further than the factory's namespace (a Watch's)."""
+        """`namespace` narrows a namespaced resource further than the factory's namespace (a Watch's);
+        `share` is the role (kube.shard_cache) by which a replica's cache may hold only its share."""
         ns = (namespace or self.namespace) if namespaced else None
-        k = (api_version, resource, ns, label_selector, field_selector)
+        k = (api_version, resource, ns, label_selector, field_selector, share)
         if k not in self._informers:
             inf = Informer(
                 self.client,
@@ -423,7 +526,10 @@ class InformerFactory:
                 namespace=ns,
                 label_selector=label_selector,
                 field_selector=field_selector,
+                share_role=share,
             )
+            if share is not None:
+                inf.share = self._share
             self._informers[k] = inf
             if self._started:
                 inf.start()
@@ -432,6 +538,17 @@ class InformerFactory:
     @property
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
+
+    def use_share(self, share: ShareFilter) -> None:
+        """Informers with a share role (now and later) keep only what `share` keeps."""
+        self._share = share
+        for inf in self._informers.values():
+            if inf.share_role is not None:
+                inf.share = share
+
+    def filtered(self) -> list[Informer]:
+        """The informers that hold only this replica's share."""
+        return [i for i in self._informers.values() if i.share is not None]
 
     def start(self) -> None:
         self._started = True
@@ -442,8 +559,10 @@ class InformerFactory:
         return all(i.synced.is_set() for i in self._informers.values())
 
     def wait_synced(self, timeout: float) -> bool:
+        """Every informer listed, but those waiting for the first shard view (kube.shards loads them)."""
         deadline = time.monotonic() + timeout
-        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in self._informers.values())
+        waiting = [i for i in self._informers.values() if i.share is None or i.share.opened.is_set()]
+        return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in waiting)
 
     def stop(self) -> None:
         for inf in self._informers.values():

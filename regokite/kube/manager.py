@@ -33,6 +33,7 @@ from regokite.kube.client import KubeClient, NotLeader
 from regokite.kube.health import serve_health
 from regokite.kube.informer import InformerFactory, staleness
 from regokite.kube.reconcile import Reconciler
+from regokite.kube.shard_cache import ShardCache
 from regokite.kube.shards import Shards
 from regokite.kube.sync_workers import InFlight
 from regokite.kube.workqueue import WorkQueue
@@ -92,6 +93,9 @@ class Manager:
         """Act only on the objects `shards` gives this replica; writes are refused while its Lease is not fresh."""
         self.shards = shards
         self.client.write_guard = shards.guard
+        if not isinstance(shards.cache, ShardCache):  # one for every controller set the process runs in turn
+            shards.cache = ShardCache(shards.identity)
+        self.informers.use_share(shards.cache.filter)
 
     @property
     def in_flight(self) -> int:
@@ -167,6 +171,8 @@ class Manager:
         if self.elector is None:
             self._leading.set()
             metrics.leader.set(1)
+        if self.shards is not None and isinstance(self.shards.cache, ShardCache):
+            self.shards.cache.attach(self.informers)  # before they list: a view change loads them too
         self.informers.start()
         if not self.informers.wait_synced(sync_timeout):
             pending = [i.name for i in self.informers.informers if not i.synced.is_set()]
@@ -216,6 +222,8 @@ class Manager:
             t.join(max(0.0, deadline - time.monotonic()))
         if self.shards is not None:
             self.shards.on_view_change.remove(self._resync_all)
+            if isinstance(self.shards.cache, ShardCache):
+                self.shards.cache.detach(self.informers)
         if self.elector is not None:
             self.elector.release()  # in-flight writes are done: hand over now, not after the lease expires
             self._leading.clear()

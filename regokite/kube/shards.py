@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from regokite.errors import RegokiteError
 from regokite.kube.client import ApiError, KubeClient, NotLeader
@@ -74,6 +74,16 @@ def lease_name(group: str, identity: str) -> str:
     if clean != identity or not clean:
         clean = f"{clean[:40]}-{hashlib.sha256(identity.encode()).hexdigest()[:10]}".strip("-")
     return f"{group}-{clean}"[:253]
+
+
+class ShareCaches(Protocol):
+    """The caches that hold only this replica's share (kube.shard_cache.ShardCache)."""
+
+    def widen(self, old: Sequence[str], new: Sequence[str]) -> None: ...
+
+    def load(self, stopped: Callable[[], bool]) -> None: ...
+
+    def narrow(self, view: Sequence[str]) -> int: ...
 
 
 @dataclass
@@ -122,6 +132,7 @@ class Shards:
         # resync what may have become ours: the objects `only` selects, or (None) every one
         self.on_view_change: list[Callable[[Callable[[str, str], bool] | None], None]] = []
         self.keys: Callable[[], Iterable[tuple[str, str]]] = tuple  # every object acted on (for metrics)
+        self.cache: ShareCaches | None = None  # caches of only our share: loaded before a view is acted on
 
     # -- what workers ask
 
@@ -241,6 +252,9 @@ class Shards:
                 # the write may have landed anyway: act again only after a round that publishes and re-reads
                 self._stop_acting("could not publish the new view")
                 return
+            if not self._load_share(old, members, stop):
+                self._stop_acting("could not load the new share into the caches")
+                return
             gained, lost = self._moved(old, members)
             # logged before it takes effect: a write never precedes the line of the view it was made under
             log.info(
@@ -266,6 +280,35 @@ class Shards:
             self._resync(lambda ns, name: owner(object_key(ns, name), old) != self.identity)
         else:
             self._start_acting("view published")
+        if self.cache is not None:  # what went away has no sync in flight (drained above): out of the caches
+            self.cache.narrow(members)
+
+    def _load_share(self, old: tuple[str, ...], members: tuple[str, ...], stop: threading.Event | None) -> bool:
+        """The share caches widened to what `old` or `members` gives us, and loaded: nothing is acted on under
+        the new view before its objects are in. The Lease is renewed (with the view published) meanwhile."""
+        cache = self.cache
+        if cache is None:
+            return True
+        cache.widen(old, members)
+        done = threading.Event()
+        failed: list[str] = []
+
+        def load() -> None:
+            try:
+                cache.load(lambda: stop is not None and stop.is_set())
+            except Exception as exc:
+                failed.append(f"{type(exc).__name__}: {exc}"[:300])
+            finally:
+                done.set()
+
+        threading.Thread(target=load, name="shard-load", daemon=True).start()
+        while not done.wait(self.settings.retry_period):
+            self._publish(members, self.clock())
+        if failed or (stop is not None and stop.is_set()):
+            log.warning("could not load the new share", extra={"identity": self.identity, "error": failed[:1]})
+            cache.narrow(old)
+            return False
+        return True
 
     def _moved(self, old: Sequence[str], new: Sequence[str]) -> tuple[int, int]:
         """Objects in the caches that a move from view `old` to `new` gives us, and takes from us."""

@@ -13,6 +13,7 @@ from typing import Any
 from regokite.controllers import composite, rolling
 from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
+from regokite.kube import shard_cache
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
@@ -47,10 +48,16 @@ class CompositeRunner(SyncReconciler):
             selector = composite.parse_selector(p.label_selector).query()
         factory = manager.informers
         self.parents: Informer = factory.informer(
-            p.api_version, p.resource, namespaced=self.parent_type.namespaced, label_selector=selector
+            p.api_version,
+            p.resource,
+            namespaced=self.parent_type.namespaced,
+            label_selector=selector,
+            share=shard_cache.SELF,
         )
+        share = shard_cache.owner_role({self.parent_type.namespaced})
         self.children: dict[str, Informer] = {
-            t.key: factory.informer(t.api_version, t.resource, namespaced=t.namespaced) for t in self.child_types
+            t.key: factory.informer(t.api_version, t.resource, namespaced=t.namespaced, share=share)
+            for t in self.child_types
         }
         self.parents.add_handler(self._on_parent)
         for inf in self.children.values():

@@ -15,6 +15,7 @@ from typing import Any
 from regokite.controllers import composite, decorator
 from regokite.controllers.decorator import DecoratorController, TargetResource
 from regokite.controllers.hooks import HookEvaluator, HookResponse, ResolvedHook
+from regokite.kube import shard_cache
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
@@ -47,21 +48,24 @@ class DecoratorRunner:
             discovery.resolve(a.api_version, a.resource, wait=discovery_wait) for a in definition.attachments
         ]
         factory = manager.informers
+        target_types = [discovery.resolve(r.api_version, r.resource, wait=discovery_wait) for r in definition.resources]
+        share = shard_cache.owner_role({t.namespaced for t in target_types})
         self.attachments: dict[str, Informer] = {
-            t.key: factory.informer(t.api_version, t.resource, namespaced=t.namespaced) for t in self.attachment_types
+            t.key: factory.informer(t.api_version, t.resource, namespaced=t.namespaced, share=share)
+            for t in self.attachment_types
         }
         self.targets = [
             DecoratorTarget(
                 self,
                 rule,
-                discovery.resolve(rule.api_version, rule.resource, wait=discovery_wait),
+                t,
                 manager=manager,
                 evaluator=evaluator,
                 actuator=actuator,
                 customize_hook=customize_hook,
                 discovery=discovery,
             )
-            for rule in definition.resources
+            for rule, t in zip(definition.resources, target_types, strict=True)
         ]
         for inf in self.attachments.values():
             inf.add_handler(self._on_attachment)
@@ -111,7 +115,7 @@ class DecoratorTarget(SyncReconciler):
         if runner.finalize_hook is not None:
             selector = None
         self.informer = manager.informers.informer(
-            t.api_version, t.resource, namespaced=t.namespaced, label_selector=selector
+            t.api_version, t.resource, namespaced=t.namespaced, label_selector=selector, share=shard_cache.SELF
         )
         self.informer.add_handler(self._on_target)
         self.related = self._related(manager, evaluator, customize_hook, discovery)

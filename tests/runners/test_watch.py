@@ -117,6 +117,9 @@ def test_with_shards_a_watch_records_only_its_own_objects_and_forgets_one_that_m
     class OnlyA:
         """A shard that owns the ConfigMap `a` alone."""
 
+        identity = "a"
+        cache = None
+
         def owns(self, namespace: str, name: str) -> bool:
             return name == "a"
 
