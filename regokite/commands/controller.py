@@ -146,7 +146,9 @@ def build(
     )
     evaluator = hook_evaluator(settings, engine, replica)
     client = KubeClient(settings.kubeconfig, pool_size=max(16, settings.workers * 4 + 16))
-    manager = Manager(client, namespace=settings.namespace, workers=settings.workers)
+    manager = Manager(
+        client, namespace=settings.namespace, workers=settings.workers, sharded=settings.shards is not None
+    )
     manager.data = replica
     if (close := getattr(evaluator, "close", None)) is not None:
         manager.on_stop.append(close)

@@ -492,13 +492,14 @@ def _trim(obj: Obj) -> None:
 class InformerFactory:
     """Shares one informer per (resource, namespace, selector, share role) among every controller.
 
-    An informer asked for with a share role (kube.shard_cache) holds only this replica's share once
-    `use_share` attached the filter (`--shards`); one asked for without keeps every object, so a
-    resource read both ways is watched twice."""
+    In a sharded process (`sharded`), an informer asked for with a share role (kube.shard_cache) holds
+    only this replica's share once `use_share` attached the filter (`--shards`); one asked for without
+    keeps every object, so a resource read both ways is watched twice. Otherwise roles are ignored."""
 
-    def __init__(self, client: KubeClient, namespace: str | None = None) -> None:
+    def __init__(self, client: KubeClient, namespace: str | None = None, *, sharded: bool = False) -> None:
         self.client = client
         self.namespace = namespace
+        self.sharded = sharded
         self._informers: dict[tuple[str, str, str | None, str | None, str | None, str | None], Informer] = {}
         self._started = False
         self._share: ShareFilter | None = None
@@ -517,6 +518,7 @@ class InformerFactory:
         """`namespace` narrows a namespaced resource further than the factory's namespace (a Watch's);
         `share` is the role (kube.shard_cache) by which a replica's cache may hold only its share."""
         ns = (namespace or self.namespace) if namespaced else None
+        share = share if self.sharded else None
         k = (api_version, resource, ns, label_selector, field_selector, share)
         if k not in self._informers:
             inf = Informer(

@@ -59,11 +59,14 @@ class DataGate(Protocol):
 
 
 class Manager:
-    def __init__(self, client: KubeClient, *, namespace: str | None = None, workers: int = DEFAULT_WORKERS) -> None:
+    def __init__(
+        self, client: KubeClient, *, namespace: str | None = None, workers: int = DEFAULT_WORKERS, sharded: bool = False
+    ) -> None:
+        """`sharded`: the process runs with --shards, its parents' and children's caches hold only its share."""
         self.client = client
         self.namespace = namespace
         self.workers = max(1, workers)
-        self.informers = InformerFactory(client, namespace)
+        self.informers = InformerFactory(client, namespace, sharded=sharded)
         self.queue = WorkQueue(name="controllers")
         self.reconcilers: dict[str, Reconciler] = {}
         self._periodic: list[tuple[float, Callable[[], None]]] = []

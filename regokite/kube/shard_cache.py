@@ -3,14 +3,17 @@ and the widen / load / narrow steps a view change takes on them.
 
 An informer declares a role when it is created (`InformerFactory.informer(share=...)`):
 
-* `SELF`: the object is keyed by its own `namespace/name` (composite parents, decorator targets);
+* `SELF`: the object is keyed by its own `namespace/name` (composite parents, decorator targets, a
+  Watch's objects);
 * `OWNER` / `OWNER_CLUSTER`: the object is keyed by its controlling owner reference's name, in the
   object's namespace (`OWNER`: the owner is namespaced) or in none (`OWNER_CLUSTER`); an object with no
   controller is kept whole (it may be adopted by any parent whose selector matches it).
 
 The key is the one `kube.shards` hashes, so a filtered cache holds what the replica acts on: its parents
-and their children. Everything else (related objects a customize hook reads, a Watch's objects, the
-replicated data policies read) comes from informers without a role, which keep every object.
+and their children. Everything else (related objects a customize hook reads, the
+replicated data policies read, controller revisions) comes from informers without a role, which keep
+every object. The watch streams still bring every event and each is decoded (the API server cannot
+select by hash); an event outside the share is dropped after decoding, before it is stored or handled.
 
 Nothing decides on data not loaded yet: on a view change the filter first widens to the objects that
 either the old or the new view gives this replica; every filtered informer then lists its resource and

@@ -290,6 +290,7 @@ class Shards:
         if cache is None:
             return True
         cache.widen(old, members)
+        started = time.monotonic()
         done = threading.Event()
         failed: list[str] = []
 
@@ -308,6 +309,9 @@ class Shards:
             log.warning("could not load the new share", extra={"identity": self.identity, "error": failed[:1]})
             cache.narrow(old)
             return False
+        log.info(
+            "loaded the new share", extra={"identity": self.identity, "seconds": round(time.monotonic() - started, 3)}
+        )
         return True
 
     def _moved(self, old: Sequence[str], new: Sequence[str]) -> tuple[int, int]:

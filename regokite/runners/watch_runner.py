@@ -28,6 +28,7 @@ from regokite import outline
 from regokite.controllers import watch as contract
 from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
 from regokite.errors import RegokiteError
+from regokite.kube import shard_cache
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
@@ -74,6 +75,7 @@ class WatchRunner:
             label_selector=watch.label_selector,
             field_selector=watch.field_selector,
             namespace=watch.namespace,
+            share=shard_cache.SELF,
         )
         self._pending: dict[Key, deque[Event]] = {}
         self._lock = threading.Lock()

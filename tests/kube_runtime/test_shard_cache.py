@@ -134,7 +134,8 @@ def test_load_adds_the_gained_objects_but_not_one_the_watch_deleted_meanwhile_no
 
 def test_informers_wait_for_the_first_view_and_the_factory_does_not_wait_for_them() -> None:
     kube = FakeKube()
-    factory = InformerFactory(kube)  # type: ignore[arg-type]
+    assert InformerFactory(kube).informer("v1", "secrets", share=OWNER).share_role is None  # type: ignore[arg-type]
+    factory = InformerFactory(kube, sharded=True)  # type: ignore[arg-type]
     whole = factory.informer("v1", "secrets")
     part = factory.informer("v1", "secrets", share=OWNER)
     assert whole is not part  # read both ways: two informers
@@ -160,7 +161,7 @@ def replica(kube: FakeKube, identity: str) -> tuple[Shards, InformerFactory]:
     shards = Shards(kube, settings, clock=ManualClock())  # type: ignore[arg-type]
     cache = ShardCache(identity)
     shards.cache = cache
-    factory = InformerFactory(kube)  # type: ignore[arg-type]
+    factory = InformerFactory(kube, sharded=True)  # type: ignore[arg-type]
     parents = factory.informer("v1", "configmaps", share=SELF)
     factory.informer("v1", "secrets", share=OWNER)
     factory.use_share(cache.filter)
