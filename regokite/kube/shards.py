@@ -287,8 +287,8 @@ class Shards:
         """The share caches widened to what `old` or `members` gives us, and loaded: nothing is acted on under
         the new view before its objects are in. The Lease is renewed (with the view published) meanwhile."""
         cache = self.cache
-        if cache is None:
-            return True
+        if cache is None or (old and set(old) <= set(members)):
+            return True  # only members joined: the highest hash among more members was ours among fewer
         cache.widen(old, members)
         started = time.monotonic()
         done = threading.Event()

@@ -234,7 +234,10 @@ def test_a_replica_drops_what_it_gave_away_and_a_newcomer_loads_its_share_first(
             c.on_view_change.append(lambda only: at_start.append(held(fc)))
             c.tick()  # c's first view: its caches list before it acts
             assert at_start == [(mine("c", ["a", "c"]),) * 2] and c.may_act()
+            loads: list[object] = []
+            a.cache.load = loads.append  # type: ignore[union-attr,method-assign]
             a.tick()  # a gives c's share away: nothing in flight, then drops it from its caches
+            assert loads == []  # a member joined: a gains nothing, so it lists nothing
             assert held(fa) == (mine("a", ["a", "c"]),) * 2
             assert len(fa.filtered()[1].orphans("team")) == 1
         finally:
