@@ -129,6 +129,7 @@ class Shards:
         self._paused = False  # giving objects away: no new sync starts
         self._in_flight = 0
         self._listed = False
+        self._share_unloaded = False  # a view change whose gained share could not be listed: not ready
         # resync what may have become ours: the objects `only` selects, or (None) every one
         self.on_view_change: list[Callable[[Callable[[str, str], bool] | None], None]] = []
         self.keys: Callable[[], Iterable[tuple[str, str]]] = tuple  # every object acted on (for metrics)
@@ -189,7 +190,7 @@ class Shards:
         return all(p.view == self._view for p in self._peers.values() if p.live(now))
 
     def ready(self) -> bool:
-        return self._listed and bool(self._view)
+        return self._listed and bool(self._view) and not self._share_unloaded
 
     def describe(self) -> dict[str, Any]:
         now = self.clock()
@@ -253,8 +254,12 @@ class Shards:
                 self._stop_acting("could not publish the new view")
                 return
             if not self._load_share(old, members, stop):
-                self._stop_acting("could not load the new share into the caches")
+                # all `old` gives us is still in the caches, and no peer's new view claims any of it: claim only
+                # that again and keep acting on it (not ready meanwhile); the next round tries the load again
+                self._publish(old, self.clock())
+                self._share_unloaded = True
                 return
+            self._share_unloaded = False
             gained, lost = self._moved(old, members)
             # logged before it takes effect: a write never precedes the line of the view it was made under
             log.info(

@@ -246,7 +246,9 @@ def test_a_replica_drops_what_it_gave_away_and_a_newcomer_loads_its_share_first(
         fa.stop()
 
 
-def test_a_share_that_cannot_be_loaded_is_not_acted_on(cluster) -> None:
+def test_a_share_that_cannot_be_loaded_is_not_acted_on_and_the_old_one_still_is(cluster) -> None:
+    """A resource that cannot be listed (a CRD deleted, RBAC revoked) must not stop the replica acting on the
+    share it holds whole: it claims the old view again, is not ready, and tries the load each round."""
     kube = cluster
     a, fa = replica(kube, "a")
     b, fb = replica(kube, "b")
@@ -262,10 +264,13 @@ def test_a_share_that_cannot_be_loaded_is_not_acted_on(cluster) -> None:
         parents.load = unreachable  # type: ignore[method-assign]
         a.tick()
         del parents.load
-        assert not a.may_act() and a.describe()["view"] == ["a", "b"]
+        assert a.may_act() and a.describe()["view"] == ["a", "b"] and not a.ready()
         assert held(fa)[0] == mine("a", ["a", "b"])  # the part loaded is dropped again
+        kept, gained = min(mine("a", ["a", "b"])), min(set(NAMES) - mine("a", ["a", "b"]))
+        assert a.begin("team", kept) is Verdict.MINE and a.begin("team", gained) is Verdict.OTHER
+        a.end()
         a.tick()
-        assert a.may_act() and a.describe()["view"] == ["a"] and held(fa) == (set(NAMES), set(NAMES))
+        assert a.may_act() and a.describe()["view"] == ["a"] and held(fa) == (set(NAMES), set(NAMES)) and a.ready()
     finally:
         for f in (fa, fb):
             f.stop()
