@@ -607,14 +607,16 @@ def _add_admission_command(sub: Any) -> None:
         type=float,
         default=5.0,
         metavar="SECONDS",
-        help="replace a worker stuck this long in one review (a runaway policy); 0 = never",
+        help="replace a worker stuck this long in one review (a runaway policy); a step of a replica load"
+        " has 60 s; 0 = never",
     )
     adm.add_argument(
         "--worker-memory-limit",
         type=_bytes,
         default="256Mi",
         metavar="BYTES",
-        help="replace a worker resident past this (Mi/Gi suffixes); 0 = never",
+        help="replace a worker resident past this (Mi/Gi suffixes) plus an allowance for its replicated cluster"
+        " data (12 bytes per byte of the objects' JSON text); 0 = never",
     )
     adm.add_argument("--max-body-bytes", type=int, default=8 * 1024 * 1024, help="larger bodies get a 400")
     _add_connection_limits(adm)

@@ -203,11 +203,11 @@ async def _review(state: ServingState, request: Request, mode: Mode, policy: str
         review = parse_review(body)
     except BadReview as exc:
         return _error(400, "malformed", f"not an AdmissionReview: {exc}")
-    if state.replica is not None and not state.replica.ready():
-        # an error, not a denial: the API server applies the webhook's failurePolicy
-        pending = ", ".join(state.replica.pending())
-        return _error(503, "not_ready", f"cluster data not loaded yet ({pending}): no policy decides before it is")
     current = state.policy_set
+    missing = _cluster_data_missing(state, current)
+    if missing is not None:
+        # an error, not a denial: the API server applies the webhook's failurePolicy
+        return _error(503, "not_ready", f"cluster data not loaded yet ({missing}): no policy decides before it is")
     if policy is not None and not select(current, mode, policy):
         return _error(404, "unknown_policy", f"no {mode} policy named {policy!r}")
     try:
@@ -229,6 +229,20 @@ async def _review(state: ServingState, request: Request, mode: Mode, policy: str
     _record(endpoint, decision, elapsed)
     _log_access(review.summary(), endpoint, decision, elapsed)
     return Response(json.dumps(answer), media_type="application/json")
+
+
+def _cluster_data_missing(state: ServingState, policy_set: PolicySet) -> str | None:
+    """What `policy_set` still lacks of the cluster data to decide on (None: nothing): a resource whose
+    initial list is not in, or the engine's first complete load since it was (see `ReplicaLoader`)."""
+    replica = state.replica
+    if replica is None:
+        return None
+    if not replica.ready():
+        return ", ".join(replica.pending())
+    held, needed = policy_set.engine.loaded_generation(), replica.ready_at()
+    if held is not None and needed is not None and held < needed:
+        return f"loading {replica.objects()} objects into the engine"
+    return None
 
 
 def _log_access(summary: dict[str, Any], endpoint: str, decision: Decision, elapsed: float) -> None:
@@ -260,7 +274,8 @@ def _readiness(state: ServingState) -> JSONResponse:
     if state.tls_error:
         detail["tls"] = {"ok": False, "error": state.tls_error}
     if state.replica is not None:
-        ready = state.replica.ready()
+        missing = _cluster_data_missing(state, current)
+        ready = missing is None
         watches = state.replica.health()
         detail["replication"] = {
             "ready": ready,
@@ -272,6 +287,8 @@ def _readiness(state: ServingState) -> JSONResponse:
         }
         if not ready:
             detail["status"] = "loading cluster data"
+            if state.replica.ready():
+                detail["replication"]["loading"] = missing  # listed, not yet in the engine whole
             return JSONResponse(detail, status_code=503)
     return JSONResponse(detail)
 

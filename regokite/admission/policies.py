@@ -120,11 +120,12 @@ class PolicySet:
     not_served: Mapping[str, str] = field(default_factory=dict)
     sync_excluded: tuple[str, ...] = ()  # namespaces a Config keeps out of replication (processes: sync)
 
-    def follow(self, store: ReplicaStore) -> None:
-        """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it."""
+    def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
+        """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it
+        (`stepped`: loaded whole only by the engine's `load_replica`, outside reviews)."""
         if self.reads_inventory and Capability.INVENTORY not in self.engine.capabilities:
             raise RegokiteError("Gatekeeper templates reading data.inventory need the embedded engine")
-        self.engine.follow(InventoryView(store) if self.reads_inventory else store)
+        self.engine.follow(InventoryView(store) if self.reads_inventory else store, stepped=stepped)
         if self.namespaces is not None:
             self.namespaces.store = store
 

@@ -20,7 +20,7 @@ import json
 import re
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,6 +219,26 @@ class ReplicaStore:
             self._log.clear()
             self.generation += 1
 
+    def pieces(self, size: int) -> tuple[int, Iterator[dict[str, Any]]]:
+        """The whole document (below the root) as documents whose merge is it, each of about `size`
+        bytes of objects or fewer, and the generation they hold: for a load in steps, between which
+        the store may change (its dicts are copied under the lock, down to the objects).
+
+        A text store splits a namespace's objects by their texts' length; a store of Python values
+        keeps each namespace (or cluster-scoped object) whole, counted 1 KiB an entry.
+        """
+        with self.lock:
+            snapshot = {
+                resource: {key: dict(node) if isinstance(node, dict) else node for key, node in tree.items()}
+                for resource, tree in self.document.items()
+            }
+            generation = self.generation
+        return generation, _split(snapshot, size, self.holds_text)
+
+    def text_bytes(self) -> int:
+        """The length of the objects' JSON texts held (0 for a store of Python values)."""
+        return 0
+
     def rooted(self, value: Any, path: Path = ()) -> dict[str, Any]:
         """`value` placed at `<root>/<path>` as a nested document."""
         for key in reversed(self.root + path):
@@ -295,11 +315,44 @@ class TextReplicaStore(ReplicaStore):
     def loadable(self, document: dict[str, Any]) -> str:
         return self.dumps(document)
 
+    def text_bytes(self) -> int:
+        with self.lock:
+            return sum(_length(tree) for tree in self.document.values())
+
     def dumps(self, value: Any) -> str:
         """Dicts written as JSON, with each object's text (a `str` leaf) placed as it is."""
         parts: list[str] = []
         _join(value, parts)
         return "".join(parts)
+
+
+def _length(node: Any) -> int:
+    return len(node) if isinstance(node, str) else sum(_length(value) for value in node.values())
+
+
+def _split(snapshot: dict[str, Any], size: int, text: bool) -> Iterator[dict[str, Any]]:
+    """`ReplicaStore.pieces` of a copied document: pieces of at most about `size` bytes, at least one."""
+    piece: dict[str, Any] = {}
+    filled = 0
+    for resource, tree in snapshot.items():
+        placed = piece.setdefault(resource, {})  # a resource without objects is still in data
+        for key, node in tree.items():
+            if text and isinstance(node, dict):  # a namespace's objects, as texts: split between them
+                for name, obj in node.items():
+                    placed.setdefault(key, {})[name] = obj
+                    filled += len(obj)
+                    if filled >= size:
+                        yield piece
+                        piece, filled = {}, 0
+                        placed = piece.setdefault(resource, {})
+                continue
+            placed[key] = node
+            filled += len(node) if text else 1024 * (len(node) if isinstance(node, dict) else 1)
+            if filled >= size:
+                yield piece
+                piece, filled = {}, 0
+                placed = piece.setdefault(resource, {})
+    yield piece  # the last, or the only one: an empty document still places the root
 
 
 def _join(node: Any, parts: list[str]) -> None:

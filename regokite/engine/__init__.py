@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
@@ -127,8 +127,18 @@ class Engine(Protocol):
         """Drop what the calling thread holds; the engine stays usable elsewhere."""
         ...
 
-    def follow(self, store: ReplicaStore) -> None:
-        """Evaluate with `store`'s replicated objects in `data`, kept current incrementally."""
+    def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
+        """Evaluate with `store`'s replicated objects in `data`, kept current incrementally
+        (`stepped`: whole loads only by `load_replica`, outside evaluations)."""
+        ...
+
+    def loaded_generation(self) -> int | None:
+        """The replica generation the calling thread evaluates on, whole (0: none yet); None when
+        evaluations load the replica themselves."""
+        ...
+
+    def load_replica(self) -> Iterator[None]:
+        """Catch the calling thread's data up with the followed store, yielding between steps."""
         ...
 
     def close(self) -> None: ...

@@ -20,7 +20,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -28,7 +28,7 @@ import regorus
 
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
-from regokite.clusterdata.store import ReplicaStore, check_replica_root, creations
+from regokite.clusterdata.store import Change, ReplicaStore, check_replica_root, creations
 from regokite.engine import KINDS, UNDEFINED, first_value, object_keys, opa_syntax, rule_ref
 from regokite.engine.capabilities import check_arguments, check_builtins
 from regokite.engine.catalog import extension_only
@@ -48,14 +48,21 @@ os.environ.setdefault("RUST_LIB_BACKTRACE", "0")
 _prepared = threading.local()  # .engines: {id(EmbeddedEngine): _Prepared}
 
 
+# A load in steps (`EmbeddedEngine.load_replica`) merges about this much JSON text a step: about
+# 10,000 small ConfigMaps, 0.1-0.3 s of regorus holding the GIL on this machine. Larger new objects
+# than this, all at once, wait for such a load rather than merge inside an evaluation.
+LOAD_STEP_BYTES = 4 * 2**20
+
+
 class _Prepared:
     """A thread's prepared engine, and the replica generation its data holds."""
 
-    __slots__ = ("engine", "generation", "owner", "reloaded_at")
+    __slots__ = ("engine", "generation", "loading", "owner", "reloaded_at")
 
     def __init__(self, owner: weakref.ref, engine: regorus.Engine) -> None:
         self.owner, self.engine, self.generation = owner, engine, 0
         self.reloaded_at = time.monotonic()
+        self.loading = False  # a load in steps is under way (load_replica)
 
 
 def _thread_table() -> dict[int, _Prepared]:
@@ -78,6 +85,7 @@ class EmbeddedEngine:
         self.options = options or ExtensionOptions()
         self._prints = PrintLog(bundle)
         self._replica: ReplicaStore | None = None
+        self._stepped = False  # the replica is loaded whole only by load_replica, never in an evaluation
         modules, read_as_opa = opa_syntax.rewrite(
             bundle.modules, lenient=lenient, mockable=extension_only(self.options)
         )
@@ -100,18 +108,74 @@ class EmbeddedEngine:
         self._columns = Columns.chain(read_as_opa, direct)
         self._base()  # prepare now, so a bad bundle fails here and not on first use
 
-    def follow(self, store: ReplicaStore) -> None:
+    def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
         """Evaluate with `store`'s objects in `data`.
 
         Each thread's engine catches up before its next evaluation, all
         pending changes in one step: only new objects merge in (`add_data`,
         no re-preparing); a change or a removal reloads the data (regorus can
         add to its data but not edit it), still without recompiling, at most
-        once per `store.max_lag` seconds (about 0.1 s of work per 10,000
+        once per `store.max_lag` seconds (about 0.25 s of work per 10,000
         objects): meanwhile evaluations see the replica as it was.
+
+        `stepped`: evaluations only merge new objects (up to LOAD_STEP_BYTES);
+        the caller loads the rest with `load_replica`, outside evaluations,
+        and asks `loaded_generation` whether a complete load is in.
         """
         check_replica_root(self.bundle.data, store)
         self._replica = store
+        self._stepped = stepped
+
+    def loaded_generation(self) -> int | None:
+        """The replica generation the calling thread's engine holds whole (0: none yet); None when
+        evaluations load the replica themselves (not `stepped`), so none ever runs without it."""
+        if self._replica is None or not self._stepped:
+            return None
+        entry = _thread_table().get(id(self))
+        return entry.generation if entry is not None and entry.owner() is self else 0
+
+    def load_replica(self) -> Iterator[None]:
+        """Bring the calling thread's engine up to the followed store, yielding between steps.
+
+        New objects merge in one step (up to LOAD_STEP_BYTES); otherwise (a
+        change, a removal, the first load), at most once per `store.max_lag` seconds, a copy of the
+        engine without data takes the whole replica a piece (LOAD_STEP_BYTES)
+        a step, and replaces the engine's data only once complete: evaluations
+        between the steps see the last complete load, never a part of one.
+        Run it to its end or close it on this thread (it holds an engine).
+        """
+        store = self._replica
+        if store is None:
+            return
+        entry = self._entry()
+        if entry.loading or entry.generation == store.generation:
+            return
+        changes = store.changes_since(entry.generation)
+        if changes and all(c.created for c in changes) and _merge_creations(entry, store, changes, limited=True):
+            return
+        now = time.monotonic()
+        if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
+            return
+        entry.reloaded_at, entry.loading = now, True
+        try:
+            yield from self._load_steps(entry, store)
+        finally:
+            entry.loading = False
+
+    def _load_steps(self, entry: _Prepared, store: ReplicaStore) -> Iterator[None]:
+        fresh = entry.engine.clone()  # compiled modules shared; the data its own
+        fresh.clear_data()
+        if self.bundle.data:
+            fresh.add_data(self.bundle.data)
+        generation, pieces = store.pieces(LOAD_STEP_BYTES)
+        for piece in pieces:
+            yield
+            _, failure = attempt(_add_data, fresh, store.loadable(store.rooted(piece)))
+            if failure is not None:
+                log.error("replica load failed; evaluating on the last complete load", extra={"error": failure})
+                return
+        _settle(fresh)
+        entry.engine, entry.generation = fresh, generation
 
     def _prepare(self) -> regorus.Engine:
         engine = opa_syntax.new_engine()
@@ -131,25 +195,31 @@ class EmbeddedEngine:
             raise PolicyLoadError(message, location, module.line(location.line) if module and location else None)
         return engine
 
-    def _base(self) -> regorus.Engine:
+    def _entry(self) -> _Prepared:
         table = _thread_table()
         entry = table.get(id(self))
         if entry is None or entry.owner() is not self:
             for key in [k for k, e in table.items() if e.owner() is None]:
                 del table[key]  # engines of collected EmbeddedEngines, dropped on their own thread
             entry = table[id(self)] = _Prepared(weakref.ref(self), self._prepare())
+        return entry
+
+    def _base(self) -> regorus.Engine:
+        entry = self._entry()
         if self._replica is not None and entry.generation != self._replica.generation:
             self._catch_up(entry, self._replica)
         return entry.engine
 
     def _catch_up(self, entry: _Prepared, store: ReplicaStore) -> None:
         changes = store.changes_since(entry.generation)
-        if changes and all(c.created for c in changes):
-            _, failure = attempt(_add_data, entry.engine, store.loadable(store.rooted(creations(changes))))
-            if failure is None:
-                entry.generation += len(changes)
-                _settle(entry.engine)
-                return
+        if (
+            changes
+            and all(c.created for c in changes)
+            and _merge_creations(entry, store, changes, limited=self._stepped)
+        ):
+            return
+        if self._stepped:
+            return  # load_replica's to do, outside evaluations
         now = time.monotonic()
         if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
             return  # held back: evaluate on the replica as it was a moment ago
@@ -233,6 +303,7 @@ class PrintLog:
 
 _PRINTED = re.compile(r"(.+?):(\d+): (.*)", re.DOTALL)
 print_log = logging.getLogger("regokite.policy.print")
+log = logging.getLogger("regokite.engine")
 
 
 def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Columns) -> Any:
@@ -331,6 +402,20 @@ def _add_data(engine: regorus.Engine, data: dict[str, Any] | str) -> None:
         engine.add_data_json(data)
     else:
         engine.add_data(data)
+
+
+def _merge_creations(entry: _Prepared, store: ReplicaStore, changes: list[Change], *, limited: bool) -> bool:
+    """Merge changes that only add objects into `entry`'s engine; False when it did not (they are more
+    than LOAD_STEP_BYTES of text and `limited`, or regorus refused them): the data must be reloaded."""
+    data = store.loadable(store.rooted(creations(changes)))
+    if limited and (len(changes) > 1000 or (isinstance(data, str) and len(data) > LOAD_STEP_BYTES)):
+        return False
+    _, failure = attempt(_add_data, entry.engine, data)
+    if failure is not None:
+        return False
+    entry.generation += len(changes)
+    _settle(entry.engine)
+    return True
 
 
 def _settle(engine: regorus.Engine) -> None:

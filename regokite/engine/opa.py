@@ -39,7 +39,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -166,13 +166,23 @@ class OpaEngine:
             results = self._query(query, input)
         return results
 
-    def follow(self, store: ReplicaStore) -> None:
+    def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
         """Keep `store`'s objects in OPA's data: the whole document once
-        (`PUT /v1/data/<root>`), then the changes since, batched into one
-        `PATCH` before the next evaluation; again whole after OPA restarts."""
+        (`PUT /v1/data/<root>`, which OPA applies whole), then the changes
+        since, batched into one `PATCH` before the next evaluation; again
+        whole after OPA restarts. `stepped` changes nothing: every write is
+        one request, loaded by OPA in one transaction."""
         check_replica_root(self.bundle.data, store)
         self._replica = store
         self._catch_up()
+
+    def loaded_generation(self) -> int | None:
+        """None: each evaluation catches up first (see `follow`)."""
+        return None
+
+    def load_replica(self) -> Iterator[None]:
+        """Nothing to do in steps: evaluations catch up themselves."""
+        return iter(())
 
     def _catch_up(self) -> None:
         store = self._replica

@@ -178,6 +178,7 @@ class ReplicaFeed:
         self._excluded: tuple[str, ...] = ()
         self._status: dict[str, Any] = {"seeded": [], "health": {}, "objects": 0}
         self._held: set[str] = set()  # the resources whose objects the mirror holds
+        self._ready_at: int | None = None  # the store's generation when it last became ready
         self._changed = threading.Condition()
         self._conn_lock = threading.Lock()  # the connection is sent on, shut down and closed under it
         self._conn: Connection | None = None
@@ -194,11 +195,18 @@ class ReplicaFeed:
         self._ask()
 
     def ensure(self, refs: Iterable[ResourceRef]) -> None:
-        self._wanted |= set(refs)
+        with self._changed:
+            if not set(refs) <= self._wanted:
+                self._ready_at = None
+            self._wanted |= set(refs)
         self._ask()
 
     def ready(self) -> bool:
         return bool(self._wanted) and not self.pending()
+
+    def ready_at(self) -> int | None:
+        """The store's generation when it became ready (what an engine must hold at least), or None."""
+        return self._ready_at if self.ready() else None
 
     def wait_ready(self, timeout: float) -> bool:
         with self._changed:
@@ -265,6 +273,8 @@ class ReplicaFeed:
         with self._changed:
             if kind != "status":  # the data now holds what the feeder had listed when it sent this
                 self._held = set(status["seeded"])
+                if self._ready_at is None and self.ready():
+                    self._ready_at = self.store.generation
             self._status = status
             self._changed.notify_all()
         if not self._announced and self._wanted and self.ready():

@@ -39,6 +39,7 @@ class Replicator:
         self._seeded: set[ResourceRef] = set()
         self._lock = threading.Lock()  # a seed and the handlers' changes never interleave
         self._ready = threading.Event()
+        self._ready_at: int | None = None  # the store's generation when it last became ready
         self._stopped = threading.Event()
         self._excluded: tuple[str, ...] = ()  # namespace patterns not replicated (Gatekeeper's `sync` process)
 
@@ -70,6 +71,7 @@ class Replicator:
             with self._lock:
                 self._informers[ref] = informer
                 self._ready.clear()
+                self._ready_at = None
             informer.start()
             threading.Thread(target=self._seed, args=(ref, informer), name=f"seed {ref}", daemon=True).start()
 
@@ -78,6 +80,10 @@ class Replicator:
 
     def wait_ready(self, timeout: float) -> bool:
         return self._ready.wait(timeout)
+
+    def ready_at(self) -> int | None:
+        """The store's generation when it became ready (what an engine must hold at least), or None."""
+        return self._ready_at if self.ready() else None
 
     def health(self) -> dict[str, dict]:
         """Each replicated resource's watch: connected, age of its last event, for how long it may have
@@ -105,6 +111,7 @@ class Replicator:
                 self._put(ref, obj)
             self._seeded.add(ref)
             if self._seeded >= self._informers.keys():
+                self._ready_at = self.store.generation
                 self._ready.set()
         replicated_objects.labels(str(ref)).set(len(informer))
         log.info("replicated", extra={"resource": str(ref), "objects": len(informer)})

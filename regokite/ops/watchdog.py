@@ -120,6 +120,21 @@ class Watchdog:
         return killed
 
 
+class Allowances:
+    """Memory each worker may hold beyond the limit, which the worker itself sets (the admission
+    server's: for its replicated data) and the supervisor reads: a double per slot, shared like the table."""
+
+    def __init__(self, slots: int) -> None:
+        self._memory = mmap.mmap(-1, _ALLOWANCE.size * max(1, slots))
+
+    def setter(self, slot: int) -> Callable[[float], None]:
+        return lambda value: _ALLOWANCE.pack_into(self._memory, _ALLOWANCE.size * slot, value)
+
+    def get(self, slot: int) -> float:
+        return _ALLOWANCE.unpack_from(self._memory, _ALLOWANCE.size * slot)[0]
+
+
+_ALLOWANCE = struct.Struct("d")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 

@@ -43,6 +43,9 @@ class Loading:
     def ready(self) -> bool:
         return self.loaded
 
+    def ready_at(self) -> int | None:
+        return self.store.generation if self.loaded else None
+
     def pending(self) -> list[str]:
         return [] if self.loaded else ["v1/configmaps"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from regokite.ops.watchdog import Watchdog
+from regokite.ops.watchdog import Allowances, Watchdog
 from tests.clocks import ManualClock
 
 
@@ -62,3 +62,15 @@ def test_a_call_may_carry_its_own_limit() -> None:
     clock.now += 0.02
     [stuck] = watchdog.overdue()
     assert (stuck.slot, stuck.policy, stuck.limit) == (0, "hooks.quick", 0.01)
+
+
+def test_a_workers_memory_allowance_set_after_the_fork_is_what_the_supervisor_reads() -> None:
+    allowances = Allowances(2)
+    pid = os.fork()
+    if pid == 0:  # the worker of slot 1: its replica's allowance
+        allowances.setter(1)(360 * 2**20)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert allowances.get(1) == 360 * 2**20 and allowances.get(0) == 0.0
+    allowances.setter(1)(0.0)  # a replacement starts with none
+    assert allowances.get(1) == 0.0
