@@ -23,6 +23,11 @@
 6. Audit --once of N objects (the ConfigMaps, judged by a policy matching
    them): time and peak RSS; then continuous audit: time to its first full
    pass and its peak RSS.
+
+Step 5 runs each server with the default --watchdog and --worker-memory-limit,
+and reports the workers the supervisor killed as stuck (s), over memory (m),
+or saw exit (x), from its log, and when every worker's engine had the whole
+replica ("loaded s": the `cluster data loaded into the engine` log lines).
 """
 
 from __future__ import annotations
@@ -181,6 +186,23 @@ def feeder_pid(log: Path) -> int | None:
     return found
 
 
+LOADED = "cluster data loaded into the engine"
+
+
+def marked(log: Path, message: str) -> int:
+    """How many log lines say `message`."""
+    return sum(f'"msg": "{message}"' in line for line in log.read_text(errors="replace").splitlines())
+
+
+def kills(log: Path) -> str:
+    """Workers the supervisor killed (watchdog, memory) or saw exit, from its log lines."""
+    lines = log.read_text(errors="replace").splitlines()
+    stuck = sum("stuck in one review" in line for line in lines)
+    memory = sum("over its memory limit" in line for line in lines)
+    exited = sum("admission worker exited" in line for line in lines)
+    return f"{stuck}/{memory}/{exited}"
+
+
 def replicas_held(log: Path, code: Path) -> int:
     """Workers holding the replica: each logs `replica received` once it has it (before the feeder,
     each worker listed for itself and logged `replicated`)."""
@@ -208,16 +230,21 @@ def flat_memory(
     before = api_requests(cluster, "configmaps")
     home.mkdir()
     started = time.perf_counter()
-    # no watchdog: each engine thread's first review loads the whole replica, which at 100,000 objects on a
-    # busy machine outlasts the 5 s default, and a killed worker would only start the same load again
-    args = ("--workers", str(workers), "--worker-memory-limit", "0", "--watchdog", "0", "--reload-interval", "1")
+    # the default --watchdog and --worker-memory-limit: a worker they kill is counted below
+    args = ("--workers", str(workers), "--reload-interval", "1")
     with running_code(code), admission_server([*plain, refs], home, *args, ready_timeout=1800) as server:
         while replicas_held(server.log, code) < workers:
             if server.process.poll() is not None:
                 raise RuntimeError(f"admission server exited:\n{server.logs()[-3000:]}")
             time.sleep(0.2)
         ready = time.perf_counter() - started
-        # every worker's engine loads the replica on its first review: a closed loop reaches them all
+        if "ReplicaLoader" in (code / "regokite" / "admission" / "serve.py").read_text():
+            while marked(server.log, LOADED) < workers:  # each worker loads its engine itself: until all have
+                if server.process.poll() is not None or time.perf_counter() - started > 1800:
+                    raise RuntimeError(f"engines not loaded:\n{server.logs()[-3000:]}")
+                time.sleep(0.2)
+        loaded = time.perf_counter() - started
+        # the code before loaded each engine on its first review: a closed loop reaches them all
         load(server, 5.0, connections=8 * workers)
         # an informer opens its watch only after handing the listed objects to its handlers
         after = kube.wait_for(
@@ -239,6 +266,8 @@ def flat_memory(
         "workers": workers,
         "objects": objects,
         "ready": ready,
+        "loaded": loaded,
+        "kills": kills(server.log),
         "supervisor": supervisor,
         "workers_rss": sorted(memory.values()),
         "feeder": feeder,
@@ -252,15 +281,16 @@ def flat_memory(
 def print_memory(rows: list[dict]) -> None:
     print("\nflat memory: replicated ConfigMaps in the admission server (RSS MiB, peak in brackets)")
     print(
-        " code      workers  objects  ready s  supervisor  feeder     workers                     total  (PSS)"
-        "  LIST requests  watches"
+        " code      workers  objects  ready s  loaded s  kills s/m/x  supervisor  feeder     workers"
+        "                     total  (PSS)  LIST requests  watches"
     )
     for row in rows:
         each = ", ".join(f"{now} ({peak})" for now, peak in row["workers_rss"])
         sup = f"{row['supervisor'][0]} ({row['supervisor'][1]})"
         feeder = f"{row['feeder'][0]} ({row['feeder'][1]})" if row["feeder"] else "-"
         print(
-            f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {sup:>10s}  "
+            f" {row['code']:8s}  {row['workers']:7d}  {row['objects']:7d}  {row['ready']:7.1f}  {row['loaded']:8.1f}  "
+            f"{row['kills']:>11s}  {sup:>10s}  "
             f"{feeder:>9s}  {each:26s}"
             f"  {row['total']:5d}  ({row['pss']:4d})  {row['lists']:13.0f}  {row['watches']:7.0f}"
         )
