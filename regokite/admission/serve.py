@@ -65,7 +65,7 @@ LOCAL_HINT = "with no cluster, --local serves the other policies and leaves out 
 REPLICA_MAX_LAG = 0.5
 FEEDER = -1  # the supervisor's slot for the replica feeder among its children
 LOAD_POLL_SECONDS = 0.05  # how often a worker looks for replica changes its engine has not taken
-# The watchdog's limit for one step of a replica load (LOAD_STEP_BYTES of JSON text; 0.1-0.3 s here):
+# The watchdog's limit for one step of a replica load (LOAD_STEP_BYTES of JSON text; 0.2-0.6 s here):
 # a step this long is stuck, not slow.
 LOAD_STEP_LIMIT = 60.0
 LOADING = "(loading cluster data)"  # what a worker is doing during a load step, for the watchdog's log

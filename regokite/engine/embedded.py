@@ -49,9 +49,12 @@ _prepared = threading.local()  # .engines: {id(EmbeddedEngine): _Prepared}
 
 
 # A load in steps (`EmbeddedEngine.load_replica`) merges about this much JSON text a step: about
-# 10,000 small ConfigMaps, 0.1-0.3 s of regorus holding the GIL on this machine. Larger new objects
-# than this, all at once, wait for such a load rather than merge inside an evaluation.
+# 14,000 small ConfigMaps, 0.2-0.6 s of regorus holding the GIL on this machine (bench.replica_load).
+# Larger new objects than this, all at once, wait for such a load rather than merge in an evaluation,
+# as do more than these many changes (a step) or, in an evaluation, more than REVIEW_MERGES.
 LOAD_STEP_BYTES = 4 * 2**20
+LOAD_STEP_MERGES = 1000
+REVIEW_MERGES = 100
 
 
 class _Prepared:
@@ -137,12 +140,13 @@ class EmbeddedEngine:
     def load_replica(self) -> Iterator[None]:
         """Bring the calling thread's engine up to the followed store, yielding between steps.
 
-        New objects merge in one step (up to LOAD_STEP_BYTES); otherwise (a
-        change, a removal, the first load), at most once per `store.max_lag` seconds, a copy of the
-        engine without data takes the whole replica a piece (LOAD_STEP_BYTES)
-        a step, and replaces the engine's data only once complete: evaluations
-        between the steps see the last complete load, never a part of one.
-        Run it to its end or close it on this thread (it holds an engine).
+        New objects merge in one step (up to a step's size); otherwise (a
+        change, a removal, the first load), at most once per `store.max_lag`
+        seconds, a copy of the engine without data takes the whole replica a
+        piece (LOAD_STEP_BYTES) a step, and replaces the engine's data only
+        once complete: evaluations between the steps see the last complete
+        load, never a part of one. Run it to its end or close it on this
+        thread (it holds an engine).
         """
         store = self._replica
         if store is None:
@@ -151,7 +155,7 @@ class EmbeddedEngine:
         if entry.loading or entry.generation == store.generation:
             return
         changes = store.changes_since(entry.generation)
-        if changes and all(c.created for c in changes) and _merge_creations(entry, store, changes, limited=True):
+        if changes and all(c.created for c in changes) and _merge_creations(entry, store, changes, LOAD_STEP_MERGES):
             return
         now = time.monotonic()
         if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
@@ -215,7 +219,7 @@ class EmbeddedEngine:
         if (
             changes
             and all(c.created for c in changes)
-            and _merge_creations(entry, store, changes, limited=self._stepped)
+            and _merge_creations(entry, store, changes, REVIEW_MERGES if self._stepped else None)
         ):
             return
         if self._stepped:
@@ -404,11 +408,13 @@ def _add_data(engine: regorus.Engine, data: dict[str, Any] | str) -> None:
         engine.add_data(data)
 
 
-def _merge_creations(entry: _Prepared, store: ReplicaStore, changes: list[Change], *, limited: bool) -> bool:
-    """Merge changes that only add objects into `entry`'s engine; False when it did not (they are more
-    than LOAD_STEP_BYTES of text and `limited`, or regorus refused them): the data must be reloaded."""
+def _merge_creations(entry: _Prepared, store: ReplicaStore, changes: list[Change], most: int | None) -> bool:
+    """Merge changes that only add objects into `entry`'s engine; False when it did not (more than
+    `most` changes or LOAD_STEP_BYTES of text, unless `most` is None; or regorus refused them)."""
+    if most is not None and len(changes) > most:
+        return False
     data = store.loadable(store.rooted(creations(changes)))
-    if limited and (len(changes) > 1000 or (isinstance(data, str) and len(data) > LOAD_STEP_BYTES)):
+    if most is not None and isinstance(data, str) and len(data) > LOAD_STEP_BYTES:
         return False
     _, failure = attempt(_add_data, entry.engine, data)
     if failure is not None:

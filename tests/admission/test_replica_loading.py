@@ -129,6 +129,18 @@ def test_reviews_wait_for_the_first_complete_load_then_are_decided_on_the_last_c
         assert after["allowed"] is False and after["status"]["message"] == "[admission.reads] settings blocked"
         assert client.get("/readyz").status_code == 200
 
+        elsewhere = review(deployment())
+        elsewhere["request"]["namespace"] = elsewhere["request"]["object"]["metadata"]["namespace"] = "team"
+        refused = client.post("/validate", content=json.dumps(elsewhere)).json()["response"]
+        assert refused["status"]["message"] == "[admission.reads] no settings ConfigMap"
+        store.put(
+            "configmaps",
+            {**settings(blocked=False, version="1"), "metadata": {"name": "settings", "namespace": "team"}},
+            namespaced=True,
+        )
+        # a new object merges in the review that finds it, with no load
+        assert client.post("/validate", content=json.dumps(elsewhere)).json()["response"]["allowed"] is True
+
 
 class SlowStore(TextReplicaStore):
     """Making a document loadable takes `seconds` of the test's clock; the watchdog is looked at then."""
