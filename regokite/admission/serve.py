@@ -317,6 +317,7 @@ class ReplicaLoader:
     ) -> None:
         self.state, self.watch, self.allowance = state, watch, allowance
         self._measured_at, self._measured = -ALLOWANCE_SECONDS, -1  # when, at which generation
+        self.allowed = 0  # bytes beyond --worker-memory-limit, as last measured
         self._announced = False
 
     async def run(self) -> None:
@@ -344,8 +345,10 @@ class ReplicaLoader:
         finally:
             steps.close()  # on this thread: a step holds an engine
         if taken:
-            self._loaded(replica, policy_set, taken, time.monotonic() - started)
+            self._measured_at = -ALLOWANCE_SECONDS  # a load's end: measure now
         self._measure(replica)
+        if taken:
+            self._loaded(replica, policy_set, taken, time.monotonic() - started)
 
     def _loaded(self, replica: Replicator | ReplicaFeed, policy_set: PolicySet, steps: int, seconds: float) -> None:
         held, needed = policy_set.engine.loaded_generation(), replica.ready_at()
@@ -353,15 +356,20 @@ class ReplicaLoader:
             self._announced = True
             log.info(
                 "cluster data loaded into the engine",
-                extra={"objects": replica.objects(), "steps": steps, "seconds": round(seconds, 3)},
+                extra={
+                    "objects": replica.objects(),
+                    "steps": steps,
+                    "seconds": round(seconds, 3),
+                    "replica_allowance_bytes": self.allowed,  # beyond --worker-memory-limit
+                },
             )
-        self._measured_at = -ALLOWANCE_SECONDS  # a load's end: measure now
 
     def _measure(self, replica: Replicator | ReplicaFeed) -> None:
         now, generation = time.monotonic(), replica.store.generation
         if generation != self._measured and now - self._measured_at >= ALLOWANCE_SECONDS:
             self._measured_at, self._measured = now, generation
-            self.allowance(REPLICA_MEMORY_FACTOR * replica.store.text_bytes())
+            self.allowed = REPLICA_MEMORY_FACTOR * replica.store.text_bytes()
+            self.allowance(self.allowed)
 
 
 _END = object()
