@@ -203,6 +203,15 @@ def kills(log: Path) -> str:
     return f"{stuck}/{memory}/{exited}"
 
 
+def loads(log: Path) -> str:
+    """Each worker's first load into its engine, from its line: seconds/steps, and the memory allowance."""
+    found = [json.loads(line) for line in log.read_text(errors="replace").splitlines() if LOADED in line]
+    return ", ".join(
+        f"{r['seconds']:.1f} s/{r['steps']} steps, allowance {r.get('replica_allowance_bytes', 0) // 2**20} MiB"
+        for r in found
+    )
+
+
 def replicas_held(log: Path, code: Path) -> int:
     """Workers holding the replica: each logs `replica received` once it has it (before the feeder,
     each worker listed for itself and logged `replicated`)."""
@@ -268,6 +277,7 @@ def flat_memory(
         "ready": ready,
         "loaded": loaded,
         "kills": kills(server.log),
+        "loads": loads(server.log),
         "supervisor": supervisor,
         "workers_rss": sorted(memory.values()),
         "feeder": feeder,
@@ -285,6 +295,8 @@ def print_memory(rows: list[dict]) -> None:
         "                     total  (PSS)  LIST requests  watches"
     )
     for row in rows:
+        if row["loads"]:
+            print(f" engine loads ({row['workers']} workers): {row['loads']}")
         each = ", ".join(f"{now} ({peak})" for now, peak in row["workers_rss"])
         sup = f"{row['supervisor'][0]} ({row['supervisor'][1]})"
         feeder = f"{row['feeder'][0]} ({row['feeder'][1]})" if row["feeder"] else "-"
