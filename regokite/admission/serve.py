@@ -321,8 +321,14 @@ class ReplicaLoader:
         self._announced = False
 
     async def run(self) -> None:
+        """Load for good. A load that raises ends the worker (the supervisor replaces it): a worker whose
+        loader had stopped would decide on its last load for good while /readyz said ready."""
         while True:
-            await self.load(self.state.policy_set)
+            try:
+                await self.load(self.state.policy_set)
+            except Exception:
+                log.exception("loading the cluster data into the engine failed: the worker exits, to be replaced")
+                os._exit(1)
             await asyncio.sleep(LOAD_POLL_SECONDS)
 
     async def load(self, policy_set: PolicySet) -> None:
@@ -330,6 +336,7 @@ class ReplicaLoader:
         replica = self.state.replica
         if replica is None:
             return
+        self._measure(replica)  # the allowance before the load, which holds a second copy of the data
         started, steps = time.monotonic(), policy_set.engine.load_replica()
         taken = 0
         try:

@@ -60,12 +60,13 @@ REVIEW_MERGES = 100
 class _Prepared:
     """A thread's prepared engine, and the replica generation its data holds."""
 
-    __slots__ = ("engine", "generation", "loading", "owner", "reloaded_at")
+    __slots__ = ("engine", "generation", "load_failure", "loading", "owner", "reloaded_at")
 
     def __init__(self, owner: weakref.ref, engine: regorus.Engine) -> None:
         self.owner, self.engine, self.generation = owner, engine, 0
         self.reloaded_at = time.monotonic()
         self.loading = False  # a load in steps is under way (load_replica)
+        self.load_failure: str | None = None  # the last load in steps failed: evaluations fail closed
 
 
 def _thread_table() -> dict[int, _Prepared]:
@@ -176,10 +177,12 @@ class EmbeddedEngine:
             yield
             _, failure = attempt(_add_data, fresh, store.loadable(store.rooted(piece)))
             if failure is not None:
-                log.error("replica load failed; evaluating on the last complete load", extra={"error": failure})
+                if entry.load_failure is None:
+                    log.error("replica load failed; evaluations fail until a load completes", extra={"error": failure})
+                entry.load_failure = failure
                 return
         _settle(fresh)
-        entry.engine, entry.generation = fresh, generation
+        entry.engine, entry.generation, entry.load_failure = fresh, generation, None
 
     def _prepare(self) -> regorus.Engine:
         engine = opa_syntax.new_engine()
@@ -212,6 +215,9 @@ class EmbeddedEngine:
         entry = self._entry()
         if self._replica is not None and entry.generation != self._replica.generation:
             self._catch_up(entry, self._replica)
+            if entry.load_failure is not None:  # the data changed and could not be loaded: decide on none of it
+                failure = f"the cluster data could not be loaded into the engine: {entry.load_failure}"
+                raise EvaluationError("data", failure)
         return entry.engine
 
     def _catch_up(self, entry: _Prepared, store: ReplicaStore) -> None:

@@ -186,3 +186,55 @@ def test_a_replica_load_longer_than_the_watchdog_limit_is_no_stuck_review(polici
     assert store.calls >= 10  # the load took 60+ s of the watchdog's clock, in steps of 6 s
     assert store.overdue == []  # no step, and no review, past its limit
     assert allowed and allowed[-1] == REPLICA_MEMORY_FACTOR * store.text_bytes()  # the supervisor's allowance
+
+
+class BreakableStore(TextReplicaStore):
+    """A store whose text regorus refuses while `broken` (as data it cannot take would be)."""
+
+    broken = False
+
+    def loadable(self, document: dict[str, Any]) -> str:
+        return "{not json" if self.broken else super().loadable(document)
+
+
+def test_a_change_that_cannot_be_loaded_fails_reviews_closed_until_a_load_completes(policies: Path) -> None:
+    """Deciding on the last load for good, while the data moved on, would be deciding on data not loaded."""
+    store = BreakableStore()
+    store.max_lag = 0.0  # each load_replica call loads again
+    fill(store)
+    policy_set = load_policy_set([str(policies)])
+    policy_set.follow(store, stepped=True)
+    app = create_app(ServingState(policy_set, replica=Listed(store)))  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        client.portal.call(list, policy_set.engine.load_replica())
+        assert client.post("/validate", content=BODY).json()["response"]["allowed"] is True
+        store.broken = True
+        store.put("configmaps", settings(blocked=True, version="2"), namespaced=True)
+        client.portal.call(list, policy_set.engine.load_replica())
+        failed = client.post("/validate", content=BODY)
+        assert failed.status_code != 200 or failed.json()["response"]["allowed"] is False, failed.text
+        assert "could not be loaded" in failed.text
+        store.broken = False
+        client.portal.call(list, policy_set.engine.load_replica())
+        after = client.post("/validate", content=BODY).json()["response"]
+        assert after["allowed"] is False and after["status"]["message"] == "[admission.reads] settings blocked"
+
+
+def test_the_memory_allowance_is_set_before_the_first_load(policies: Path) -> None:
+    """The first load holds regorus's copy beside the text: a worker measured only after it was killed for it."""
+    store = TextReplicaStore()
+    fill(store)
+    policy_set = load_policy_set([str(policies)])
+    policy_set.follow(store, stepped=True)
+    allowed: list[float] = []
+    state = ServingState(policy_set, replica=Listed(store))  # type: ignore[arg-type]
+    loader = ReplicaLoader(state, lambda *_: None, allowed.append)
+    steps = policy_set.engine.load_replica
+
+    def counted() -> Any:
+        assert allowed == [REPLICA_MEMORY_FACTOR * store.text_bytes()]  # before any step runs
+        yield from steps()
+
+    policy_set.engine.load_replica = counted  # type: ignore[method-assign]
+    asyncio.run(loader.load(policy_set))
+    assert policy_set.engine.loaded_generation() == store.generation
