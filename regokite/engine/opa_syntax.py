@@ -244,6 +244,28 @@ def _apply(module: Module, changes: list[_Change]) -> tuple[Module, list[Edit | 
     return replace(module, text=b"".join(out).decode()), edits
 
 
+# ------------------------------------------------------------------ helpers placed where they are called
+
+# A helper appended to a module for one place (an arithmetic operator, a routed builtin call) has lines of
+# its own that Redirect maps back to that place: its errors are located where OPA locates them. Its name
+# (`<kind>_<tag>_<n>`) says what it is; `_payload` which of its calls can fail as the builtin it answers for.
+_PLACED = re.compile(r"(?P<kind>__rk_(?:b|ar)_\w+)_[0-9a-f]{8}_[0-9]+")
+
+
+def _tag(module: Module) -> str:
+    """A name part of the module's own, so that helpers appended to modules of one package do not clash."""
+    return format(zlib.crc32(module.path.encode()), "08x")
+
+
+def _placed_name(kind: str, module: Module, number: int) -> str:
+    return f"{kind}_{_tag(module)}_{number}"
+
+
+def _placed(source: bytes, text: str, at: int) -> _Change:
+    """`text` (a helper's definition) appended to the module, its errors located at offset `at`."""
+    return _Change(len(source), len(source), text.encode(), _position(source, at))
+
+
 def _masked(text: bytes) -> bytes:
     """`text` with strings and comments blanked (newlines kept), offsets kept."""
     return _NOT_CODE.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group()), text)
@@ -643,7 +665,8 @@ def _lenient_calls(
     modules: list[Module], at: frozenset[Location], back: Columns
 ) -> Iterator[tuple[Module, list[_Change]]]:
     """`b(x, y)` written at one of `at` (as the file was written) becomes
-    `__regokite_lenient("b", [x, y])[0]`: undefined where the builtin errs."""
+    `__regokite_lenient("b", [x, y])[0]`: undefined where the builtin errs. In a helper placed at one
+    of `at`, whose every line is located there, only the calls that answer for the builtin do."""
     parsed = [(m, t) for m in modules for t, failure in [_parse(m, m.text.encode())] if failure is None and t]
     rules: dict[tuple[str, ...], set[str]] = {}
     for _, tree in parsed:
@@ -654,26 +677,55 @@ def _lenient_calls(
         functions = rules[tuple(ref_parts(tree["package"]["refr"]))] | _aliases(source, tree) | _import_names(tree)
         wanted = {(loc.line, loc.col) for loc in at if loc.file == module.path}
         changes = []
-        for call in rego_ast.calls(tree):
-            start, end = _call_span(call)
-            paren = _masked(source).find(b"(", next(iter(call["fcn"].values()))["span"]["end"])
-            first = back.original(Location(module.path, *_position(source, start)))
-            last = back.original(Location(module.path, *_position(source, end)))
-            # regorus places a builtin's error at the call or at the operand it refused: every call
-            # around that place is made lenient (one that does not err answers as before)
-            name = _fcn_name(call)
-            if first is None or last is None or name is None or name.split(".")[0] in functions | {"data"}:
-                continue  # a function of the bundle: its own calls are made lenient where they err
-            if name in (LENIENT, UNORDERED, YAML_PLAIN, "print", "http.send"):  # refusals stay errors
-                continue
-            if not any((first.line, first.col) <= place <= (last.line, last.col) for place in wanted):
-                continue
-            name = source[start:paren].strip()
-            changes += [
-                _Change(start, paren + 1, LENIENT.encode() + b'("' + name + b'", ['),
-                _Change(end - 1, end, b"])[0]"),
-            ]
+        for rule in tree.get("rules", []):
+            placed = _PLACED.fullmatch(_rule_name(rule))
+            for call in rego_ast.calls(rule):
+                name = _fcn_name(call)
+                if name is None or name.split(".")[0] in functions | {"data"}:
+                    continue  # a function of the bundle: its own calls are made lenient where they err
+                if name in (LENIENT, UNORDERED, YAML_PLAIN, "print", "http.send"):  # refusals stay errors
+                    continue
+                if placed and not _payload(placed["kind"], name, source, call):
+                    continue
+                if _erred(module, source, call, wanted, back):
+                    changes += _lenient_call(source, call)
         yield module, changes
+
+
+def _rule_name(rule: dict[str, Any]) -> str:
+    kind, body = next(iter(rule.items()))
+    head = body if kind == "Default" else next(iter(body["head"].values()))
+    return ref_parts(head["refr"])[0]
+
+
+def _payload(kind: str, name: str, source: bytes, call: dict[str, Any]) -> bool:
+    """Whether a call in a placed helper of `kind` can fail as the builtin it answers for (the others are
+    its guards, such as `is_string(a0)`, which made lenient could receive values Python cannot hold)."""
+    if name in (ARITH, NUMBER_TEXT, REPLACE_EMPTY, SPRINTF):
+        return True
+    return kind == _route_name(name) and not _written_here(source, call)
+
+
+def _erred(module: Module, source: bytes, call: dict[str, Any], wanted: set[tuple[int, int]], back: Columns) -> bool:
+    """Whether an error was located (as the file was written) within the call's extent."""
+    start, end = _call_span(call)
+    first = back.original(Location(module.path, *_position(source, start)))
+    last = back.original(Location(module.path, *_position(source, end)))
+    # regorus places a builtin's error at the call or at the operand it refused: every call around that
+    # place is made lenient (one that does not err answers as before)
+    if first is None or last is None:
+        return False
+    return any((first.line, first.col) <= place <= (last.line, last.col) for place in wanted)
+
+
+def _lenient_call(source: bytes, call: dict[str, Any]) -> list[_Change]:
+    start, end = _call_span(call)
+    paren = _masked(source).find(b"(", next(iter(call["fcn"].values()))["span"]["end"])
+    name = source[start:paren].strip()
+    return [
+        _Change(start, paren + 1, LENIENT.encode() + b'("' + name + b'", ['),
+        _Change(end - 1, end, b"])[0]"),
+    ]
 
 
 def _fcn_name(call: dict[str, Any]) -> str | None:
@@ -779,7 +831,7 @@ def _comparisons(module: Module) -> list[_Change]:
     tree, failure = _parse(module, source)
     if failure is not None or tree is None:
         return []
-    tag = format(zlib.crc32(module.path.encode()), "08x")
+    tag = _tag(module)
     found = []
     for rule in tree.get("rules", []):
         kind, body = next(iter(rule.items()))
@@ -910,7 +962,6 @@ def _arithmetic(module: Module) -> list[_Change]:
     tree, failure = _parse(module, source)
     if failure is not None or tree is None:
         return []
-    tag = format(zlib.crc32(module.path.encode()), "08x")
     code = _masked(source)
     found = []
     for rule in tree.get("rules", []):
@@ -942,7 +993,7 @@ def _arithmetic(module: Module) -> list[_Change]:
         if any(first < e and s < last for s, e in taken):
             continue  # sharing text with another rewritten here: next round
         taken.append((first, last))
-        name = f"__rk_ar_{op}_{tag}_{number}"
+        name = _placed_name(f"__rk_ar_{op}", module, number)
         number += 1
         checks = _ARITH_CHECKS["div" if op == "div" else "other"].format(sign=sign)
         helper = _ARITH_HELPERS[module.v0].format(name=name, small=_SMALL_CHECKS, sign=sign, arith=ARITH, checks=checks)
@@ -950,7 +1001,7 @@ def _arithmetic(module: Module) -> list[_Change]:
             _Change(first, first, f"{name}(".encode()),
             _Change(at, at + 1, b","),
             _Change(last, last, b")"),
-            _Change(len(source), len(source), helper.encode(), _position(source, at)),
+            _placed(source, helper, at),
         ]
     return changes
 
@@ -1091,7 +1142,7 @@ def _mocks(
     called: dict[str, int],
 ) -> list[_Change]:
     source = module.text.encode()
-    tag = format(zlib.crc32(module.path.encode()), "08x")
+    tag = _tag(module)
     changes, helpers = [], []
     for statement in _statements(tree):
         for modifier in statement.get("with_mods", []):
@@ -1132,7 +1183,7 @@ def _memberships(module: Module) -> list[_Change]:
     tree, failure = _parse(module, source)
     if failure is not None or tree is None:
         return []
-    tag = format(zlib.crc32(module.path.encode()), "08x")
+    tag = _tag(module)
     standing = {
         id(next(iter(s["literal"][k]["expr"].values())))
         for s in _statements(tree)
@@ -1182,9 +1233,10 @@ def _memberships(module: Module) -> list[_Change]:
 
 # ------------------------------------------------------------------ builtins called through a function of the module
 
-# count of a string counts UTF-16 units in regorus (2 for U+1F600) and characters in OPA; json.marshal
+# The builtins every call of which (but for the exceptions in _routed_calls) goes through a function placed
+# at it. count of a string counts UTF-16 units in regorus (2 for U+1F600) and characters in OPA; json.marshal
 # writes <, >, &, U+2028 and U+2029 as they are, where Go escapes them (\u003c ...)
-_ALWAYS_ROUTED = frozenset(
+ALWAYS_ROUTED = frozenset(
     {
         "count",
         "to_number",
@@ -1203,50 +1255,48 @@ _JSON_ESCAPES = r'{"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\
 _ROUTE = "__rk_b_"
 # http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf rounds rewrite
 _MOCKED_ROUTED = frozenset({"http.send", "sprintf"})
-_ROUTE_WORDS = (*_ALWAYS_ROUTED, "with")  # a module mentioning none needs no parse for routing
+_ROUTE_WORDS = (*ALWAYS_ROUTED, "with")  # a module mentioning none needs no parse for routing
 
 
 def _routes(modules: list[Module], mockable: frozenset[str]) -> Iterator[tuple[Module, list[_Change]]]:
     """Calls of `count` and `json.marshal` (and of an extension builtin a `with` replaces somewhere)
-    as calls of a function appended to the package, `data.<package>.__rk_b_count(x)`, that answers
-    as OPA; each `with count as m` also replaces that function in every package that has one.
+    as calls of a function appended to the module, `data.<package>.__rk_b_count_<tag>_<n>(x)`, that
+    answers as OPA; each `with count as m` also replaces every such function of the bundle.
 
-    regorus's `with` replaces a function only where a call is written with the name the `with`
-    names (and knows no extension of regokite's), so calls are written by full path, as the mocks.
+    Each call gets a function of its own (a helper placed at the call, as arithmetic's): an error in
+    it is located at the call, as OPA locates it. regorus's `with` replaces a function only where a
+    call is written with the name the `with` names (and knows no extension of regokite's), so calls
+    are written by full path, as the mocks.
     """
     parsed = _parsed_with(modules, _ROUTE_WORDS)  # no parse for the rest
     functions = _bundle_functions(parsed)
     mocked = {name for _, tree in parsed for name, _ in _mock_targets(tree)} - functions.keys()
-    routed = _ALWAYS_ROUTED | (mocked & (mockable | _MOCKED_ROUTED))
-    if routed != _ALWAYS_ROUTED:
+    routed = ALWAYS_ROUTED | (mocked & (mockable | _MOCKED_ROUTED))
+    if routed != ALWAYS_ROUTED:
         parsed = _parsed_with(modules, (*_ROUTE_WORDS, *routed))
-    wanted: dict[tuple[str, ...], dict[str, int]] = {}  # package -> routed builtin -> arity
-    calls: dict[str, list[tuple[dict[str, Any], str]]] = {}
+    calls: dict[str, list[tuple[dict[str, Any], str, str]]] = {}  # module -> (call, builtin, its function)
+    places: dict[str, list[str]] = {}  # builtin -> the full path of each function answering a call of it
     for module, tree in parsed:
-        package = tuple(ref_parts(tree["package"]["refr"]))
-        found = calls[module.path] = list(_routed_calls(tree, module, routed))
-        for call, name in found:
-            wanted.setdefault(package, {})[name] = len(call["params"])
-    defined: set[tuple[str, ...]] = set()
-    for module, tree in parsed:
-        package = tuple(ref_parts(tree["package"]["refr"]))
-        changes = [
-            _Change(*_fcn_span(call), f"{_package_ref(package)}.{_route_name(name)}".encode())
-            for call, name in calls[module.path]
+        package = _package_ref(tuple(ref_parts(tree["package"]["refr"])))
+        found = calls[module.path] = [
+            (call, name, f"{package}.{_placed_name(_route_name(name), module, n)}")
+            for n, (call, name) in enumerate(_routed_calls(tree, module, routed))
         ]
-        changes += _route_mocks(module, tree, routed, routed - mockable - {"http.send"}, wanted)
-        if package in wanted and package not in defined and calls[module.path]:
-            defined.add(package)
-            source = module.text.encode()
-            text = "".join(
-                _wrapper(
-                    HTTP_SEND_OFF if name == "http.send" and name not in mockable else name, arity, module.v0, name
-                )
-                for name, arity in sorted(wanted[package].items())
-            )
-            if _ORDERING.keys() & wanted[package].keys():
-                text += _ordering_helpers(module.v0)
-            changes.append(_Change(len(source), len(source), text.encode()))
+        for _, name, path in found:
+            places.setdefault(name, []).append(path)
+    ordering: set[str] = set()  # packages given the ordering helpers (once each)
+    for module, tree in parsed:
+        package = _package_ref(tuple(ref_parts(tree["package"]["refr"])))
+        source = module.text.encode()
+        changes = [_Change(*_fcn_span(call), path.encode()) for call, _, path in calls[module.path]]
+        changes += _route_mocks(module, tree, routed, routed - mockable - {"http.send"}, places)
+        for call, name, path in calls[module.path]:
+            builtin = HTTP_SEND_OFF if name == "http.send" and name not in mockable else name
+            text = _wrapper(builtin, len(call["params"]), module.v0, path.rpartition(".")[2])
+            changes.append(_placed(source, text, _fcn_span(call)[0]))
+        if package not in ordering and any(name in _ORDERING for _, name, _ in calls[module.path]):
+            ordering.add(package)
+            changes.append(_Change(len(source), len(source), _ordering_helpers(module.v0).encode()))
         yield module, changes
 
 
@@ -1306,10 +1356,11 @@ def _route_mocks(
     tree: dict[str, Any],
     routed: frozenset[str],
     regorus_mocks: frozenset[str],
-    wanted: dict[tuple[str, ...], dict[str, int]],
+    places: dict[str, list[str]],
 ) -> list[_Change]:
-    """`with B as m` for a routed builtin B: `with data.<p>.__rk_b_B as m` for each package p calling B;
-    the original kept where regorus knows B (it replaces the calls left as written)."""
+    """`with B as m` for a routed builtin B: `with data.<p>.__rk_b_B_<tag>_<n> as m` for each function
+    answering a call of B in the bundle; the original kept where regorus knows B (it replaces the
+    calls left as written)."""
     source = module.text.encode()
     changes = []
     for name, modifier in _mock_targets(tree):
@@ -1317,11 +1368,7 @@ def _route_mocks(
             continue
         where = _trimmed(source, **_extent(modifier["as"]))
         value = _flat(module, source, *where)
-        added = b"".join(
-            b" with " + f"{_package_ref(p)}.{_route_name(name)}".encode() + b" as " + value
-            for p, names in sorted(wanted.items())
-            if name in names
-        )
+        added = b"".join(b" with " + path.encode() + b" as " + value for path in places.get(name, ()))
         start, end = modifier["span"]["start"], max(modifier["span"]["end"], where[1])  # a string's quote
         if name in regorus_mocks:
             changes.append(_Change(end, end, added))
@@ -1343,9 +1390,9 @@ def _fcn_span(call: dict[str, Any]) -> tuple[int, int]:
     return fcn["start"], fcn["end"]
 
 
-def _wrapper(builtin: str, arity: int, v0: bool, replaced: str) -> str:
-    """The function that answers as OPA's `replaced` by calling `builtin`: one or more bodies, in the
-    module's syntax. A bundle whose tests replace http.send loads without --allow-http-send, as
+def _wrapper(builtin: str, arity: int, v0: bool, name: str) -> str:
+    """The function `name` that answers a call as OPA does by calling `builtin`: one or more bodies, in
+    the module's syntax. A bundle whose tests replace http.send loads without --allow-http-send, as
     under `opa test`; a call they leave is an error naming the flag (HTTP_SEND_OFF)."""
     operands = ", ".join(f"a{i}" for i in range(arity))
     bodies: list[tuple[tuple[str, ...], str]]
@@ -1362,12 +1409,12 @@ def _wrapper(builtin: str, arity: int, v0: bool, replaced: str) -> str:
     elif builtin.startswith("json.marshal"):
         bodies = [((), f"strings.replace_n({_JSON_ESCAPES}, {builtin}({operands}))")]
     elif builtin in _ORDERING and arity == 1:
-        return _ordering_wrapper(builtin, _route_name(replaced), v0)
+        return _ordering_wrapper(builtin, name, v0)
     elif (builtin, arity) in _GO_STRINGS:
-        return _GO_STRINGS[builtin, arity][v0].format(name=_route_name(replaced), replace_empty=REPLACE_EMPTY)
+        return _GO_STRINGS[builtin, arity][v0].format(name=name, replace_empty=REPLACE_EMPTY)
     else:
         bodies = [((), f"{builtin}({operands})")]
-    return "".join(_function(_route_name(replaced), operands, value, conditions, v0) for conditions, value in bodies)
+    return "".join(_function(name, operands, value, conditions, v0) for conditions, value in bodies)
 
 
 def _function(name: str, operands: str, value: str, conditions: Sequence[str], v0: bool) -> str:
