@@ -78,6 +78,14 @@ def test_a_routed_builtins_refusal_names_the_call(name: str) -> None:
     assert ours.value.location == Location("p.rego", 5, 10)
 
 
+def test_a_comparison_the_engine_cannot_order_as_opa_names_its_operator() -> None:
+    """`<` of values holding a set and an object (OPA's `lt`) goes through a helper placed at it too."""
+    text = "package p\n\nx if {\n    z := 1\n    [{1}] < [input.a]\n}\n"
+    with pytest.raises(EvaluationError, match="--engine opa") as caught:
+        EmbeddedEngine(Bundle((Module("p.rego", text),))).evaluate("data.p.x", {"a": {"k": 1}})
+    assert caught.value.location == Location("p.rego", 5, 11)
+
+
 def test_each_call_of_a_builtin_names_its_own_line() -> None:
     text = "package p\n\na := count(input.a)\n\nb := count(input.b)\n\nc := [sort(input.c)]\n"
     engine = EmbeddedEngine(Bundle((Module("p.rego", text),)))

@@ -249,7 +249,8 @@ def _apply(module: Module, changes: list[_Change]) -> tuple[Module, list[Edit | 
 # A helper appended to a module for one place (an arithmetic operator, a routed builtin call) has lines of
 # its own that Redirect maps back to that place: its errors are located where OPA locates them. Its name
 # (`<kind>_<tag>_<n>`) says what it is; `_payload` which of its calls can fail as the builtin it answers for.
-_PLACED = re.compile(r"(?P<kind>__rk_(?:b|ar)_\w+)_[0-9a-f]{8}_[0-9]+")
+_PLACED = re.compile(r"(?P<kind>__rk_(?:b_\w+|ar_[a-z]+|lt|le|gt|ge))_[0-9a-f]{8}_[0-9]+")
+_PLACED_NUMBER = re.compile(rb"\n__rk_\w+_[0-9a-f]{8}_([0-9]+)\(")
 
 
 def _tag(module: Module) -> str:
@@ -259,6 +260,18 @@ def _tag(module: Module) -> str:
 
 def _placed_name(kind: str, module: Module, number: int) -> str:
     return f"{kind}_{_tag(module)}_{number}"
+
+
+def _next_number(source: bytes) -> int:
+    """A number no helper placed in `source` has (rewrites run in rounds, each adding helpers)."""
+    return max((int(n) for n in _PLACED_NUMBER.findall(source)), default=-1) + 1
+
+
+def _called(call: dict[str, Any]) -> str:
+    """The name a call ends with, a placed helper's by its kind (`data.p.__rk_b_count_<tag>_<n>`: `__rk_b_count`)."""
+    name = (_fcn_name(call) or "").rpartition(".")[2]
+    placed = _PLACED.fullmatch(name)
+    return placed["kind"] if placed else name
 
 
 def _placed(source: bytes, text: str, at: int) -> _Change:
@@ -788,16 +801,16 @@ _SCALAR_CALLS = frozenset(
 # object compared inside values of one type (`[{1}] < [{"a": 1}]`) fail the comparison (UNORDERED).
 _HELPERS = {
     False: (
-        "\n__rk_{op}_{tag}(a, b) := x if {{\n\tnot __rk_swapped_{tag}(a, b)\n\tnot __rk_deep_{tag}(a, b)\n"
+        "\n{name}(a, b) := x if {{\n\tnot __rk_swapped_{tag}(a, b)\n\tnot __rk_deep_{tag}(a, b)\n"
         "\tx := a {sign} b\n}}\n"
-        "\n__rk_{op}_{tag}(a, b) := x if {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
-        '\n__rk_{op}_{tag}(a, b) := x if {{\n\t__rk_deep_{tag}(a, b)\n\tx := {unordered}("{sign}")\n}}\n'
+        "\n{name}(a, b) := x if {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
+        '\n{name}(a, b) := x if {{\n\t__rk_deep_{tag}(a, b)\n\tx := {unordered}("{sign}")\n}}\n'
     ),
     True: (
-        "\n__rk_{op}_{tag}(a, b) = x {{\n\tnot __rk_swapped_{tag}(a, b)\n\tnot __rk_deep_{tag}(a, b)\n"
+        "\n{name}(a, b) = x {{\n\tnot __rk_swapped_{tag}(a, b)\n\tnot __rk_deep_{tag}(a, b)\n"
         "\tx := a {sign} b\n}}\n"
-        "\n__rk_{op}_{tag}(a, b) = x {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
-        '\n__rk_{op}_{tag}(a, b) = x {{\n\t__rk_deep_{tag}(a, b)\n\tx := {unordered}("{sign}")\n}}\n'
+        "\n{name}(a, b) = x {{\n\t__rk_swapped_{tag}(a, b)\n\tx := {first}(a)\n}}\n"
+        '\n{name}(a, b) = x {{\n\t__rk_deep_{tag}(a, b)\n\tx := {unordered}("{sign}")\n}}\n'
     ),
 }
 _DEEP = (
@@ -841,8 +854,8 @@ def _comparisons(module: Module) -> list[_Change]:
     extents = [_trimmed(source, **_extent({"BoolExpr": n})) for n in found]
     code = _masked(source)
     changes: list[_Change] = []
-    used: set[str] = set()
     taken: list[tuple[int, int]] = []
+    number = _next_number(source)
     for node, (start, end) in zip(found, extents, strict=True):
         if any(start <= s and e <= end and (s, e) != (start, end) for s, e in extents):
             continue  # a comparison inside it: that one first, next round
@@ -862,21 +875,18 @@ def _comparisons(module: Module) -> list[_Change]:
         if any(first < e and s < last for s, e in taken):
             continue  # sharing text with another rewritten here: next round
         taken.append((first, last))
-        used.add(op)
+        name = _placed_name(f"__rk_{op}", module, number)
+        number += 1
+        sign_text, first_of = _SIGNS[op]
+        helper = _HELPERS[module.v0].format(name=name, tag=tag, sign=sign_text, first=first_of, unordered=UNORDERED)
         changes += [
-            _Change(first, first, f"__rk_{op}_{tag}(".encode()),
-            _Change(sign, sign + len(_SIGNS[op][0]), b","),
+            _Change(first, first, f"{name}(".encode()),
+            _Change(sign, sign + len(sign_text), b","),
             _Change(last, last, b")"),
+            _placed(source, helper, sign),
         ]
-    missing = [op for op in sorted(used) if f"__rk_{op}_{tag}(a, b)".encode() not in source]
-    if missing:
-        helpers = "".join(
-            _HELPERS[module.v0].format(op=op, tag=tag, sign=_SIGNS[op][0], first=_SIGNS[op][1], unordered=UNORDERED)
-            for op in missing
-        )
-        if f"__rk_swapped_{tag}(a, b)".encode() not in source:
-            helpers += _SWAPPED[module.v0].format(tag=tag)
-        changes.append(_Change(len(source), len(source), helpers.encode()))
+    if changes and f"__rk_swapped_{tag}(a, b)".encode() not in source:
+        changes.append(_Change(len(source), len(source), _SWAPPED[module.v0].format(tag=tag).encode()))
     return changes
 
 
@@ -900,7 +910,7 @@ def _plainly_scalar(node: dict[str, Any]) -> bool:
         kind, value = next(iter(side.items()))
         if kind in _SCALAR_TERMS:
             return True
-        if kind == "Call" and (_fcn_name(value) or "").removeprefix("data.").split(".")[-1] in _SCALAR_CALLS:
+        if kind == "Call" and _called(value) in _SCALAR_CALLS:
             return True
     return False
 
@@ -941,7 +951,6 @@ _ARITH_CHECKS = {
     "div": "\tb != 0\n\tx := a / b\n\tround(x) == x\n",
     "other": "\tx := a {sign} b\n\tabs(x) < 9007199254740992\n",
 }
-_ARITH_DEFINED = re.compile(rb"\n__rk_ar_[a-z]+_[0-9a-f]{8}_[0-9]+\(a, b\)")
 
 
 _ARITH_SIGN = re.compile(rb"[\w)\]}]\s*[-+*/]")  # an operand's end, then an operator (strings masked)
@@ -974,7 +983,7 @@ def _arithmetic(module: Module) -> list[_Change]:
     extents = [_trimmed(source, **_extent({"ArithExpr": n})) for n in found]
     changes: list[_Change] = []
     taken: list[tuple[int, int]] = []
-    number = len(_ARITH_DEFINED.findall(source))
+    number = _next_number(source)
     for node, (start, end) in zip(found, extents, strict=True):
         if any(start <= s and e <= end and (s, e) != (start, end) for s, e in extents):
             continue  # arithmetic inside it: that first, next round
@@ -1018,7 +1027,7 @@ def _exact(source: bytes, node: dict[str, Any]) -> bool:
             text = source[value["span"]["start"] : value["span"]["end"]]
             if not _SMALL_LITERAL.fullmatch(text):
                 return False
-        elif kind != "Call" or (_fcn_name(value) or "").removeprefix("data.").split(".")[-1] not in _SMALL_CALLS:
+        elif kind != "Call" or _called(value) not in _SMALL_CALLS:
             return False
     return True
 
