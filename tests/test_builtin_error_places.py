@@ -196,6 +196,32 @@ def test_a_routed_builtins_error_is_undefined_under_test_and_named_under_strict(
     assert "test_erring_call_is_undefined: ERROR" in out and "p.rego:5:10" in out
 
 
+def test_under_test_a_place_that_erred_still_takes_what_python_cannot_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The call made undefined where it errs is not made through Python, which cannot receive a set of
+    objects: sort's own type errors are undefined by indexing its operand by its type."""
+    (tmp_path / "p.rego").write_text("package p\n\nf(v) := sort(v)\n\ng(v) := count(v)\n")
+    tests = (
+        "package p_test\n\ntest_sort_errs if {\n    not data.p.f(5)\n}\n\n"
+        'test_sort_of_objects if {\n    data.p.f({{"a": 1}, {"b": 1}}) == [{"a": 1}, {"b": 1}]\n}\n\n'
+        "test_count_errs if {\n    not data.p.g(5)\n}\n\n"
+        'test_count_of_objects if {\n    data.p.g({{"a": 1}, {"b": 1}}) == 2\n}\n'
+    )
+    (tmp_path / "p_test.rego").write_text(tests)
+    assert main(["test", str(tmp_path)]) == 0, capsys.readouterr().out
+
+
+def test_a_builtin_put_in_by_a_with_names_that_with() -> None:
+    """`with f as count`: the function answering for count serves every call of f the `with` reaches,
+    so its error names the `with`'s `count`."""
+    policy = Module("p.rego", "package p\n\ng(x) := x\n")
+    test = Module("t.rego", "package t\n\nx if {\n    data.p.g(5) == 5 with data.p.g as count\n}\n")
+    with pytest.raises(EvaluationError) as caught:
+        EmbeddedEngine(Bundle((policy, test))).evaluate("data.t.x")
+    assert caught.value.location == Location("t.rego", 4, 39)
+
+
 # ------------------------------------------------------------------ admission
 
 

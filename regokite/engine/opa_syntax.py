@@ -700,9 +700,31 @@ def _lenient_calls(
                     continue
                 if placed and not _payload(placed["kind"], name, source, call):
                     continue
-                if _erred(module, source, call, wanted, back):
+                if not _erred(module, source, call, wanted, back):
+                    continue
+                if placed and name in _TYPE_ERRORS_ONLY and len(call["params"]) == 1:
+                    changes += _typed_call(source, call, _TYPE_ERRORS_ONLY[name])
+                else:
                     changes += _lenient_call(source, call)
         yield module, changes
+
+
+# builtins whose only errors are of their operand's type: made lenient in Rego, by indexing the operand by
+# its type (undefined for any other), not through Python, which cannot receive every value (a set of objects)
+_TYPE_ERRORS_ONLY = {
+    "count": ("array", "object", "set", "string"),
+    "sort": ("array", "set"),
+    "min": ("array", "set"),
+    "max": ("array", "set"),
+}
+
+
+def _typed_call(source: bytes, call: dict[str, Any], types: Sequence[str]) -> list[_Change]:
+    """`count(a0)` as `count({"array": a0, ...}[type_name(a0)])`: undefined where count would fail."""
+    start, end = _trimmed(source, **_extent(call["params"][0]))
+    operand = source[start:end]
+    typed = b"{" + b", ".join(b'"' + t.encode() + b'": ' + operand for t in types) + b"}"
+    return [_Change(start, end, typed + b"[type_name(" + operand + b")]")]
 
 
 def _rule_name(rule: dict[str, Any]) -> str:
@@ -1152,7 +1174,7 @@ def _mocks(
 ) -> list[_Change]:
     source = module.text.encode()
     tag = _tag(module)
-    changes, helpers = [], []
+    changes, helpers = [], 0
     for statement in _statements(tree):
         for modifier in statement.get("with_mods", []):
             target, value = _fcn_name({"fcn": modifier["refr"]}), _fcn_name({"fcn": modifier["as"]})
@@ -1161,14 +1183,16 @@ def _mocks(
             arity = functions.get(target, called.get(target))
             if arity is None or arity == 99:
                 continue
-            name = f"__rk_mock_{tag}_{len(helpers)}"
+            name = f"__rk_mock_{tag}_{helpers}"
+            helpers += 1
             where = _extent(modifier["as"])
             changes.append(_Change(where["start"], where["end"], name.encode()))
             operands = ", ".join(f"a{i}" for i in range(arity))
             keyword = "= x {" if module.v0 else ":= x if {"
-            helpers.append(f"\n{name}({operands}) {keyword}\n\tx := {value}({operands})\n}}\n")
-    if helpers:
-        changes.append(_Change(len(source), len(source), "".join(helpers).encode()))
+            # placed at the builtin named: its errors are located at the `with` that put it there
+            changes.append(
+                _placed(source, f"\n{name}({operands}) {keyword}\n\tx := {value}({operands})\n}}\n", where["start"])
+            )
     return changes
 
 
