@@ -821,7 +821,7 @@ _SCALAR_CALLS = frozenset(
 )
 # OPA orders an object before a set, regorus a set before an object; otherwise they agree. A set and an
 # object compared inside values of one type (`[{1}] < [{"a": 1}]`) fail the comparison (UNORDERED).
-# one rule with `else`s: the functions of several bodies it was cost regorus each body's checks on every call
+# one rule with `else`s: as three bodies, regorus evaluated every body's checks on every call
 _HELPERS = {
     False: (
         "\n{name}(a, b) := {first}(a) if {{\n\t__rk_swapped_{tag}(a, b)\n}} "
