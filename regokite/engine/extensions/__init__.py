@@ -166,6 +166,14 @@ REPLACE_EMPTY = "__regokite_replace_empty"  # what engine.opa_syntax's replace c
 LENIENT = "__regokite_lenient"  # what engine.opa_syntax writes for a builtin call under non-strict errors
 
 
+# the helpers engine.opa_syntax's functions call that a lenient call may name (regorus knows none of them)
+_HELPERS: dict[str, Callable[..., object]] = {
+    ARITH: arithmetic.arith,
+    NUMBER_TEXT: arithmetic.number_text,
+    REPLACE_EMPTY: strings.replace_empty,
+}
+
+
 def _lenient(name: object, arguments: object) -> list[object]:
     """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
 
@@ -174,10 +182,10 @@ def _lenient(name: object, arguments: object) -> list[object]:
     """
     if not isinstance(name, str) or not isinstance(arguments, list):
         return []
-    extension = (3, arithmetic.arith) if name == ARITH else _BUILTINS.get(name)
+    extension = _HELPERS.get(name) or _BUILTINS.get(name, (0, None))[1]
     try:
         if extension is not None:
-            return [extension[1](*arguments)]
+            return [extension(*arguments)]
         engine = regorus.Engine()
         engine.set_input(arguments)
         operands = ", ".join(f"input[{i}]" for i in range(len(arguments)))
