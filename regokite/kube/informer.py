@@ -109,6 +109,7 @@ class Informer:
         self._stream: WatchStream | None = None
         self._thread: threading.Thread | None = None
         self.relists = 0
+        self._relisted_under = 0  # the share filter's generation the last relist was made under
         self.watch_restarts = 0
         self.connected = False  # a watch stream is open
         self.missed_since: float | None = None  # a watch failed then, and no list has followed: events may be missing
@@ -250,9 +251,10 @@ class Informer:
         share, role = self.share, self.share_role
         return share is None or role is None or share.keeps(role, obj)
 
-    def _list_all(self) -> tuple[dict[Key, Obj], str]:
-        """Every object the cache keeps, paged, and the list's resourceVersion. Filtered page by page (a
-        replica caching its share never holds every object); listed again when the filter widened meanwhile."""
+    def _list_all(self) -> tuple[dict[Key, Obj], str, int]:
+        """Every object the cache keeps, paged, the list's resourceVersion and the filter's generation it
+        was made under. Filtered page by page (a replica caching its share never holds every object); listed
+        again when the filter widened meanwhile."""
         while True:
             generation = self.share.generation if self.share is not None else 0
             items: dict[Key, Obj] = {}
@@ -284,13 +286,14 @@ class Informer:
                 if not cont:
                     break
             if self.share is None or self.share.generation == generation:
-                return items, rv
+                return items, rv, generation
 
     def _relist(self) -> None:
-        items, rv = self._list_all()
-        self.relists += 1
+        items, rv, generation = self._list_all()
         events: list[tuple[str, Obj | None, Obj | None]] = []
         with self._lock:
+            self.relists += 1
+            self._relisted_under = generation
             old = self._cache
             for k, obj in items.items():
                 prev = old.get(k)
@@ -415,13 +418,13 @@ class Informer:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{self.name}: the first list did not finish within {timeout:.0f} s")
             return
-        relists = self.relists
         with self._lock:
+            relists, wanted = self.relists, self.share.generation if self.share is not None else 0
             self._touched = set()
         try:
-            items, rv = self._list_all()
+            items, rv, _ = self._list_all()
             with self._lock:
-                if self.relists != relists:
+                if self.relists != relists and self._relisted_under >= wanted:
                     return  # a relist meanwhile took the whole list under the widened filter
                 added = 0
                 for k, obj in items.items():

@@ -58,6 +58,30 @@ def test_the_share_key_is_the_object_or_its_controller_and_orphans_are_kept_whol
     assert not f.keeps(SELF, {"metadata": {"namespace": "team", "name": theirs[0]}})
 
 
+def test_load_adds_the_gained_objects_when_a_relist_under_the_old_filter_lands_during_it() -> None:
+    """A watch's 410 relist that listed before the filter widened, and replaced the cache while the load
+    listed: the load must still add what was gained (it once took any relist meanwhile for a wider one)."""
+    kube = FakeKube()
+    for i, name in enumerate(NAMES):
+        kube.put(CHILDREN, child(f"c-{i}", name))
+    inf, share = filtered(kube, "a", ["a", "b"])
+    inf._relist()
+    before = share.generation
+    share.widen(["a", "b"], ["a"])
+    listing = kube.get
+
+    def relisted_meanwhile(path: str, **query: object) -> object:
+        with inf._lock:  # what _relist records once its list, made under the filter before, is in the cache
+            inf.relists += 1
+            inf._relisted_under = before
+        return listing(path, **query)
+
+    kube.get = relisted_meanwhile  # type: ignore[method-assign]
+    inf.load()
+    kube.get = listing  # type: ignore[method-assign]
+    assert {o["metadata"]["name"] for o in inf.list()} == {f"c-{NAMES.index(n)}" for n in mine("a", ["a"])}
+
+
 def filtered(kube: FakeKube, identity: str, view: list[str]) -> tuple[Informer, ShareFilter]:
     share = ShareFilter(identity)
     share.widen((), view)
