@@ -857,6 +857,14 @@ def _comparison_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Ch
             yield module, _comparisons(module)
 
 
+def _written_rules(tree: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each rule of a parsed module with its body, but the helpers appended to it (`__rk_...`)."""
+    for rule in tree.get("rules", []):
+        kind, body = next(iter(rule.items()))
+        if kind == "Default" or not ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
+            yield rule, body
+
+
 def _comparisons(module: Module) -> list[_Change]:
     """`a < b` (and <=, >, >=) where either side may be a set or an object, as a call of a helper
     appended to the module that orders them as OPA. A side that is a number, a string or a
@@ -867,10 +875,7 @@ def _comparisons(module: Module) -> list[_Change]:
         return []
     tag = _tag(module)
     found = []
-    for rule in tree.get("rules", []):
-        kind, body = next(iter(rule.items()))
-        if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
-            continue  # the helpers themselves
+    for rule, _body in _written_rules(tree):
         found += [n for n in _bool_exprs(rule) if n["op"] in _ORDERED and not _plainly_scalar(n)]
     extents = [_trimmed(source, **_extent({"BoolExpr": n})) for n in found]
     code = _masked(source)
@@ -994,10 +999,7 @@ def _arithmetic(module: Module) -> list[_Change]:
         return []
     code = _masked(source)
     found = []
-    for rule in tree.get("rules", []):
-        kind, body = next(iter(rule.items()))
-        if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
-            continue  # the helpers themselves
+    for rule, body in _written_rules(tree):
         if not _ARITH_SIGN.search(code, body["span"]["start"], body["span"]["end"]):
             continue  # no operator in its text: no walk
         found += [n for k, n in _tagged(rule) if k == "ArithExpr" and n["op"] in _ARITH and not _exact(source, n)]
@@ -1226,10 +1228,7 @@ def _memberships(module: Module) -> list[_Change]:
     changes: list[_Change] = []
     taken: list[tuple[int, int]] = []
     arities_used: set[int] = set()
-    for rule in tree.get("rules", []):
-        kind, body = next(iter(rule.items()))
-        if kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
-            continue
+    for rule, _body in _written_rules(tree):
         for node_kind, node in _tagged(rule):
             if node_kind != "Membership" or id(node) in standing:
                 continue

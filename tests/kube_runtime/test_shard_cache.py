@@ -211,13 +211,18 @@ def held(factory: InformerFactory) -> tuple[set[str], set[str]]:
     return {o["metadata"]["name"] for o in parents.list()}, kids - {None}
 
 
-def test_a_replica_acts_on_gained_objects_only_after_they_and_their_children_are_in_its_caches(cluster) -> None:
-    kube = cluster
+def two_replicas(kube: FakeKube) -> tuple[Shards, InformerFactory, Shards, InformerFactory]:
+    """Replicas a and b, agreed on the view [a, b]."""
     a, fa = replica(kube, "a")
     b, fb = replica(kube, "b")
+    for _ in range(3):
+        a.tick(), b.tick()
+    return a, fa, b, fb
+
+
+def test_a_replica_acts_on_gained_objects_only_after_they_and_their_children_are_in_its_caches(cluster) -> None:
+    a, fa, b, fb = two_replicas(cluster)
     try:
-        for _ in range(3):
-            a.tick(), b.tick()
         assert held(fa) == (mine("a", ["a", "b"]),) * 2 and held(fb) == (mine("b", ["a", "b"]),) * 2
         assert all(len(f.filtered()[1].orphans("team")) == 1 for f in (fa, fb))  # orphans: whole
         gained = mine("a", ["a"]) - mine("a", ["a", "b"])
@@ -273,12 +278,8 @@ def test_a_replica_drops_what_it_gave_away_and_a_newcomer_loads_its_share_first(
 def test_a_share_that_cannot_be_loaded_is_not_acted_on_and_the_old_one_still_is(cluster) -> None:
     """A resource that cannot be listed (a CRD deleted, RBAC revoked) must not stop the replica acting on the
     share it holds whole: it claims the old view again, is not ready, and tries the load each round."""
-    kube = cluster
-    a, fa = replica(kube, "a")
-    b, fb = replica(kube, "b")
+    a, fa, b, fb = two_replicas(cluster)
     try:
-        for _ in range(3):
-            a.tick(), b.tick()
         b.release()
         parents = fa.filtered()[0]
 
