@@ -857,12 +857,21 @@ def _comparison_rounds(modules: list[Module]) -> Iterator[tuple[Module, list[_Ch
             yield module, _comparisons(module)
 
 
-def _written_rules(tree: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each rule of a parsed module with its body, but the helpers appended to it (`__rk_...`)."""
+def _written_rules(module: Module, source: bytes) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each rule of `module` (parsed from `source`) with its body, but the helpers appended to it
+    (`__rk_...`); none when regorus cannot parse it (its own error is reported at load)."""
+    tree, failure = _parse(module, source)
+    if failure is not None or tree is None:
+        return
     for rule in tree.get("rules", []):
-        kind, body = next(iter(rule.items()))
-        if kind == "Default" or not ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_"):
-            yield rule, body
+        if not _appended(rule):
+            yield rule, next(iter(rule.values()))
+
+
+def _appended(rule: dict[str, Any]) -> bool:
+    """A helper a rewrite appended to the module (`__rk_...`), not a rule the user wrote."""
+    kind, body = next(iter(rule.items()))
+    return kind != "Default" and ref_parts(next(iter(body["head"].values()))["refr"])[0].startswith("__rk_")
 
 
 def _comparisons(module: Module) -> list[_Change]:
@@ -870,12 +879,9 @@ def _comparisons(module: Module) -> list[_Change]:
     appended to the module that orders them as OPA. A side that is a number, a string or a
     count is compared in place (the orders agree there)."""
     source = module.text.encode()
-    tree, failure = _parse(module, source)
-    if failure is not None or tree is None:
-        return []
     tag = _tag(module)
     found = []
-    for rule, _body in _written_rules(tree):
+    for rule, _body in _written_rules(module, source):
         found += [n for n in _bool_exprs(rule) if n["op"] in _ORDERED and not _plainly_scalar(n)]
     extents = [_trimmed(source, **_extent({"BoolExpr": n})) for n in found]
     code = _masked(source)
@@ -994,12 +1000,9 @@ def _arithmetic(module: Module) -> list[_Change]:
     helper of its own, so that an error in it (`1 / 0`) is located at the place. Sides that are small
     integer literals or counts are left in place (+, -, *: exact in both)."""
     source = module.text.encode()
-    tree, failure = _parse(module, source)
-    if failure is not None or tree is None:
-        return []
     code = _masked(source)
     found = []
-    for rule, body in _written_rules(tree):
+    for rule, body in _written_rules(module, source):
         if not _ARITH_SIGN.search(code, body["span"]["start"], body["span"]["end"]):
             continue  # no operator in its text: no walk
         found += [n for k, n in _tagged(rule) if k == "ArithExpr" and n["op"] in _ARITH and not _exact(source, n)]
@@ -1228,7 +1231,9 @@ def _memberships(module: Module) -> list[_Change]:
     changes: list[_Change] = []
     taken: list[tuple[int, int]] = []
     arities_used: set[int] = set()
-    for rule, _body in _written_rules(tree):
+    for rule in tree.get("rules", []):
+        if _appended(rule):
+            continue
         for node_kind, node in _tagged(rule):
             if node_kind != "Membership" or id(node) in standing:
                 continue
