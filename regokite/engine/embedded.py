@@ -156,12 +156,9 @@ class EmbeddedEngine:
         if entry.loading or entry.generation == store.generation:
             return
         changes = store.changes_since(entry.generation)
-        if changes and all(c.created for c in changes) and _merge_creations(entry, store, changes, LOAD_STEP_MERGES):
+        if _merge_creations(entry, store, changes, LOAD_STEP_MERGES) or not _reload_due(entry, store, changes):
             return
-        now = time.monotonic()
-        if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
-            return
-        entry.reloaded_at, entry.loading = now, True
+        entry.loading = True
         try:
             yield from self._load_steps(entry, store)
         finally:
@@ -222,18 +219,10 @@ class EmbeddedEngine:
 
     def _catch_up(self, entry: _Prepared, store: ReplicaStore) -> None:
         changes = store.changes_since(entry.generation)
-        if (
-            changes
-            and all(c.created for c in changes)
-            and _merge_creations(entry, store, changes, REVIEW_MERGES if self._stepped else None)
-        ):
+        if _merge_creations(entry, store, changes, REVIEW_MERGES if self._stepped else None) or self._stepped:
+            return  # new objects merged; or stepped: a whole load is load_replica's to do, outside evaluations
+        if not _reload_due(entry, store, changes):
             return
-        if self._stepped:
-            return  # load_replica's to do, outside evaluations
-        now = time.monotonic()
-        if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
-            return  # held back: evaluate on the replica as it was a moment ago
-        entry.reloaded_at = now
         engine = entry.engine
         engine.clear_data()
         if self.bundle.data:
@@ -414,10 +403,21 @@ def _add_data(engine: regorus.Engine, data: dict[str, Any] | str) -> None:
         engine.add_data(data)
 
 
-def _merge_creations(entry: _Prepared, store: ReplicaStore, changes: list[Change], most: int | None) -> bool:
-    """Merge changes that only add objects into `entry`'s engine; False when it did not (more than
-    `most` changes or LOAD_STEP_BYTES of text, unless `most` is None; or regorus refused them)."""
-    if most is not None and len(changes) > most:
+def _reload_due(entry: _Prepared, store: ReplicaStore, changes: list[Change] | None) -> bool:
+    """Is a whole reload due (then marked begun)? Not within `store.max_lag` of the last one while the
+    log still holds the changes: evaluations meanwhile see the replica as it was a moment ago."""
+    now = time.monotonic()
+    if changes is not None and entry.generation and now - entry.reloaded_at < store.max_lag:
+        return False
+    entry.reloaded_at = now
+    return True
+
+
+def _merge_creations(entry: _Prepared, store: ReplicaStore, changes: list[Change] | None, most: int | None) -> bool:
+    """Merge `changes` into `entry`'s engine when they only add objects; False when it did not (none,
+    other changes, more than `most` changes or LOAD_STEP_BYTES of text unless `most` is None, or
+    regorus refused them)."""
+    if not changes or not all(c.created for c in changes) or (most is not None and len(changes) > most):
         return False
     data = store.loadable(store.rooted(creations(changes)))
     if most is not None and isinstance(data, str) and len(data) > LOAD_STEP_BYTES:
