@@ -762,7 +762,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
 
 
 def _controller(args: argparse.Namespace) -> int:
-    from regokite.commands.controller import ControllerSettings, serve
+    from regokite.controllers.process import ControllerSettings, serve
 
     return serve(
         ControllerSettings(

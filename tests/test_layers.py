@@ -111,6 +111,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.admission.app",
         "regokite.admission.connections",
         "regokite.admission.serve",
+        "regokite.controllers.process",
         "regokite.audit.run",
         "regokite.audit.health",
     ),

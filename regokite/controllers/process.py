@@ -1,4 +1,4 @@
-"""`regokite controller`: load policies and definitions, check them, run the controllers."""
+"""`regokite controller`'s process: load policies and definitions, check them, run the controllers."""
 
 from __future__ import annotations
 
