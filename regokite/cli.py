@@ -493,9 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hooks_command(sub)
     _add_plan_command(sub)
     _add_capabilities_command(sub)
-    from regokite.manifests.command import add_manifests_commands
+    from regokite.commands import manifests
 
-    add_manifests_commands(sub)
+    manifests.add_parser(sub)
     return parser
 
 
