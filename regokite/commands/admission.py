@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
         # must be set before prometheus_client is imported, for workers (always forked) to share metrics
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
     from regokite.admission.connections import ConnectionLimits
-    from regokite.admission.serve import AdmissionSettings, print_ca_bundle, serve
+    from regokite.admission.settings import AdmissionSettings
+    from regokite.admission.supervisor import serve
     from regokite.engine import Capability
     from regokite.gatekeeper.exempt import Exemptions
     from regokite.ops.tls import self_signed
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.self_signed:
         files = self_signed(Path(args.tls_dir).expanduser(), ["localhost", "127.0.0.1", "::1", *args.tls_host])
         cert, key = str(files.cert), str(files.key)
-        print_ca_bundle(files.ca_pem())
+        _print_ca_bundle(files.ca_pem())
     settings = AdmissionSettings(
         policies=args.policies,
         engine=engine_settings(args, args.deadline, (cert, key)),
@@ -198,3 +200,10 @@ def _bytes(text: str) -> int:
         if text.endswith(suffix):
             return int(text.removesuffix(suffix)) * factor
     return int(text)
+
+
+def _print_ca_bundle(ca_pem: bytes) -> None:
+    import base64
+
+    print(f"caBundle: {base64.b64encode(ca_pem).decode()}", flush=True)
+    sys.stdout.flush()
