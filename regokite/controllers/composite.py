@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regokite.controllers.definitions import CompositeController
-from regokite.resources import ChildType, controller_ref, owner_reference
+from regokite.resources import Action, ChildType, controller_ref, owner_reference
 from regokite.selectors import Selector, SelectorError, parse_selector
 
 __all__ = ["Selector", "SelectorError", "parse_selector"]  # re-exported: the controllers' selector vocabulary
@@ -119,26 +119,6 @@ def is_subset(desired: Any, observed: Any) -> bool:
 
 
 # ----------------------------------------------------------------------- the diff
-
-
-@dataclass(frozen=True)
-class Action:
-    """One write: create/update (server-side apply), recreate (delete now, create on the
-    next sync), delete, adopt, release."""
-
-    verb: str
-    type: ChildType
-    namespace: str | None
-    name: str
-    body: dict[str, Any] | None = None
-    uid: str | None = None
-    reason: str = ""
-    cleanup: dict[str, Any] | None = None  # after the apply: a merge patch removing what a previous applier set
-
-    def describe(self) -> str:
-        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        text = f"{self.verb} {self.type.kind} {where}"
-        return f"{text} ({self.reason})" if self.reason else text
 
 
 def child_id(obj: Mapping[str, Any]) -> tuple[str | None, str]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from regokite.controllers import composite
-from regokite.controllers.hooks import HookError, child_name_key
-from regokite.errors import show
+from regokite.controllers.hooks import child_name_key
+from regokite.errors import HookError, show
 from regokite.resources import ChildType
 
 RESPONSE_FIELDS = ("relatedResources",)

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regokite.controllers import hooks, schema
-from regokite.controllers.hooks import HookError, HookResponse
+from regokite.controllers.hooks import HookResponse
 from regokite.controllers.schema import ChildResource, Hooks, ResourceRule
-from regokite.errors import show
+from regokite.errors import HookError, show
 from regokite.resources import ChildType, controller_ref
 from regokite.selectors import Selector, parse_selector
 

@@ -29,7 +29,7 @@ from regokite.controllers.hooks import RESPONSE_FIELDS, LocalHooks, group_childr
 from regokite.controllers.schema import ResourceRule
 from regokite.engine import EngineSettings, open_engine
 from regokite.errors import RegokiteError
-from regokite.resources import ChildType
+from regokite.resources import Action, ChildType
 
 CLUSTER_SCOPED = {"namespaces", "nodes", "clusterroles", "clusterrolebindings", "persistentvolumes", "storageclasses"}
 KINDS = {
@@ -73,7 +73,7 @@ class PlanReport:
     parent: str
     children: list[dict[str, Any]]
     status: dict[str, Any] | None
-    actions: list[composite.Action]
+    actions: list[Action]
     resync_after_seconds: float | None
     finalized: bool
     finalizing: bool

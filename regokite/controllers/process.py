@@ -13,9 +13,9 @@ from typing import Any
 from regokite import outline
 from regokite.clusterdata.store import ReplicaStore, ResourceRef, check_replica_root
 from regokite.controllers import customize, decorator, definitions
-from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
+from regokite.controllers.hooks import RESPONSE_FIELDS, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
 from regokite.engine import Capability, Engine, EngineSettings, open_engine
-from regokite.errors import RegokiteError
+from regokite.errors import HookError, RegokiteError
 from regokite.hookserving.workers import HookWorkers, usable_cpus
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from regokite.controllers import composite
-from regokite.controllers.hooks import HookEvent, HookResponse
-from regokite.resources import ChildType
+from regokite.controllers.hooks import HookResponse
+from regokite.resources import Action, ChildType, HookEvent
 
 Hook = Literal["sync", "finalize"]
 
@@ -62,7 +62,7 @@ def begin(obj: Mapping[str, Any], finalizer: str, *, finalize_hook: bool, select
 class SyncPlan:
     """Everything one sync writes, in order: child actions, status, then Events and the finalizer release."""
 
-    actions: tuple[composite.Action, ...]
+    actions: tuple[Action, ...]
     status: dict[str, Any] | None  # the object's new status; None when it is already right
     events: tuple[HookEvent, ...]
     release: bool  # remove our finalizer: the finalize hook answered `finalized`

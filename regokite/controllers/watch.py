@@ -37,16 +37,10 @@ from typing import Any
 
 from regokite import yamldoc
 from regokite.controllers import schema
-from regokite.controllers.hooks import (
-    HookError,
-    HookEvent,
-    ResolvedHook,
-    objects_of,
-    resolve_hook,
-    validate_events,
-)
+from regokite.controllers.hooks import ResolvedHook, objects_of, resolve_hook, validate_events
 from regokite.controllers.schema import HookTarget
-from regokite.errors import show
+from regokite.errors import HookError, show
+from regokite.resources import HookEvent
 from regokite.selectors import SelectorError, parse_selector
 
 API_GROUP = "regokite.dev"

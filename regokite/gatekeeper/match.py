@@ -19,7 +19,7 @@ from typing import Any
 
 from regokite.errors import RegokiteError
 from regokite.fields import known_fields, namespace_lists, strings
-from regokite.selectors import parse_selector
+from regokite.selectors import glob_matches, parse_selector
 
 NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
 KNOWN = {"kinds", "scope", "namespaces", "excludedNamespaces", "labelSelector", "namespaceSelector", "name", "source"}
@@ -34,15 +34,6 @@ _strings = partial(strings, error=ConstraintMatchError)
 
 class NamespaceUnknown(RegokiteError):
     """A namespaceSelector needs a Namespace that regokite has not got."""
-
-
-def glob_matches(pattern: str, value: str) -> bool:
-    """Gatekeeper's namespace glob: exact, `prefix*` or `*suffix`."""
-    if pattern.endswith("*"):
-        return value.startswith(pattern[:-1])
-    if pattern.startswith("*"):
-        return value.endswith(pattern[1:])
-    return value == pattern
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,9 @@ from regokite import input_guard, outline
 from regokite.bundle import fingerprint
 from regokite.controllers import customize, decorator
 from regokite.controllers.definitions import HookTarget
-from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, evaluate_hook, resolve_hook
+from regokite.controllers.hooks import RESPONSE_FIELDS, evaluate_hook, resolve_hook
 from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
-from regokite.errors import RegokiteError
+from regokite.errors import HookError, RegokiteError
 from regokite.kube.replicate import Replicator
 
 log = logging.getLogger("regokite.hooks")

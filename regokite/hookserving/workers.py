@@ -43,10 +43,10 @@ from typing import Any
 
 from regokite.bundle import Bundle
 from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_changes
-from regokite.controllers.hooks import HookError, ResolvedHook, evaluate_hook
+from regokite.controllers.hooks import ResolvedHook, evaluate_hook
 from regokite.controllers.schema import DEFAULT_HOOK_TIMEOUT, HookTarget
 from regokite.engine import EngineSettings, open_engine
-from regokite.errors import RegokiteError
+from regokite.errors import HookError, RegokiteError
 from regokite.ops import controller_metrics as metrics
 from regokite.ops import logging as ops_logging
 from regokite.ops.watchdog import Overdue, Watchdog

@@ -25,16 +25,13 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from regokite.kube.client import ApiError, KubeClient, WatchStream, error_reason, resource_path
 from regokite.ops import controller_metrics as metrics
 from regokite.ops.outage import Outage
 from regokite.resources import controller_ref, key_of
-
-if TYPE_CHECKING:
-    from regokite.kube.shard_cache import ShareFilter
 
 __all__ = ["ErrorEvent", "Gone", "Informer", "InformerFactory", "Key", "key_of", "staleness"]
 
@@ -43,6 +40,15 @@ log = logging.getLogger("regokite.controller")
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
 Handler = Callable[[str, Obj | None, Obj | None], None]  # (event, new, old)
+
+
+class ShareFilter(Protocol):
+    """What a cache holding only this replica's share keeps (with --shards: the shard cache's filter)."""
+
+    opened: threading.Event  # set at the first view: nothing is listed before it
+    generation: int  # counts widenings: a list made under an older one is taken again
+
+    def keeps(self, role: str, obj: Mapping[str, Any]) -> bool: ...
 
 
 class Gone(Exception):

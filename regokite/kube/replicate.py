@@ -16,11 +16,11 @@ import threading
 from collections.abc import Iterable
 
 from regokite.clusterdata.store import Obj, ReplicaStore, ResourceRef
-from regokite.gatekeeper.match import glob_matches
 from regokite.input_guard import InputRejected
 from regokite.kube.client import ApiError, KubeClient, resource_path
 from regokite.kube.informer import Informer
 from regokite.ops.replication_metrics import replicated_events, replicated_objects
+from regokite.selectors import glob_matches
 
 log = logging.getLogger("regokite.clusterdata")
 

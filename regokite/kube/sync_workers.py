@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from regokite.controllers.hooks import HookError
+from regokite.errors import HookError
 from regokite.kube.client import UNANSWERED, ApiError, NotLeader, error_reason
 from regokite.kube.reconcile import Reconciler, Result
 from regokite.kube.shards import Shards, Verdict

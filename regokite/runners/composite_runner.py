@@ -12,7 +12,8 @@ from typing import Any
 
 from regokite.controllers import composite, rolling
 from regokite.controllers.definitions import CompositeController
-from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
+from regokite.controllers.hooks import HookEvaluator, ResolvedHook
+from regokite.errors import HookError
 from regokite.kube import shard_cache
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from regokite.controllers import customize
-from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
+from regokite.controllers.hooks import HookEvaluator, ResolvedHook
+from regokite.errors import HookError
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.kube.manager import Manager

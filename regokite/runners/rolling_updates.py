@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from regokite.controllers import composite, rolling
-from regokite.controllers.hooks import HookError
+from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.kube.manager import Manager

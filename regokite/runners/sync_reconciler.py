@@ -38,7 +38,6 @@ from typing import Any
 
 from regokite.controllers import failing, sync
 from regokite.controllers.hooks import (
-    HookError,
     HookEvaluator,
     HookResponse,
     ResolvedHook,
@@ -47,6 +46,7 @@ from regokite.controllers.hooks import (
     sync_request,
     translate_response,
 )
+from regokite.errors import HookError
 from regokite.kube.actuator import Actuator, utc_now
 from regokite.kube.client import UNANSWERED, ApiError, NotLeader, resource_path
 from regokite.kube.discovery import Discovery

@@ -26,8 +26,8 @@ from typing import Any
 
 from regokite import outline
 from regokite.controllers import watch as contract
-from regokite.controllers.hooks import HookError, HookEvaluator, ResolvedHook
-from regokite.errors import RegokiteError
+from regokite.controllers.hooks import HookEvaluator, ResolvedHook
+from regokite.errors import HookError, RegokiteError
 from regokite.kube import shard_cache
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from regokite.controllers import customize
-from regokite.controllers.hooks import ChildType, HookError
+from regokite.controllers.hooks import ChildType
+from regokite.errors import HookError
 from regokite.runners.related_resources import RelatedResources
 
 CM = ChildType("v1", "configmaps", "ConfigMap", namespaced=True)

@@ -9,7 +9,8 @@ import pytest
 from regokite.controllers import decorator
 from regokite.controllers.composite import decorate_child
 from regokite.controllers.definitions import DefinitionError, load_definitions
-from regokite.controllers.hooks import ChildType, HookError
+from regokite.controllers.hooks import ChildType
+from regokite.errors import HookError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "policies" / "controllers"
 SERVICE = ChildType("v1", "services", "Service", namespaced=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from regokite.controllers.hooks import HookError
 from regokite.controllers.process import load_hooks
+from regokite.errors import HookError
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"

@@ -8,7 +8,7 @@ import pytest
 
 from regokite.controllers import watch as w
 from regokite.controllers.definitions import DefinitionError, load
-from regokite.controllers.hooks import HookError
+from regokite.errors import HookError
 
 ROOT = Path(__file__).resolve().parents[2]
 

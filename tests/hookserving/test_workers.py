@@ -11,10 +11,10 @@ import pytest
 
 from regokite import outline
 from regokite.bundle import Bundle, load_bundle
-from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook, resolve_hook
+from regokite.controllers.hooks import LocalHooks, ResolvedHook, resolve_hook
 from regokite.controllers.schema import HookTarget
 from regokite.engine import open_engine
-from regokite.errors import RegokiteError
+from regokite.errors import HookError, RegokiteError
 from regokite.hookserving.workers import HookWorkers, usable_cpus
 from tests.processes import kill_and_wait
 

@@ -20,8 +20,8 @@ from kube import create, get
 
 from regokite.controllers import failing
 from regokite.controllers.definitions import ParentResource
-from regokite.controllers.hooks import HookError
 from regokite.engine import UNDEFINED
+from regokite.errors import HookError
 from regokite.kube.client import UNANSWERED, KubeClient
 from regokite.kube.reconcile import Result
 from tests.kube_runtime.fake import ScriptedEngine

@@ -9,12 +9,10 @@ from typing import Any
 
 import pytest
 
-from regokite.controllers.composite import Action
-from regokite.controllers.hooks import HookEvent
 from regokite.kube.actuator import Actuator, merge_patch_to
 from regokite.kube.client import ApiError
 from regokite.ops import controller_metrics as metrics
-from regokite.resources import ChildType, with_defaulted_list_keys
+from regokite.resources import Action, ChildType, HookEvent, with_defaulted_list_keys
 from tests.kube_runtime.fake import FakeKube
 
 CM = ChildType("v1", "configmaps", "ConfigMap", True)

@@ -12,9 +12,10 @@ import urllib3
 from regokite.controllers import failing
 from regokite.controllers.decorator import DECORATOR_ANNOTATION, DecoratorController, TargetResource
 from regokite.controllers.definitions import ParentResource
-from regokite.controllers.hooks import HookError, LocalHooks, ResolvedHook
+from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.engine import UNDEFINED
+from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
