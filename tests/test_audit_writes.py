@@ -140,7 +140,7 @@ def test_urllib3_retry_warnings_are_debug_lines(caplog: pytest.LogCaptureFixture
 
 def test_a_failed_sync_is_counted_by_a_reason_without_host_or_port() -> None:
     from regokite.errors import HookError
-    from regokite.kube.sync_workers import failure_reason
+    from regokite.runtime.sync_workers import failure_reason
 
     assert failure_reason(connection_refused()) == "connection"
     assert failure_reason(ApiError(409, "Conflict", {}, "x")) == "conflict"

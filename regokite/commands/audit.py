@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     from regokite.audit import health
     from regokite.audit.run import Audit, AuditSettings, Continuous, render, run_once
     from regokite.kube.client import KubeClient
-    from regokite.kube.health import serve_health
+    from regokite.runtime.health import serve_health
 
     if args.metrics_port is not None and args.once:
         from prometheus_client import start_http_server

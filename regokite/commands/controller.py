@@ -50,7 +50,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _add_leader_election_args(ctl: argparse.ArgumentParser) -> None:
-    """One leader, or shards, over Leases (kube.leader, kube.shards)."""
+    """One leader, or shards, over Leases (runtime.leader, runtime.shards)."""
     le = ctl.add_argument_group(
         "leader election or sharding (coordination.k8s.io/v1 Leases)",
         "--shards splits the objects between every replica started with --shards and the same Lease name, "
@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _leader_settings(args: argparse.Namespace) -> Any:
     """The Lease options, for the leader Lease or (--shards) each replica's membership Lease."""
-    from regokite.kube.leader import LeaderSettings
+    from regokite.runtime.leader import LeaderSettings
 
     return LeaderSettings(
         name=args.leader_election_name,

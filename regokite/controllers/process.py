@@ -20,14 +20,14 @@ from regokite.hookserving.workers import HookWorkers, usable_cpus
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
-from regokite.kube.leader import LeaderSettings
-from regokite.kube.manager import DEFAULT_WORKERS, Manager
 from regokite.kube.replicate import Replicator, check_access
-from regokite.kube.shards import SINGLETON, Shards, Verdict
 from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
 from regokite.runners.composite_runner import CompositeRunner
 from regokite.runners.decorator_runner import DecoratorRunner
 from regokite.runners.watch_runner import build_watches
+from regokite.runtime.leader import LeaderSettings
+from regokite.runtime.manager import DEFAULT_WORKERS, Manager
+from regokite.runtime.shards import SINGLETON, Shards, Verdict
 from regokite.sources import cluster_definitions
 
 log = logging.getLogger("regokite.controller")

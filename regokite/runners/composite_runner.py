@@ -14,15 +14,15 @@ from regokite.controllers import composite, rolling
 from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import HookEvaluator, ResolvedHook
 from regokite.errors import HookError
-from regokite.kube import shard_cache
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
-from regokite.kube.manager import Manager
 from regokite.resources import controller_ref, owner_reference, refers_to, same_version
 from regokite.runners.rolling_updates import RollingUpdates
 from regokite.runners.sync_reconciler import Observed, SyncReconciler
+from regokite.runtime import shard_cache
+from regokite.runtime.manager import Manager
 
 
 class CompositeRunner(SyncReconciler):

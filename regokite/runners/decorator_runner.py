@@ -15,13 +15,13 @@ from typing import Any
 from regokite.controllers import composite, decorator
 from regokite.controllers.decorator import DecoratorController, TargetResource
 from regokite.controllers.hooks import HookEvaluator, HookResponse, ResolvedHook
-from regokite.kube import shard_cache
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
-from regokite.kube.manager import Manager
 from regokite.resources import ChildType, controller_ref, refers_to, same_version
 from regokite.runners.sync_reconciler import Observed, SyncReconciler
+from regokite.runtime import shard_cache
+from regokite.runtime.manager import Manager
 
 
 class DecoratorRunner:

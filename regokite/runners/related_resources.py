@@ -18,9 +18,9 @@ from regokite.controllers.hooks import HookEvaluator, ResolvedHook
 from regokite.errors import HookError
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
-from regokite.kube.manager import Manager
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, same_version
+from regokite.runtime.manager import Manager
 
 ParentKey = tuple[str, str]  # (namespace or "", name)
 SYNC_WAIT_SECONDS = 15.0

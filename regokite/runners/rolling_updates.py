@@ -18,8 +18,8 @@ from regokite.controllers import composite, rolling
 from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager
 from regokite.resources import owner_reference
+from regokite.runtime.manager import Manager
 
 log = logging.getLogger("regokite.controller")
 

@@ -51,12 +51,12 @@ from regokite.kube.actuator import Actuator, utc_now
 from regokite.kube.client import UNANSWERED, ApiError, NotLeader, resource_path
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
-from regokite.kube.manager import Manager
-from regokite.kube.reconcile import Result
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, where
 from regokite.runners.related_resources import RelatedResources
 from regokite.runners.rolling_updates import RollingUpdates
+from regokite.runtime.manager import Manager
+from regokite.runtime.reconcile import Result
 
 log = logging.getLogger("regokite.controller")
 Observed = dict[str, list[dict[str, Any]]]

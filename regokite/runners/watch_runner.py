@@ -28,15 +28,15 @@ from regokite import outline
 from regokite.controllers import watch as contract
 from regokite.controllers.hooks import HookEvaluator, ResolvedHook
 from regokite.errors import HookError, RegokiteError
-from regokite.kube import shard_cache
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer, Key, key_of
-from regokite.kube.manager import Manager
-from regokite.kube.reconcile import Result
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, same_version, where
+from regokite.runtime import shard_cache
+from regokite.runtime.manager import Manager
+from regokite.runtime.reconcile import Result
 
 log = logging.getLogger("regokite.watch")
 MAX_PENDING = 64  # per object; beyond it consecutive MODIFIED events are merged (old of the first, new of the last)

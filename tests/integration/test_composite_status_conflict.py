@@ -18,7 +18,7 @@ from kubernetes import client
 from regokite.controllers.definitions import ParentResource
 from regokite.engine import UNDEFINED
 from regokite.kube.client import KubeClient
-from regokite.kube.reconcile import Result
+from regokite.runtime.reconcile import Result
 from tests.kube_runtime.fake import ScriptedEngine
 from tests.runners.composite import configmap_runner
 

@@ -23,7 +23,7 @@ from regokite.controllers.definitions import ParentResource
 from regokite.engine import UNDEFINED
 from regokite.errors import HookError
 from regokite.kube.client import UNANSWERED, KubeClient
-from regokite.kube.reconcile import Result
+from regokite.runtime.reconcile import Result
 from tests.kube_runtime.fake import ScriptedEngine
 from tests.runners.composite import configmap_runner
 

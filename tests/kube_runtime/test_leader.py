@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from regokite.errors import RegokiteError
-from regokite.kube.leader import LeaderElector, LeaderSettings
+from regokite.runtime.leader import LeaderElector, LeaderSettings
 from tests.clocks import ManualClock
 from tests.kube_runtime.fake import FakeKube
 

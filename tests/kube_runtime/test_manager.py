@@ -11,8 +11,8 @@ import urllib3
 from prometheus_client import REGISTRY
 
 from regokite.kube.client import NotLeader
-from regokite.kube.manager import Manager
-from regokite.kube.reconcile import Result
+from regokite.runtime.manager import Manager
+from regokite.runtime.reconcile import Result
 from tests.kube_runtime.fake import FakeKube
 from tests.waiting import wait_until
 
@@ -156,8 +156,8 @@ def test_no_sync_runs_before_the_replicated_data_is_in() -> None:
 
 
 def test_with_shards_each_manager_syncs_only_its_own_objects_and_a_view_change_resyncs() -> None:
-    from regokite.kube.leader import LeaderSettings
-    from regokite.kube.shards import Shards, object_key, owner
+    from regokite.runtime.leader import LeaderSettings
+    from regokite.runtime.shards import Shards, object_key, owner
 
     kube = FakeKube()
     keys = [("ns", f"p{i}") for i in range(40)]

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from regokite.kube.informer import Informer, InformerFactory
-from regokite.kube.leader import LeaderSettings
-from regokite.kube.shard_cache import OWNER, OWNER_CLUSTER, SELF, ShardCache, ShareFilter, owner_role, share_key
-from regokite.kube.shards import Shards, Verdict, object_key, owner
+from regokite.runtime.leader import LeaderSettings
+from regokite.runtime.shard_cache import OWNER, OWNER_CLUSTER, SELF, ShardCache, ShareFilter, owner_role, share_key
+from regokite.runtime.shards import Shards, Verdict, object_key, owner
 from tests.clocks import ManualClock
 from tests.kube_runtime.fake import FakeKube
 from tests.waiting import wait_until

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from regokite.kube.client import NotLeader
-from regokite.kube.leader import LeaderSettings
-from regokite.kube.shards import SINGLETON, Shards, Verdict, lease_name, object_key, owner
+from regokite.runtime.leader import LeaderSettings
+from regokite.runtime.shards import SINGLETON, Shards, Verdict, lease_name, object_key, owner
 from tests.clocks import ManualClock
 from tests.kube_runtime.fake import FakeKube
 from tests.waiting import GENEROUS, wait_until

@@ -11,8 +11,8 @@ from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager
 from regokite.runners.composite_runner import CompositeRunner
+from regokite.runtime.manager import Manager
 from tests.kube_runtime.fake import ScriptedEngine
 
 

@@ -19,10 +19,10 @@ from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager
-from regokite.kube.reconcile import Result
 from regokite.runners.composite_runner import CompositeRunner
 from regokite.runners.decorator_runner import DecoratorRunner
+from regokite.runtime.manager import Manager
+from regokite.runtime.reconcile import Result
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 from tests.runners.composite import configmap_runner
 
@@ -107,7 +107,7 @@ def test_one_sync_creates_children_and_writes_the_status_answered_then_nothing_i
 
 
 def test_a_resync_the_hook_asks_for_is_the_sync_s_result() -> None:
-    """resyncAfterSeconds comes back to the worker as the Result's requeue_after (kube.sync_workers adds the
+    """resyncAfterSeconds comes back to the worker as the Result's requeue_after (runtime.sync_workers adds the
     key again after it); without it the Result asks for nothing."""
     kube = cluster()
     kube.put(THINGS, {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "p"}, "spec": {"v": "1"}})

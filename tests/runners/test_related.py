@@ -9,8 +9,8 @@ from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager
 from regokite.runners.related_resources import RelatedResources
+from regokite.runtime.manager import Manager
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 
 SECRETS = "/api/v1/namespaces/ns/secrets"

@@ -11,9 +11,9 @@ from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
-from regokite.kube.manager import Manager
 from regokite.ops import controller_metrics as metrics
 from regokite.runners.watch_runner import MAX_PENDING, WatchRunner
+from regokite.runtime.manager import Manager
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 
 CMS = "/api/v1/namespaces/ns/configmaps"

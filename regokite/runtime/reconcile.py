@@ -1,7 +1,7 @@
 """What the controller runtime asks of a reconciler, and what a sync asks back (controller-runtime's
 `reconcile` package): `reconcile(namespace, name) -> Result`.
 
-A failing sync raises; the worker backs the key off (kube.sync_workers). A sync that succeeds returns a
+A failing sync raises; the worker backs the key off (runtime.sync_workers). A sync that succeeds returns a
 `Result`: nothing more to do (`Result()`), or to be synced again after a delay (a hook's
 `resyncAfterSeconds`), which the worker turns into a delayed add to its work queue.
 """

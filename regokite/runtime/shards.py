@@ -39,8 +39,8 @@ from typing import Any, Protocol
 
 from regokite.errors import RegokiteError
 from regokite.kube.client import ApiError, KubeClient, NotLeader
-from regokite.kube.leader import LeaderSettings, micro_time
 from regokite.ops import controller_metrics as metrics
+from regokite.runtime.leader import LeaderSettings, micro_time
 
 log = logging.getLogger("regokite.shards")
 GROUP_LABEL = "regokite.io/shard-group"
@@ -77,7 +77,7 @@ def lease_name(group: str, identity: str) -> str:
 
 
 class ShareCaches(Protocol):
-    """The caches that hold only this replica's share (kube.shard_cache.ShardCache)."""
+    """The caches that hold only this replica's share (runtime.shard_cache.ShardCache)."""
 
     def widen(self, old: Sequence[str], new: Sequence[str]) -> None: ...
 

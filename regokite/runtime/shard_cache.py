@@ -9,7 +9,7 @@ An informer declares a role when it is created (`InformerFactory.informer(share=
   object's namespace (`OWNER`: the owner is namespaced) or in none (`OWNER_CLUSTER`); an object with no
   controller is kept whole (it may be adopted by any parent whose selector matches it).
 
-The key is the one `kube.shards` hashes, so a filtered cache holds what the replica acts on: its parents
+The key is the one `runtime.shards` hashes, so a filtered cache holds what the replica acts on: its parents
 and their children. Everything else (related objects a customize hook reads, the
 replicated data policies read, controller revisions) comes from informers without a role, which keep
 every object. The watch streams still bring every event and each is decoded (the API server cannot
@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from regokite.kube.shards import object_key, owner
 from regokite.resources import controller_ref
+from regokite.runtime.shards import object_key, owner
 
 SELF = "self"
 OWNER = "owner"

@@ -1,8 +1,8 @@
-"""The controller runtime: wires shared informers, work queues, worker threads (kube.sync_workers),
-leadership or shards, gauges and the health endpoint (kube.health) into one process's lifecycle.
+"""The controller runtime: wires shared informers, work queues, worker threads (runtime.sync_workers),
+leadership or shards, gauges and the health endpoint (runtime.health) into one process's lifecycle.
 
 Generic on purpose: a reconciler is anything with a `name` and
-`reconcile(namespace, name) -> Result` (kube.reconcile: nothing more, or a
+`reconcile(namespace, name) -> Result` (runtime.reconcile: nothing more, or a
 requested resync). Composite controllers are one kind; decorator and event-driven
 watch handlers can register the same way.
 
@@ -14,7 +14,7 @@ gets its own queue and worker threads (a Watch's `spec.workers`).
 With a leader elector, informers run (caches stay warm) but workers take no
 key, and the client refuses writes, unless this replica holds the Lease; on
 becoming leader every reconciler with `resync_all` is resynced. With shards
-(kube.shards), every replica acts, each on its own objects: keys of others'
+(runtime.shards), every replica acts, each on its own objects: keys of others'
 objects are dropped, and every view change resyncs.
 """
 
@@ -28,19 +28,19 @@ from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 
-from regokite.kube import sync_workers
 from regokite.kube.client import KubeClient, NotLeader
-from regokite.kube.health import serve_health
 from regokite.kube.informer import InformerFactory, staleness
-from regokite.kube.reconcile import Reconciler
-from regokite.kube.shard_cache import ShardCache
-from regokite.kube.shards import Shards
-from regokite.kube.sync_workers import InFlight
 from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
+from regokite.runtime import sync_workers
+from regokite.runtime.health import serve_health
+from regokite.runtime.reconcile import Reconciler
+from regokite.runtime.shard_cache import ShardCache
+from regokite.runtime.shards import Shards
+from regokite.runtime.sync_workers import InFlight
 
 if TYPE_CHECKING:
-    from regokite.kube.leader import LeaderElector
+    from regokite.runtime.leader import LeaderElector
 
 log = logging.getLogger("regokite.controller")
 # Worker threads: they mostly wait on the API server and hook processes. bench.controller_converge, 500 parents:
@@ -309,6 +309,6 @@ class Manager:
         return {"healthy": healthy, "dead_threads": dead}
 
     def serve_health(self, port: int, host: str = "0.0.0.0") -> int:
-        """Serve /healthz, /readyz and /metrics (kube.health) until stop(); the port served."""
+        """Serve /healthz, /readyz and /metrics (runtime.health) until stop(); the port served."""
         self._http = serve_health(port, host, self.liveness, self.readiness)
         return self._http.server_address[1]

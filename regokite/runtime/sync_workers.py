@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 
 from regokite.errors import HookError
 from regokite.kube.client import UNANSWERED, ApiError, NotLeader, error_reason
-from regokite.kube.reconcile import Reconciler, Result
-from regokite.kube.shards import Shards, Verdict
 from regokite.kube.workqueue import WorkQueue
 from regokite.ops import controller_metrics as metrics
+from regokite.runtime.reconcile import Reconciler, Result
+from regokite.runtime.shards import Shards, Verdict
 
 log = logging.getLogger("regokite.controller")
 _EXPECTED = (HookError, ApiError, *UNANSWERED)  # logged without a traceback: the message says it all
