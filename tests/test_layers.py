@@ -101,7 +101,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.manifests",
     ),
     # API machinery: the only code that talks to the API server
-    "kube": ("regokite.kube", "regokite.runtime"),
+    "kube": ("regokite.kube", "regokite.runtime", "regokite.replication"),
     # what runs on the machinery: controller runners, hook serving, sources read from the cluster, the
     # admission server, the audit runner and its health
     "runtime": (

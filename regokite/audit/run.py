@@ -42,10 +42,10 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.client import OUTAGE_REASONS, ApiError, KubeClient, error_reason, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
-from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import audit_metrics as metrics
 from regokite.ops.logging import NAMED_FIELDS
 from regokite.ops.outage import Outage
+from regokite.replication.replicate import Replicator, check_access
 from regokite.resources import ChildType
 
 log = logging.getLogger("regokite.audit")

@@ -20,8 +20,8 @@ from regokite.hookserving.workers import HookWorkers, usable_cpus
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
-from regokite.kube.replicate import Replicator, check_access
 from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
+from regokite.replication.replicate import Replicator, check_access
 from regokite.runners.composite_runner import CompositeRunner
 from regokite.runners.decorator_runner import DecoratorRunner
 from regokite.runners.watch_runner import build_watches

@@ -41,7 +41,7 @@ from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import RESPONSE_FIELDS, evaluate_hook, resolve_hook
 from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
 from regokite.errors import HookError, RegokiteError
-from regokite.kube.replicate import Replicator
+from regokite.replication.replicate import Replicator
 
 log = logging.getLogger("regokite.hooks")
 

@@ -49,7 +49,7 @@ DEFAULT_WORKERS = 8
 
 
 class DataGate(Protocol):
-    """Replicated cluster data (kube.replicate.Replicator): ready once every initial list is in."""
+    """Replicated cluster data (replication.replicate.Replicator): ready once every initial list is in."""
 
     def ready(self) -> bool: ...
 

@@ -1,4 +1,4 @@
-"""A worker's mirror of the replica feeder (kube.replica_feed) over a real Unix socket: it keeps following
+"""A worker's mirror of the replica feeder (replication.replica_feed) over a real Unix socket: it keeps following
 the data it holds while a resource asked later is listed, counts a silent feeder as lost, holds each
 object as its JSON text, and its engine sees the same data as one following the objects themselves."""
 
@@ -17,8 +17,8 @@ from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, ResourceRef, TextReplicaStore
 from regokite.engine import open_engine
 from regokite.gatekeeper.inventory import InventoryView, from_replica
-from regokite.kube import replica_feed
-from regokite.kube.replica_feed import ReplicaFeed
+from regokite.replication import replica_feed
+from regokite.replication.replica_feed import ReplicaFeed
 from tests.waiting import wait_until
 
 CONFIGMAPS = ResourceRef("", "v1", "configmaps")

@@ -51,7 +51,7 @@ from typing import Any
 
 from regokite.clusterdata.store import ResourceRef, TextReplicaStore
 from regokite.kube.client import KubeClient
-from regokite.kube.replicate import Replicator
+from regokite.replication.replicate import Replicator
 
 log = logging.getLogger("regokite.clusterdata")
 
