@@ -57,7 +57,7 @@ class DecoratorController:
     resync_period_seconds: float | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    generate_selector: bool = False  # attachments carry no selector label (composite.decorate_child reads this)
+    generate_selector: bool = False  # attachments carry no selector label (children.decorate_child reads this)
 
     @property
     def finalizer(self) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from regokite.controllers.composite import content_hash
+from regokite.controllers.children import content_hash
 
 ROLLING_METHODS = ("RollingRecreate", "RollingInPlace")
 CHILDREN_ANNOTATION = "regokite.dev/revision-children"

@@ -23,6 +23,7 @@ from regokite.runners.rolling_updates import RollingUpdates
 from regokite.runners.sync_reconciler import Observed, SyncReconciler
 from regokite.runtime import shard_cache
 from regokite.runtime.manager import Manager
+from regokite.selectors import SelectorError, parse_selector
 
 
 class CompositeRunner(SyncReconciler):
@@ -46,7 +47,7 @@ class CompositeRunner(SyncReconciler):
         self.evaluator, self.actuator = evaluator, actuator
         selector = None
         if p.label_selector:
-            selector = composite.parse_selector(p.label_selector).query()
+            selector = parse_selector(p.label_selector).query()
         factory = manager.informers
         self.parents: Informer = factory.informer(
             p.api_version,
@@ -98,7 +99,7 @@ class CompositeRunner(SyncReconciler):
             for parent in self.parents.list(ns if self.parent_type.namespaced else None):
                 try:
                     selector = composite.parent_selector(self.definition, parent)
-                except composite.SelectorError:
+                except SelectorError:
                     continue
                 if selector.matches(obj["metadata"].get("labels")):
                     seen.add((parent["metadata"].get("namespace") or "", parent["metadata"]["name"]))
@@ -125,7 +126,7 @@ class CompositeRunner(SyncReconciler):
         """The children this parent owns, after adopting matching orphans and releasing what stopped matching."""
         try:
             selector = composite.parent_selector(self.definition, parent)
-        except composite.SelectorError as exc:
+        except SelectorError as exc:
             raise HookError(self.name, None, str(exc), "InvalidSelector") from None
         uid = parent["metadata"]["uid"]
         scope = parent["metadata"].get("namespace") if self.type.namespaced else None

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from regokite.controllers import composite, decorator
+from regokite.controllers import children, decorator
 from regokite.controllers.decorator import DecoratorController, TargetResource
 from regokite.controllers.hooks import HookEvaluator, HookResponse, ResolvedHook
 from regokite.kube.actuator import Actuator
@@ -22,6 +22,7 @@ from regokite.resources import ChildType, controller_ref, refers_to, same_versio
 from regokite.runners.sync_reconciler import Observed, SyncReconciler
 from regokite.runtime import shard_cache
 from regokite.runtime.manager import Manager
+from regokite.selectors import parse_selector
 
 
 class DecoratorRunner:
@@ -110,7 +111,7 @@ class DecoratorTarget(SyncReconciler):
         # a target's status is often another controller's (a Deployment's): a failing sync is reported
         # there only when this decorator's hook writes the status itself
         self.writes_failing_condition = "status" in runner.sync_hook.rules
-        selector = composite.parse_selector(rule.label_selector).query() if rule.label_selector else None
+        selector = parse_selector(rule.label_selector).query() if rule.label_selector else None
         # With a finalize hook, targets that stop matching the label selector must still be seen to finalize.
         if runner.finalize_hook is not None:
             selector = None
@@ -168,7 +169,7 @@ class DecoratorTarget(SyncReconciler):
         """Labels and annotations, applied under the decorator's own field manager when they changed."""
         labels, annotations = response.labels, response.annotations
         body = decorator.metadata_apply(self.type, obj, labels, annotations)
-        fingerprint = composite.content_hash({k: v for k, v in body["metadata"].items() if k != "resourceVersion"})
+        fingerprint = children.content_hash({k: v for k, v in body["metadata"].items() if k != "resourceVersion"})
         uid = obj["metadata"].get("uid", "")
         with self._lock:
             unchanged = self._applied.get(uid) == fingerprint

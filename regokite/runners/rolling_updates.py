@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from regokite.controllers import composite, rolling
+from regokite.controllers import children, rolling
 from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
@@ -86,7 +86,7 @@ class RollingUpdates:
             old_want[rev.name] = want
             for child in held:
                 old, new = want.get(child), latest_want.get(child)
-                if old is None or new is None or composite.content_hash(old) != composite.content_hash(new):
+                if old is None or new is None or children.content_hash(old) != children.content_hash(new):
                     out_of_date.add(child)
         plan = rolling.plan_rollout(latest_name, patch, existing, obs, latest_want, self.checks, out_of_date)
         self._record(parent, plan)

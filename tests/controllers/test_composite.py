@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from regokite.controllers.composite import (
+from regokite.controllers.children import (
     CONTROLLER_UID_LABEL,
     HASH_ANNOTATION,
-    Selector,
-    claim,
     decorate_child,
     desired_status,
     is_subset,
-    parent_selector,
-    parse_selector,
     plan_children,
 )
+from regokite.controllers.composite import claim, parent_selector
 from regokite.controllers.definitions import (
     ChildResource,
     CompositeController,
@@ -22,6 +19,7 @@ from regokite.controllers.definitions import (
     ParentResource,
 )
 from regokite.controllers.hooks import ChildType
+from regokite.selectors import Selector, parse_selector
 
 CM = ChildType("v1", "configmaps", "ConfigMap", True)
 PARENT = {
@@ -145,7 +143,7 @@ def by_metacontroller(obj: dict, d: CompositeController) -> dict:
     """A child as Metacontroller leaves it: its controllerRef and labels, its last-applied annotation, no hash."""
     import json
 
-    from regokite.controllers.composite import METACONTROLLER_LAST_APPLIED
+    from regokite.controllers.children import METACONTROLLER_LAST_APPLIED
 
     decorated = owned(obj, d)
     meta = decorated["metadata"]
@@ -155,7 +153,7 @@ def by_metacontroller(obj: dict, d: CompositeController) -> dict:
 
 
 def test_children_metacontroller_made_are_taken_over_in_place_when_unchanged() -> None:
-    from regokite.controllers.composite import METACONTROLLER_LAST_APPLIED
+    from regokite.controllers.children import METACONTROLLER_LAST_APPLIED
 
     child = cm("a", {"k": "1"})
     for method in ("InPlace", "Recreate"):

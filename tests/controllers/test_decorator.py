@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from regokite.controllers import decorator
-from regokite.controllers.composite import decorate_child
+from regokite.controllers.children import decorate_child
 from regokite.controllers.definitions import DefinitionError, load_definitions
 from regokite.controllers.hooks import ChildType
 from regokite.errors import HookError
