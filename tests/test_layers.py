@@ -115,6 +115,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.admission.worker",
         "regokite.admission.supervisor",
         "regokite.controllers.process",
+        "regokite.controllers.composite.runner",
+        "regokite.controllers.composite.rolling_runner",
         "regokite.audit.run",
         "regokite.audit.health",
     ),

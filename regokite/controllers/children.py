@@ -95,7 +95,7 @@ def plan_children(
             if old_hash is None:  # never applied by regokite: created by Metacontroller (or adopted)
                 actions.append(take_over(t, ident, body, current, recreate=method in ("Recreate", "RollingRecreate")))
                 continue
-            if method in ("Recreate", "RollingRecreate"):  # rolling: runners.rolling_updates picks what differs
+            if method in ("Recreate", "RollingRecreate"):  # rolling: composite.rolling_runner picks what differs
                 if new_hash != old_hash:
                     actions.append(
                         Action("recreate", t, ident[0], ident[1], body, current["metadata"].get("uid"), "changed")

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regokite.controllers import failing, sync
+from regokite.controllers.composite.rolling_runner import RollingUpdates
 from regokite.controllers.hooks import (
     HookEvaluator,
     HookResponse,
@@ -54,7 +55,6 @@ from regokite.kube.informer import Informer
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, where
 from regokite.runners.related_resources import RelatedResources
-from regokite.runners.rolling_updates import RollingUpdates
 from regokite.runtime.manager import Manager
 from regokite.runtime.reconcile import Result
 

@@ -10,7 +10,7 @@ from regokite.controllers.children import (
     is_subset,
     plan_children,
 )
-from regokite.controllers.composite import claim, parent_selector
+from regokite.controllers.composite.decisions import claim, parent_selector
 from regokite.controllers.definitions import (
     ChildResource,
     CompositeController,

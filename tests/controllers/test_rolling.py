@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from regokite.controllers import rolling
+from regokite.controllers.composite import rolling
 
 READY = {"conditions": [{"type": "Ready", "status": "True"}]}
 W = "Worker.examples.regokite.dev"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from regokite.controllers.composite.runner import CompositeRunner
 from regokite.controllers.definitions import CompositeController, ParentResource
 from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
-from regokite.runners.composite_runner import CompositeRunner
 from regokite.runtime.manager import Manager
 from tests.kube_runtime.fake import ScriptedEngine
 

@@ -10,6 +10,7 @@ import pytest
 import urllib3
 
 from regokite.controllers import failing
+from regokite.controllers.composite.runner import CompositeRunner
 from regokite.controllers.decorator import DECORATOR_ANNOTATION, DecoratorController, TargetResource
 from regokite.controllers.definitions import ParentResource
 from regokite.controllers.hooks import LocalHooks, ResolvedHook
@@ -19,7 +20,6 @@ from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
-from regokite.runners.composite_runner import CompositeRunner
 from regokite.runners.decorator_runner import DecoratorRunner
 from regokite.runtime.manager import Manager
 from regokite.runtime.reconcile import Result

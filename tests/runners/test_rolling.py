@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from regokite.controllers.rolling import CHILDREN_ANNOTATION
+from regokite.controllers.composite.rolling import CHILDREN_ANNOTATION
 from tests.kube_runtime.fake import ScriptedEngine
 from tests.runners.test_composite_and_decorator import CMS, THINGS, cluster, composite_runner, relist, thing_policy
 

@@ -1,6 +1,6 @@
 """CompositeController decisions, pure: the parent's selector and claiming (adopt, own, release).
 
-The runtime (`regokite.runners.composite_runner`) gathers observed objects from its
+The runtime (`runner`) gathers observed objects from its
 caches, calls these functions and carries out the actions they return; the
 `plan` command calls the same functions on files. Nothing here does I/O. The
 desired children and the diff are `children`'s, shared with decorators.

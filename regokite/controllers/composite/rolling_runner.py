@@ -14,7 +14,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from regokite.controllers import children, rolling
+from regokite.controllers import children
+from regokite.controllers.composite import rolling
 from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery

@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from regokite.controllers import composite, rolling
+from regokite.controllers.composite import decisions, rolling
+from regokite.controllers.composite.rolling_runner import RollingUpdates
 from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import HookEvaluator, ResolvedHook
 from regokite.errors import HookError
@@ -19,7 +20,6 @@ from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.resources import controller_ref, owner_reference, refers_to, same_version
-from regokite.runners.rolling_updates import RollingUpdates
 from regokite.runners.sync_reconciler import Observed, SyncReconciler
 from regokite.runtime import shard_cache
 from regokite.runtime.manager import Manager
@@ -98,7 +98,7 @@ class CompositeRunner(SyncReconciler):
                 continue
             for parent in self.parents.list(ns if self.parent_type.namespaced else None):
                 try:
-                    selector = composite.parent_selector(self.definition, parent)
+                    selector = decisions.parent_selector(self.definition, parent)
                 except SelectorError:
                     continue
                 if selector.matches(obj["metadata"].get("labels")):
@@ -125,7 +125,7 @@ class CompositeRunner(SyncReconciler):
     def observe(self, parent: dict[str, Any]) -> Observed:
         """The children this parent owns, after adopting matching orphans and releasing what stopped matching."""
         try:
-            selector = composite.parent_selector(self.definition, parent)
+            selector = decisions.parent_selector(self.definition, parent)
         except SelectorError as exc:
             raise HookError(self.name, None, str(exc), "InvalidSelector") from None
         uid = parent["metadata"]["uid"]
@@ -134,7 +134,7 @@ class CompositeRunner(SyncReconciler):
         observed: dict[str, list[dict[str, Any]]] = {}
         for t in self.child_types:
             inf = self.children[t.key]
-            claims = composite.claim(parent, selector, inf.owned_by(uid) + inf.orphans(scope))
+            claims = decisions.claim(parent, selector, inf.owned_by(uid) + inf.orphans(scope))
             owned = list(claims.owned)
             for obj, refs, verb in [
                 *((o, [*(o["metadata"].get("ownerReferences") or ()), ours], "adopt") for o in claims.adopt),
