@@ -117,6 +117,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.controllers.process",
         "regokite.controllers.composite.runner",
         "regokite.controllers.composite.rolling_runner",
+        "regokite.controllers.decorator.runner",
         "regokite.audit.run",
         "regokite.audit.health",
     ),

@@ -20,7 +20,7 @@ from typing import Any
 
 from regokite import yamldoc
 from regokite.controllers import schema, watch
-from regokite.controllers.decorator import DecoratorController, parse_decorator
+from regokite.controllers.decorator.decisions import DecoratorController, parse_decorator
 from regokite.controllers.schema import (  # re-exported: the records every definition is made of
     ChildResource,
     DefinitionError,

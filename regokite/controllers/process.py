@@ -12,8 +12,10 @@ from typing import Any
 
 from regokite import outline
 from regokite.clusterdata.store import ReplicaStore, ResourceRef, check_replica_root
-from regokite.controllers import customize, decorator, definitions
+from regokite.controllers import customize, definitions
 from regokite.controllers.composite.runner import CompositeRunner
+from regokite.controllers.decorator import decisions as decorator
+from regokite.controllers.decorator.runner import DecoratorRunner
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
 from regokite.engine import Capability, Engine, EngineSettings, open_engine
 from regokite.errors import HookError, RegokiteError
@@ -23,7 +25,6 @@ from regokite.kube.client import KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
 from regokite.replication.replicate import Replicator, check_access
-from regokite.runners.decorator_runner import DecoratorRunner
 from regokite.runners.watch_runner import build_watches
 from regokite.runtime.leader import LeaderSettings
 from regokite.runtime.manager import DEFAULT_WORKERS, Manager

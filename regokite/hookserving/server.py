@@ -36,7 +36,8 @@ from fastapi.responses import JSONResponse, Response
 
 from regokite import input_guard, outline
 from regokite.bundle import fingerprint
-from regokite.controllers import customize, decorator
+from regokite.controllers import customize
+from regokite.controllers.decorator import decisions as decorator
 from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import RESPONSE_FIELDS, evaluate_hook, resolve_hook
 from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine

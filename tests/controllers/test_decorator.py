@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from regokite.controllers import decorator
 from regokite.controllers.children import decorate_child
+from regokite.controllers.decorator import decisions as decorator
 from regokite.controllers.definitions import DefinitionError, load_definitions
 from regokite.controllers.hooks import ChildType
 from regokite.errors import HookError

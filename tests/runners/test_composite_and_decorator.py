@@ -11,7 +11,8 @@ import urllib3
 
 from regokite.controllers import failing
 from regokite.controllers.composite.runner import CompositeRunner
-from regokite.controllers.decorator import DECORATOR_ANNOTATION, DecoratorController, TargetResource
+from regokite.controllers.decorator.decisions import DECORATOR_ANNOTATION, DecoratorController, TargetResource
+from regokite.controllers.decorator.runner import DecoratorRunner
 from regokite.controllers.definitions import ParentResource
 from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.schema import ChildResource, Hooks, HookTarget
@@ -20,7 +21,6 @@ from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
-from regokite.runners.decorator_runner import DecoratorRunner
 from regokite.runtime.manager import Manager
 from regokite.runtime.reconcile import Result
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine

@@ -12,8 +12,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from regokite.controllers import children, decorator
-from regokite.controllers.decorator import DecoratorController, TargetResource
+from regokite.controllers import children
+from regokite.controllers.decorator import decisions
+from regokite.controllers.decorator.decisions import DecoratorController, TargetResource
 from regokite.controllers.hooks import HookEvaluator, HookResponse, ResolvedHook
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
@@ -75,7 +76,7 @@ class DecoratorRunner:
         for obj in (new, old):
             if obj is None:
                 continue
-            if ((obj["metadata"].get("annotations") or {}).get(decorator.DECORATOR_ANNOTATION)) != self.name:
+            if ((obj["metadata"].get("annotations") or {}).get(decisions.DECORATOR_ANNOTATION)) != self.name:
                 continue
             ref = controller_ref(obj)
             if ref is None:
@@ -90,7 +91,7 @@ class DecoratorTarget(SyncReconciler):
     request_names = ("object", "attachments")
     observed_generation = False  # a decorator's status is the hook's, as it answered
     status_rereads = 0  # Metacontroller's UpdateStatus on the cached version: a 409 leaves it to the next sync
-    translate = staticmethod(decorator.translate_response)
+    translate = staticmethod(decisions.translate_response)
 
     def __init__(
         self,
@@ -161,19 +162,19 @@ class DecoratorTarget(SyncReconciler):
     def observe(self, obj: dict[str, Any]) -> Observed:
         uid = obj["metadata"]["uid"]
         return {
-            t.key: decorator.owned_attachments(self.definition, obj, self.runner.attachments[t.key].owned_by(uid))
+            t.key: decisions.owned_attachments(self.definition, obj, self.runner.attachments[t.key].owned_by(uid))
             for t in self.child_types
         }
 
     def write_beside(self, obj: dict[str, Any], response: HookResponse) -> dict[str, Any]:
         """Labels and annotations, applied under the decorator's own field manager when they changed."""
         labels, annotations = response.labels, response.annotations
-        body = decorator.metadata_apply(self.type, obj, labels, annotations)
+        body = decisions.metadata_apply(self.type, obj, labels, annotations)
         fingerprint = children.content_hash({k: v for k, v in body["metadata"].items() if k != "resourceVersion"})
         uid = obj["metadata"].get("uid", "")
         with self._lock:
             unchanged = self._applied.get(uid) == fingerprint
-        if unchanged and decorator.metadata_settled(obj, labels, annotations):
+        if unchanged and decisions.metadata_settled(obj, labels, annotations):
             return obj
         d = self.definition
         result = self.actuator.apply(self.type, body, controller=d.name, verb="labels", field_manager=d.field_manager)
