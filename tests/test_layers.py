@@ -118,6 +118,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.controllers.composite.runner",
         "regokite.controllers.composite.rolling_runner",
         "regokite.controllers.decorator.runner",
+        "regokite.controllers.watch.runner",
         "regokite.audit.run",
         "regokite.audit.health",
     ),

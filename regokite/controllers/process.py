@@ -17,6 +17,7 @@ from regokite.controllers.composite.runner import CompositeRunner
 from regokite.controllers.decorator import decisions as decorator
 from regokite.controllers.decorator.runner import DecoratorRunner
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
+from regokite.controllers.watch.runner import build_watches
 from regokite.engine import Capability, Engine, EngineSettings, open_engine
 from regokite.errors import HookError, RegokiteError
 from regokite.hookserving.workers import HookWorkers, usable_cpus
@@ -25,7 +26,6 @@ from regokite.kube.client import KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
 from regokite.replication.replicate import Replicator, check_access
-from regokite.runners.watch_runner import build_watches
 from regokite.runtime.leader import LeaderSettings
 from regokite.runtime.manager import DEFAULT_WORKERS, Manager
 from regokite.runtime.shards import SINGLETON, Shards, Verdict

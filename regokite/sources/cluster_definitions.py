@@ -16,7 +16,8 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from regokite.controllers import definitions, watch
+from regokite.controllers import definitions
+from regokite.controllers.watch import decisions as watch
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError

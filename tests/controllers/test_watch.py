@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from regokite.controllers import watch as w
 from regokite.controllers.definitions import DefinitionError, load
+from regokite.controllers.watch import decisions as w
 from regokite.errors import HookError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from regokite.controllers import watch as contract
 from regokite.controllers.hooks import LocalHooks, ResolvedHook
 from regokite.controllers.schema import HookTarget
+from regokite.controllers.watch import decisions as contract
+from regokite.controllers.watch.runner import MAX_PENDING, WatchRunner
 from regokite.engine import UNDEFINED
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.ops import controller_metrics as metrics
-from regokite.runners.watch_runner import MAX_PENDING, WatchRunner
 from regokite.runtime.manager import Manager
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 

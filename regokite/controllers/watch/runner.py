@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from regokite import outline
-from regokite.controllers import watch as contract
 from regokite.controllers.hooks import HookEvaluator, ResolvedHook
+from regokite.controllers.watch import decisions as contract
 from regokite.errors import HookError, RegokiteError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
