@@ -105,7 +105,6 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # what runs on the machinery: controller runners, hook serving, sources read from the cluster, the
     # admission server, the audit runner and its health
     "runtime": (
-        "regokite.runners",
         "regokite.hookserving",
         "regokite.sources",
         "regokite.admission.app",
@@ -119,6 +118,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.controllers.composite.rolling_runner",
         "regokite.controllers.decorator.runner",
         "regokite.controllers.watch.runner",
+        "regokite.controllers.sync_reconciler",
+        "regokite.controllers.related_resources",
+        "regokite.controllers.hook_workers",
+        "regokite.controllers.cluster_definitions",
         "regokite.audit.run",
         "regokite.audit.health",
     ),

@@ -190,7 +190,7 @@ def evaluate_hook(engine: Engine, hook: ResolvedHook, request: Mapping[str, Any]
 
 class HookEvaluator(Protocol):
     """Where hooks are evaluated: in this process (`LocalHooks`), or in worker processes that
-    enforce each hook's timeout (`regokite.hookserving.workers.HookWorkers`, the controller's)."""
+    enforce each hook's timeout (`regokite.controllers.hook_workers.HookWorkers`, the controller's)."""
 
     @property
     def bundle(self) -> Bundle: ...

@@ -12,15 +12,15 @@ from typing import Any
 
 from regokite import outline
 from regokite.clusterdata.store import ReplicaStore, ResourceRef, check_replica_root
-from regokite.controllers import customize, definitions
+from regokite.controllers import cluster_definitions, customize, definitions
 from regokite.controllers.composite.runner import CompositeRunner
 from regokite.controllers.decorator import decisions as decorator
 from regokite.controllers.decorator.runner import DecoratorRunner
+from regokite.controllers.hook_workers import HookWorkers, usable_cpus
 from regokite.controllers.hooks import RESPONSE_FIELDS, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
 from regokite.controllers.watch.runner import build_watches
 from regokite.engine import Capability, Engine, EngineSettings, open_engine
 from regokite.errors import HookError, RegokiteError
-from regokite.hookserving.workers import HookWorkers, usable_cpus
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
@@ -29,7 +29,6 @@ from regokite.replication.replicate import Replicator, check_access
 from regokite.runtime.leader import LeaderSettings
 from regokite.runtime.manager import DEFAULT_WORKERS, Manager
 from regokite.runtime.shards import SINGLETON, Shards, Verdict
-from regokite.sources import cluster_definitions
 
 log = logging.getLogger("regokite.controller")
 # definition name -> its sync, finalize and customize hooks

@@ -6,8 +6,8 @@ import pytest
 
 from regokite.controllers import customize
 from regokite.controllers.hooks import ChildType
+from regokite.controllers.related_resources import RelatedResources
 from regokite.errors import HookError
-from regokite.runners.related_resources import RelatedResources
 
 CM = ChildType("v1", "configmaps", "ConfigMap", namespaced=True)
 NS = ChildType("v1", "namespaces", "Namespace", namespaced=False)

@@ -11,11 +11,11 @@ import pytest
 
 from regokite import outline
 from regokite.bundle import Bundle, load_bundle
+from regokite.controllers.hook_workers import HookWorkers, usable_cpus
 from regokite.controllers.hooks import LocalHooks, ResolvedHook, resolve_hook
 from regokite.controllers.schema import HookTarget
 from regokite.engine import open_engine
 from regokite.errors import HookError, RegokiteError
-from regokite.hookserving.workers import HookWorkers, usable_cpus
 from tests.processes import kill_and_wait
 
 GREETING = """package hooks.greet

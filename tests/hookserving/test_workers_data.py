@@ -11,9 +11,9 @@ import pytest
 from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_changes
+from regokite.controllers.hook_workers import HookWorkers
 from regokite.controllers.hooks import ResolvedHook, resolve_hook
 from regokite.controllers.schema import HookTarget
-from regokite.hookserving.workers import HookWorkers
 from tests.processes import kill_and_wait
 
 POLICY = """package hooks.copy

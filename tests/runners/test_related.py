@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from regokite.controllers.hooks import LocalHooks, ResolvedHook
+from regokite.controllers.related_resources import RelatedResources
 from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.discovery import Discovery
-from regokite.runners.related_resources import RelatedResources
 from regokite.runtime.manager import Manager
 from tests.kube_runtime.fake import FakeKube, ScriptedEngine
 

@@ -6,9 +6,9 @@ import copy
 from pathlib import Path
 
 from regokite import yamldoc
+from regokite.controllers.cluster_definitions import read, report
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
-from regokite.sources.cluster_definitions import read, report
 from tests.kube_runtime.fake import FakeKube
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,13 +14,13 @@ from regokite.controllers.composite import decisions, rolling
 from regokite.controllers.composite.rolling_runner import RollingUpdates
 from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import HookEvaluator, ResolvedHook
+from regokite.controllers.sync_reconciler import Observed, SyncReconciler
 from regokite.errors import HookError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.resources import controller_ref, owner_reference, refers_to, same_version
-from regokite.runners.sync_reconciler import Observed, SyncReconciler
 from regokite.runtime import shard_cache
 from regokite.runtime.manager import Manager
 from regokite.selectors import SelectorError, parse_selector

@@ -16,11 +16,11 @@ from regokite.controllers import children
 from regokite.controllers.decorator import decisions
 from regokite.controllers.decorator.decisions import DecoratorController, TargetResource
 from regokite.controllers.hooks import HookEvaluator, HookResponse, ResolvedHook
+from regokite.controllers.sync_reconciler import Observed, SyncReconciler
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.resources import ChildType, controller_ref, refers_to, same_version
-from regokite.runners.sync_reconciler import Observed, SyncReconciler
 from regokite.runtime import shard_cache
 from regokite.runtime.manager import Manager
 from regokite.selectors import parse_selector

@@ -47,6 +47,7 @@ from regokite.controllers.hooks import (
     sync_request,
     translate_response,
 )
+from regokite.controllers.related_resources import RelatedResources
 from regokite.errors import HookError
 from regokite.kube.actuator import Actuator, utc_now
 from regokite.kube.client import UNANSWERED, ApiError, NotLeader, resource_path
@@ -54,7 +55,6 @@ from regokite.kube.discovery import Discovery
 from regokite.kube.informer import Informer
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import ChildType, where
-from regokite.runners.related_resources import RelatedResources
 from regokite.runtime.manager import Manager
 from regokite.runtime.reconcile import Result
 
