@@ -139,8 +139,7 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
         for policy in constraints:
             applied = replace(policy, enforcement=resultant["enforcementAction"] or policy.enforcement)
             try:
-                skipped = policy.match.skipped(review.process)  # type: ignore[union-attr]
-                if not policy.match.matches(child.request, source="Generated", skipped=skipped):  # type: ignore[call-arg]
+                if not policy.match.applies_to(child, source="Generated"):
                     continue
                 if policy.name in policy_set.unavailable:
                     raise RegokiteError(policy_set.unavailable[policy.name])
@@ -167,7 +166,7 @@ def resultant_review(review: Review, obj: dict[str, Any]) -> Review:
         "object": obj,
         "oldObject": None,
     }
-    return Review({**review.raw, "request": request})
+    return Review({**review.raw, "request": request}, process=review.process)
 
 
 def _with_object(raw: dict[str, Any], obj: Any) -> dict[str, Any]:

@@ -50,8 +50,10 @@ class ConstraintMatch:
     # the Config's spec.match: namespaces each process (webhook, audit) skips before any constraint
     excluded_by_process: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    def applies_to(self, review: Any) -> bool:
-        return self.matches(review.request, skipped=self.skipped(getattr(review, "process", "webhook")))
+    def applies_to(self, review: Any, source: str = "Original") -> bool:
+        """Whether `review` (a request, or `source` Generated: a resource expanded from one) is in scope for
+        the process judging it (the Config's exclusions for `review.process`)."""
+        return self.matches(review.request, source, skipped=self.skipped(getattr(review, "process", "webhook")))
 
     def skipped(self, process: str) -> tuple[str, ...]:
         """The namespaces the Config excludes from `process` (webhook, audit)."""
