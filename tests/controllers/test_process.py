@@ -68,7 +68,7 @@ def test_a_definition_refused_for_a_type_not_served_starts_once_it_is() -> None:
     from regokite.controllers.process import Unserved, _now_served
     from regokite.controllers.schema import ChildResource
     from regokite.kube.discovery import Discovery, DiscoveryError
-    from tests.kube_runtime.fake import FakeKube
+    from tests.kube_api.fake import FakeKube
 
     fake = FakeKube().serve("v1", "configmaps", "ConfigMap")
     rules = [ChildResource("v1", "configmaps"), ChildResource("example.com/v1", "things")]

@@ -24,8 +24,8 @@ from regokite.engine import UNDEFINED
 from regokite.errors import HookError
 from regokite.kube.client import UNANSWERED, KubeClient
 from regokite.runtime.reconcile import Result
-from tests.kube_runtime.fake import ScriptedEngine
-from tests.runners.composite import configmap_runner
+from tests.controllers.composite.configmap_runner import configmap_runner
+from tests.kube_api.fake import ScriptedEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 PARENTS = kube.helloworlds("default")

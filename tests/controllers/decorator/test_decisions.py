@@ -12,7 +12,7 @@ from regokite.controllers.definitions import DefinitionError, load_definitions
 from regokite.controllers.hooks import ChildType
 from regokite.errors import HookError
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "policies" / "controllers"
+EXAMPLES = Path(__file__).resolve().parents[3] / "policies" / "controllers"
 SERVICE = ChildType("v1", "services", "Service", namespaced=True)
 STS = ChildType("apps/v1", "statefulsets", "StatefulSet", namespaced=True)
 

@@ -445,7 +445,7 @@ def test_callers_ask_a_capability_and_the_factory_builds_every_engine() -> None:
 
     from regokite.engine import KINDS
 
-    package = Path(__file__).resolve().parents[1] / "regokite"
+    package = Path(__file__).resolve().parents[2] / "regokite"
     found = []
     for path in sorted(package.rglob("*.py")):
         if path.relative_to(package).parts[0] == "engine":

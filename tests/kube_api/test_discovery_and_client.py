@@ -16,7 +16,7 @@ from regokite.kube.client import CREDENTIALS_CHECK_SECONDS, ApiError, KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.resources import ChildType
 from tests.http_replies import reply
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 
 
 def test_resources_resolve_by_plural_or_kind_with_scope_and_status() -> None:

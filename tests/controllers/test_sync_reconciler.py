@@ -23,8 +23,8 @@ from regokite.kube.client import ApiError
 from regokite.kube.discovery import Discovery
 from regokite.runtime.manager import Manager
 from regokite.runtime.reconcile import Result
-from tests.kube_runtime.fake import FakeKube, ScriptedEngine
-from tests.runners.composite import configmap_runner
+from tests.controllers.composite.configmap_runner import configmap_runner
+from tests.kube_api.fake import FakeKube, ScriptedEngine
 
 THINGS = "/apis/example.com/v1/namespaces/ns/things"
 CMS = "/api/v1/namespaces/ns/configmaps"

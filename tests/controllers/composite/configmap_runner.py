@@ -13,7 +13,7 @@ from regokite.controllers.schema import ChildResource, Hooks, HookTarget
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.runtime.manager import Manager
-from tests.kube_runtime.fake import ScriptedEngine
+from tests.kube_api.fake import ScriptedEngine
 
 
 def configmap_runner(
@@ -28,7 +28,7 @@ def configmap_runner(
     finalize: bool = False,
     namespace: str | None = None,
 ) -> CompositeRunner:
-    """`client`: a KubeClient or tests.kube_runtime.fake.FakeKube; `package` answers the sync hook (and
+    """`client`: a KubeClient or tests.kube_api.fake.FakeKube; `package` answers the sync hook (and
     the finalize hook with `finalize`), its `rules` asked; `namespace`: the manager watches only it."""
     target = HookTarget(package)
     definition = CompositeController(

@@ -9,7 +9,7 @@ from regokite import yamldoc
 from regokite.controllers.cluster_definitions import read, report
 from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = next(yamldoc.load_all((ROOT / "policies/controllers/hello_world/controller.yaml").read_text()))

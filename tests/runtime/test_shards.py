@@ -11,7 +11,7 @@ from regokite.kube.client import NotLeader
 from regokite.runtime.leader import LeaderSettings
 from regokite.runtime.shards import SINGLETON, Shards, Verdict, lease_name, object_key, owner
 from tests.clocks import ManualClock
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 from tests.waiting import GENEROUS, wait_until
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"

@@ -6,7 +6,7 @@ import pytest
 
 from regokite.kube.client import ApiError
 from regokite.kube.informer import Gone, Informer, InformerFactory
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 
 CMS = "/api/v1/namespaces/ns/configmaps"
 

@@ -11,7 +11,7 @@ from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED
 from regokite.kube.discovery import Discovery
 from regokite.runtime.manager import Manager
-from tests.kube_runtime.fake import FakeKube, ScriptedEngine
+from tests.kube_api.fake import FakeKube, ScriptedEngine
 
 SECRETS = "/api/v1/namespaces/ns/secrets"
 

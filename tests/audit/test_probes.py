@@ -9,7 +9,7 @@ from regokite.audit import health
 from regokite.audit.run import Audit, AuditSettings, Continuous
 from regokite.clusterdata.store import ResourceRef
 from regokite.kube.informer import Informer
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 
 
 def continuous() -> Continuous:

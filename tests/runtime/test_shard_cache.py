@@ -13,7 +13,7 @@ from regokite.runtime.leader import LeaderSettings
 from regokite.runtime.shard_cache import OWNER, OWNER_CLUSTER, SELF, ShardCache, ShareFilter, owner_role, share_key
 from regokite.runtime.shards import Shards, Verdict, object_key, owner
 from tests.clocks import ManualClock
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 from tests.waiting import wait_until
 
 PARENTS = "/api/v1/namespaces/team/configmaps"  # the parents (role SELF)

@@ -9,7 +9,7 @@ import pytest
 from regokite.errors import RegokiteError
 from regokite.runtime.leader import LeaderElector, LeaderSettings
 from tests.clocks import ManualClock
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 
 
 def elector(kube: FakeKube, identity: str, clock: ManualClock) -> LeaderElector:

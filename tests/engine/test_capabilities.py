@@ -18,7 +18,7 @@ from regokite.engine.catalog import regorus_builtins
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.errors import Location, PolicyLoadError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 HTTP_SEND = """\
 package p

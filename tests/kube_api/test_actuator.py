@@ -13,7 +13,7 @@ from regokite.kube.actuator import Actuator, merge_patch_to
 from regokite.kube.client import ApiError
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import Action, ChildType, HookEvent, with_defaulted_list_keys
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 
 CM = ChildType("v1", "configmaps", "ConfigMap", True)
 THING = ChildType("example.com/v1", "things", "Thing", True, status_subresource=True)

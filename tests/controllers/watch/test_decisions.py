@@ -10,7 +10,7 @@ from regokite.controllers.definitions import DefinitionError, load
 from regokite.controllers.watch import decisions as w
 from regokite.errors import HookError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def parse(doc: dict) -> tuple[w.Watch | None, list[str]]:

@@ -14,7 +14,7 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.discovery import Discovery
 from regokite.ops import controller_metrics as metrics
 from regokite.runtime.manager import Manager
-from tests.kube_runtime.fake import FakeKube, ScriptedEngine
+from tests.kube_api.fake import FakeKube, ScriptedEngine
 
 CMS = "/api/v1/namespaces/ns/configmaps"
 

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from regokite.kube.client import NotLeader
 from regokite.runtime.manager import Manager
 from regokite.runtime.reconcile import Result
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 from tests.waiting import wait_until
 
 

@@ -119,7 +119,7 @@ def test_reports_per_namespace_with_results_and_summary(policy_set) -> None:
 
 
 def test_audit_manifests_grant_reads_of_audited_and_replicated_and_report_writes(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[1] / "policies"
+    root = Path(__file__).resolve().parents[2] / "policies"
     objects = generate.audit_manifests(
         generate.AuditOptions(policies=[str(root / "admission" / "unique_ingress_host")])
     )

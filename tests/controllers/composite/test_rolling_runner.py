@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from regokite.controllers.composite.rolling import CHILDREN_ANNOTATION
-from tests.kube_runtime.fake import ScriptedEngine
-from tests.runners.test_composite_and_decorator import CMS, THINGS, cluster, composite_runner, relist, thing_policy
+from tests.controllers.test_sync_reconciler import CMS, THINGS, cluster, composite_runner, relist, thing_policy
+from tests.kube_api.fake import ScriptedEngine
 
 REVISIONS = "/apis/apps/v1/namespaces/ns/controllerrevisions"
 
