@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from regokite.commands.options import add_bundle_args, engine_settings
+from regokite.commands import options
 
 
 def add_parser(sub: Any) -> None:
@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="a builtin's error is the test's error (default, as opa test: the call is undefined)",
     )
-    add_bundle_args(test)
+    options.add_bundle_args(test)
     test.set_defaults(func=run)
 
 
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from regokite import testing
 
     results = testing.run_tests(
-        args.paths, run=args.run, engine=engine_settings(args), strict_builtin_errors=args.strict_builtin_errors
+        args.paths, run=args.run, engine=options.engine_settings(args), strict_builtin_errors=args.strict_builtin_errors
     )
     if args.format == "json":
         print(testing.format_json(results))
