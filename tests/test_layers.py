@@ -84,6 +84,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.selectors",
         "regokite.resources",
         "regokite.crd",
+        "regokite.structural",
         "regokite.yamldoc",
         "regokite.input_guard",
         "regokite.rego_ast",

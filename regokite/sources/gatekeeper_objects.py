@@ -25,14 +25,15 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from regokite.errors import PolicyLoadError
+from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_template
+from regokite.gatekeeper.constraint_schema import ConstraintSchema
 from regokite.gatekeeper.crds import (
     EXPANSION_PLURAL,
     MANAGED_BY,
@@ -128,7 +129,7 @@ class GatekeeperSync:
         self._drop_crds(set(current))
         kinds = {d["spec"]["crd"]["spec"]["names"]["kind"] for d in templates.served.values()}
         documents = [_clean(doc) for _, doc in sorted(templates.served.items())]
-        documents += self._constraint_documents(kinds)
+        documents += self._constraint_documents(kinds, _constraint_schemas(templates.served.values()))
         documents += self._config_documents()
         documents += self._mutators(outcome)
         documents += [_clean(t) for t in self._expansions()]
@@ -194,14 +195,15 @@ class GatekeeperSync:
             return str(exc)
         return None
 
-    def _constraint_documents(self, kinds: set[str]) -> list[dict[str, Any]]:
-        """Every constraint of the served kinds: as it is, or (an edit refused) as last served."""
+    def _constraint_documents(self, kinds: set[str], schemas: Mapping[str, ConstraintSchema]) -> list[dict[str, Any]]:
+        """Every constraint of the served kinds: as it is, or (an edit refused; `schemas`, by kind, check
+        its fields and parameters) as last served."""
         current: dict[tuple[str, str], dict[str, Any]] = {}
         for kind in sorted(kinds):
             for doc in self._constraints(kind):
                 current[(kind, doc["metadata"]["name"])] = doc
         self.listed = {k: v for k, v in self.listed.items() if k in kinds}
-        constraints = pick(current, constraint_error, self.good.constraints)
+        constraints = pick(current, lambda doc: constraint_error(doc, schemas), self.good.constraints)
         for (kind, name), doc in current.items():
             error = constraints.errors.get((kind, name))
             if error is not None:
@@ -345,6 +347,19 @@ class GatekeeperSync:
         finally:
             for informer in watched.values():
                 informer.stop()
+
+
+def _constraint_schemas(templates: Iterable[dict[str, Any]]) -> dict[str, ConstraintSchema]:
+    """The constraints' schema of each template served, by kind (one a file of an earlier version kept
+    and that no longer makes a schema checks nothing: the API server checked its constraints)."""
+    found = {}
+    for doc in templates:
+        try:
+            schema = ConstraintSchema.of(parse_template(doc, None, f"constrainttemplate/{doc['metadata']['name']}"))
+        except RegokiteError:
+            continue
+        found[schema.kind] = schema
+    return found
 
 
 def _written(path: Path) -> list[Any]:
