@@ -20,6 +20,7 @@ Gatekeeper's `SyncSet`s and the external data `Provider`s are written too, each 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tempfile
@@ -104,6 +105,7 @@ class GatekeeperSync:
         self.listed_configs: list[dict[str, Any]] = []
         self.listed_paths: dict[str, list[dict[str, Any]]] = {}  # mutators, expansions: as last listed
         self.served_kinds: set[str] = set()
+        self.compiled: dict[str, tuple[str, str | None]] = {}  # template name -> (what compiled, its error)
 
     def install(self) -> None:
         """Gatekeeper's CRDs (templates, Config, mutators, ExpansionTemplate, Provider, SyncSet), so they can
@@ -115,6 +117,7 @@ class GatekeeperSync:
         """One pass; returns each template's kind (its name when refused) and its error (None when it serves).
         A refused edit of a template that served keeps its last good version, its CRD and its constraints."""
         current = {d["metadata"]["name"]: d for d in self.client.get(TEMPLATES).get("items", [])}
+        self.compiled = {name: known for name, known in self.compiled.items() if name in current}
         templates = pick(current, self._template_error, self.good.templates)
         outcome: dict[str, str | None] = {}
         for name, doc in current.items():
@@ -185,11 +188,23 @@ class GatekeeperSync:
         return items
 
     def _template_error(self, doc: dict[str, Any]) -> str | None:
-        """Why a template cannot serve as it is now (None: it compiled and its constraint CRD is applied)."""
+        """Why a template cannot serve as it is now (None: it compiled and its constraint CRD is applied).
+        A template is compiled again only when it changed (every pass applies its CRD: one deleted by
+        hand comes back)."""
         name = doc["metadata"]["name"]
+        fingerprint = json.dumps([doc.get("apiVersion"), doc.get("spec")], sort_keys=True)
         try:
             template = parse_template(doc, None, f"constrainttemplate/{name}")
-            compile_template(template)
+            known = self.compiled.get(name)
+            if known is None or known[0] != fingerprint:
+                self.compiled[name] = (fingerprint, None)
+                try:
+                    compile_template(template)
+                except PolicyLoadError as exc:
+                    self.compiled[name] = (fingerprint, str(exc))
+            error = self.compiled[name][1]
+            if error is not None:
+                return error
             self.client.apply(f"{CRDS}/{constraint_crd_name(template.kind)}", constraint_crd(template), MANAGER)
         except (ResourceError, PolicyLoadError, ApiError) as exc:
             return str(exc)
