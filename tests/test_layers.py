@@ -82,6 +82,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.errors",
         "regokite.fields",
         "regokite.selectors",
+        "regokite.names",
         "regokite.resources",
         "regokite.crd",
         "regokite.structural",

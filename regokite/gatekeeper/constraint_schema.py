@@ -6,7 +6,8 @@ parameters schema (`spec.parameters`), with its own `match`,
 `metadata.name` of at most 63 characters. A template of `v1beta1`/`v1alpha1`
 (or one that says `legacySchema: true`) has its schema opened up first:
 every object node keeps unknown fields, as Gatekeeper's conversion does.
-A constraint is refused when its name is not a DNS subdomain, when it fails
+A constraint is refused when its match's selectors are not what the API server
+accepts, when its name is not a DNS subdomain, when it fails
 the schema (`schema validation failed: ...`, the API server's wording), or
 when it holds fields the schema does not describe (`invalid Constraint:
 unknown fields: [...]`); otherwise the schema's defaults are applied, as
@@ -19,13 +20,14 @@ The same schema is the constraint CRD regokite installs in a cluster
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP, Template
-from regokite.structural.field_errors import INVALID, FieldError, aggregate
+from regokite.names import dns1123_subdomain_errors
+from regokite.selectors import selector_errors
+from regokite.structural.field_errors import INVALID, FieldError, aggregate, go_quote
 from regokite.structural.objects import apply_defaults, prune
 from regokite.structural.schema import MISSING, Schema, SchemaError, parse
 from regokite.structural.validation import validate
@@ -78,13 +80,6 @@ SCOPED_ACTIONS_SCHEMA = {
         },
     },
 }
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
-_DNS_SUBDOMAIN_ERROR = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
-    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
 
 
 class ConstraintInvalid(RegokiteError):
@@ -174,10 +169,17 @@ class ConstraintSchema:
         name = (doc.get("metadata") or {}).get("name")
         if not isinstance(name, str) or not name:
             raise ConstraintInvalid("invalid Constraint: missing metadata.name")
-        if _DNS_SUBDOMAIN.fullmatch(name) is None or len(name) > 253:
-            reasons = [_DNS_SUBDOMAIN_ERROR] if _DNS_SUBDOMAIN.fullmatch(name) is None else []
-            reasons += ["must be no more than 253 characters"] if len(name) > 253 else []
-            raise ConstraintInvalid(f'invalid Constraint: invalid name: "{chr(10).join(reasons)}"')
+        match = (doc.get("spec") or {}).get("match") if isinstance(doc.get("spec"), dict) else None
+        selectors = []
+        for key in ("labelSelector", "namespaceSelector"):
+            selector = match.get(key) if isinstance(match, dict) else None
+            if isinstance(selector, dict):
+                selectors += selector_errors(selector, f"spec.match.{key}")
+        if selectors:
+            raise ConstraintInvalid(f"invalid Constraint: {aggregate(selectors)}")
+        reasons = dns1123_subdomain_errors(name)
+        if reasons:
+            raise ConstraintInvalid(f"invalid Constraint: invalid name: {go_quote(chr(10).join(reasons))}")
         if doc.get("kind") != self.kind:
             raise ConstraintInvalid(
                 f'invalid Constraint: wrong kind "{doc.get("kind")}" for constraint "{name}"; want "{self.kind}"'
