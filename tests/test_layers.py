@@ -86,7 +86,6 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.crd",
         "regokite.yamldoc",
         "regokite.input_guard",
-        "regokite.rego_ast",
         "regokite.bundle",
         "regokite.outline",
         "regokite.ops",
