@@ -18,12 +18,6 @@ from engine.opa_conformance import ANSWERED, DIFFERENT, FAIL_CLOSED, PASS, Verdi
 UNTIL_FIXED = {
     "v1/walkbuiltin/test-walkbuiltin-issue-7656.yaml#0": "rewrite: `[path, value] := walk(x)` yields nothing",
     "v1/negation/test-not-body.yaml#2": "rewrite: `not` over arithmetic on undefined operands is false",
-    "v1/jsonschema/test-json-match_schema.yaml#0": "conformance: json.match_schema's result shape",
-    "v1/jsonschema/test-json-match_schema.yaml#1": "conformance: json.match_schema's result shape",
-    "v1/jsonschema/test-json-match_schema.yaml#2": "conformance: json.match_schema's result shape",
-    "v1/jsonschema/test-json-match_schema.yaml#3": "conformance: json.match_schema's result shape",
-    "v1/jsonbuiltins/test-is-valid.yaml#4": "conformance: yaml.is_valid of a bad indentation, a leading tab",
-    "v1/withkeyword/test-with-builtin-mock.yaml#24": "conformance: opa.runtime() is regorus's, not OPA's",
 }
 
 
