@@ -216,11 +216,13 @@ def write_listed(groups: list[Group], path: Path = LISTED) -> None:
 
 
 def update_listed(verdicts: list[Verdict], groups: list[Group]) -> list[Group]:
-    """The groups without the cases that no longer fail closed, and with each new refusal added to
-    the first group whose `refusal` it holds (or a new group whose reason says to write one)."""
+    """The groups without the cases that no longer fail closed, and with each new refusal (or one no
+    longer matching its group) added to the first group whose `refusal` matches it, else to a new
+    group whose reason says to write one."""
     failing = {v.case.id: v for v in verdicts if v.kind == FAIL_CLOSED}
-    for group in groups:
+    for group in groups:  # a case now refused for another reason moves to the group of that reason
         group.cases = [c for c in group.cases if c.split(" ", 1)[0] in failing]
+        group.cases = [c for c in group.cases if group.matches(failing[c.split(" ", 1)[0]].detail)]
     known = listed_ids(groups)
     for verdict in failing.values():
         if verdict.case.id in known:
