@@ -98,3 +98,33 @@ def test_an_invalid_schema_is_an_error_in_match_schema_and_refused_in_verify_sch
 def test_opa_runtime_is_empty_as_where_no_runtime_is_configured() -> None:
     mine, opa = _both("x := opa.runtime()", None)
     assert mine == opa == {}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"a": 1}',
+        "[1, 2]",
+        "1",
+        '"s"',
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "{'a': 1}",
+        "[1,]",
+        "",
+        " 1 ",
+        "\ufeff1",
+        '{"a": 1, "a": 2}',
+        '"\\ud800"',
+        "1e400",
+        1,
+        None,
+        ["1"],
+        {"a": "1"},
+        True,
+    ],
+)
+def test_json_is_valid_answers_as_opa(value: Any) -> None:
+    mine, opa = _both("x := json.is_valid(input.v)", {"v": value})
+    assert mine == opa

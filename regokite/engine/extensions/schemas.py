@@ -1,4 +1,4 @@
-"""json.match_schema and json.verify_schema as OPA (its gojsonschema), where that can be matched.
+"""json.match_schema, json.verify_schema (OPA's gojsonschema, where that can be matched) and json.is_valid.
 
 OPA answers `[true, []]` for a document the schema accepts, and `[false, errors]` otherwise, each
 error `{desc, error, field, type}` worded by gojsonschema (regorus answered `[true, null]` and a
@@ -217,7 +217,24 @@ _WORDS: dict[str, tuple[str, Callable[[Any, str], str]]] = {
 }
 
 
+def json_is_valid(value: Any) -> bool:
+    """OPA's json.is_valid: false for anything but a string of RFC 8259 JSON (Go's json.Valid: no NaN
+    or Infinity, which Python reads); regorus erred on a non-string."""
+    if not isinstance(value, str):
+        return False
+    try:
+        json.loads(value, parse_constant=_no_constant)
+    except ValueError:
+        return False
+    return True
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    "json.is_valid": (1, json_is_valid),
     "json.match_schema": (2, match_schema),
     "json.verify_schema": (1, verify_schema),
 }
