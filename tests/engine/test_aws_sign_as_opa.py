@@ -19,7 +19,7 @@ CASES = [
     ({"method": "GET", "url": "https://example.com:8443/a/b.txt?x=1&y=two"}, CONFIG),
     ({"method": "PUT", "url": "https://u:p@example.com/k", "raw_body": "hello"}, CONFIG),
     (
-        {"method": "POST", "url": "https://example.com/", "body": {"b": [1, 2.5, "<&>"], "a": None, "c": {"z": True}}},
+        {"method": "POST", "url": "https://example.com/", "body": {"b": [1, 25, "<&>"], "a": None, "c": {"z": True}}},
         CONFIG,
     ),
     ({"method": "POST", "url": "https://example.com/", "body": {"s": ["b", "a"]}, "raw_body": "raw"}, CONFIG),
@@ -63,3 +63,13 @@ def test_a_url_go_may_read_otherwise_is_refused(url: str) -> None:
     )
     with pytest.raises(EvaluationError, match="may be signed otherwise than OPA"):
         EmbeddedEngine(Bundle((module,))).evaluate("data.p.x", {"u": url, "c": CONFIG})
+
+
+def test_a_body_holding_a_fraction_is_refused() -> None:
+    """OPA signs a number's text as written (2.50, 5.0); the embedded engine keeps no number's text."""
+    module = Module(
+        "p.rego",
+        'package p\n\nx := providers.aws.sign_req({"method": "get", "url": "https://e", "body": {"n": 2.5}}, input, 1)',
+    )
+    with pytest.raises(EvaluationError, match="may be written otherwise by OPA"):
+        EmbeddedEngine(Bundle((module,))).evaluate("data.p.x", CONFIG)

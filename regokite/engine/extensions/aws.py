@@ -4,8 +4,8 @@ The request comes back with its headers (string values; others read as "" as OPA
 `Authorization`, `host`, `x-amz-date`, `x-amz-content-sha256` for s3 and glacier (the body's
 SHA-256, or UNSIGNED-PAYLOAD with `disable_payload_signing`) and `x-amz-security-token` with a
 session token. The body is signed as OPA writes it (Go's JSON: keys sorted, `<`, `>` and `&`
-escaped, a set as its sorted members); a URL path or body that Go could write otherwise than
-Python here (escapes, fractions with exponents, sets whose members Python merges) is an error.
+escaped, a set as its sorted members); a URL or a body Go could read or write otherwise than
+here (escapes, numbers that are not integers, sets whose members Python merges) is an error.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, object_operand, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, go_json, object_operand, type_name
 
 NAME = "providers.aws.sign_req"
 _REQUIRED = ("aws_access_key", "aws_region", "aws_secret_access_key", "aws_service")
@@ -93,29 +93,8 @@ def _body(request: dict[str, Any]) -> bytes:
         raw = request["raw_body"]
         return raw.encode() if isinstance(raw, str) else b""
     if "body" in request:
-        return _go_json(request["body"]).encode()
+        return go_json(NAME, request["body"]).encode()
     return b""
-
-
-def _go_json(value: Any) -> str:
-    """encoding/json of OPA's value: keys sorted, no spaces, `<>&` escaped, a set as its sorted members."""
-    if isinstance(value, dict):
-        items = sorted(value.items(), key=lambda kv: kv[0])
-        return "{" + ",".join(f"{_go_json(k)}:{_go_json(v)}" for k, v in items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_go_json(v) for v in value) + "]"
-    if isinstance(value, set | frozenset):
-        if any(isinstance(m, bool) for m in value):
-            raise _unmatched("a set holding a boolean (Python merges `true` and `1`)")
-        return _go_json(sorted(value, key=lambda m: (m is not None, isinstance(m, str), m)))
-    if isinstance(value, float) and not value.is_integer() and "e" in repr(value):
-        raise _unmatched(f"the number {value!r}")
-    if isinstance(value, float) and value.is_integer():
-        if abs(value) >= 1e21:
-            raise _unmatched(f"the number {value!r}")
-        return str(int(value))
-    text = json.dumps(value, ensure_ascii=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _sign(

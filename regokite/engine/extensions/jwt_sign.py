@@ -1,8 +1,8 @@
 """io.jwt.encode_sign and io.jwt.encode_sign_raw as OPA: a JWS in compact serialization.
 
 encode_sign_raw signs the header and payload texts as given (OPA's jws.SignLiteral); encode_sign
-writes its header and payload objects as OPA does (Go's JSON: keys sorted, no spaces) and signs
-those. The key is a JWK or the first key of a JWK set, private for RS*, PS*, ES* and EdDSA. The
+writes its header and payload objects as OPA does (common.go_json) and signs those. The key is
+a JWK or the first key of a JWK set, private for RS*, PS*, ES* and EdDSA. The
 header's `alg` chooses the algorithm; a payload that is not JSON is an error unless the header's
 `typ` is something other than JWT. HS*, RS* and EdDSA signatures are deterministic, as in OPA; PS*
 and ES* are randomised in both.
@@ -20,7 +20,7 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa, utils
 
-from regokite.engine.extensions.common import BuiltinError, base64url_decode, object_operand, string_operand
+from regokite.engine.extensions.common import BuiltinError, base64url_decode, go_json, object_operand, string_operand
 
 _BITS = {
     "256": (hashes.SHA256, hashlib.sha256),
@@ -38,21 +38,8 @@ def encode_sign_raw(header: Any, payload: Any, key: Any) -> str:
 
 def encode_sign(header: Any, payload: Any, key: Any) -> str:
     name = "io.jwt.encode_sign"
-    texts = [_go_json(object_operand(name, value, i)) for i, value in enumerate((header, payload, key), start=1)]
+    texts = [go_json(name, object_operand(name, value, i)) for i, value in enumerate((header, payload, key), start=1)]
     return _signed(*texts)
-
-
-def _go_json(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_go_json(k)}:{_go_json(v)}" for k, v in sorted(value.items())) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(map(_go_json, value)) + "]"
-    if isinstance(value, set | frozenset) or (isinstance(value, float) and not value.is_integer()):
-        raise BuiltinError("io.jwt.encode_sign: a set or a fraction in a header or payload: use encode_sign_raw")
-    if isinstance(value, float):
-        return str(int(value))
-    text = json.dumps(value, ensure_ascii=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _signed(header: str, payload: str, jwk_text: str) -> str:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal
+from regokite.engine.extensions.common import BuiltinError, Refusal, go_json
 
 # keywords checked exactly as gojsonschema; annotations that validate nothing; containers of schemas
 _CHECKED = frozenset(
@@ -157,9 +157,8 @@ def _number(value: Any) -> str:
     return str(value)
 
 
-def _go_json(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+def _written(value: Any) -> str:
+    return go_json("json.match_schema", value)
 
 
 def _type_of(value: Any) -> str:
@@ -196,8 +195,11 @@ _WORDS: dict[str, tuple[str, Callable[[Any, str], str]]] = {
         lambda e, f: f"Invalid type. Expected: {_expected(e.validator_value)}, given: {_type_of(e.instance)}",
     ),
     "required": ("required", lambda e, f: f"{_missing(e)} is required"),
-    "enum": ("enum", lambda e, f: f"{f} must be one of the following: {', '.join(map(_go_json, e.validator_value))}"),
-    "const": ("const", lambda e, f: f"{f} does not match: {_go_json(e.validator_value)}"),
+    "enum": (
+        "enum",
+        lambda e, f: f"{f} must be one of the following: {', '.join(_written(v) for v in e.validator_value)}",
+    ),
+    "const": ("const", lambda e, f: f"{f} does not match: {_written(e.validator_value)}"),
     "minimum": ("number_gte", lambda e, f: f"Must be greater than or equal to {_number(e.validator_value)}"),
     "maximum": ("number_lte", lambda e, f: f"Must be less than or equal to {_number(e.validator_value)}"),
     "exclusiveMinimum": ("number_gt", lambda e, f: f"Must be greater than {_number(e.validator_value)}"),
