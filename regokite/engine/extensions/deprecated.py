@@ -3,8 +3,9 @@ any, all, set_diff, cast_array, cast_set, cast_string, cast_boolean, cast_null, 
 net.cidr_overlap. Under v1 OPA refuses a module calling one ("deprecated built-in function calls
 in expression"); so does the load check (capabilities.check_builtins).
 
-A set reaches Python as a Python set, where `true` and `1` (and `false`, `0`) are one member: a set
-whose members could have met so is refused (an error) rather than answered otherwise than OPA.
+A set reaches Python as a Python set, where `true` and `1` (and `false`, `0`) are one member: where
+that could change the answer (a set holding a boolean, an array holding `true` and `1`) the call is
+refused (an error) rather than answered otherwise than OPA.
 """
 
 from __future__ import annotations
@@ -26,15 +27,22 @@ def _collection(name: str, value: Any) -> list[Any]:
     raise BuiltinError(f"{name}: operand 1 must be one of {{array, set}} but got {type_name(value)}")
 
 
-def _one_member(members: Iterable[Any]) -> bool:
-    """Could two of OPA's members (`true` and `1`, `false` and `0`) have become one here?"""
-    return any(isinstance(m, bool) or (isinstance(m, int | float) and m in (0, 1)) for m in members)
+def _may_hide(members: Iterable[Any]) -> bool:
+    """Could a member of this set (from the engine, where Rego's order inserts booleans first) hide
+    another? `{true, 1}` arrives as `{True}`: only a set holding a boolean can have lost one."""
+    return any(isinstance(m, bool) for m in members)
+
+
+def _would_merge(members: list[Any]) -> bool:
+    """Would a Python set of these array members merge two of OPA's (`true` and `1`, `false` and `0`)?"""
+    numbers = {m for m in members if isinstance(m, int | float) and not isinstance(m, bool)}
+    return any(isinstance(m, bool) and m in numbers for m in members)
 
 
 def _refused(name: str) -> Refusal:
     return Refusal(
-        f"{name}: a set holding a boolean or the number 0 or 1 reaches the embedded engine's Python builtins "
-        "with `true` and `1` as one member: use an array, or use --engine opa"
+        f"{name}: a set holding a boolean reaches the embedded engine's Python builtins with `true` and `1` "
+        "(`false` and `0`) as one member: use an array, or use --engine opa"
     )
 
 
@@ -54,7 +62,7 @@ def set_diff(a: Any, b: Any) -> set[Any]:
     for position, value in enumerate((a, b), start=1):
         if not isinstance(value, set | frozenset):
             raise BuiltinError(f"set_diff: operand {position} must be set but got {type_name(value)}")
-    if _one_member(a) or _one_member(b):
+    if _may_hide(a) or _may_hide(b):
         raise _refused("set_diff")
     return set(a) - set(b)
 
@@ -63,7 +71,7 @@ def cast_array(value: Any) -> list[Any]:
     members = _collection("cast_array", value)
     if isinstance(value, list):
         return value
-    if _one_member(members):
+    if _may_hide(members):
         raise _refused("cast_array")
     return sorted(members, key=_order)
 
@@ -79,7 +87,7 @@ def _order(member: Any) -> tuple[int, Any]:
 
 def cast_set(value: Any) -> set[Any]:
     members = _collection("cast_set", value)
-    if _one_member(members):
+    if _would_merge(members) if isinstance(value, list) else _may_hide(members):
         raise _refused("cast_set")
     return set(members)
 
