@@ -36,6 +36,7 @@ from regokite.engine.extensions import (
     runtime,
     schemas,
     strings,
+    templates,
     units,
     yamlcheck,
 )
@@ -67,6 +68,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **globs.BUILTINS,
     **graphql.BUILTINS,
     **strings.BUILTINS,
+    **templates.BUILTINS,
     **units.BUILTINS,
     **yamlcheck.BUILTINS,
 }
