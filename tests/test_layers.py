@@ -91,7 +91,6 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "regokite.structural",
             "regokite.yamldoc",
             "regokite.input_guard",
-            "regokite.rego_ast",
             "regokite.bundle",
             "regokite.ops",
             "regokite.clusterdata",
