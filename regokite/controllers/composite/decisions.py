@@ -1,9 +1,9 @@
 """CompositeController decisions, pure: the parent's selector and claiming (adopt, own, release).
 
-The runtime (`runner`) gathers observed objects from its
-caches, calls these functions and carries out the actions they return; the
-`plan` command calls the same functions on files. Nothing here does I/O. The
-desired children and the diff are `children`'s, shared with decorators.
+The runtime (`runner`) gathers observed objects from its caches, calls these
+functions and carries out what they return; the `plan` command calls the same
+functions on files. Nothing here does I/O. The desired children and the diff
+are `controllers.children`'s, shared with decorators.
 
 Claiming follows Kubernetes' ControllerRef rules as Metacontroller applies
 them: a child whose controller is this parent and that matches the parent's
@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from regokite.controllers.children import CONTROLLER_UID_LABEL, child_id
+from regokite.controllers.children import CONTROLLER_UID_LABEL
 from regokite.controllers.definitions import CompositeController
-from regokite.resources import Action, ChildType, controller_ref
+from regokite.resources import controller_ref
 from regokite.selectors import Selector, SelectorError, parse_selector
 
 
@@ -63,14 +63,3 @@ def claim(parent: Mapping[str, Any], selector: Selector, candidates: Iterable[Ma
         elif matches and not deleting and not meta.get("deletionTimestamp"):
             claims.adopt.append(obj)
     return claims
-
-
-def claim_actions(parent: Mapping[str, Any], t: ChildType, claims: Claims) -> list[Action]:
-    out = []
-    for obj in claims.adopt:
-        ns, name = child_id(obj)
-        out.append(Action("adopt", t, ns, name, uid=obj["metadata"].get("uid"), reason="matches the selector"))
-    for obj in claims.release:
-        ns, name = child_id(obj)
-        out.append(Action("release", t, ns, name, uid=obj["metadata"].get("uid"), reason="no longer matches"))
-    return out
