@@ -31,6 +31,7 @@ from regokite.gatekeeper.constraints import (
     prepare,
     read_sources,
 )
+from regokite.gatekeeper.enforcement import POINT_OF_PROCESS, Enforcement
 from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
 from regokite.gatekeeper.expansion import generated_modules
 from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
@@ -53,6 +54,7 @@ MUTATION_ERRORS = "mutation_errors"  # Gatekeeper's mutation system: why it coul
 WHOLE_RESPONSE = ("main", "response")
 ENFORCEMENTS = ("deny", "warn", "dryrun")
 DECISIONS_PACKAGE = "regokite_admission_decisions"
+NAMESPACES = parse_resource("v1/namespaces", namespaced=False)  # what Gatekeeper reads a request's Namespace from
 FAILURE_POLICIES = ("Fail", "Ignore")
 
 
@@ -68,6 +70,20 @@ class AdmissionPolicy:
     constraint_kind: str | None = None  # a Gatekeeper constraint's kind
     # its metadata.annotations but kubectl's last-applied one (None: it has none), for Gatekeeper's audit lines
     constraint_annotations: tuple[tuple[str, str], ...] | None = None
+    gatekeeper: Enforcement | None = None  # a constraint's actions at each of Gatekeeper's enforcement points
+    operations: tuple[str, ...] = ()  # a constraint's template's: what the webhook judges (none: every operation)
+    reads_namespace: bool = False  # a constraint's template reads input.review.namespaceObject
+
+    def actions_at(self, process: str) -> tuple[str, ...]:
+        """What a violation does in `process` (webhook, audit, gator): its enforcement, or a constraint's
+        actions at that process's Gatekeeper enforcement point; none: not applied there."""
+        if self.gatekeeper is None:
+            return (self.enforcement,)
+        return self.gatekeeper.at(POINT_OF_PROCESS[process])
+
+    def judges_operation(self, process: str, operation: str) -> bool:
+        """A template's `operations` limit what Gatekeeper's webhook judges; audit and gator judge all."""
+        return process != "webhook" or not self.operations or bool({"*", operation} & set(self.operations))
 
     def selected_by(self, only: str) -> bool:
         """`/validate/<only>` names a policy, or a constraint kind (all its constraints;
@@ -154,13 +170,17 @@ class PolicySet:
 
 
 def _cluster_data_read(policy: AdmissionPolicy) -> str:
-    """What cluster data `policy` decides on ("" for none): its `replicate` declaration, or the
-    Namespace labels a Gatekeeper constraint's namespaceSelector reads."""
-    if policy.replicate:
-        return ", ".join(map(str, policy.replicate))
-    if isinstance(policy.match, ConstraintMatch) and policy.match.namespace_selector is not None:
-        return "v1/namespaces (namespaceSelector)"
-    return ""
+    """What cluster data `policy` decides on ("" for none): its `replicate` declaration (a Gatekeeper
+    constraint's: the Namespaces its namespaceSelector or its template's namespaceObject reads)."""
+    if policy.constraint_kind is not None and policy.replicate:
+        reads = [what for what, used in (("namespaceSelector", _selects_namespaces(policy)),
+                                         ("namespaceObject", policy.reads_namespace)) if used]  # fmt: skip
+        return f"v1/namespaces ({', '.join(reads)})"
+    return ", ".join(map(str, policy.replicate))
+
+
+def _selects_namespaces(policy: AdmissionPolicy) -> bool:
+    return isinstance(policy.match, ConstraintMatch) and policy.match.namespace_selector is not None
 
 
 def load_policy_set(paths: Sequence[str], engine: EngineSettings | None = None) -> PolicySet:
@@ -220,7 +240,7 @@ def build_policy_set(
     if sources.broken_expansions:
         broken[EXPANSION] = "ExpansionTemplates that did not load: " + "; ".join(sources.broken_expansions)
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
-    problems = [*sources.problems, *gatekeeper.problems, *mutator_conflicts(sources)]
+    problems = [*sources.problems, *gatekeeper.problems, *gatekeeper.refused, *mutator_conflicts(sources)]
     expanded = sorted({(g, k) for t in sources.expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
     # the set loaded: its Providers are the ones external_data calls now
     engine.extensions.external_data.set_providers(sources.providers)
@@ -247,7 +267,7 @@ def mutator_conflicts(sources: GatekeeperSources) -> list[str]:
 
 def mutation_policy(sources: GatekeeperSources, slot: int) -> AdmissionPolicy:
     """Gatekeeper's mutators as one mutating policy: its Rego applies them in order, iterating."""
-    namespaces = (parse_resource("v1/namespaces", namespaced=False),) if reads_namespaces(sources.mutators) else ()
+    namespaces = (NAMESPACES,) if reads_namespaces(sources.mutators) else ()
     return AdmissionPolicy(SYSTEM, ("mutated", MUTATION_ERRORS), Match(), slot=slot, replicate=namespaces)
 
 
@@ -268,10 +288,14 @@ def constraint_policies(gatekeeper: GatekeeperSet, first_slot: int) -> list[Admi
             ready.constraint.name,
             ("violation",),
             ready.match,
-            ready.enforcement,
+            ready.constraint.enforcement.action,
             slot=first_slot + i,
             constraint_kind=ready.constraint.kind,
             constraint_annotations=user_annotations(ready.constraint.raw),
+            gatekeeper=ready.constraint.enforcement,
+            operations=ready.operations,
+            replicate=(NAMESPACES,) if ready.reads_namespace or ready.match.namespace_selector is not None else (),
+            reads_namespace=ready.reads_namespace,
         )
         for i, ready in enumerate(gatekeeper.constraints)
     ]

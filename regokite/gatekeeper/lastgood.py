@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from regokite.errors import RegokiteError
-from regokite.gatekeeper.constraints import webhook_action
+from regokite.gatekeeper.enforcement import NOT_VALIDATED
 from regokite.gatekeeper.match import parse_constraint_match
 from regokite.gatekeeper.mutation.mutators import is_mutator, parse_mutator
 from regokite.gatekeeper.resources import (
@@ -66,9 +66,10 @@ def constraint_error(doc: Doc) -> str | None:
     try:
         constraint = parse_constraint(doc, "constraint")
         parse_constraint_match(constraint.match, f"{constraint.kind} {constraint.name}: spec.match")
-        webhook_action(constraint)
     except RegokiteError as exc:
         return str(exc)
+    if constraint.enforcement.refused:  # as Gatekeeper's constraint controller words it in the status
+        return f"{NOT_VALIDATED}: {constraint.enforcement.refused}"
     return None
 
 
