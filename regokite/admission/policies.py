@@ -33,7 +33,7 @@ from regokite.gatekeeper.constraints import (
 )
 from regokite.gatekeeper.enforcement import POINT_OF_PROCESS, Enforcement
 from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
-from regokite.gatekeeper.expansion import generated_modules
+from regokite.gatekeeper.expansion import generated_modules, without_cycles
 from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
 from regokite.gatekeeper.mutation.compile import SYSTEM, decision_rule, reads_namespaces
@@ -219,10 +219,11 @@ def build_policy_set(
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
     mutation_slot = len(wanted) + len(gatekeeper.constraints)
-    mutation = generated_modules(sources.mutators, sources.expansions, sources.mutation_excluded)
+    expansions, cycles = without_cycles(sources.expansions)
+    mutation = generated_modules(sources.mutators, expansions, sources.mutation_excluded)
     if sources.mutators:
         text += "\n".join(["", *decision_rule(f"mutate_{mutation_slot}")])
-    expands = bool(sources.expansions or sources.broken_expansions)
+    expands = bool(expansions or sources.broken_expansions)
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
     modules = (*bundle.modules, *gatekeeper.modules, *mutation, decisions)
     built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine)
@@ -240,8 +241,8 @@ def build_policy_set(
     if sources.broken_expansions:
         broken[EXPANSION] = "ExpansionTemplates that did not load: " + "; ".join(sources.broken_expansions)
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
-    problems = [*sources.problems, *gatekeeper.problems, *gatekeeper.refused, *mutator_conflicts(sources)]
-    expanded = sorted({(g, k) for t in sources.expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
+    problems = [*sources.problems, *gatekeeper.problems, *gatekeeper.refused, *cycles, *mutator_conflicts(sources)]
+    expanded = sorted({(g, k) for t in expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
     # the set loaded: its Providers are the ones external_data calls now
     engine.extensions.external_data.set_providers(sources.providers)
     return PolicySet(

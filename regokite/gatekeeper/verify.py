@@ -27,8 +27,8 @@ from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare, read_sources
 from regokite.gatekeeper.enforcement import GATOR
-from regokite.gatekeeper.expansion import MESSAGE_PREFIX, generated_modules
-from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
+from regokite.gatekeeper.expand import ExpansionFailed, expand_resource
+from regokite.gatekeeper.expansion import MESSAGE_PREFIX, generated_modules, refuse_cycles
 from regokite.gatekeeper.inventory import inventory, namespaces
 from regokite.gatekeeper.match import (
     ConstraintMatch,
@@ -145,6 +145,7 @@ def _expansion(base: Path, relative: Any) -> tuple[Module, ...]:
         raise RegokiteError("\n".join(sources.problems))
     if not sources.expansions:
         raise RegokiteError(f"{base / relative}: no ExpansionTemplate")
+    refuse_cycles(sources.expansions)
     return generated_modules(sources.mutators, sources.expansions)
 
 
@@ -187,10 +188,11 @@ class _Judge:
         messages = self._matching(engine, match, request, "Original")
         if not self.expansion:
             return messages
-        results = engine.evaluate(f"data.{EXPANSION}.results", {"request": request})
+        try:
+            results = expand_resource(engine, request)
+        except ExpansionFailed as exc:
+            raise CaseFailure(f"expanding resource {request.get('name', '')}: {exc}") from None
         for resultant in results:
-            if "error" in resultant:
-                raise CaseFailure(f"expanding resource {request.get('name', '')}: {resultant['error']}")
             prefix = MESSAGE_PREFIX.format(resultant["template"])
             child = with_namespace(review_request(resultant["object"]), lookup)
             messages += [f"{prefix} {m}" for m in self._matching(engine, match, child, "Generated")]

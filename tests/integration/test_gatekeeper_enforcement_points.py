@@ -178,3 +178,44 @@ def test_namespace_object_from_the_replicated_namespaces_at_the_webhook_and_in_a
         ):
             with contextlib.suppress(ApiException):
                 delete(api, f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+
+
+def test_a_cronjob_is_refused_for_the_pod_its_job_expands_to(
+    cluster: kube.Cluster, api: client.ApiClient, tmp_path: Path
+) -> None:
+    """bats "gatekeeper expansion test": recursive expansion cronjob -> job -> pod at the webhook. The
+    test API server (Kubernetes 1.20) serves CronJob as batch/v1beta1: the CronJob and its template's
+    applyTo say so, all else is Gatekeeper's."""
+    expansion = bats_tests().parents[1] / "expansion"
+    label = kube.unique_name("exp")
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for name in ("k8srequiredlabels_ct.yaml", "loadbalancers_must_have_env_source_gen.yaml"):
+        shutil.copy(expansion / name, policies / name)
+    templates = (expansion / "expand_cronjob_job_pod.yaml").read_text()
+    (policies / "templates.yaml").write_text(
+        templates.replace(
+            'kinds: [ "CronJob" ]\n    versions: [ "v1" ]', 'kinds: [ "CronJob" ]\n    versions: [ "v1beta1" ]'
+        )
+    )
+    cronjob = labelled(expansion / "cronjob.yaml", label).replace(
+        "apiVersion: batch/v1\n", "apiVersion: batch/v1beta1\n"
+    )
+    with contextlib.suppress(ApiException):
+        create(api, "/api/v1/namespaces", {"metadata": {"name": "loadbalancers"}})
+    (tmp_path / "server").mkdir()
+    with admission_server(policies, tmp_path / "server") as server:
+        config = catch_all_configuration(kube.admission_target(server, label))
+        webhooks = kube.register_webhooks(api, kube.VALIDATING, config, {SELECT: label})
+        try:
+            refused = kube.wait_for(
+                lambda: kubectl(cluster, "apply", "-f", "-", stdin=cronjob),
+                lambda done: done.returncode != 0,
+                what="the API server to call regokite",
+            )
+            assert (
+                "denied the request: [loadbalancers-must-have-env-gen] [Implied by expand-jobs] you must provide"
+                ' labels: {"env"}' in refused.stderr
+            )
+        finally:
+            delete(api, webhooks)

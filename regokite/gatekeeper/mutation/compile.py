@@ -110,9 +110,12 @@ def _apply_rule(m: Mutator) -> list[str]:
     mutate = [f"\tr := _result(o, _at_0(o, {_value(m)}))", "}"]
     if m.match.get("namespaceSelector") is None:  # matching cannot fail
         return ['apply(o, ctx) := {"object": o} if not matches(o, ctx)', "", "else := r if {", *mutate]
+    # Gatekeeper reaches the namespaceSelector (and its missing-Namespace error) only when applyTo and
+    # the criteria before it match
     return [
         'apply(o, ctx) := {"error": sprintf("matching for mutator %s failed for %s: failed to run Match criteria: %s",'
         " [id, lib.describe(o), msg])} if {",
+        "\t_reaches_namespace_selector(o, ctx)",
         "\tmsg := lib.match_error(match, o, ctx)",
         '} else := {"object": o} if {',
         "\tnot matches(o, ctx)",
@@ -135,12 +138,22 @@ _CRITERIA = (
 
 
 def _match_rules(m: Mutator) -> list[str]:
-    """`matches(o, ctx)`: applyTo and spec.match, only the criteria this mutator sets, applyTo inline
-    (group "" and version v1 is apiVersion "v1"; no admission operation where all supported ones apply)."""
+    """`matches(o, ctx)`: applyTo and spec.match, only the criteria this mutator sets, in Gatekeeper's
+    order; with a namespaceSelector, `_reaches_namespace_selector(o, ctx)`: those before it."""
     match = normalised_match(m.match)
     checks = [rule for key, default, rule in _CRITERIA if match[key] != default]
+    lines = _applying("matches", m, checks)
+    if match["namespaceSelector"] is not None:
+        before = [rule for key, default, rule in _CRITERIA[:5] if match[key] != default]
+        lines += _applying("_reaches_namespace_selector", m, before)
+    return lines
+
+
+def _applying(name: str, m: Mutator, checks: list[str]) -> list[str]:
+    """`name(o, ctx)`: the mutator's applyTo inline (group "" and version v1 is apiVersion "v1"; no
+    admission operation where all supported ones apply) and `checks`."""
     if not m.apply_to:  # AssignMetadata
-        return ["matches(o, ctx) if {", *[f"\t{c}" for c in checks or ["true"]], "}", ""]
+        return [f"{name}(o, ctx) if {{", *[f"\t{c}" for c in checks or ["true"]], "}", ""]
     lines: list[str] = []
     for entry in m.apply_to:
         versions = sorted({f"{g}/{v}" if g else v for g in entry["groups"] for v in entry["versions"]})
@@ -148,7 +161,7 @@ def _match_rules(m: Mutator) -> list[str]:
         allowed = {"CREATE", "UPDATE"} if not ops or "*" in ops else ops
         operations = sorted(allowed | ({""} if allowed >= {"CREATE", "UPDATE"} else set()))
         lines += [
-            "matches(o, ctx) if {",
+            f"{name}(o, ctx) if {{",
             f"\to.kind in {_rego_set(entry['kinds'])}",
             f"\to.apiVersion in {_rego_set(versions)}",
             f"\tctx.operation in {_rego_set(operations)}",
