@@ -183,11 +183,13 @@ def _selects_namespaces(policy: AdmissionPolicy) -> bool:
     return isinstance(policy.match, ConstraintMatch) and policy.match.namespace_selector is not None
 
 
-def load_policy_set(paths: Sequence[str], engine: EngineSettings | None = None) -> PolicySet:
+def load_policy_set(
+    paths: Sequence[str], engine: EngineSettings | None = None, *, mutation_annotations: bool = False
+) -> PolicySet:
     """Load, compile and inspect `paths` for the engine `engine` builds (default: the embedded one);
     raises RegokiteError naming what is wrong."""
     engine = engine or EngineSettings()
-    return build_policy_set(engine.load(paths), engine, source=paths)
+    return build_policy_set(engine.load(paths), engine, source=paths, mutation_annotations=mutation_annotations)
 
 
 def build_policy_set(
@@ -196,11 +198,13 @@ def build_policy_set(
     *,
     source: Sequence[str] = (),
     gatekeeper_sources: GatekeeperSources | None = None,
+    mutation_annotations: bool = False,
 ) -> PolicySet:
     """Compile and inspect a loaded bundle (the admission server rebuilds its last good one this way).
 
     Gatekeeper templates and constraints come from `gatekeeper_sources`, or
-    are read from the `source` roots when none are given.
+    are read from the `source` roots when none are given; `mutation_annotations`
+    is Gatekeeper's --mutation-annotations.
     """
     bundle = bundle.without_tests()
     engine = engine or EngineSettings()  # one object: the engine's external_data sees these Providers
@@ -220,7 +224,7 @@ def build_policy_set(
     text += constraint_rules(gatekeeper, len(wanted))
     mutation_slot = len(wanted) + len(gatekeeper.constraints)
     expansions, cycles = without_cycles(sources.expansions)
-    mutation = generated_modules(sources.mutators, expansions, sources.mutation_excluded)
+    mutation = generated_modules(sources.mutators, expansions, sources.mutation_excluded, mutation_annotations)
     if sources.mutators:
         text += "\n".join(["", *decision_rule(f"mutate_{mutation_slot}")])
     expands = bool(expansions or sources.broken_expansions)

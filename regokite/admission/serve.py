@@ -103,6 +103,7 @@ class AdmissionSettings:
     emit_admission_events: bool = False  # Gatekeeper's --emit-admission-events
     events_namespace: str = "gatekeeper-system"  # where those Events go (Gatekeeper's own namespace)
     events_involved_namespace: bool = False  # --admission-events-involved-namespace: the resource's instead
+    mutation_annotations: bool = False  # Gatekeeper's --mutation-annotations
     # set by `serve`: where the feeder process serves the replica (Unix socket, key); None: no credentials
     replica_feed: tuple[str, bytes] | None = None
 
@@ -118,7 +119,11 @@ class AdmissionSettings:
         """The policy set of a snapshot; Gatekeeper templates that did not load are logged (their
         constraints then refuse what they match) and the rest serve."""
         policy_set = build_policy_set(
-            snapshot.bundle, self.engine, source=self.policies, gatekeeper_sources=snapshot.gatekeeper
+            snapshot.bundle,
+            self.engine,
+            source=self.policies,
+            gatekeeper_sources=snapshot.gatekeeper,
+            mutation_annotations=self.mutation_annotations,
         )
         for problem in policy_set.problems:
             log.error("gatekeeper resource not loaded", extra={"error": problem})

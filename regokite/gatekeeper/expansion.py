@@ -150,11 +150,15 @@ def depth(templates: Sequence[ExpansionTemplate]) -> int:
 
 
 def generated_modules(
-    mutators: Sequence[Mutator], templates: Sequence[ExpansionTemplate], excluded: Sequence[str] = ()
+    mutators: Sequence[Mutator],
+    templates: Sequence[ExpansionTemplate],
+    excluded: Sequence[str] = (),
+    annotate: bool = False,
 ) -> tuple[Module, ...]:
     """The Rego of Gatekeeper's mutators and ExpansionTemplates: library, mutators, system, expansion;
-    `excluded`: namespaces the mutation webhook skips. The templates must form no cycle."""
-    mutation = mutation_modules(mutators, excluded)
+    `excluded`: namespaces the mutation webhook skips; `annotate`: Gatekeeper's --mutation-annotations.
+    The templates must form no cycle."""
+    mutation = mutation_modules(mutators, excluded, annotate)
     if not templates:
         return mutation
     names = [t.name for t in templates]

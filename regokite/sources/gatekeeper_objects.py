@@ -91,7 +91,8 @@ CONFIGS_PATH = f"/apis/{CONFIG_GROUP}/v1alpha1"
 FILE = "gatekeeper.yaml"
 PROVIDERS = f"/apis/{PROVIDER_GROUP}/v1beta1/providers"
 SYNCSETS = f"/apis/{SYNCSET_GROUP}/v1alpha1/syncsets"
-_SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields")
+# what the API server sets that the files leave out (a mutator's generation stays: its annotations name it)
+_SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields")
 
 
 class GatekeeperSync:

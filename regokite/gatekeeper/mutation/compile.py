@@ -89,14 +89,15 @@ def mutator_module(m: Mutator, package: str) -> Module:
         "",
         f"apply_to := {_rego(list(m.apply_to))}",
         "",
-        '# the mutator applied to o: {"object": ...} or {"error": ...}, as Gatekeeper words it',
+        '# the mutator applied to o: {"object": ...} or {"error": ...}, as Gatekeeper words it; "applied"',
+        "# when its setter ran (what Gatekeeper's mutation annotations list)",
         *_apply_rule(m),
         "",
         *_match_rules(m),
         '_result(o, r) := {"error": sprintf("mutation for mutator %s failed for %s: %s",'
         " [id, lib.describe(o), r.error])} if r.error",
         "",
-        'else := {"object": r.value} if r.mutated',
+        'else := {"object": r.value, "applied": true} if r.mutated',
         "",
         'else := {"object": o}',
         "",
@@ -250,9 +251,12 @@ def _setter(m: Mutator, key: str) -> str:
     return f'{{"mutated": true, "value": object.union(object.remove(cur, [{key}]), {{{key}: v}})}}'
 
 
-def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded: Sequence[str] = ()) -> Module:
+def system_module(
+    mutators: Sequence[Mutator], packages: Sequence[str], excluded: Sequence[str] = (), annotate: bool = False
+) -> Module:
     """Gatekeeper's System.Mutate: the mutators in order, passes until nothing changes; its webhook
-    skips the namespaces a Config excludes from `mutation-webhook` (or `*`)."""
+    skips the namespaces a Config excludes from `mutation-webhook` (or `*`); with `annotate`
+    (`--mutation-annotations`), a mutated object records them as Gatekeeper's flag has it."""
     n = len(mutators)
     lines = [
         f"package {SYSTEM}",
@@ -308,8 +312,9 @@ def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded
         "else := []",
         "",
         "# System.Mutate: the namespace set from the request while mutators run, restored after",
-        "mutate(o, ctx) := _restored(o, _iter_1(lib.with_namespace(o, ctx.namespace), ctx))",
+        "mutate(o, ctx) := _restored(o, _annotated(_iter_1(lib.with_namespace(o, ctx.namespace), ctx, [])))",
         "",
+        *_annotations(mutators, annotate),
         "_restored(o, s) := s if s.error",
         "",
         'else := {"object": o, "iterations": 1} if s.iterations == 1',
@@ -321,9 +326,39 @@ def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded
     return Module(f"<{SYSTEM}>.rego", "\n".join(lines))
 
 
+def mutator_string(m: Mutator) -> str:
+    """Gatekeeper's Mutator.String(): `<Kind>/<namespace>/<name>:<generation>`, as its annotations list it."""
+    generation = ((m.raw.get("metadata") or {}) if isinstance(m.raw, dict) else {}).get("generation") or 0
+    return f"{m.kind}/{m.namespace}/{m.name}:{generation}"
+
+
+def _annotations(mutators: Sequence[Mutator], annotate: bool) -> list[str]:
+    """`_annotated(s)`: Gatekeeper's --mutation-annotations on a mutated object: `gatekeeper.sh/mutations`
+    (the mutators applied in the passes that changed it, sorted, once each) and `gatekeeper.sh/mutation-id`
+    (a UUID; one per object within an evaluation)."""
+    if not annotate:
+        return ["_annotated(s) := s", ""]
+    return [
+        f"_mutator_strings := {_rego([mutator_string(m) for m in mutators])}",
+        "",
+        "_annotated(s) := s if s.error",
+        "",
+        "else := s if s.iterations == 1",
+        "",
+        'else := object.union(s, {"object": object.union(s.object, {"metadata": {"annotations": {',
+        '\t"gatekeeper.sh/mutations": concat(", ", sort({_mutator_strings[i] | some i in s.applied})),',
+        '\t"gatekeeper.sh/mutation-id": uuid.rfc4122(lib.describe(s.object)),',
+        "}}})})",
+        "",
+    ]
+
+
 def _passes(n: int, packages: Sequence[str]) -> list[str]:
+    """`_pass(o, ctx)`: each mutator once, in order (`applied`: the positions of those whose setter ran);
+    `_iter_<k>(o, ctx, applied)`: pass k, then the next until one changes nothing (`applied`: gathered
+    from the passes that changed the object, as Gatekeeper's annotations list them)."""
     if n == 0:  # every mutator left out (schema conflicts)
-        return ['_pass(o, _) := {"object": o}', "", '_iter_1(o, _) := {"object": o, "iterations": 1}', ""]
+        return ['_pass(o, _) := {"object": o}', "", '_iter_1(o, _, _) := {"object": o, "iterations": 1}', ""]
     lines = ["# one pass: every mutator in order; the first error stops it", "_pass(o, ctx) := s if {"]
     lines.append(f"\ts_0 := data.{packages[0]}.apply(o, ctx)")
     for i in range(1, n):
@@ -332,27 +367,35 @@ def _passes(n: int, packages: Sequence[str]) -> list[str]:
             f'\ts_{i} := {{false: data.{packages[i]}.apply(object.get(s_{i - 1}, "object", {{}}), ctx),'
             f' true: s_{i - 1}}}[is_string(object.get(s_{i - 1}, "error", null))]'
         )
-    lines += [f"\ts := s_{n - 1}", "}", ""]
+    steps = ", ".join(f"s_{i}" for i in range(n))
+    lines += [
+        f'\tapplied := [i | some i, step in [{steps}]; object.get(step, "applied", false)]',
+        f'\ts := object.union(s_{n - 1}, {{"applied": applied}})',
+        "}",
+        "",
+    ]
     for k in range(1, n + 2):
         lines += [
-            f"_iter_{k}(o, ctx) := _settle_{k}(o, _pass(o, ctx), ctx)",
+            f"_iter_{k}(o, ctx, applied) := _settle_{k}(o, _pass(o, ctx), ctx, applied)",
             "",
-            f"_settle_{k}(o, s, ctx) := s if s.error",
+            f"_settle_{k}(o, s, ctx, applied) := s if s.error",
             "",
-            f'else := {{"object": o, "iterations": {k}}} if s.object == o',
+            f'else := {{"object": o, "iterations": {k}, "applied": applied}} if s.object == o',
             "",
-            f"else := _iter_{k + 1}(s.object, ctx)",
+            f"else := _iter_{k + 1}(s.object, ctx, array.concat(applied, s.applied))",
             "",
         ]
     lines += [
-        f'_iter_{n + 2}(o, ctx) := {{"error": sprintf("mutation not converging for %s after {n + 1} iterations",'
+        f'_iter_{n + 2}(o, _, _) := {{"error": sprintf("mutation not converging for %s after {n + 1} iterations",'
         " [lib.describe(o)])}",
         "",
     ]
     return lines
 
 
-def mutation_modules(mutators: Sequence[Mutator], excluded: Sequence[str] = ()) -> tuple[Module, ...]:
+def mutation_modules(
+    mutators: Sequence[Mutator], excluded: Sequence[str] = (), annotate: bool = False
+) -> tuple[Module, ...]:
     """The library, a module per mutator and the system module; none without mutators. Mutators in
     a schema conflict are left out, as Gatekeeper leaves them (conflicting() says which and why)."""
     if not mutators:
@@ -363,7 +406,7 @@ def mutation_modules(mutators: Sequence[Mutator], excluded: Sequence[str] = ()) 
     packages = package_names(ordered)
     modules = [library_module()]
     modules += [mutator_module(m, p) for m, p in zip(ordered, packages, strict=True)]
-    modules.append(system_module(ordered, packages, excluded))
+    modules.append(system_module(ordered, packages, excluded, annotate))
     return tuple(modules)
 
 
