@@ -210,7 +210,7 @@ def build_policy_set(
     engine = engine or EngineSettings()  # one object: the engine's external_data sees these Providers
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
-    sources = read_sources(source) if gatekeeper_sources is None else gatekeeper_sources
+    sources = served_mutators(read_sources(source) if gatekeeper_sources is None else gatekeeper_sources, engine)
     synced = sources.synced
     namespaces = ReplicatedNamespaces()
     gatekeeper = prepare(
@@ -261,6 +261,26 @@ def build_policy_set(
         expands,
         tuple(expanded),
         sync_excluded=sources.excluded_from("sync"),
+    )
+
+
+def served_mutators(sources: GatekeeperSources, engine: EngineSettings) -> GatekeeperSources:
+    """The sources with the mutators `engine` cannot evaluate moved to the broken ones: an externalData
+    mutator calls its Provider through the embedded engine's builtin (a sidecar OPA has none)."""
+    if Capability.EXTERNAL_DATA in engine.capabilities or not any(m.external for m in sources.mutators):
+        return sources
+    refused = tuple(
+        f"{m.file}: {m.kind} {m.name}: assign.externalData is evaluated by the embedded engine only:"
+        " serve it without --engine opa"
+        for m in sources.mutators
+        if m.external
+    )
+    kept = tuple(m for m in sources.mutators if not m.external)
+    return replace(
+        sources,
+        mutators=kept,
+        broken_mutators=(*sources.broken_mutators, *refused),
+        problems=(*sources.problems, *refused),
     )
 
 

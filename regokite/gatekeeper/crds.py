@@ -119,9 +119,12 @@ def expansion_crd() -> dict[str, Any]:
     return _crd(resources.EXPANSION_GROUP, "ExpansionTemplate", EXPANSION_PLURAL, "Cluster", versions)
 
 
-def mutator_status(generation: int | None, errors: list[str], *, enforced: bool | None = None) -> dict[str, Any]:
+def mutator_status(
+    generation: int | None, errors: list[str], *, enforced: bool | None = None, error_type: str = "ingest_error"
+) -> dict[str, Any]:
     """Gatekeeper's mutator status: one `byPod` entry, enforced unless it did not load (`enforced`: whether a
-    version of it serves, its last good one when this one did not load)."""
+    version of it serves, its last good one when this one did not load); `error_type` is Gatekeeper's
+    (`ErrConflictingSchema` for a schema conflict)."""
     by_pod: dict[str, Any] = {
         "id": POD_ID,
         "observedGeneration": generation,
@@ -129,7 +132,7 @@ def mutator_status(generation: int | None, errors: list[str], *, enforced: bool 
         "enforced": not errors if enforced is None else enforced,
     }
     if errors:
-        by_pod["errors"] = [{"type": "ingest_error", "message": message} for message in errors]
+        by_pod["errors"] = [{"type": error_type, "message": message} for message in errors]
     return {"byPod": [by_pod]}
 
 

@@ -158,8 +158,10 @@ class GatekeeperSync:
                           extra={"mutator": name, "error": error})  # fmt: skip
             outcome[name] = error
             plural, versions = MUTATOR_KINDS[key[0]]
+            conflict = key not in mutators.errors and key in served and served[key].id in left_out
             status = mutator_status(doc["metadata"].get("generation"), [error] if error else [],
-                                    enforced=key in served and served[key].id not in left_out)  # fmt: skip
+                                    enforced=key in served and served[key].id not in left_out,
+                                    error_type="ErrConflictingSchema" if conflict else "ingest_error")  # fmt: skip
             self._write_status(f"/apis/{MUTATION_GROUP}/{versions[0]}/{plural}/{key[1]}/status", doc, status)
         return [_clean(doc) for key, doc in mutators.served.items()]
 

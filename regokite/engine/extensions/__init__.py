@@ -32,7 +32,7 @@ from regokite.engine.extensions import (
 )
 from regokite.engine.extensions.arithmetic import ARITH, NUMBER_TEXT
 from regokite.engine.extensions.common import BuiltinError, Refusal
-from regokite.engine.extensions.external_data import ExternalData
+from regokite.engine.extensions.external_data import MUTATION_NAME, ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
@@ -67,7 +67,11 @@ class ExtensionOptions:
 
 def arities() -> dict[str, int]:
     """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
-    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {"http.send": 1, "external_data": 1}
+    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {
+        "http.send": 1,
+        "external_data": 1,
+        MUTATION_NAME: 1,
+    }
 
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
@@ -81,6 +85,7 @@ def provided(options: ExtensionOptions) -> frozenset[str]:
         REPLACE_EMPTY,
         YAML_PLAIN,
         "external_data",
+        MUTATION_NAME,
     }
     names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
     return frozenset(names)
@@ -98,6 +103,7 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     engine.add_extension(REPLACE_EMPTY, 2, _guarded(REPLACE_EMPTY, strings.replace_empty))
     engine.add_extension(YAML_PLAIN, 1, yamlcheck.plain)
     engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
+    engine.add_extension(MUTATION_NAME, 1, _guarded(MUTATION_NAME, options.external_data.for_mutation))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
         engine.add_extension("http.send", 1, _guarded("http.send", send))

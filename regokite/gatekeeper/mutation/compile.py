@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from regokite.bundle import Module
+from regokite.engine.extensions.external_data import MUTATION_NAME
 from regokite.gatekeeper.mutation.conflicts import conflicting
-from regokite.gatekeeper.mutation.library import PACKAGE, library_module
+from regokite.gatekeeper.mutation.library import PACKAGE, PLACEHOLDER, library_module
 from regokite.gatekeeper.mutation.location import Field, show
 from regokite.gatekeeper.mutation.mutators import Mutator
 
@@ -183,6 +184,10 @@ def _value(m: Mutator) -> str:
         return f"lib.meta(o, {_rego(m.from_metadata)})"
     if m.kind == "AssignImage":
         return _rego(list(m.image))
+    if m.external is not None:  # Gatekeeper's placeholder, resolved once the passes are done
+        ref = {k: m.external[k] for k in ("provider", "failurePolicy", "default")}
+        at = 'object.get(ctx, "username", "")' if m.external["dataSource"] == "Username" else '""'
+        return f'{{{_rego(PLACEHOLDER)}: object.union({_rego(ref)}, {{"valueAtLocation": {at}}})}}'
     return _rego(m.value)
 
 
@@ -244,6 +249,8 @@ def _step(m: Mutator, depth: int) -> list[str]:
 
 
 def _setter(m: Mutator, key: str) -> str:
+    if m.external is not None:
+        return f"lib.placeholder_field(cur, {key}, v)"
     if m.kind == "ModifySet":
         return f"lib.{m.operation}_field(cur, {key}, v)"
     if m.kind == "AssignImage":
@@ -266,11 +273,13 @@ def system_module(
         "# Gatekeeper's mutators, in the order it applies them (by ID)",
         f"mutators := {_rego([m.id for m in mutators])}",
         "",
-        "# what the mutators know of the request: operation, namespace, source (Original; Generated when expanded)",
+        "# what the mutators know of the request: operation, namespace, source (Original; Generated when",
+        "# expanded), the requesting user (an externalData's Username)",
         "context := {",
         '\t"operation": object.get(input.request, "operation", ""),',
         '\t"namespace": _request_namespace,',
         '\t"source": "Original",',
+        '\t"username": object.get(object.get(input.request, "userInfo", {}), "username", ""),',
         "}",
         "",
         '_request_namespace := "" if lib.is_namespace(input.request.object)',
@@ -312,8 +321,9 @@ def system_module(
         "else := []",
         "",
         "# System.Mutate: the namespace set from the request while mutators run, restored after",
-        "mutate(o, ctx) := _restored(o, _annotated(_iter_1(lib.with_namespace(o, ctx.namespace), ctx, [])))",
+        "mutate(o, ctx) := _restored(o, _annotated(_resolved(_iter_1(lib.with_namespace(o, ctx.namespace), ctx, []))))",
         "",
+        *_resolution(mutators),
         *_annotations(mutators, annotate),
         "_restored(o, s) := s if s.error",
         "",
@@ -330,6 +340,40 @@ def mutator_string(m: Mutator) -> str:
     """Gatekeeper's Mutator.String(): `<Kind>/<namespace>/<name>:<generation>`, as its annotations list it."""
     generation = ((m.raw.get("metadata") or {}) if isinstance(m.raw, dict) else {}).get("generation") or 0
     return f"{m.kind}/{m.namespace}/{m.name}:{generation}"
+
+
+EXTERNAL_DATA = MUTATION_NAME  # the mutation path's call of a Provider (no cache)
+
+
+def _resolution(mutators: Sequence[Mutator]) -> list[str]:
+    """`_resolved(s)`: Gatekeeper's resolvePlaceholders once the passes are done: each provider asked once
+    for the keys of its placeholders, each placeholder replaced by its value or as its failurePolicy says;
+    errors (Fail) refuse the mutation in Gatekeeper's words."""
+    if not any(m.external is not None for m in mutators):
+        return ["_resolved(s) := s", ""]
+    return [
+        "_resolved(s) := _with_values(s, found, values) if {",
+        "\tnot s.error",
+        "\ts.iterations > 1",
+        "\tfound := lib.placeholders(s.object)",
+        "\tcount(found) > 0",
+        "\tanswers := {name: answer |",
+        "\t\tsome name in {p.provider | some [_, p] in found}",
+        "\t\tkeys := sort({p.valueAtLocation | some [_, p] in found; p.provider == name})",
+        f'\t\tanswer := {EXTERNAL_DATA}({{"provider": name, "keys": keys}})',
+        "\t}",
+        "\tvalues := [lib.external_value(p, answers[p.provider]) | some [_, p] in found]",
+        "} else := s",
+        "",
+        '_with_values(s, found, values) := {"error": msg} if {',
+        "\terrors := [v.error | some v in values; v.error]",
+        "\tcount(errors) > 0",
+        '\tmsg := sprintf("failed to resolve external data placeholders: %s", [lib.aggregate(errors)])',
+        '} else := {"object": json.patch(s.object, patch), "iterations": s.iterations, "applied": s.applied} if {',
+        '\tpatch := [{"op": "replace", "path": found[i][0], "value": v.value} | some i, v in values]',
+        "}",
+        "",
+    ]
 
 
 def _annotations(mutators: Sequence[Mutator], annotate: bool) -> list[str]:
