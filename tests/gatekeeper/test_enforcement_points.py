@@ -26,6 +26,7 @@ from regokite.gatekeeper.status import constraint_statuses
 from regokite.gatekeeper.verify import counts, format_results, run_suite
 from regokite.gatekeeper.violations import AuditedConstraint, audit_violations
 from tests.admission.reviews import review
+from tests.gatekeeper.suites import write_suite
 from tests.gatekeeper.upstream import upstream_dir
 
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", True)
@@ -203,20 +204,8 @@ def test_verify_counts_an_unknown_actions_violations_as_gator_does(tmp_path: Pat
     shutil.copy(template, tmp_path / "template.yaml")
     shutil.copy(constraint, tmp_path / "constraint.yaml")
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod_without_probes()))
-    suite = {
-        "apiVersion": "test.gatekeeper.sh/v1alpha1",
-        "kind": "Suite",
-        "tests": [
-            {
-                "name": "foo",
-                "template": "template.yaml",
-                "constraint": "constraint.yaml",
-                "cases": [{"name": "pod", "object": "pod.yaml", "assertions": [{"violations": "yes"}]}],
-            }
-        ],
-    }
-    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
-    result = run_suite(tmp_path / "suite.yaml")
+    cases = [{"name": "pod", "object": "pod.yaml", "assertions": [{"violations": "yes"}]}]
+    result = run_suite(write_suite(tmp_path, cases, name="foo"))
     assert not result.failed, format_results([result])
 
 
@@ -254,24 +243,13 @@ def test_verify_counts_gatekeepers_autorejection_when_the_namespace_is_missing(t
     (tmp_path / "constraint.yaml").write_text(yaml.safe_dump(constraint))
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "team"}}
     (tmp_path / "cm.yaml").write_text(yaml.safe_dump(cm))
-    suite = {
-        "apiVersion": "test.gatekeeper.sh/v1alpha1",
-        "kind": "Suite",
-        "tests": [
-            {
-                "name": "namespace selected Constraint",
-                "template": "template.yaml",
-                "constraint": "constraint.yaml",
-                "cases": [
-                    {
-                        "name": "missing-namespace",
-                        "object": "cm.yaml",
-                        "assertions": [{"violations": "yes", "message": "missing Namespace"}, {"violations": 1}],
-                    }
-                ],
-            }
-        ],
-    }
-    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    cases = [
+        {
+            "name": "missing-namespace",
+            "object": "cm.yaml",
+            "assertions": [{"violations": "yes", "message": "missing Namespace"}, {"violations": 1}],
+        }
+    ]
+    write_suite(tmp_path, cases, name="namespace selected Constraint")
     result = run_suite(tmp_path / "suite.yaml")
     assert not result.failed, format_results([result])

@@ -25,21 +25,32 @@ from regokite.clusterdata.store import ResourceRef
 from regokite.gatekeeper.expansion import expansion_module, parse_expansion_template
 from regokite.gatekeeper.verify import format_results, run_suite
 from tests.admission.reviews import review
+from tests.gatekeeper.suites import write_suite
 from tests.gatekeeper.test_enforcement_points import gatekeeper, one
 
 CRONJOBS = ResourceRef("batch", "v1", "cronjobs", True)
 DENIED = '[loadbalancers-must-have-env-gen] [Implied by expand-jobs] you must provide labels: {"env"}'
+
+
+def labels_pods(group: str, kind: str, source: str, env: str) -> str:
+    """An Assign labelling the Pod template of `kind` resources of `source` with `env`."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "mutations.gatekeeper.sh/v1",
+            "kind": "Assign",
+            "metadata": {"name": f"{kind.lower()}s-label-their-pods"},
+            "spec": {
+                "applyTo": [{"groups": [group], "kinds": [kind], "versions": ["v1"]}],
+                "match": {"source": source},
+                "location": "spec.template.metadata.labels.env",
+                "parameters": {"assign": {"value": env}},
+            },
+        }
+    )
+
+
 # a mutator of the expanded Job: what it changes reaches the Pod the Job expands to
-JOB_LABELS_PODS = """
-apiVersion: mutations.gatekeeper.sh/v1
-kind: Assign
-metadata: {name: jobs-label-their-pods}
-spec:
-  applyTo: [{groups: ["batch"], kinds: ["Job"], versions: ["v1"]}]
-  match: {source: Generated}
-  location: "spec.template.metadata.labels.env"
-  parameters: {assign: {value: prod}}
-"""
+JOB_LABELS_PODS = labels_pods("batch", "Job", "Generated", "prod")
 
 
 def expansion(name: str) -> Path:
@@ -105,23 +116,8 @@ def verify_suite(root: Path, expansion_file: str, violations: int) -> Path:
     shutil.copy(expansion("k8srequiredlabels_ct.yaml"), root / "template.yaml")
     shutil.copy(expansion("loadbalancers_must_have_env_source_gen.yaml"), root / "constraint.yaml")
     shutil.copy(expansion("cronjob.yaml"), root / "cronjob.yaml")
-    suite = {
-        "apiVersion": "test.gatekeeper.sh/v1alpha1",
-        "kind": "Suite",
-        "tests": [
-            {
-                "name": "cronjobs",
-                "template": "template.yaml",
-                "constraint": "constraint.yaml",
-                "expansion": expansion_file,
-                "cases": [
-                    {"name": "cronjob", "object": "cronjob.yaml", "assertions": [{"violations": violations}]},
-                ],
-            }
-        ],
-    }
-    (root / "suite.yaml").write_text(yaml.safe_dump(suite))
-    return root / "suite.yaml"
+    cases = [{"name": "cronjob", "object": "cronjob.yaml", "assertions": [{"violations": violations}]}]
+    return write_suite(root, cases, name="cronjobs", expansion=expansion_file)
 
 
 def test_verify_expands_recursively(tmp_path: Path) -> None:
@@ -179,16 +175,7 @@ def test_the_levels_follow_the_longest_chain() -> None:
     assert "_level_3 :=" not in expansion_module([cronjobs, jobs], None).text
 
 
-DEPLOYMENTS_LABEL_PODS = """
-apiVersion: mutations.gatekeeper.sh/v1
-kind: Assign
-metadata: {name: deployments-label-their-pods}
-spec:
-  applyTo: [{groups: ["apps"], kinds: ["Deployment"], versions: ["v1"]}]
-  match: {source: Original}
-  location: "spec.template.metadata.labels.env"
-  parameters: {assign: {value: staging}}
-"""
+DEPLOYMENTS_LABEL_PODS = labels_pods("apps", "Deployment", "Original", "staging")
 
 
 def test_gator_paths_mutate_the_resource_before_expanding_it(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from regokite.admission.decide import decide
 from regokite.admission.policies import PolicySet, load_policy_set
@@ -25,6 +24,7 @@ from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.gatekeeper.match import namespace_object, review_namespace
 from regokite.gatekeeper.verify import format_results, run_suite
 from tests.admission.reviews import review
+from tests.gatekeeper.suites import write_suite
 from tests.gatekeeper.test_enforcement_points import bats, one
 
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", True)
@@ -127,20 +127,14 @@ def test_verify_fills_it_from_a_cases_inventory(tmp_path: Path) -> None:
          "assertions": [{"violations": 1, "message": "does not have required label"}]},
         {**case, "name": "no-namespace", "assertions": [{"violations": 0}]},
     ]  # fmt: skip
-    suite = {
-        "apiVersion": "test.gatekeeper.sh/v1alpha1",
-        "kind": "Suite",
-        "tests": [
-            {
-                "name": "namespace-object",
-                "template": "k8snamespacelabelcheck_template_rego.yaml",
-                "constraint": "ns_must_have_env_label_rego.yaml",
-                "cases": cases,
-            }
-        ],
-    }
-    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
-    result = run_suite(tmp_path / "suite.yaml")
+    suite = write_suite(
+        tmp_path,
+        cases,
+        name="namespace-object",
+        template="k8snamespacelabelcheck_template_rego.yaml",
+        constraint="ns_must_have_env_label_rego.yaml",
+    )
+    result = run_suite(suite)
     assert not result.failed, format_results([result])
 
 
