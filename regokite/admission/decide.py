@@ -142,7 +142,7 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
     ]
     for resultant in results:
         child = resultant_review(review, resultant["object"])
-        namespace = request_namespace(policy_set, child.request)
+        namespace = namespace_object(child.request, policy_set.namespaces)
         bound = policy_set.engine.bind(with_namespace(child.raw, namespace[1]))
         prefix = MESSAGE_PREFIX.format(resultant["template"])
         override = resultant["enforcementAction"]  # the ExpansionTemplate's, over the constraint's
@@ -208,16 +208,11 @@ class _Inputs:
                 self._plain = (working, self.policy_set.engine.bind(raw))
             return self._plain[1]
         if self._namespace is None:
-            self._namespace = request_namespace(self.policy_set, self.review.request)
+            self._namespace = namespace_object(self.review.request, self.policy_set.namespaces)
         required_namespace(policy, self._namespace, self.review.process)
         if self._constraints is None:
             self._constraints = self.policy_set.engine.bind(with_namespace(self.review.raw, self._namespace[1]))
         return self._constraints
-
-
-def request_namespace(policy_set: PolicySet, request: dict[str, Any]) -> tuple[str, Any]:
-    """The request's namespace and its Namespace from the replicated ones (see namespace_object)."""
-    return namespace_object(request, policy_set.namespaces)
 
 
 def required_namespace(policy: AdmissionPolicy, namespace: tuple[str, Any], process: str) -> None:
