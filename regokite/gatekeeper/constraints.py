@@ -9,8 +9,8 @@ refused with the reason (fail closed) instead of silently admitted.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -19,7 +19,8 @@ from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resourc
 from regokite.engine import EngineSettings
 from regokite.engine.extensions.external_data import Provider
 from regokite.errors import PolicyLoadError
-from regokite.gatekeeper.compile import compile_all, violation_ref
+from regokite.gatekeeper.compile import Compiled, compile_all, violation_ref
+from regokite.gatekeeper.constraint_schema import ConstraintInvalid, ConstraintSchema
 from regokite.gatekeeper.enforcement import NOT_VALIDATED
 from regokite.gatekeeper.expansion import ExpansionTemplate, is_expansion_template, parse_expansion_template
 from regokite.gatekeeper.match import ConstraintMatch, NamespaceLookup, parse_constraint_match
@@ -63,6 +64,7 @@ class GatekeeperSet:
     problems: tuple[str, ...]  # templates that did not load, each with file:line
     # constraints whose enforcement Gatekeeper's controller refuses: the webhook and audit leave them out
     refused: tuple[str, ...] = ()
+    schemas: Mapping[str, ConstraintSchema] = field(default_factory=dict)  # each served kind's constraints'
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,8 @@ def prepare(
             broken = f"its ConstraintTemplate did not load: {bad[c.kind]}"
         elif c.kind not in good:
             broken = f"no ConstraintTemplate defines kind {c.kind}"
+        else:
+            c, broken = checked(c, good[c.kind])
         compiled = good.get(c.kind)
         operations = compiled.template.operations if compiled else ()
         reads_namespace = compiled is not None and any(NAMESPACE_OBJECT in m.text for m in compiled.modules)
@@ -230,8 +234,18 @@ def prepare(
         if c.enforcement.refused:  # Gatekeeper's controller does not enforce it: neither webhook nor audit
             refused.append(f"{where}: {NOT_VALIDATED}: {c.enforcement.refused}")
     modules = tuple(m for compiled in good.values() for m in compiled.modules)
-    kept = tuple(t for t in templates if t.kind in good)
-    return GatekeeperSet(kept, modules, tuple(ready), tuple(problems), tuple(refused))
+    schemas = {kind: compiled.constraint_schema for kind, compiled in good.items()}
+    served = tuple(t for t in templates if t.kind in good)
+    return GatekeeperSet(served, modules, tuple(ready), tuple(problems), tuple(refused), schemas)
+
+
+def checked(c: Constraint, template: Compiled) -> tuple[Constraint, str | None]:
+    """The constraint as its template's schema makes it (defaults applied), or why Gatekeeper refuses it."""
+    try:
+        doc = template.constraint_schema.check(c.raw)
+    except ConstraintInvalid as exc:
+        return c, str(exc)
+    return replace(c, parameters=(doc.get("spec") or {}).get("parameters", {}), raw=doc), None
 
 
 REVIEW_RULE = "gatekeeper_review"
