@@ -169,6 +169,20 @@ def syncset_crd() -> dict[str, Any]:
     return _open_crd(resources.SYNCSET_GROUP, "SyncSet", "Cluster", ("v1alpha1",))
 
 
+def expansion_status(meta: dict[str, Any], error: str | None) -> dict[str, Any]:
+    """Gatekeeper's ExpansionTemplate status: one `byPod` entry naming the template's uid, and why it is
+    not applied (`template forms expansion cycle` for each template of a cycle)."""
+    by_pod: dict[str, Any] = {
+        "id": POD_ID,
+        "templateUID": meta.get("uid"),
+        "observedGeneration": meta.get("generation"),
+        "operations": ["webhook"],
+    }
+    if error is not None:
+        by_pod["errors"] = [{"message": error}]
+    return {"byPod": [by_pod]}
+
+
 def provider_status(generation: int | None, error: str | None) -> dict[str, Any]:
     """Gatekeeper's Provider status: per pod, `active` and the errors that kept it out of use."""
     by_pod: dict[str, Any] = {

@@ -46,6 +46,7 @@ from regokite.gatekeeper.crds import (
     constraint_plural,
     constraint_pod_status,
     expansion_crd,
+    expansion_status,
     mutator_crds,
     mutator_status,
     provider_crd,
@@ -55,7 +56,7 @@ from regokite.gatekeeper.crds import (
     template_status,
     with_pod_entry,
 )
-from regokite.gatekeeper.expansion import parse_expansion_template
+from regokite.gatekeeper.expansion import CYCLE, in_cycles, parse_expansion_template
 from regokite.gatekeeper.lastgood import (
     LastGood,
     config_error,
@@ -170,12 +171,22 @@ class GatekeeperSync:
         return [_clean(doc) for key, doc in mutators.served.items()]
 
     def _expansions(self) -> list[dict[str, Any]]:
+        """Every ExpansionTemplate, each with its status as Gatekeeper's expansion controller writes it:
+        why it does not load, or (every template of a cycle) that it forms an expansion cycle."""
         found = self._list(f"/apis/{EXPANSION_GROUP}/v1beta1/{EXPANSION_PLURAL}")
+        parsed, errors = [], {}
         for doc in found:
+            name = doc["metadata"]["name"]
             try:
-                parse_expansion_template(doc, f"{EXPANSION_PLURAL}/{doc['metadata']['name']}")
+                parsed.append(parse_expansion_template(doc, f"{EXPANSION_PLURAL}/{name}"))
             except PolicyLoadError as exc:
+                errors[name] = str(exc)
                 log.error("expansion template not served", extra={"error": str(exc)})
+        errors |= dict.fromkeys(in_cycles(parsed), CYCLE)
+        for doc in found:
+            name = doc["metadata"]["name"]
+            status = expansion_status(doc["metadata"], errors.get(name))
+            self._write_status(f"/apis/{EXPANSION_GROUP}/v1beta1/{EXPANSION_PLURAL}/{name}/status", doc, status)
         return found
 
     def _list(self, path: str) -> list[dict[str, Any]]:

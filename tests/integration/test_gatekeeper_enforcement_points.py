@@ -19,13 +19,16 @@ from pathlib import Path
 import kube
 import pytest
 import yaml
-from kube import create, delete
+from kube import create, delete, get
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from regokite.audit.run import Audit, AuditSettings, run_once
+from regokite.gatekeeper.crds import EXPANSION_PLURAL, expansion_crd
+from regokite.gatekeeper.resources import EXPANSION_GROUP
 from regokite.kube.client import KubeClient
 from regokite.manifests.webhooks import catch_all_configuration
+from regokite.sources.gatekeeper_objects import GatekeeperSync
 from tests.admission.server import admission_server
 from tests.gatekeeper.upstream import upstream_dir
 
@@ -219,3 +222,33 @@ def test_a_cronjob_is_refused_for_the_pod_its_job_expands_to(
             )
         finally:
             delete(api, webhooks)
+
+
+def test_expansion_templates_of_a_cycle_say_so_in_their_status(
+    cluster: kube.Cluster, api: client.ApiClient, tmp_path: Path
+) -> None:
+    """bats "gatekeeper expansion test": each template's status names its uid; once expand-pods closes the
+    cycle, expand-cronjobs, expand-jobs and expand-pods each say "template forms expansion cycle"."""
+    expansion = bats_tests().parents[1] / "expansion"
+    out = tmp_path / "policies"
+    out.mkdir()
+    sync = GatekeeperSync(KubeClient(cluster.kubeconfig), out)
+    sync.install()
+    kube.install_crd(api, expansion_crd())
+    path = f"/apis/{EXPANSION_GROUP}/v1beta1/{EXPANSION_PLURAL}"
+    try:
+        applied = kubectl(cluster, "apply", "-f", str(expansion / "expand_cronjob_job_pod.yaml"))
+        assert applied.returncode == 0, applied.stderr
+        sync.sync_once()
+        jobs = get(api, f"{path}/expand-jobs")
+        [entry] = jobs["status"]["byPod"]
+        assert entry["templateUID"] == jobs["metadata"]["uid"] and "errors" not in entry
+        applied = kubectl(cluster, "apply", "-f", str(expansion / "expand_pod_cronjob.yaml"))
+        assert applied.returncode == 0, applied.stderr
+        sync.sync_once()
+        for name in ("expand-cronjobs", "expand-jobs", "expand-pods"):
+            [entry] = get(api, f"{path}/{name}")["status"]["byPod"]
+            assert entry["errors"] == [{"message": "template forms expansion cycle"}], name
+    finally:
+        for name in ("expand_cronjob_job_pod.yaml", "expand_pod_cronjob.yaml"):
+            kubectl(cluster, "delete", "--ignore-not-found", "-f", str(expansion / name))
