@@ -108,15 +108,28 @@ def _extension_options(
 
 def _cmd_test(args: argparse.Namespace) -> int:
     from regokite import testing
+    from regokite.errors import PolicyLoadError
 
-    results = testing.run_tests(
-        args.paths, run=args.run, engine=_engine_settings(args), strict_builtin_errors=args.strict_builtin_errors
-    )
+    try:
+        results = testing.run_tests(
+            args.paths,
+            run=args.run,
+            engine=_engine_settings(args),
+            strict_builtin_errors=args.strict_builtin_errors,
+            as_bundle=args.bundle,
+            ignore=[pattern for given in args.ignore for pattern in given.split(",") if pattern],
+        )
+    except PolicyLoadError as exc:  # as opa test: what does not load is exit 1, on stderr
+        print(exc, file=sys.stderr)
+        return 1
     if args.format == "json":
         print(testing.format_json(results))
-    else:
+    elif results:
         print(testing.format_pretty(results, verbose=args.verbose))
-    return testing.exit_code(results)
+    if not results and args.fail_on_empty:
+        print("no tests were run", file=sys.stderr)
+        return 1
+    return testing.exit_code(results, zero_on_skipped=args.exit_zero_on_skipped)
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -229,7 +242,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from regokite.engine import open_engine
 
     settings = _engine_settings(args)
-    engine = open_engine(settings.load(args.data).without_tests(), settings)
+    if not args.data and not args.bundle:
+        raise RegokiteError("eval: give policy and data files with -d PATH or bundles with -b PATH")
+    engine = open_engine(settings.load_files(args.data, args.bundle), settings)
     try:
         results = engine.query(args.query, _read_input(args.input))
     finally:
@@ -500,12 +515,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_test_command(sub: Any) -> None:
-    """`regokite test`: the *_test.rego tests of a bundle, as `opa test`."""
-    test = sub.add_parser("test", help="run *_test.rego tests like `opa test`")
-    test.add_argument("paths", nargs="*", default=["."], metavar="PATH")
+    """`regokite test`: the test_* rules of the modules at the paths, as `opa test`."""
+    test = sub.add_parser("test", help="run the test_* rules of Rego files like `opa test`")
+    test.add_argument("paths", nargs="+", metavar="PATH", help="files or directories, loaded as `opa test` loads them")
     test.add_argument("-v", "--verbose", action="store_true", help="list every test")
-    test.add_argument("--run", "-r", metavar="REGEX", help="only tests whose name matches")
-    test.add_argument("--format", choices=["pretty", "json"], default="pretty")
+    test.add_argument("--run", "-r", metavar="REGEX", help="only tests whose data.<package>.<name> matches")
+    test.add_argument("--format", "-f", choices=["pretty", "json"], default="pretty")
+    test.add_argument(
+        "--bundle", "-b", action="store_true", help="load the paths as bundles: only data.json/data.yaml are data"
+    )
+    test.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="file and directory names to skip (shell pattern, repeatable or comma-separated: '.*' skips hidden ones)",
+    )
+    test.add_argument(
+        "--exit-zero-on-skipped", "-z", action="store_true", help="skipped (todo_test_) tests do not make exit 2"
+    )
+    test.add_argument("--fail-on-empty", action="store_true", help="exit 1 when no test ran")
     test.add_argument(
         "--strict-builtin-errors",
         action="store_true",
@@ -582,7 +611,18 @@ def _add_eval_command(sub: Any) -> None:
     """`regokite eval`: one query, as `opa eval`."""
     ev = sub.add_parser("eval", help="evaluate a query like `opa eval`")
     ev.add_argument("query", metavar="QUERY")
-    ev.add_argument("-d", "--data", action="append", default=[], metavar="PATH", required=True)
+    ev.add_argument(
+        "-d",
+        "--data",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="policy and data files or directories, loaded as `opa eval -d` (every .rego, .json, .yaml, .yml)",
+    )
+    ev.add_argument(
+        "-b", "--bundle", action="append", default=[], metavar="PATH",
+        help="a bundle directory, loaded as `opa eval -b` (only data.json / data.yaml are data)",
+    )  # fmt: skip
     ev.add_argument("-i", "--input", metavar="FILE", help="input JSON (or .yaml) file, or - for stdin (JSON)")
     ev.add_argument("--format", choices=["json", "pretty"], default="json")
     ev.add_argument("--fail", action="store_true", help="exit 1 when the result is undefined")
