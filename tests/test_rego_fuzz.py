@@ -55,7 +55,7 @@ def test_a_fuzzer_finding_answers_as_opa(name: str) -> None:
 
 
 def test_a_fixed_seed_finds_no_answer_where_opa_errs_and_no_difference() -> None:
-    tally = rego_fuzz.fuzz(seconds=900, seed=SEED, inputs=2, max_modules=1200)
+    tally = rego_fuzz.fuzz(seconds=900, seed=SEED, inputs=2, max_modules=1200, forms=False)
     report = rego_fuzz.report(tally, 1, SEED)
     assert tally.modules > 300, report
     assert tally.classes["same"] > tally.cases // 3, report
@@ -375,3 +375,18 @@ def test_to_number_keeps_the_digits_as_opa_or_fails_closed(rule: str, input: Any
         assert mine == opa == "<error>"
     else:
         assert mine == opa != "<error>"
+
+
+def test_the_calling_forms_cover_every_builtin_the_engine_evaluates() -> None:
+    """Each builtin of OPA 1.20 that regokite evaluates has a signature (builtins() asserts it), and a short
+    run counts cases in every calling form and shape, per builtin."""
+    from bench import rego_forms
+
+    assert len(rego_forms.builtins()) > 140
+    tally = rego_fuzz.fuzz(seconds=300, seed=3, inputs=1, max_modules=11)
+    forms = {form for _, form in tally.by_form}
+    assert forms == set(rego_forms.FORMS) | set(rego_forms.SHAPES), forms
+    table = "\n".join(rego_fuzz.form_table(tally))
+    assert "per builtin or shape:" in table and "with function" in table
+    same = sum(c["same"] for c in tally.by_form.values())
+    assert same > sum(c["refused by OPA"] for c in tally.by_form.values()), table
