@@ -472,9 +472,17 @@ def record(
     return kind
 
 
-def fuzz(seconds: float, seed: int, inputs: int = 3, max_modules: int | None = None, forms: bool = True) -> Tally:
-    """Random modules until `seconds` or `max_modules`; with `forms`, after each a builtin in every calling
-    form (the builtins in turn, from a place the seed picks) and every tenth time the statement shapes."""
+def fuzz(
+    seconds: float,
+    seed: int,
+    inputs: int = 3,
+    max_modules: int | None = None,
+    forms: bool = True,
+    modules: bool = True,
+) -> Tally:
+    """Random modules until `seconds` or `max_modules` rounds; with `forms`, after each a builtin in every
+    calling form (the builtins in turn, from a place the seed picks) and every tenth time the statement
+    shapes. `modules` False: the forms alone."""
     rng = random.Random(seed)
     tally = Tally()
     deadline = time.monotonic() + seconds
@@ -482,7 +490,8 @@ def fuzz(seconds: float, seed: int, inputs: int = 3, max_modules: int | None = N
     start = rng.randrange(len(builtins))
     count = 0
     while time.monotonic() < deadline and (max_modules is None or count < max_modules):
-        run_module(rng, tally, inputs)
+        if modules:
+            run_module(rng, tally, inputs)
         if forms:
             run_forms(rng, tally, builtins[(start + count) % len(builtins)], shapes=count % 10 == 0)
         count += 1
