@@ -12,6 +12,7 @@ naming it, with file:line:col and what to do instead.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -159,16 +160,18 @@ def check_data_paths(bundle: Bundle, ast: list[dict[str, Any]]) -> None:
 
 def _ground(ref: dict[str, Any]) -> list[str]:
     """The leading names of a rule head's reference (`a.b` of `a.b[k]`), where OPA's rule tree holds it."""
+    return [name for ground, name in itertools.takewhile(lambda step: step[0], _steps(ref))]
+
+
+def _steps(ref: dict[str, Any]) -> list[tuple[bool, str]]:
+    """A reference's parts, each with whether it is a name (a `.field`, a `["string"]`) rather than a term."""
     kind, node = next(iter(ref.items()))
     if kind == "Var":
-        return [node["value"]]
+        return [(True, node["value"])]
     if kind == "RefDot":
-        return [*_ground(node["refr"]), node["field"][1]]
+        return [*_steps(node["refr"]), (True, node["field"][1])]
     index_kind, index = next(iter(node["index"].items()))
-    prefix = _ground(node["refr"])
-    if index_kind != "String" or len(prefix) < len(ref_parts(node["refr"])):
-        return prefix
-    return [*prefix, index["value"]]
+    return [*_steps(node["refr"]), (index_kind == "String", str(index.get("value")))]
 
 
 def _written(data: Any, path: list[str]) -> bool:
