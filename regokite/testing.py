@@ -26,6 +26,7 @@ from enum import Enum
 from regokite.bundle import Bundle, Module
 from regokite.engine import Engine, EngineSettings, open_engine
 from regokite.engine.embedded import print_log
+from regokite.engine.lenient import Lenient
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 from regokite.gatekeeper.constraints import read_sources
 from regokite.gatekeeper.expansion import generated_modules
@@ -93,7 +94,7 @@ def run_tests(
     PolicyLoadError when the files do not load.
 
     As `opa test`, a builtin's error makes its call undefined unless
-    `strict_builtin_errors` (regorus has no such switch: `_Lenient`).
+    `strict_builtin_errors` (regorus has no such switch: `engine.lenient`).
     """
     settings = engine or EngineSettings()
     selector = re.compile(run) if run else None
@@ -102,7 +103,7 @@ def run_tests(
     results: list[TestResult] = []
     with _printed() as printed:
         if engine_for is None and not strict_builtin_errors:
-            opened = _Lenient(bundle, settings, opened, retrying=printed.clear)
+            opened = Lenient(bundle, settings, opened, retrying=printed.clear)
         for case in cases:
             if selector and not selector.search(case.ref):
                 continue
@@ -184,39 +185,7 @@ def with_gatekeeper_rego(bundle: Bundle, paths: Sequence[str]) -> Bundle:
     return Bundle((*bundle.modules, *generated), bundle.data, bundle.roots) if generated else bundle
 
 
-class _Lenient:
-    """Builtin errors as undefined, found one call at a time.
-
-    A test that errs at a builtin call is run again on an engine where that
-    call (where it was written) answers undefined when it errs, until it
-    passes, fails or errs elsewhere than at a builtin call. Calls that never
-    err answer as before, so the tests that did not err are not affected.
-    """
-
-    _ROUNDS = 32
-
-    def __init__(
-        self, bundle: Bundle, settings: EngineSettings, strict: Engine, retrying: Callable[[], None] = lambda: None
-    ) -> None:
-        self._bundle, self._settings, self._engine = bundle, settings, strict
-        self._at: frozenset[Location] = frozenset()
-        self._retrying = retrying  # before a test runs again: what it printed the first time is not its output
-
-    def evaluate(self, ref: str) -> object:
-        for _ in range(self._ROUNDS):
-            try:
-                return self._engine.evaluate(ref)
-            except EvaluationError as exc:
-                where = exc.location
-                if where is None or where in self._at:
-                    raise
-            self._at = self._at | {where}
-            self._engine = open_engine(self._bundle, self._settings, lenient=self._at)
-            self._retrying()
-        return self._engine.evaluate(ref)
-
-
-def _run_one(engine: Engine | _Lenient, case: TestCase) -> TestResult:
+def _run_one(engine: Engine | Lenient, case: TestCase) -> TestResult:
     started = time.perf_counter_ns()
     if case.with_cases:
         return TestResult(case.package, case.name, case.file, case.line, Outcome.ERROR, error=_CASES)
