@@ -28,11 +28,15 @@ _PACKAGE = re.compile(r"^[ \t]*package[ \t]+([^\s#]+)", re.MULTILINE)
 
 @dataclass(frozen=True)
 class Module:
-    """One Rego source file; `v0` selects the Rego v0 parser for it."""
+    """One Rego source: `path` is its identity in a bundle (a file's name, or a name of its own for
+    Rego held in another document, unique within the bundle); `v0` selects the Rego v0 parser for
+    it; `origin` is where its first line and column sit in the file that holds it, when that file
+    holds more than this module (a ConstraintTemplate's YAML)."""
 
     path: str
     text: str
     v0: bool = False
+    origin: Location | None = None
 
     @property
     def is_test(self) -> bool:
@@ -41,6 +45,13 @@ class Module:
     def line(self, number: int) -> str | None:
         lines = self.text.splitlines()
         return lines[number - 1] if 0 < number <= len(lines) else None
+
+    def placed(self, location: Location) -> Location:
+        """A location in this module's text, as a place in the file that holds it."""
+        if self.origin is None:
+            return location
+        col = location.col + self.origin.col - 1 if location.col > 0 else location.col
+        return Location(self.origin.file, self.origin.line + location.line - 1, col)
 
     @property
     def package(self) -> str:
@@ -70,6 +81,11 @@ class Bundle:
 
     def module(self, path: str) -> Module | None:
         return next((m for m in self.modules if m.path == path), None)
+
+    def placed(self, location: Location | None) -> Location | None:
+        """A location in one of the bundle's modules, as a place in the file that holds it."""
+        module = self.module(location.file) if location is not None else None
+        return module.placed(location) if module is not None and location is not None else location
 
 
 def load_bundle(paths: Sequence[str | os.PathLike[str]], *, v0_compatible: bool = False) -> Bundle:
