@@ -80,7 +80,7 @@ class Manifest:
         }
 
 
-def read_manifests(sources: Sequence[str], namespace: str) -> list[Manifest]:
+def read_manifests(sources: Sequence[str], namespace: str | None) -> list[Manifest]:
     """Every object in `sources` (files, directories of *.yaml/*.yml/*.json, `-` for stdin).
 
     A document that is not a Kubernetes object is an error naming file and
@@ -143,10 +143,11 @@ def _items(doc: Any, where: str) -> Iterator[dict[str, Any]]:
     yield doc
 
 
-def _namespaced(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The object as the API server would store it: namespaced kinds get `namespace` when they name none."""
+def _namespaced(obj: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+    """The object as the API server would store it: namespaced kinds get `namespace` when they name none
+    (None: as written)."""
     meta = obj["metadata"]
-    if obj["kind"] in CLUSTER_KINDS or meta.get("namespace"):
+    if namespace is None or obj["kind"] in CLUSTER_KINDS or meta.get("namespace"):
         return obj
     return {**obj, "metadata": {**meta, "namespace": namespace}}
 

@@ -133,7 +133,8 @@ def expansion_module(templates: Sequence[ExpansionTemplate], mutation: str | Non
         for t in sorted(templates, key=lambda t: t.name)
     ]
     mutate = (
-        f'data.{mutation}.mutate(o, {{"operation": "", "namespace": ns, "source": "Generated"}})'
+        f'data.{mutation}.mutate(o, {{"operation": "", "namespace": ns, "source": "Generated", '
+        '"namespace_known": object.get(input, "namespace_known", false)})'
         if mutation
         else '{"object": o}'
     )
@@ -211,5 +212,6 @@ _owners(refs, parent) := refs if {
 	ref.name == lib.meta(parent, "name")
 } else := array.concat(refs, [_owner(parent)])
 
-_owner(parent) := {"apiVersion": parent.apiVersion, "kind": parent.kind, "name": lib.meta(parent, "name")}
+# Gatekeeper's OwnerReference: uid is no omitempty field, so an empty one is written
+_owner(parent) := {"apiVersion": parent.apiVersion, "kind": parent.kind, "name": lib.meta(parent, "name"), "uid": ""}
 """

@@ -27,6 +27,7 @@ from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare, read_sources
+from regokite.gatekeeper.expand import gator_input
 from regokite.gatekeeper.expansion import MESSAGE_PREFIX, generated_modules
 from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
 from regokite.gatekeeper.inventory import inventory, namespaces
@@ -240,7 +241,7 @@ class _Judge:
         messages = self._judged(engine, request) if match.matches(request) else []
         if not self.expansion:
             return messages
-        results = engine.evaluate(f"data.{EXPANSION}.results", {"request": request})
+        results = engine.evaluate(f"data.{EXPANSION}.results", gator_input(request, namespaces(objects)))
         for resultant in results:
             if "error" in resultant:
                 raise CaseFailure(f"expanding resource {request.get('name', '')}: {resultant['error']}")
