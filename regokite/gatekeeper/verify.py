@@ -12,11 +12,13 @@ constraint's match first, then the template's `violation` under
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import logging
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from typing import Any
 from regokite import yamldoc
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
+from regokite.engine.embedded import print_log
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare, read_sources
@@ -46,6 +49,7 @@ class Result:
     error: str | None = None
     skipped: bool = False
     children: list[Result] = field(default_factory=list)
+    printed: str = ""  # what the policies print()ed in a case, a line each (gator's Print)
 
     @property
     def failed(self) -> bool:
@@ -215,18 +219,22 @@ class _Judge:
         started = time.monotonic()
         result = Result(str(case.get("name", "")))
         try:
-            if not case.get("object"):
-                raise CaseFailure("invalid Case: must define object")
-            assertions = case.get("assertions") or []
-            if not assertions:
-                raise CaseFailure("invalid Case: assertions must be non-empty")
-            messages = self._violations(base, case)
-            for assertion in assertions:
-                _check(assertion, messages)
+            with _printed(result):
+                self._judge(base, case)
         except (RegokiteError, OSError, yamldoc.YAMLError) as exc:
             result.error = str(exc)
         result.seconds = time.monotonic() - started
         return result
+
+    def _judge(self, base: Path, case: dict[str, Any]) -> None:
+        if not case.get("object"):
+            raise CaseFailure("invalid Case: must define object")
+        assertions = case.get("assertions") or []
+        if not assertions:
+            raise CaseFailure("invalid Case: assertions must be non-empty")
+        messages = self._violations(base, case)
+        for assertion in assertions:
+            _check(assertion, messages)
 
     def _violations(self, base: Path, case: dict[str, Any]) -> list[str]:
         inventory_files = tuple(case.get("inventory") or ())
@@ -265,6 +273,29 @@ class _Judge:
                 raise CaseFailure(f'a violation must be an object with a string "msg", got {v!r}')
             messages.append(v["msg"])
         return messages
+
+
+@contextlib.contextmanager
+def _printed(result: Result) -> Iterator[None]:
+    """What the policies print() while a case runs, kept in its result (gator shows it with -v) instead
+    of the log (embedded engine: its `policy print` lines)."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(str(getattr(record, "output", record.getMessage())))
+
+    handler, saved = Collect(), (print_log.level, print_log.propagate)
+    print_log.addHandler(handler)
+    print_log.setLevel(logging.INFO)
+    print_log.propagate = False
+    try:
+        yield
+    finally:
+        print_log.removeHandler(handler)
+        print_log.setLevel(saved[0])
+        print_log.propagate = saved[1]
+        result.printed = "".join(f"{line}\n" for line in lines)
 
 
 def _load_object(path: Path) -> dict[str, Any]:
@@ -344,6 +375,8 @@ def _test_lines(test: Result, verbose: bool, out: list[str]) -> None:
             out.append(f"    === {'SKIP ' if case.skipped else 'RUN  '} {case.name}")
             if case.skipped:
                 continue
+            if case.printed:
+                out += ["        === PRINT ===", *(f"        {line}" for line in case.printed.splitlines())]
         if case.error is not None:
             out.append(f"    --- FAIL: {case.name}\t({go_duration(case.seconds)})")
             out.extend(f"        {line}" for line in case.error.splitlines())

@@ -1,0 +1,59 @@
+"""The ledger of Gatekeeper's own test cases: which pass, which are listed (with why), which surprise.
+
+Each case of Gatekeeper's material (../shared/upstream/gatekeeper, read where
+it lies) has an id `<class>/<name>`. `listed.yaml` names the cases regokite
+does not pass: `not_applicable` (never will: CEL / ValidatingAdmissionPolicy,
+OCI `--image`) and `pending` (a feature being built, with its owner). A case
+fails its test when it fails unlisted, or when it passes while listed (take
+it off the list); the session's summary counts pass / listed / unexpected per
+class (conftest.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.gatekeeper.upstream import upstream_dir
+
+LISTED_FILE = Path(__file__).with_name("listed.yaml")
+ALLOWED_REASONS = ("CEL / ValidatingAdmissionPolicy", "OCI --image")
+TALLY: dict[str, Counter[str]] = defaultdict(Counter)
+
+
+def gatekeeper() -> Path:
+    """Gatekeeper's material; the test is skipped (with why) when the copy is absent."""
+    found = upstream_dir()
+    if found is None or not (found / "gatekeeper").is_dir():
+        pytest.skip("no copy of Gatekeeper's material (set REGOKITE_UPSTREAM to the upstream/ directory)")
+    return found / "gatekeeper"
+
+
+def listed() -> dict[str, dict[str, Any]]:
+    """Every listed case id -> {"why": ..., "owner": ...} (owner: None for not_applicable)."""
+    doc = yaml.safe_load(LISTED_FILE.read_text(encoding="utf-8")) or {}
+    found = {case: {"why": why, "owner": None} for case, why in (doc.get("not_applicable") or {}).items()}
+    for case, entry in (doc.get("pending") or {}).items():
+        found[case] = {"why": entry["feature"], "owner": entry["owner"]}
+    return found
+
+
+def judge(case: str, run: Callable[[], str | None]) -> None:
+    """Run one case (`run` answers why it failed, or None) and hold it to the ledger."""
+    entry = listed().get(case)
+    try:
+        failure = run()
+    except Exception as exc:  # a case that crashes regokite fails as any other
+        failure = f"{type(exc).__name__}: {exc}"
+    kind = case.split("/", 1)[0]
+    if entry is None:
+        TALLY[kind]["unexpected" if failure else "pass"] += 1
+        assert failure is None, f"{case}: {failure}"
+        return
+    TALLY[kind]["listed" if failure else "unexpected"] += 1
+    assert failure is not None, f"{case} passes now: take it off listed.yaml (was: {entry['why']})"
