@@ -168,7 +168,8 @@ def _walk(root: Path) -> Iterable[tuple[Path, tuple[str, ...]]]:
     policy or data. Such a link is a load error, as is a directory reached twice.
     """
     if root.is_file():
-        yield root, ()
+        if root.suffix == ".rego" or root.name in DATA_FILES or not _holds_objects(root):
+            yield root, ()
         return
     real_root = root.resolve()
     seen = {real_root}
@@ -195,6 +196,19 @@ def _inside(path: Path, root: Path, real_root: Path) -> Path:
     if not real.is_relative_to(real_root):
         raise PolicyLoadError(f"{path}: links to {real}, outside the policy root {root}: refused")
     return real
+
+
+def _holds_objects(file: Path) -> bool:
+    """Whether a single YAML or JSON file given as a root holds Kubernetes objects (ConstraintTemplates,
+    constraints, mutators, as `kubectl get -o yaml` or gator's inputs hold them): those are read by
+    their loaders, never as a base document."""
+    if file.suffix not in (".yaml", ".yml", ".json"):
+        return False
+    try:
+        docs = list(yamldoc.load_all(_read(file)))
+    except (yamldoc.YAMLError, PolicyLoadError):
+        return False  # read as data: its error names the place
+    return any(isinstance(d, dict) and isinstance(d.get("apiVersion"), str) and "kind" in d for d in docs)
 
 
 def _read(file: Path) -> str:

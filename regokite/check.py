@@ -108,6 +108,8 @@ def _texts(sources: Sequence[str]) -> Iterator[tuple[str, str]]:
         path = Path(source)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
+        elif path.is_file() and path.suffix not in MANIFEST_SUFFIXES:  # gator's rule and words
+            raise RegokiteError(f'path "{source}" must be of extensions: [{" ".join(MANIFEST_SUFFIXES)}]')
         elif path.is_file():
             files = [path]
         else:
@@ -209,15 +211,21 @@ def render_pretty(manifests: Sequence[Manifest]) -> str:
 
 
 def render_json(manifests: Sequence[Manifest]) -> str:
-    return json.dumps(
-        {
-            "objects": [m.as_dict() for m in manifests],
-            "summary": {
-                "objects": len(manifests),
-                "refused": sum(1 for m in manifests if m.failures),
-                "failures": sum(len(m.failures) for m in manifests),
-                "warnings": sum(len(m.warnings) for m in manifests),
-            },
+    return json.dumps(_report(manifests), indent=2)
+
+
+def render_yaml(manifests: Sequence[Manifest]) -> str:
+    """The JSON report as YAML (gator test's `-o yaml`)."""
+    return yaml.safe_dump(_report(manifests), sort_keys=False, allow_unicode=True, width=1_000_000)
+
+
+def _report(manifests: Sequence[Manifest]) -> dict[str, Any]:
+    return {
+        "objects": [m.as_dict() for m in manifests],
+        "summary": {
+            "objects": len(manifests),
+            "refused": sum(1 for m in manifests if m.failures),
+            "failures": sum(len(m.failures) for m in manifests),
+            "warnings": sum(len(m.warnings) for m in manifests),
         },
-        indent=2,
-    )
+    }

@@ -321,14 +321,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from regokite import check
     from regokite.admission.policies import load_policy_set
 
-    manifests = check.read_manifests(args.filename, args.namespace)
+    manifests = check.read_manifests(args.filename or [], args.namespace)
+    if not manifests:  # as gator test
+        raise RegokiteError("no input data identified")
     existing = check.read_manifests(args.data, args.namespace)
     policy_set = load_policy_set(args.policies, _engine_settings(args))
     try:
         check.check(policy_set, manifests, existing)
     finally:
         policy_set.close()
-    print(check.render_json(manifests) if args.format == "json" else check.render_pretty(manifests))
+    render = {"json": check.render_json, "yaml": check.render_yaml}.get(args.format, check.render_pretty)
+    print(render(manifests))
     return 1 if any(m.failures for m in manifests) else 0
 
 
@@ -681,9 +684,7 @@ def _add_check_command(sub: Any) -> None:
     """`regokite check`: manifests through the admission policies, offline."""
     chk = sub.add_parser("check", help="offline: the admission policies on manifests, as CREATE reviews")
     _add_policies_arg(chk)
-    chk.add_argument(
-        "-f", "--filename", action="append", required=True, metavar="FILE|DIR|-", help="manifests (repeatable)"
-    )
+    chk.add_argument("-f", "--filename", action="append", metavar="FILE|DIR|-", help="manifests (repeatable)")
     chk.add_argument(
         "--data",
         action="append",
@@ -692,7 +693,7 @@ def _add_check_command(sub: Any) -> None:
         help="manifests of objects already in the cluster: replicated data for policies, not checked",
     )
     chk.add_argument("--namespace", default="default", help="for namespaced objects that name none")
-    chk.add_argument("--format", choices=["pretty", "json"], default="pretty")
+    chk.add_argument("--format", choices=["pretty", "json", "yaml"], default="pretty")
     _add_bundle_args(chk)
     chk.set_defaults(func=_cmd_check)
 
