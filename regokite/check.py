@@ -50,6 +50,7 @@ class Manifest:
     object: dict[str, Any]
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    mutated: dict[str, Any] | None = None  # the object as the mutating policies left it, when they changed it
 
     @property
     def kind(self) -> str:
@@ -77,6 +78,7 @@ class Manifest:
             "allowed": not self.failures,
             "failures": self.failures,
             "warnings": self.warnings,
+            **({"mutated": self.mutated} if self.mutated is not None else {}),
         }
 
 
@@ -168,8 +170,8 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
             review = creation_review(manifest.object, resource, f"check-{i}")
             mutation = decide(policy_set, review, mode="mutate").verdict
             if mutation.allowed and mutation.patch:  # mutating webhooks run before validating ones
-                mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
-                review = creation_review(mutated, resource, f"check-{i}")
+                manifest.mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
+                review = creation_review(manifest.mutated, resource, f"check-{i}")
             verdict = decide(policy_set, review, mode="validate").verdict
             if not mutation.allowed:  # a policy with deny and patch answers in both modes: once each
                 verdict.allowed = False
