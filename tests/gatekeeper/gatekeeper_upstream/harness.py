@@ -11,8 +11,12 @@ class (conftest.py).
 
 from __future__ import annotations
 
+import contextlib
+import io
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +61,28 @@ def judge(case: str, run: Callable[[], str | None]) -> None:
         return
     TALLY[kind]["listed" if failure else "unexpected"] += 1
     assert failure is not None, f"{case} passes now: take it off listed.yaml (was: {entry['why']})"
+
+
+@dataclass(frozen=True)
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def regokite(*args: str, stdin: str = "", cwd: Path | None = None) -> Ran:
+    """`regokite ARGS` run in this process (as its command line does: main()), stdin given, output kept."""
+    from regokite.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(cwd or Path.cwd()):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's refusals
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        sys.stdin = saved
+    return Ran(code, out.getvalue(), err.getvalue())

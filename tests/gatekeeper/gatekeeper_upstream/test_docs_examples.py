@@ -7,10 +7,7 @@ regokite command: they are no case here (see /work/notes/gk-files.md).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,7 @@ import pytest
 import yaml
 
 from regokite.gatekeeper.verify import run_suite
-from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge
+from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, regokite
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,11 +41,6 @@ def subset(small: Any, big: Any) -> bool:
     if isinstance(small, dict):
         return isinstance(big, dict) and all(k in big and subset(v, big[k]) for k, v in small.items())
     return small == big
-
-
-def regokite(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "regokite", *args], capture_output=True, text=True, env=env, cwd=cwd)
 
 
 def test_expand_non_default_namespace_example(tmp_path: Path) -> None:

@@ -8,15 +8,12 @@ file's text within the output. The bats file's `--outputfile` case writes the sa
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from regokite.gatekeeper.verify import run_suite
-from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge
+from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, regokite
 from tests.gatekeeper.upstream import upstream_dir
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,11 +29,6 @@ def material(relative: str) -> Path | None:
 def expand_fixtures() -> list[str]:
     where = material(EXPAND)
     return sorted(p.name for p in where.iterdir()) if where is not None and where.is_dir() else []
-
-
-def regokite(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "regokite", *args], capture_output=True, text=True, env=env, cwd=cwd)
 
 
 @pytest.mark.parametrize("name", expand_fixtures())

@@ -13,17 +13,14 @@ here or in listed.yaml, else its test fails.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge
+from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, regokite
 from tests.gatekeeper.upstream import upstream_dir
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -106,14 +103,6 @@ def bats_names() -> list[str]:
     return re.findall(r'^@test "(.*)" \{', path.read_text(encoding="utf-8"), re.MULTILINE)
 
 
-def regokite(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "regokite", *args],
-        capture_output=True, text=True, env=env, cwd=ROOT, input=stdin if stdin is not None else "", timeout=300,
-    )  # fmt: skip
-
-
 def check(case: Case, base: Path) -> str | None:
     """Why regokite check does not do what the bats case wants of gator test (None: it does)."""
     inputs = [str(base / i) for i in case.inputs]
@@ -123,7 +112,7 @@ def check(case: Case, base: Path) -> str | None:
         args += ["-f", "-"]
     if case.form:
         args += ["--format", case.form]
-    done = regokite(*args, *case.extra, stdin=(base / case.stdin).read_text() if case.stdin else None)
+    done = regokite(*args, *case.extra, stdin=(base / case.stdin).read_text() if case.stdin else "")
     text = done.stdout + done.stderr
     code_ok = {
         "0": done.returncode == 0,

@@ -14,10 +14,7 @@ other, else its test fails.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, listed
+from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, listed, regokite
 from tests.gatekeeper.upstream import upstream_dir
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -215,8 +212,7 @@ def decide(step: Step, tmp: Path) -> str | None:
         manifest.write_text(yaml.safe_dump(step.manifest), encoding="utf-8")
     args = ["check", "--policies", str(policies), "-f", str(manifest), "--format", "json"]
     args += [a for d in step.data for a in ("--data", str(base / d))]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "regokite", *args], capture_output=True, text=True, env=env, cwd=ROOT)
+    done = regokite(*args)
     if done.returncode not in (0, 1):
         return f"exit {done.returncode}: {done.stderr[-800:]}"
     (obj,) = json.loads(done.stdout)["objects"]
