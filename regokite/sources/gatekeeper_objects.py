@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from regokite.bundle import DATA_FILES
 from regokite.errors import PolicyLoadError
 from regokite.gatekeeper.compile import compile_template
 from regokite.gatekeeper.crds import (
@@ -364,10 +365,13 @@ def served_documents(out: Path) -> list[Any]:
 
 
 def object_file(doc: dict[str, Any]) -> str:
-    """An object's file below the directory: `<group>/<kind>/[<namespace>/]<name>.yaml`."""
+    """An object's file below the directory: `<group>/<kind>/[<namespace>/]<name>.yaml` (an object named
+    `data` in `data.object.yaml`: a `data.yaml` is a data document to the policy loader)."""
     meta = doc.get("metadata") or {}
     group = str(doc.get("apiVersion", "")).rpartition("/")[0] or "core"
-    return "/".join([group, str(doc.get("kind")), *filter(None, [meta.get("namespace")]), f"{meta.get('name')}.yaml"])
+    name = f"{meta.get('name')}.yaml"
+    name = "data.object.yaml" if name in DATA_FILES else name
+    return "/".join([group, str(doc.get("kind")), *filter(None, [meta.get("namespace")]), name])
 
 
 def _wait_for_change(changed: threading.Event, stop: threading.Event, interval: float) -> bool:
