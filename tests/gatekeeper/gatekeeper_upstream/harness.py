@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -36,6 +37,20 @@ def gatekeeper() -> Path:
     if found is None or not (found / "gatekeeper").is_dir():
         pytest.skip("no copy of Gatekeeper's material (set REGOKITE_UPSTREAM to the upstream/ directory)")
     return found / "gatekeeper"
+
+
+def material(relative: str) -> Path | None:
+    """A path of Gatekeeper's material, for listing cases at collection (None: no copy here)."""
+    found = upstream_dir()
+    return found / "gatekeeper" / relative if found is not None else None
+
+
+def bats_names(relative: str) -> list[str]:
+    """The @test names of a bats file of Gatekeeper's material (none without the copy)."""
+    path = material(relative)
+    if path is None or not path.is_file():
+        return []
+    return re.findall(r'^@test "(.*)"\s*\{', path.read_text(encoding="utf-8"), re.MULTILINE)
 
 
 def listed() -> dict[str, dict[str, Any]]:

@@ -13,17 +13,11 @@ from pathlib import Path
 import pytest
 
 from regokite.gatekeeper.verify import run_suite
-from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, regokite
-from tests.gatekeeper.upstream import upstream_dir
+from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, material, regokite
 
 ROOT = Path(__file__).resolve().parents[3]
 EXPAND = "test/gator/expand/fixtures"
 VERIFY_SUITE = "test/gator/verify/suite.yaml"
-
-
-def material(relative: str) -> Path | None:
-    found = upstream_dir()
-    return found / "gatekeeper" / relative if found is not None else None
 
 
 def expand_fixtures() -> list[str]:

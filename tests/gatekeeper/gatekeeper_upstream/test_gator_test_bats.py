@@ -13,15 +13,13 @@ here or in listed.yaml, else its test fails.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, regokite
-from tests.gatekeeper.upstream import upstream_dir
+from tests.gatekeeper.gatekeeper_upstream.harness import bats_names, gatekeeper, judge, regokite
 
 ROOT = Path(__file__).resolve().parents[3]
 BATS = "test/gator/test/test.bats"
@@ -95,14 +93,6 @@ CASES: dict[str, Case | Callable[[Path], str | None]] = {
 }  # fmt: skip
 
 
-def bats_names() -> list[str]:
-    found = upstream_dir()
-    path = found / "gatekeeper" / BATS if found is not None else None
-    if path is None or not path.is_file():
-        return []
-    return re.findall(r'^@test "(.*)" \{', path.read_text(encoding="utf-8"), re.MULTILINE)
-
-
 def check(case: Case, base: Path) -> str | None:
     """Why regokite check does not do what the bats case wants of gator test (None: it does)."""
     inputs = [str(base / i) for i in case.inputs]
@@ -167,7 +157,7 @@ SPECIAL: dict[str, Callable[[Path], str | None]] = {
 }
 
 
-@pytest.mark.parametrize("name", bats_names())
+@pytest.mark.parametrize("name", bats_names(BATS))
 def test_gator_test_bats_case(name: str, tmp_path: Path) -> None:
     base = gatekeeper() / "test/gator/test"
 

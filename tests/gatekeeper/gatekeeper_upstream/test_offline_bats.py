@@ -14,7 +14,6 @@ other, else its test fails.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, listed, regokite
-from tests.gatekeeper.upstream import upstream_dir
+from tests.gatekeeper.gatekeeper_upstream.harness import bats_names, gatekeeper, judge, listed, regokite
 
 ROOT = Path(__file__).resolve().parents[3]
 BATS = "test/bats/test.bats"
@@ -187,16 +185,8 @@ STEPS: dict[str, dict[str, Step]] = {
 }  # fmt: skip
 
 
-def bats_names() -> list[str]:
-    found = upstream_dir()
-    path = found / "gatekeeper" / BATS if found is not None else None
-    if path is None or not path.is_file():
-        return []
-    return re.findall(r'^@test "(.*)"\s*\{', path.read_text(encoding="utf-8"), re.MULTILINE)
-
-
 def step_ids() -> list[str]:
-    names = bats_names()
+    names = bats_names(BATS)
     return [f"{test}/{step}" for test in names for step in STEPS.get(test, {})]
 
 
@@ -234,7 +224,7 @@ def test_offline_bats_step(case: str, tmp_path: Path) -> None:
     judge(f"offline-bats/{case}", lambda: decide(STEPS[test][step], tmp_path))
 
 
-@pytest.mark.parametrize("name", [n for n in bats_names() if n not in STEPS])
+@pytest.mark.parametrize("name", [n for n in bats_names(BATS) if n not in STEPS])
 def test_api_server_bats_case(name: str) -> None:
     """A @test with no offline step runs on an API server (gk-webhook's harness): listed here."""
     judge(f"api-server-bats/{name}", lambda: "needs an API server: not run offline")
@@ -244,8 +234,8 @@ def test_every_listed_case_is_a_case() -> None:
     """listed.yaml names only cases that exist (a renamed upstream case must be renamed here)."""
     from tests.gatekeeper.gatekeeper_upstream import test_gator_fixtures, test_gator_test_bats, test_verify_runner
 
-    known = {f"offline-bats/{c}" for c in step_ids()} | {f"api-server-bats/{n}" for n in bats_names()}
-    known |= {f"gator-test-bats/{n}" for n in test_gator_test_bats.bats_names()}
+    known = {f"offline-bats/{c}" for c in step_ids()} | {f"api-server-bats/{n}" for n in bats_names(BATS)}
+    known |= {f"gator-test-bats/{n}" for n in bats_names(test_gator_test_bats.BATS)}
     known |= {f"verify-runner/{n}" for n in test_verify_runner.case_names("TestRunner_Run")}
     known |= {f"verify-runner-case/{n}" for n in test_verify_runner.case_names("TestRunner_RunCase")}
     known |= {f"verify-suite/{n}" for n in test_gator_fixtures.verify_cases()}

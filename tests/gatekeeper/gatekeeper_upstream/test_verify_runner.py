@@ -21,8 +21,7 @@ import yaml
 
 from regokite.gatekeeper.verify import SUITE_API, Result, run_suite
 from tests.gatekeeper.gatekeeper_upstream.go_literals import Call, Composite, Ref, string_constants, table
-from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge
-from tests.gatekeeper.upstream import upstream_dir
+from tests.gatekeeper.gatekeeper_upstream.harness import gatekeeper, judge, material
 
 RUNNER = "pkg/gator/verify/runner_test.go"
 FIXTURES = "pkg/gator/fixtures/fixtures.go"
@@ -39,8 +38,8 @@ def fixtures() -> dict[str, str]:
 
 
 def case_names(function: str) -> list[str]:
-    found = upstream_dir()
-    if found is None or not (found / "gatekeeper" / RUNNER).is_file():
+    path = material(RUNNER)
+    if path is None or not path.is_file():
         return []
     return [str(row.fields["name"]) for row in rows(function)]
 
