@@ -212,8 +212,10 @@ def _holds_objects(file: Path) -> bool:
 
 
 def _read(file: Path) -> str:
+    """The file's text as written: OPA reads its bytes, so a carriage return inside a raw string stays
+    (Python's text mode would turn `\r\n` into `\n`, another string than OPA's)."""
     try:
-        return file.read_text(encoding="utf-8")
+        return file.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PolicyLoadError(f"{display_path(file)}: not UTF-8 text ({exc.reason})") from exc
 

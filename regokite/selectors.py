@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from regokite.names import label_key_errors, label_value_errors
+from regokite.structural.field_errors import FORBIDDEN, INVALID, REQUIRED, FieldError
+
 
 class SelectorError(ValueError):
     """The parent has no usable label selector."""
@@ -69,3 +72,33 @@ def parse_selector(raw: Any) -> Selector:
             raise SelectorError(f"spec.selector.matchExpressions: invalid requirement {e!r}")
         exprs.append((str(e.get("key")), e["operator"], tuple(str(v) for v in e.get("values") or ())))
     return Selector(tuple(sorted(labels.items())), tuple(exprs))
+
+
+def selector_errors(raw: Mapping[str, Any], path: str) -> list[FieldError]:
+    """What the API server's ValidateLabelSelector finds wrong in a selector of the right shape: keys and
+    values that are no label keys and values, operators, and values an operator needs or forbids."""
+    errors = []
+    labels = raw.get("matchLabels") or {}
+    for key in sorted(labels) if isinstance(labels, dict) else ():
+        errors += [FieldError(f"{path}.matchLabels", INVALID, key, m) for m in label_key_errors(str(key))]
+        value = labels[key]
+        errors += [FieldError(f"{path}.matchLabels", INVALID, value, m) for m in label_value_errors(str(value))]
+    expressions = raw.get("matchExpressions") or []
+    for i, expression in enumerate(expressions if isinstance(expressions, list) else ()):
+        if not isinstance(expression, dict):
+            continue
+        where, operator = f"{path}.matchExpressions[{i}]", expression.get("operator")
+        values = expression.get("values") or []
+        if operator in ("In", "NotIn") and not values:
+            detail = "must be specified when `operator` is 'In' or 'NotIn'"
+            errors.append(FieldError(f"{where}.values", REQUIRED, detail=detail))
+        elif operator in ("Exists", "DoesNotExist") and values:
+            detail = "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+            errors.append(FieldError(f"{where}.values", FORBIDDEN, detail=detail))
+        elif operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            errors.append(FieldError(f"{where}.operator", INVALID, operator, "not a valid selector operator"))
+        key = str(expression.get("key", ""))
+        errors += [FieldError(f"{where}.key", INVALID, key, m) for m in label_key_errors(key)]
+        for j, value in enumerate(values if isinstance(values, list) else ()):
+            errors += [FieldError(f"{where}.values[{j}]", INVALID, value, m) for m in label_value_errors(str(value))]
+    return errors

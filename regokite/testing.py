@@ -15,7 +15,8 @@ from enum import Enum
 
 from regokite.bundle import Bundle
 from regokite.engine import Engine, EngineSettings, open_engine
-from regokite.errors import EvaluationError, Location, PolicyLoadError
+from regokite.engine.lenient import Lenient
+from regokite.errors import EvaluationError, PolicyLoadError
 from regokite.gatekeeper.constraints import read_sources
 from regokite.gatekeeper.expansion import generated_modules
 from regokite.outline import outline
@@ -60,13 +61,13 @@ def run_tests(
     PolicyLoadError when the bundle does not load.
 
     As `opa test`, a builtin's error makes its call undefined unless
-    `strict_builtin_errors` (regorus has no such switch: `_Lenient`).
+    `strict_builtin_errors` (regorus has no such switch: `engine.lenient`).
     """
     settings = engine or EngineSettings()
     bundle = with_gatekeeper_rego(settings.load(paths), paths)
     opened = open_engine(bundle, settings) if engine_for is None else engine_for(bundle)
     if engine_for is None and not strict_builtin_errors:
-        opened = _Lenient(bundle, settings, opened)
+        opened = Lenient(bundle, settings, opened)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
     for module in outline(bundle.tests):
@@ -97,35 +98,7 @@ def with_gatekeeper_rego(bundle: Bundle, paths: Sequence[str]) -> Bundle:
     return Bundle((*bundle.modules, *generated), bundle.data, bundle.roots) if generated else bundle
 
 
-class _Lenient:
-    """Builtin errors as undefined, found one call at a time.
-
-    A test that errs at a builtin call is run again on an engine where that
-    call (where it was written) answers undefined when it errs, until it
-    passes, fails or errs elsewhere than at a builtin call. Calls that never
-    err answer as before, so the tests that did not err are not affected.
-    """
-
-    _ROUNDS = 32
-
-    def __init__(self, bundle: Bundle, settings: EngineSettings, strict: Engine) -> None:
-        self._bundle, self._settings, self._engine = bundle, settings, strict
-        self._at: frozenset[Location] = frozenset()
-
-    def evaluate(self, ref: str) -> object:
-        for _ in range(self._ROUNDS):
-            try:
-                return self._engine.evaluate(ref)
-            except EvaluationError as exc:
-                where = exc.location
-                if where is None or where in self._at:
-                    raise
-            self._at = self._at | {where}
-            self._engine = open_engine(self._bundle, self._settings, lenient=self._at)
-        return self._engine.evaluate(ref)
-
-
-def _run_one(engine: Engine | _Lenient, package: str, name: str, file: str, line: int) -> TestResult:
+def _run_one(engine: Engine | Lenient, package: str, name: str, file: str, line: int) -> TestResult:
     started = time.perf_counter_ns()
     try:
         value = engine.evaluate(f"data.{package}.{name}")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from regokite.bundle import load_bundle
+from regokite.engine.embedded import EmbeddedEngine
 from regokite.errors import PolicyLoadError
 
 
@@ -190,3 +191,12 @@ def test_a_directory_reached_twice_through_links_is_refused(tmp_path: Path) -> N
     (root / "a" / "loop").symlink_to("..")
     with pytest.raises(PolicyLoadError, match="a link to a directory already loaded"):
         load_bundle([root])
+
+
+def test_a_carriage_return_in_a_module_stays_as_opa_reads_it(tmp_path: Path) -> None:
+    """OPA reads a module's bytes: a raw string written across CRLF line ends holds the CR (the OPA
+    conformance cases jwtencodesignraw sign such strings). Python's text mode made it "\\n" only."""
+    (tmp_path / "p.rego").write_bytes(b"package p\r\n\r\nx := `a\r\nb`\r\n")
+    bundle = load_bundle([tmp_path])
+    assert bundle.modules[0].text == "package p\r\n\r\nx := `a\r\nb`\r\n"
+    assert EmbeddedEngine(bundle).evaluate("data.p.x") == "a\r\nb"

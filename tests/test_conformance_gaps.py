@@ -2,8 +2,9 @@
 
 Each case failed on the code before: an extension builtin refused OPA's
 output-operand form (`f(x, out)`), `yaml.is_valid` of a multi-document string
-was false, an integer literal beyond 64 bits was silently rounded, and a
-number beyond a double's range was refused without saying what to do.
+was false (and true where a later document does not parse), an integer literal
+beyond 64 bits was silently rounded, and a number beyond a double's range was
+refused without saying what to do.
 """
 
 from __future__ import annotations
@@ -41,10 +42,17 @@ def test_an_output_operand_keeps_the_lines() -> None:
     assert caught.value.location is not None and caught.value.location.line == 10
 
 
-@pytest.mark.parametrize("text", ["a: 1\n---\nb: 2\n", "a: 1\n---\nb: [\n", "", "a: [\n", "a: b: c", "- a\n- b"])
-def test_yaml_is_valid_reads_the_first_document_as_opa(text: str) -> None:
+@pytest.mark.parametrize("text", ["a: 1\n---\nb: 2\n", "", "a: [\n", "a: b: c", "- a\n- b", "a: 1\n\t\n"])
+def test_yaml_is_valid_as_opa(text: str) -> None:
     mine, opa = both("x := yaml.is_valid(input)", text)
     assert mine == opa
+
+
+@pytest.mark.parametrize("text", ["a: 1\n---\nb: [\n", "  test:\ntest1: hello\n", "a: 1\n---\n\tb: 2\n"])
+def test_yaml_is_valid_is_false_for_content_after_the_first_document_that_does_not_parse(text: str) -> None:
+    """OPA after 1.20 (its PR 9218, the conformance case `yaml is_valid unreachable content`): the
+    oracle, OPA 1.20, read the first document only and answered true for these."""
+    assert both("x := yaml.is_valid(input)", text)[0] is False
 
 
 def test_an_integer_beyond_64_bits_is_refused_at_load_not_rounded() -> None:

@@ -70,6 +70,10 @@ def decide(
     policies start after the budget is spent. `on_policy` hears each policy's
     name before it runs (the watchdog's view of a worker).
     """
+    if mode == "validate" and only is None:
+        refused = policy_objects_refusal(policy_set, review)
+        if refused is not None:
+            return refused
     verdict = Verdict()
     outcomes: list[PolicyOutcome] = []
     original = review.object
@@ -111,6 +115,21 @@ def decide(
     if not verdict.allowed and not any(o.decision == "denied" for o in outcomes):
         verdict.code = 500  # refused only because policies failed
     return Decision(verdict, outcomes)
+
+
+POLICY_OBJECTS = "regokite_gatekeeper.policy_objects"
+
+
+def policy_objects_refusal(policy_set: PolicySet, review: Review) -> Decision | None:
+    """Gatekeeper's objects are checked before any policy reviews them, as Gatekeeper's webhook checks
+    its own: one that would not load is refused (422) with why, and nothing else runs."""
+    started = time.monotonic()
+    refused = policy_set.policy_objects.refusal(review.request)
+    if refused is None:
+        return None
+    verdict = Verdict(allowed=False, messages=[refused.message], code=refused.code)
+    outcome = PolicyOutcome(POLICY_OBJECTS, "denied", time.monotonic() - started, messages=[refused.message])
+    return Decision(verdict, [outcome])
 
 
 def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only: str | None) -> list[PolicyOutcome]:

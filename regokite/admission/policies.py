@@ -37,6 +37,7 @@ from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
 from regokite.gatekeeper.mutation.compile import SYSTEM, decision_rule, reads_namespaces
 from regokite.gatekeeper.mutation.conflicts import conflicting
+from regokite.gatekeeper.policy_objects import PolicyObjects
 from regokite.outline import outline, packages
 
 VALIDATING = ("deny", "warn", "allow", "audit_annotations")
@@ -119,6 +120,8 @@ class PolicySet:
     # local mode: policies left out because they read cluster data, and what they read
     not_served: Mapping[str, str] = field(default_factory=dict)
     sync_excluded: tuple[str, ...] = ()  # namespaces a Config keeps out of replication (processes: sync)
+    # Gatekeeper's objects applied to the cluster, checked at /validate with what this set serves
+    policy_objects: PolicyObjects = field(default_factory=PolicyObjects)
 
     def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it
@@ -236,6 +239,7 @@ def build_policy_set(
         expands,
         tuple(expanded),
         sync_excluded=sources.excluded_from("sync"),
+        policy_objects=PolicyObjects(gatekeeper.schemas, engine),
     )
 
 

@@ -158,7 +158,7 @@ def response(review: Review, verdict: Verdict) -> dict[str, Any]:
     if not verdict.allowed:
         body["status"] = {
             "code": verdict.code,
-            "reason": "Forbidden" if verdict.code == 403 else "InternalError",
+            "reason": {403: "Forbidden", 422: "Invalid"}.get(verdict.code, "InternalError"),
             "message": "\n".join(verdict.messages) or "denied by policy",
         }
     if verdict.warnings:

@@ -19,6 +19,7 @@ from typing import Any
 from regokite import rego_ast
 from regokite.bundle import Bundle
 from regokite.engine.catalog import OPA_BUILTINS, SILENTLY_UNDEFINED, regorus_builtins
+from regokite.engine.extensions.deprecated import DEPRECATED
 from regokite.errors import Location, PolicyLoadError
 from regokite.rego_ast import ref_parts, rule_heads, span
 
@@ -54,6 +55,8 @@ def check_builtins(bundle: Bundle, ast: list[dict[str, Any]], provided: Iterable
             problems.append(
                 (call, _unavailable(call.name) if call.name in OPA_BUILTINS else f"unknown function {call.name}")
             )
+        elif call.name in DEPRECATED and not _v0(bundle, call.location.file):
+            problems.append((call, f"deprecated built-in function calls in expression: {call.name}"))
     if not problems:
         return
     first, message = problems[0]
@@ -61,6 +64,12 @@ def check_builtins(bundle: Bundle, ast: list[dict[str, Any]], provided: Iterable
     source_line = module.line(first.location.line) if module else None
     also = tuple(f"{c.location}: {m}" for c, m in problems[1:])
     raise PolicyLoadError(message, first.location, source_line, also=also)
+
+
+def _v0(bundle: Bundle, file: str) -> bool:
+    """Is `file` parsed as Rego v0? OPA 1.x evaluates its deprecated builtins there only."""
+    module = bundle.module(file)
+    return module is not None and module.v0
 
 
 def _unavailable(builtin: str) -> str:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from regokite.bundle import Bundle, Module
 from regokite.engine import Capability, EngineSettings, open_engine
-from regokite.errors import Location, PolicyLoadError
+from regokite.errors import Location, PolicyLoadError, RegokiteError
+from regokite.gatekeeper.constraint_schema import ConstraintSchema
 from regokite.gatekeeper.resources import RegoSource, Template
 from regokite.outline import outline, packages
 
@@ -39,10 +40,11 @@ def violation_ref(kind: str) -> str:
 
 @dataclass(frozen=True)
 class Compiled:
-    """A template that compiled: its rewritten modules, ready for a bundle."""
+    """A template that compiled: its rewritten modules, ready for a bundle, and its constraints' schema."""
 
     template: Template
     modules: tuple[Module, ...]
+    constraint_schema: ConstraintSchema
 
 
 def template_modules(template: Template) -> tuple[Module, ...]:
@@ -150,8 +152,13 @@ def _error(source: RegoSource, line: int, col: int, message: str) -> PolicyLoadE
 def compile_template(template: Template, engine: EngineSettings | None = None) -> Compiled:
     """Compile one template on its own, checked by the embedded engine with `engine`'s extensions; a
     PolicyLoadError locates the problem in the template file. For an `engine` without external_data
-    (a sidecar OPA lacks it), a call of it is refused."""
+    (a sidecar OPA lacks it), a call of it is refused. A parameters schema its constraint CRD could
+    not be made with is refused first, as Gatekeeper refuses it."""
     engine = engine or EngineSettings()
+    try:
+        schema = ConstraintSchema.of(template)
+    except RegokiteError as exc:
+        raise PolicyLoadError(f"{template.file}: ConstraintTemplate {template.name}: {exc}") from None
     if Capability.EXTERNAL_DATA not in engine.capabilities:
         refuse_external_data(template)
     modules = template_modules(template)
@@ -163,7 +170,7 @@ def compile_template(template: Template, engine: EngineSettings | None = None) -
     rules = packages(outline(modules)).get(template_package(template.kind), set())
     if "violation" not in rules:
         raise PolicyLoadError(f"{template.file}: ConstraintTemplate {template.name}: its Rego has no violation rule")
-    return Compiled(template, modules)
+    return Compiled(template, modules, schema)
 
 
 _EXTERNAL_DATA = re.compile(r"(?<![\w.])external_data\s*\(")

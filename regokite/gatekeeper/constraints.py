@@ -9,8 +9,8 @@ refused with the reason (fail closed) instead of silently admitted.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -19,7 +19,8 @@ from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resourc
 from regokite.engine import EngineSettings
 from regokite.engine.extensions.external_data import Provider
 from regokite.errors import PolicyLoadError, RegokiteError
-from regokite.gatekeeper.compile import compile_all, violation_ref
+from regokite.gatekeeper.compile import Compiled, compile_all, violation_ref
+from regokite.gatekeeper.constraint_schema import ConstraintInvalid, ConstraintSchema
 from regokite.gatekeeper.expansion import ExpansionTemplate, is_expansion_template, parse_expansion_template
 from regokite.gatekeeper.match import ConstraintMatch, NamespaceLookup, parse_constraint_match
 from regokite.gatekeeper.mutation.mutators import Mutator, is_mutator, parse_mutator
@@ -60,6 +61,7 @@ class GatekeeperSet:
     modules: tuple[Module, ...]
     constraints: tuple[ReadyConstraint, ...]
     problems: tuple[str, ...]  # templates that did not load, each with file:line
+    schemas: Mapping[str, ConstraintSchema] = field(default_factory=dict)  # each served kind's constraints'
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,8 @@ def prepare(
             broken = f"its ConstraintTemplate did not load: {bad[c.kind]}"
         elif c.kind not in good:
             broken = f"no ConstraintTemplate defines kind {c.kind}"
+        else:
+            c, broken = checked(c, good[c.kind])
         try:
             enforcement = webhook_action(c)
         except RegokiteError as exc:
@@ -225,7 +229,18 @@ def prepare(
         if broken and c.kind not in bad:  # a template's own error is listed once, above
             problems.append(f"{where}: {broken}")
     modules = tuple(m for compiled in good.values() for m in compiled.modules)
-    return GatekeeperSet(tuple(t for t in templates if t.kind in good), modules, tuple(ready), tuple(problems))
+    schemas = {kind: compiled.constraint_schema for kind, compiled in good.items()}
+    served = tuple(t for t in templates if t.kind in good)
+    return GatekeeperSet(served, modules, tuple(ready), tuple(problems), schemas)
+
+
+def checked(c: Constraint, template: Compiled) -> tuple[Constraint, str | None]:
+    """The constraint as its template's schema makes it (defaults applied), or why Gatekeeper refuses it."""
+    try:
+        doc = template.constraint_schema.check(c.raw)
+    except ConstraintInvalid as exc:
+        return c, str(exc)
+    return replace(c, parameters=(doc.get("spec") or {}).get("parameters", {}), raw=doc), None
 
 
 def webhook_action(c: Constraint) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from regokite import crd
 from regokite.gatekeeper import resources
+from regokite.gatekeeper.constraint_schema import constraint_schema
 
 POD_ID = "regokite"  # the byPod id of the webhook side (`regokite gatekeeper` beside the admission server)
 AUDIT_POD_ID = "regokite-audit"  # and of `regokite audit`
@@ -37,8 +38,25 @@ def _versions(names: tuple[str, ...], schema: dict[str, Any]) -> list[dict[str, 
 
 
 def template_crd() -> dict[str, Any]:
-    """The CRD of ConstraintTemplate (templates.gatekeeper.sh v1, v1beta1, v1alpha1)."""
-    return _open_crd(resources.TEMPLATE_GROUP, "ConstraintTemplate", "Cluster", ("v1", "v1beta1", "v1alpha1"))
+    """The CRD of ConstraintTemplate (templates.gatekeeper.sh v1, v1beta1, v1alpha1). Its fields are kept as
+    given (regokite checks them) but for `spec.crd.spec.validation.legacySchema`, defaulted per version as
+    Gatekeeper's CRD defaults it (false for v1, true before): it decides the constraints' schema, and a
+    template applied as v1beta1 is read back as v1."""
+    versions = []
+    for version in ("v1", "v1beta1", "v1alpha1"):
+        legacy = version != "v1"
+        validation = {
+            **_ANY_OBJECT,
+            "default": {"legacySchema": legacy},
+            "properties": {"legacySchema": {"type": "boolean", "default": legacy}},
+        }
+        crd_spec = {**_ANY_OBJECT, "properties": {"validation": validation}}
+        spec = {**_ANY_OBJECT, "properties": {"crd": {**_ANY_OBJECT, "properties": {"spec": crd_spec}}}}
+        schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _ANY_OBJECT}}}
+        versions += _versions((version,), schema)
+    for entry in versions:
+        entry["storage"] = entry["name"] == "v1"
+    return _crd(resources.TEMPLATE_GROUP, "ConstraintTemplate", "constrainttemplates", "Cluster", versions)
 
 
 def config_crd() -> dict[str, Any]:
@@ -57,7 +75,7 @@ MUTATOR_PLURALS = tuple(plural for plural, _ in MUTATOR_KINDS.values())
 EXPANSION_PLURAL = "expansiontemplate"
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 # applyTo entries are checked by regokite (the mutator's status says what is wrong): the API server
-# the tests run (1.32, scripts/controlplane.py) refuses "" where a schema types a string, so the
+# the tests run (1.20, scripts/controlplane.py) refuses "" where a schema types a string, so the
 # core group (`groups: [""]`) could not be written; Gatekeeper's own CRD is refused there the same way
 _APPLY_TO = {"type": "array", "items": _ANY_OBJECT}
 _BY_POD = {
@@ -176,20 +194,13 @@ def constraint_crd_name(kind: str) -> str:
 
 
 def constraint_crd(template: resources.Template) -> dict[str, Any]:
-    """The CRD of a template's constraints (v1beta1 stored, v1alpha1 served), cluster-scoped as in Gatekeeper."""
-    parameters = copy.deepcopy(template.schema) if template.schema else dict(_ANY)
-    if "type" not in parameters and "x-kubernetes-preserve-unknown-fields" not in parameters:
-        parameters["type"] = "object"
-    spec = {
-        "type": "object",
-        "properties": {
-            "match": _ANY_OBJECT,
-            "enforcementAction": {"type": "string"},
-            "scopedEnforcementActions": {"type": "array", "items": _ANY_OBJECT},
-            "parameters": parameters,
-        },
-    }
-    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec, "status": _ANY_OBJECT}}}
+    """The CRD of a template's constraints (v1beta1 stored, v1alpha1 served), cluster-scoped, with the schema
+    Gatekeeper gives it (`constraint_schema`: the one every loader checks constraints against, but `kinds`)."""
+    openapi = constraint_schema(template)
+    # `kinds[].apiGroups` holds "" for the core group: left untyped here, as applyTo above (the loaders and
+    # the policy-object webhook check it typed, as Gatekeeper's CRD does)
+    openapi["properties"]["spec"]["properties"]["match"]["properties"]["kinds"] = _APPLY_TO
+    schema = {"openAPIV3Schema": openapi}
     versions = _versions(("v1beta1", "v1alpha1"), schema)
     plural = constraint_plural(template.kind)
     names = {"kind": template.kind, "plural": plural, "singular": plural, "categories": ["constraint", "constraints"]}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.constraint_schema import ConstraintSchema
 from regokite.gatekeeper.constraints import webhook_action
 from regokite.gatekeeper.match import parse_constraint_match
 from regokite.gatekeeper.mutation.mutators import is_mutator, parse_mutator
@@ -61,12 +62,16 @@ def pick(current: Mapping[K, Doc], check: Callable[[Doc], str | None], good: dic
     return picked
 
 
-def constraint_error(doc: Doc) -> str | None:
-    """Why a constraint cannot be served as written (its match, its enforcementAction), or None."""
+def constraint_error(doc: Doc, schemas: Mapping[str, ConstraintSchema] | None = None) -> str | None:
+    """Why a constraint cannot be served as written (its match, its enforcementAction, and with its
+    template's `schemas` by kind, its fields and parameters), or None."""
     try:
         constraint = parse_constraint(doc, "constraint")
         parse_constraint_match(constraint.match, f"{constraint.kind} {constraint.name}: spec.match")
         webhook_action(constraint)
+        schema = (schemas or {}).get(constraint.kind)
+        if schema is not None:
+            schema.check(doc)
     except RegokiteError as exc:
         return str(exc)
     return None

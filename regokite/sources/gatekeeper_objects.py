@@ -22,18 +22,20 @@ Gatekeeper's `SyncSet`s and the external data `Provider`s are written too, each 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from regokite.bundle import DATA_FILES
-from regokite.errors import PolicyLoadError
+from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_template
+from regokite.gatekeeper.constraint_schema import ConstraintSchema
 from regokite.gatekeeper.crds import (
     EXPANSION_PLURAL,
     MANAGED_BY,
@@ -106,6 +108,7 @@ class GatekeeperSync:
         self.listed_configs: list[dict[str, Any]] = []
         self.listed_paths: dict[str, list[dict[str, Any]]] = {}  # mutators, expansions: as last listed
         self.served_kinds: set[str] = set()
+        self.compiled: dict[str, tuple[str, str | None]] = {}  # template name -> (what compiled, its error)
 
     def install(self) -> None:
         """Gatekeeper's CRDs (templates, Config, mutators, ExpansionTemplate, Provider, SyncSet), so they can
@@ -117,6 +120,7 @@ class GatekeeperSync:
         """One pass; returns each template's kind (its name when refused) and its error (None when it serves).
         A refused edit of a template that served keeps its last good version, its CRD and its constraints."""
         current = {d["metadata"]["name"]: d for d in self.client.get(TEMPLATES).get("items", [])}
+        self.compiled = {name: known for name, known in self.compiled.items() if name in current}
         templates = pick(current, self._template_error, self.good.templates)
         outcome: dict[str, str | None] = {}
         for name, doc in current.items():
@@ -131,7 +135,7 @@ class GatekeeperSync:
         self._drop_crds(set(current))
         kinds = {d["spec"]["crd"]["spec"]["names"]["kind"] for d in templates.served.values()}
         documents = [_clean(doc) for _, doc in sorted(templates.served.items())]
-        documents += self._constraint_documents(kinds)
+        documents += self._constraint_documents(kinds, _constraint_schemas(templates.served.values()))
         documents += self._config_documents()
         documents += self._mutators(outcome)
         documents += [_clean(t) for t in self._expansions()]
@@ -189,24 +193,37 @@ class GatekeeperSync:
         return items
 
     def _template_error(self, doc: dict[str, Any]) -> str | None:
-        """Why a template cannot serve as it is now (None: it compiled and its constraint CRD is applied)."""
+        """Why a template cannot serve as it is now (None: it compiled and its constraint CRD is applied).
+        A template is compiled again only when it changed (every pass applies its CRD: one deleted by
+        hand comes back)."""
         name = doc["metadata"]["name"]
+        fingerprint = json.dumps([doc.get("apiVersion"), doc.get("spec")], sort_keys=True)
         try:
             template = parse_template(doc, None, f"constrainttemplate/{name}")
-            compile_template(template)
+            known = self.compiled.get(name)
+            if known is None or known[0] != fingerprint:
+                self.compiled[name] = (fingerprint, None)
+                try:
+                    compile_template(template)
+                except PolicyLoadError as exc:
+                    self.compiled[name] = (fingerprint, str(exc))
+            error = self.compiled[name][1]
+            if error is not None:
+                return error
             self.client.apply(f"{CRDS}/{constraint_crd_name(template.kind)}", constraint_crd(template), MANAGER)
         except (ResourceError, PolicyLoadError, ApiError) as exc:
             return str(exc)
         return None
 
-    def _constraint_documents(self, kinds: set[str]) -> list[dict[str, Any]]:
-        """Every constraint of the served kinds: as it is, or (an edit refused) as last served."""
+    def _constraint_documents(self, kinds: set[str], schemas: Mapping[str, ConstraintSchema]) -> list[dict[str, Any]]:
+        """Every constraint of the served kinds: as it is, or (an edit refused; `schemas`, by kind, check
+        its fields and parameters) as last served."""
         current: dict[tuple[str, str], dict[str, Any]] = {}
         for kind in sorted(kinds):
             for doc in self._constraints(kind):
                 current[(kind, doc["metadata"]["name"])] = doc
         self.listed = {k: v for k, v in self.listed.items() if k in kinds}
-        constraints = pick(current, constraint_error, self.good.constraints)
+        constraints = pick(current, lambda doc: constraint_error(doc, schemas), self.good.constraints)
         for (kind, name), doc in current.items():
             error = constraints.errors.get((kind, name))
             if error is not None:
@@ -372,6 +389,19 @@ def object_file(doc: dict[str, Any]) -> str:
     name = f"{meta.get('name')}.yaml"
     name = "data.object.yaml" if name in DATA_FILES else name
     return "/".join([group, str(doc.get("kind")), *filter(None, [meta.get("namespace")]), name])
+
+
+def _constraint_schemas(templates: Iterable[dict[str, Any]]) -> dict[str, ConstraintSchema]:
+    """The constraints' schema of each template served, by kind (one a file of an earlier version kept
+    and that no longer makes a schema checks nothing: the API server checked its constraints)."""
+    found = {}
+    for doc in templates:
+        try:
+            schema = ConstraintSchema.of(parse_template(doc, None, f"constrainttemplate/{doc['metadata']['name']}"))
+        except RegokiteError:
+            continue
+        found[schema.kind] = schema
+    return found
 
 
 def _wait_for_change(changed: threading.Event, stop: threading.Event, interval: float) -> bool:

@@ -27,15 +27,6 @@ def test_a_constraint_crd_validates_parameters_with_the_template_schema() -> Non
     assert spec["properties"]["parameters"]["properties"]["labels"]["type"] == "array"
 
 
-def test_a_template_without_schema_takes_any_parameters() -> None:
-    doc = load((FIXTURES / "library/uniqueingresshost/template.yaml").read_text())
-    crd = constraint_crd(parse_template(doc, None, "t"))
-    parameters = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
-        "parameters"
-    ]
-    assert parameters == {"x-kubernetes-preserve-unknown-fields": True}
-
-
 def test_template_status_in_gatekeepers_shape() -> None:
     assert template_status(3, []) == {
         "created": True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 from typing import Any
 
@@ -94,3 +95,22 @@ def big_number(value: int) -> int | float | str:
     except OverflowError:
         return str(value)
     return converted if math.isfinite(converted) else str(value)
+
+
+def go_json(name: str, value: Any) -> str:
+    """OPA's value as Go's encoding/json writes it (OPA's ast.JSON, then json.Marshal): object keys
+    sorted, no spaces, `<`, `>` and `&` escaped, a set as its members in order. A Refusal for what
+    Go could write otherwise than here: a number that is not an integer (OPA keeps the text it was
+    written as, `2.50`, `5.0`, `1e3`) and a set holding a boolean (Python merges `true` and `1`)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{go_json(name, str(k))}:{go_json(name, v)}" for k, v in sorted(value.items())) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(go_json(name, v) for v in value) + "]"
+    if isinstance(value, set | frozenset):
+        if any(isinstance(m, bool) for m in value):
+            raise Refusal(f"{name}: a set holding a boolean reaches Python with `true` and `1` as one member")
+        return go_json(name, sorted(value, key=lambda m: (m is not None, isinstance(m, str), m)))
+    if isinstance(value, float):  # OPA writes a number's text as given (2.50, 5.0, 1e3); regorus kept none
+        raise Refusal(f"{name}: the number {value!r} may be written otherwise by OPA, which keeps its text")
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

@@ -1,4 +1,4 @@
-"""substring, indexof, strings.count, strings.reverse, replace_n, upper and lower as OPA.
+"""substring, indexof, strings.count, strings.reverse, replace_n, split_n, upper and lower as OPA.
 
 substring takes integer operands only (regorus took 1e-07 as a length and
 answered); indexof of "" is an error in OPA (regorus answered 0);
@@ -119,7 +119,18 @@ def _lower_rune(rune: str) -> str:
     return "i" if rune == "\u0130" else rune  # U+0130's full mapping adds a combining dot; its simple one is "i"
 
 
+def split_n(value: Any, delimiter: Any, count: Any) -> list[str]:
+    """OPA's strings.split_n: every piece (Go's strings.Split: "" splits into characters), then the
+    first n, or the last -n when n is negative, or none when n is 0."""
+    text = string_operand("strings.split_n", value, 1)
+    separator = string_operand("strings.split_n", delimiter, 2)
+    n = int_operand("strings.split_n", count, 3)
+    pieces = list(text) if separator == "" else text.split(separator)
+    return pieces[:n] if n > 0 else pieces[n:] if n < 0 else []
+
+
 BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    "strings.split_n": (3, split_n),
     "upper": (1, upper),
     "lower": (1, lower),
     "substring": (3, substring),

@@ -1,5 +1,6 @@
-"""yaml.is_valid as OPA: the first document of the string decides (Go's yaml.Unmarshal reads
-only that one), so a multi-document string is valid; regorus answered false for it.
+"""yaml.is_valid as OPA: every document of the string must parse, so a multi-document string is
+valid (regorus answered false for it) and one whose later content does not parse is not (OPA
+since its PR 9218, "reject documents with unreachable content"; 1.20 read the first document only).
 
 `plain` is what engine.opa_syntax's yaml.marshal asks before regorus writes the YAML: regorus
 quotes otherwise than Go's YAML writer (`'1'` for "1", `yes` where Go writes `"yes"`, `😀` for
@@ -34,7 +35,8 @@ def is_valid(value: Any) -> bool:
     if not isinstance(value, str):
         return False
     try:
-        next(iter(yaml.safe_load_all(value)), None)
+        for _ in yaml.safe_load_all(value):
+            pass
     except yaml.YAMLError:
         return False
     return True
