@@ -62,8 +62,12 @@ def test_expand_non_default_namespace_example(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("operation", ["UPDATE", "DELETE"])
 def test_verify_userinfo_example(operation: str, tmp_path: Path) -> None:
-    def run() -> str | None:
-        review, template, constraint = holding("kind: AdmissionReview", "kind: ValidateUserInfo").split("\n---\n")
+    """The example's constraint is `constraints.gatekeeper.sh/v1`, a version gator's constraint framework
+    refuses (it takes v1beta1 and v1alpha1): as written the test fails with that error, as gator's;
+    with v1beta1 it passes."""
+
+    def verify(constraint: str) -> list[str]:
+        review, template, _ = holding("kind: AdmissionReview", "kind: ValidateUserInfo").split("\n---\n")
         if operation == "DELETE":
             review = holding("kind: AdmissionReview", 'operation: "DELETE"')
         for name, text in (("admission-review.yaml", review), ("template.yaml", template),
@@ -71,6 +75,18 @@ def test_verify_userinfo_example(operation: str, tmp_path: Path) -> None:
             (tmp_path / name).write_text(text, encoding="utf-8")
         result = run_suite(tmp_path / "suite.yaml")
         failed = [c.error or t.error for t in result.children for c in t.children or [t] if c.error or t.error]
-        return "; ".join(map(str, failed)) or result.error or (None if result.children else "no test ran")
+        return (
+            [str(f) for f in failed]
+            + ([result.error] if result.error else [])
+            + ([] if result.children else ["no test"])
+        )
+
+    def run() -> str | None:
+        constraint = holding("kind: AdmissionReview", "kind: ValidateUserInfo").split("\n---\n")[2]
+        as_written = verify(constraint)
+        if not (len(as_written) == 1 and 'unsupported version "v1"' in as_written[0]):
+            return f"as written: {as_written}"
+        fixed = verify(constraint.replace("constraints.gatekeeper.sh/v1\n", "constraints.gatekeeper.sh/v1beta1\n"))
+        return "; ".join(fixed) or None
 
     judge(f"docs-examples/gator.md UserInfo AdmissionReview ({operation})", run)
