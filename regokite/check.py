@@ -51,6 +51,7 @@ class Manifest:
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     mutated: dict[str, Any] | None = None  # the object as the mutating policies left it, when they changed it
+    details: list[dict[str, Any]] = field(default_factory=list)  # constraints' violations that carry details
 
     @property
     def kind(self) -> str:
@@ -79,6 +80,7 @@ class Manifest:
             "failures": self.failures,
             "warnings": self.warnings,
             **({"mutated": self.mutated} if self.mutated is not None else {}),
+            **({"details": self.details} if self.details else {}),
         }
 
 
@@ -172,7 +174,14 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
             if mutation.allowed and mutation.patch:  # mutating webhooks run before validating ones
                 manifest.mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
                 review = creation_review(manifest.mutated, resource, f"check-{i}")
-            verdict = decide(policy_set, review, mode="validate").verdict
+            decision = decide(policy_set, review, mode="validate")
+            verdict = decision.verdict
+            manifest.details = [
+                {"policy": o.policy, "msg": message, "details": details}
+                for o in decision.outcomes
+                for message, details in zip(o.messages, o.details, strict=False)
+                if details is not None
+            ]
             if not mutation.allowed:  # a policy with deny and patch answers in both modes: once each
                 verdict.allowed = False
                 verdict.messages = _once([*mutation.messages, *verdict.messages])
