@@ -23,7 +23,7 @@ from regokite.admission.review import parse_review
 from regokite.bundle import Bundle, Module
 from regokite.cli import main
 from regokite.engine.embedded import EmbeddedEngine
-from regokite.engine.opa_syntax import ALWAYS_ROUTED
+from regokite.engine.rewrite import ALWAYS_ROUTED
 from regokite.errors import EvaluationError, Location
 from tests.admission.reviews import deployment, review
 

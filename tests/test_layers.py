@@ -88,7 +88,6 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "regokite.structural",
         "regokite.yamldoc",
         "regokite.input_guard",
-        "regokite.rego_ast",
         "regokite.bundle",
         "regokite.outline",
         "regokite.ops",

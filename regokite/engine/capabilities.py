@@ -16,12 +16,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from regokite import rego_ast
 from regokite.bundle import Bundle
 from regokite.engine.catalog import OPA_BUILTINS, SILENTLY_UNDEFINED, regorus_builtins
 from regokite.engine.extensions.deprecated import DEPRECATED
+from regokite.engine.rewrite.tree import calls as call_nodes
+from regokite.engine.rewrite.tree import ref_parts, rule_heads, span
 from regokite.errors import Location, PolicyLoadError
-from regokite.rego_ast import ref_parts, rule_heads, span
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def calls(ast: list[dict[str, Any]]) -> Iterator[Call]:
         file = entry["source"]["file"]
         package = ref_parts(module["package"]["refr"])
         aliases = dict(_imports(module.get("imports", []), source))
-        for node in rego_ast.calls(module.get("rules", [])):
+        for node in call_nodes(module.get("rules", [])):
             parts = ref_parts(node["fcn"])
             where = span(node["fcn"])
             location = _location(file, source, where)

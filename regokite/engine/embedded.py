@@ -29,11 +29,11 @@ import regorus
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import Change, ReplicaStore, check_replica_root, creations
-from regokite.engine import KINDS, UNDEFINED, first_value, object_keys, opa_syntax, rule_ref
+from regokite.engine import KINDS, UNDEFINED, first_value, object_keys, rewrite, rule_ref
 from regokite.engine.capabilities import check_arguments, check_builtins
 from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
-from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
+from regokite.engine.rewrite import Columns, check_shadowing
 from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic, frames_released
 from regokite.ops import logging as ops_logging
 
@@ -90,26 +90,24 @@ class EmbeddedEngine:
         self._prints = PrintLog(bundle)
         self._replica: ReplicaStore | None = None
         self._stepped = False  # the replica is loaded whole only by load_replica, never in an evaluation
-        modules, read_as_opa = opa_syntax.rewrite(
-            bundle.modules, lenient=lenient, mockable=extension_only(self.options)
-        )
+        modules, read_as_opa = rewrite.rewrite(bundle.modules, lenient=lenient, mockable=extension_only(self.options))
         rewritten = replace(bundle, modules=modules)
         error = None
         try:
-            ast = opa_syntax.parsed(modules)  # the rewrite's last parse, most often
+            ast = rewrite.parsed(modules)  # the rewrite's last parse, most often
             if ast is None:
-                parser = opa_syntax.new_engine()
+                parser = rewrite.new_engine()
                 add_modules(parser, modules)  # raises regorus's error, with the v0 hint
                 ast = json.loads(parser.get_ast_as_json())
             check_builtins(rewritten, ast, provided(self.options))
             check_arguments(rewritten, ast)
             check_shadowing(rewritten, ast)
         except PolicyLoadError as exc:
-            error = opa_syntax.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
+            error = rewrite.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
         if error is not None:
             raise error
-        self._modules, direct = direct_imports(modules, ast)
-        self._columns = Columns.chain(read_as_opa, direct)
+        self._modules: tuple[Module, ...] = modules
+        self._columns: Columns = read_as_opa
         self._places = _Places(self._columns, bundle)
         self._base()  # prepare now, so a bad bundle fails here and not on first use
 
@@ -183,7 +181,7 @@ class EmbeddedEngine:
         entry.engine, entry.generation, entry.load_failure = fresh, generation, None
 
     def _prepare(self) -> regorus.Engine:
-        engine = opa_syntax.new_engine()
+        engine = rewrite.new_engine()
         engine.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
         install(engine, self.options)  # clones share the extension callables
         add_modules(engine, self._modules)
@@ -402,7 +400,7 @@ def _load_error(module: Module, failure: str) -> PolicyLoadError:
 
 
 def _parses_as_v0(module: Module) -> bool:
-    probe = opa_syntax.new_engine()
+    probe = rewrite.new_engine()
     probe.set_rego_v0(True)
     return attempt(probe.add_policy, module.path, module.text)[1] is None
 

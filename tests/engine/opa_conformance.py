@@ -19,7 +19,7 @@ Every case lands in one class: `pass`, `fail-closed` (regokite refused where OPA
 load or as an evaluation error), `different` (both answered, otherwise) or `answered` (regokite
 answered where OPA errs). tests/engine/test_opa_conformance.py holds the rules;
 `python3 -m tests.engine.opa_conformance` prints the classes (`--show CLASS` each case of one,
-`--update` rewrites the listed file: see docs in /work/notes/conformance.md).
+`--update` rewrites the listed file: its header says how).
 """
 
 from __future__ import annotations

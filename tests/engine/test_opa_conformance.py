@@ -14,7 +14,7 @@ from engine import opa_conformance as conformance
 from engine.opa_conformance import ANSWERED, DIFFERENT, FAIL_CLOSED, PASS, Verdict
 
 # Differences found when the harness landed, each owned by a branch that is fixing it (see
-# /work/notes/conformance.md). Only ever shrinks: a case here that passes fails the run (strict xfail).
+# the branch notes). Only ever shrinks: a case here that passes fails the run (strict xfail).
 UNTIL_FIXED = {
     "v1/walkbuiltin/test-walkbuiltin-issue-7656.yaml#0": "rewrite: `[path, value] := walk(x)` yields nothing",
     "v1/negation/test-not-body.yaml#2": "rewrite: `not` over arithmetic on undefined operands is false",

@@ -40,10 +40,20 @@ from regokite.engine.extensions import (
     units,
     yamlcheck,
 )
-from regokite.engine.extensions.arithmetic import ARITH, NUMBER_TEXT
 from regokite.engine.extensions.common import BuiltinError, Refusal
 from regokite.engine.extensions.external_data import ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
+from regokite.engine.extensions.internal import (
+    ARITH,
+    HTTP_SEND_OFF,
+    LENIENT,
+    NUMBER_TEXT,
+    REPLACE_EMPTY,
+    SPRINTF,
+    STRLEN,
+    UNORDERED,
+    YAML_PLAIN,
+)
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
 
@@ -60,7 +70,6 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **jwt_sign.BUILTINS,
     **lookup.BUILTINS,
     **private_keys.BUILTINS,
-    **formatting.BUILTINS,
     **rounding.BUILTINS,
     **runtime.BUILTINS,
     **schemas.BUILTINS,
@@ -85,24 +94,102 @@ class ExtensionOptions:
     external_data: ExternalData = field(default_factory=ExternalData, compare=False)
 
 
+@dataclass(frozen=True)
+class Internal:
+    """A builtin the rewriter calls (extensions.internal names them).
+
+    errors: what its errors are. "builtin": the error of the OPA builtin it answers for, which OPA's
+    non-strict evaluation makes undefined (a lenient call may name it: it is called here directly).
+    "refusal": regokite's own refusal to answer otherwise than OPA, an error whatever the mode.
+    "none": it fails only on operands the rewrite never passes.
+    """
+
+    arity: int
+    function: Callable[..., object]
+    errors: str
+    guarded: bool = False  # its result passes the input guard (it may hold text from the operands)
+
+
+def _strlen(text: object) -> int:
+    """A string's length in characters, as OPA's count (regorus's counts UTF-16 units: 2 for U+1F600)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{STRLEN}: operand 1 must be string")
+    return len(text)
+
+
+def _unordered(builtin: object) -> object:
+    """Always an error: `builtin` met a set and an object inside the items it orders.
+
+    OPA orders an object before a set, regorus a set before an object. Where
+    the two meet at the top of the compared values the rewrite orders them as
+    OPA; deeper inside (`sort([[{1}], [{"a": 1}]])`) it cannot, so the
+    evaluation fails rather than answer otherwise than OPA.
+    """
+    raise Refusal(
+        f"{builtin}: the values compared hold a set and an object inside them, which the embedded engine "
+        "orders otherwise than OPA (an object before a set): compare values without both, or use --engine opa"
+    )
+
+
+def _http_send_off(_request: object) -> object:
+    raise BuiltinError(
+        "http.send: not enabled in the embedded engine (only a `with http.send as ...` may replace it): "
+        "allow the hosts it may call with --allow-http-send HOST[:PORT], or use --engine opa"
+    )
+
+
+def _lenient(name: object, arguments: object) -> list[object]:
+    """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
+
+    regorus has no switch for it, so the call is made here: an extension of
+    regokite's directly, one of regorus's on an engine of its own.
+    """
+    if not isinstance(name, str) or not isinstance(arguments, list):
+        return []
+    internal = INTERNAL.get(name)
+    extension = internal.function if internal and internal.errors == "builtin" else _BUILTINS.get(name, (0, None))[1]
+    try:
+        if extension is not None:
+            return [extension(*arguments)]
+        engine = regorus.Engine()
+        engine.set_input(arguments)
+        operands = ", ".join(f"input[{i}]" for i in range(len(arguments)))
+        found = engine.eval_query(f"__value := {name}({operands})")["result"]
+    except (KeyboardInterrupt, SystemExit, Refusal):
+        raise  # a Refusal: OPA answers where this engine cannot, so it is no builtin error to make undefined
+    except BaseException:  # the builtin's error, whatever its type (a panic included): undefined
+        return []
+    return [found[0]["bindings"]["__value"]] if found else []
+
+
+INTERNAL: dict[str, Internal] = {
+    ARITH: Internal(3, arithmetic.arith, "builtin"),
+    NUMBER_TEXT: Internal(2, arithmetic.number_text, "builtin"),
+    REPLACE_EMPTY: Internal(2, strings.replace_empty, "builtin", guarded=True),
+    SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
+    STRLEN: Internal(1, _strlen, "none"),
+    LENIENT: Internal(2, _lenient, "none", guarded=True),
+    UNORDERED: Internal(1, _unordered, "refusal"),
+    YAML_PLAIN: Internal(1, yamlcheck.plain, "refusal"),
+    HTTP_SEND_OFF: Internal(1, _http_send_off, "refusal"),
+}
+
+
 def arities() -> dict[str, int]:
     """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
     return {name: arity for name, (arity, _) in _BUILTINS.items()} | {"http.send": 1, "external_data": 1}
 
 
+def _internal(options: ExtensionOptions) -> dict[str, Internal]:
+    """The internal builtins an engine with these options has: HTTP_SEND_OFF where http.send is off."""
+    return {n: b for n, b in INTERNAL.items() if n != HTTP_SEND_OFF or not options.http_send_hosts}
+
+
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {
-        ARITH,
-        NUMBER_TEXT,
-        LENIENT,
-        STRLEN,
-        UNORDERED,
-        REPLACE_EMPTY,
-        YAML_PLAIN,
-        "external_data",
-    }
-    names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
+    names = set(_BUILTINS) | set(_internal(options)) | {"external_data"}
+    if options.http_send_hosts:
+        names.add("http.send")
     return frozenset(names)
 
 
@@ -110,19 +197,14 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     """Add every extension builtin to `engine` (before it is cloned: clones keep them)."""
     for name, (arity, function) in _BUILTINS.items():
         engine.add_extension(name, arity, _guarded(name, function))
-    engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
-    engine.add_extension(ARITH, 3, arithmetic.arith)
-    engine.add_extension(NUMBER_TEXT, 2, arithmetic.number_text)
-    engine.add_extension(STRLEN, 1, _strlen)
-    engine.add_extension(UNORDERED, 1, _unordered)
-    engine.add_extension(REPLACE_EMPTY, 2, _guarded(REPLACE_EMPTY, strings.replace_empty))
-    engine.add_extension(YAML_PLAIN, 1, yamlcheck.plain)
+    for name, internal in _internal(options).items():
+        engine.add_extension(
+            name, internal.arity, _guarded(name, internal.function) if internal.guarded else internal.function
+        )
     engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
         engine.add_extension("http.send", 1, _guarded("http.send", send))
-    else:
-        engine.add_extension(HTTP_SEND_OFF, 1, _http_send_off)
 
 
 def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object]:
@@ -141,93 +223,4 @@ def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object
     return call
 
 
-HTTP_SEND_OFF = "__regokite_http_send_off"  # http.send in a bundle whose tests replace it, hosts not allowed
-
-
-def _http_send_off(_request: object) -> object:
-    raise BuiltinError(
-        "http.send: not enabled in the embedded engine (only a `with http.send as ...` may replace it): "
-        "allow the hosts it may call with --allow-http-send HOST[:PORT], or use --engine opa"
-    )
-
-
-STRLEN = "__regokite_strlen"  # what engine.opa_syntax's `count` calls for a string
-
-
-def _strlen(text: object) -> int:
-    """A string's length in characters, as OPA's count (regorus's counts UTF-16 units: 2 for U+1F600)."""
-    if not isinstance(text, str):
-        raise TypeError(f"{STRLEN}: operand 1 must be string")
-    return len(text)
-
-
-UNORDERED = (
-    "__regokite_unordered"  # what engine.opa_syntax's sort, min, max and `<` call where regorus would not order as OPA
-)
-
-
-def _unordered(builtin: object) -> object:
-    """Always an error: `builtin` met a set and an object inside the items it orders.
-
-    OPA orders an object before a set, regorus a set before an object. Where
-    the two meet at the top of the compared values the rewrite orders them as
-    OPA; deeper inside (`sort([[{1}], [{"a": 1}]])`) it cannot, so the
-    evaluation fails rather than answer otherwise than OPA.
-    """
-    raise Refusal(
-        f"{builtin}: the values compared hold a set and an object inside them, which the embedded engine "
-        "orders otherwise than OPA (an object before a set): compare values without both, or use --engine opa"
-    )
-
-
-YAML_PLAIN = "__regokite_yaml_plain"  # what engine.opa_syntax's yaml.marshal asks first
-REPLACE_EMPTY = "__regokite_replace_empty"  # what engine.opa_syntax's replace calls for replace(s, "", x)
-
-LENIENT = "__regokite_lenient"  # what engine.opa_syntax writes for a builtin call under non-strict errors
-
-
-# the helpers engine.opa_syntax's functions call that a lenient call may name (regorus knows none of them)
-_HELPERS: dict[str, Callable[..., object]] = {
-    ARITH: arithmetic.arith,
-    NUMBER_TEXT: arithmetic.number_text,
-    REPLACE_EMPTY: strings.replace_empty,
-}
-
-
-def _lenient(name: object, arguments: object) -> list[object]:
-    """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
-
-    regorus has no switch for it, so the call is made here: an extension of
-    regokite's directly, one of regorus's on an engine of its own.
-    """
-    if not isinstance(name, str) or not isinstance(arguments, list):
-        return []
-    extension = _HELPERS.get(name) or _BUILTINS.get(name, (0, None))[1]
-    try:
-        if extension is not None:
-            return [extension(*arguments)]
-        engine = regorus.Engine()
-        engine.set_input(arguments)
-        operands = ", ".join(f"input[{i}]" for i in range(len(arguments)))
-        found = engine.eval_query(f"__value := {name}({operands})")["result"]
-    except (KeyboardInterrupt, SystemExit, Refusal):
-        raise  # a Refusal: OPA answers where this engine cannot, so it is no builtin error to make undefined
-    except BaseException:  # the builtin's error, whatever its type (a panic included): undefined
-        return []
-    return [found[0]["bindings"]["__value"]] if found else []
-
-
-__all__ = [
-    "ARITH",
-    "HTTP_SEND_OFF",
-    "LENIENT",
-    "NUMBER_TEXT",
-    "REPLACE_EMPTY",
-    "STRLEN",
-    "UNORDERED",
-    "YAML_PLAIN",
-    "ExtensionOptions",
-    "arities",
-    "install",
-    "provided",
-]
+__all__ = ["INTERNAL", "ExtensionOptions", "Internal", "arities", "install", "provided"]
