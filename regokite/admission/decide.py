@@ -24,6 +24,7 @@ from regokite.admission.review import Review, Verdict
 from regokite.engine import UNDEFINED, Bound
 from regokite.engine.extensions.external_data import call_deadline
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.exempt import IGNORE_LABEL, Exemptions
 from regokite.gatekeeper.expansion import MESSAGE_PREFIX
 
 Mode = Literal["validate", "mutate"]
@@ -275,3 +276,18 @@ def _failed(policy: AdmissionPolicy, verdict: Verdict, error: str) -> PolicyOutc
         verdict.allowed = False
         verdict.messages.append(f"{tag} policy error: {error}")
     return PolicyOutcome(policy.name, "error", 0.0, error=error)
+
+
+def label_verdict(review: Review, exemptions: Exemptions) -> Verdict:
+    """Gatekeeper's namespace-label check: only an exempt Namespace may carry the ignore label."""
+    request = review.request
+    kind = request.get("kind") or {}
+    if review.operation == "DELETE" or kind.get("group") != "" or kind.get("kind") != "Namespace":
+        return Verdict()
+    obj = review.object if isinstance(review.object, dict) else {}
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = metadata.get("name") if isinstance(metadata.get("name"), str) else ""
+    labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+    if exemptions.exempts(name) or IGNORE_LABEL not in labels:
+        return Verdict()
+    return Verdict(allowed=False, messages=[f"Only exempt namespace can have the {IGNORE_LABEL} label"])
