@@ -42,6 +42,7 @@ class AdmissionSettings:
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     exemptions: Exemptions = field(default_factory=Exemptions)  # Gatekeeper's --exempt-namespace*
     log_denies: bool = False  # Gatekeeper's --log-denies
+    mutation_annotations: bool = False  # Gatekeeper's --mutation-annotations
     emit_admission_events: bool = False  # Gatekeeper's --emit-admission-events
     events_namespace: str = "gatekeeper-system"  # where those Events go (Gatekeeper's own namespace)
     events_involved_namespace: bool = False  # --admission-events-involved-namespace: the resource's instead
@@ -60,7 +61,11 @@ class AdmissionSettings:
         """The policy set of a snapshot; Gatekeeper templates that did not load are logged (their
         constraints then refuse what they match) and the rest serve."""
         policy_set = build_policy_set(
-            snapshot.bundle, self.engine, source=self.policies, gatekeeper_sources=snapshot.gatekeeper
+            snapshot.bundle,
+            self.engine,
+            source=self.policies,
+            gatekeeper_sources=snapshot.gatekeeper,
+            mutation_annotations=self.mutation_annotations,
         )
         for problem in policy_set.problems:
             log.error("gatekeeper resource not loaded", extra={"error": problem})

@@ -69,6 +69,11 @@ def add_parser(sub: Any) -> None:
     )
     add_external_data_args(adm)
     adm.add_argument("--log-denies", action="store_true", help="log each constraint violation, as Gatekeeper's flag")
+    adm.add_argument(
+        "--mutation-annotations",
+        action="store_true",
+        help="a mutated object records its mutators (gatekeeper.sh/mutations) and a mutation-id, as Gatekeeper's flag",
+    )
     add_events_args(adm, "admission")
     _add_exempt_namespace_args(adm)
     add_replicate_args(adm, declared=True)
@@ -149,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         local=args.local,
         log_denies=args.log_denies,
+        mutation_annotations=args.mutation_annotations,
         emit_admission_events=args.emit_admission_events,
         events_namespace=args.events_namespace,
         events_involved_namespace=args.admission_events_involved_namespace,

@@ -16,10 +16,16 @@ import yaml
 
 from regokite.bundle import Bundle
 from regokite.clusterdata.store import guess_resource
-from regokite.engine import open_engine
+from regokite.engine import Engine, open_engine
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSources
-from regokite.gatekeeper.expansion import PACKAGE, generated_modules, is_expansion_template
+from regokite.gatekeeper.expansion import (
+    PACKAGE,
+    ExpansionError,
+    generated_modules,
+    is_expansion_template,
+    refuse_cycles,
+)
 from regokite.gatekeeper.mutation.mutators import is_mutator
 
 
@@ -30,6 +36,10 @@ def expand(sources: GatekeeperSources, objects: Sequence[dict[str, Any]]) -> lis
         raise RegokiteError("\n".join(sources.problems))
     if not sources.expansions:
         return []
+    try:
+        refuse_cycles(sources.expansions)
+    except ExpansionError as exc:
+        raise RegokiteError(f"error expanding resources: {exc}") from None
     modules = generated_modules(sources.mutators, sources.expansions)
     namespaces = {
         o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
@@ -40,15 +50,46 @@ def expand(sources: GatekeeperSources, objects: Sequence[dict[str, Any]]) -> lis
         for obj in objects:
             if is_mutator(obj) or is_expansion_template(obj):
                 continue
-            results = engine.evaluate(f"data.{PACKAGE}.results", gator_input(_request(obj), namespaces))
-            errors = [r["error"] for r in results if "error" in r]
-            if errors:
-                name = (obj.get("metadata") or {}).get("name", "")
-                raise RegokiteError(f"error expanding resources: error expanding resource {name}: {errors[0]}")
+            try:
+                results = expand_resource(engine, _request(obj), namespaces)
+            except ExpansionFailed as exc:
+                raise RegokiteError(f"error expanding resources: {exc}") from None
             out += [r["object"] for r in results]
     finally:
         engine.close()
     return sorted(out, key=_order, reverse=True)
+
+
+class ExpansionFailed(RegokiteError):
+    """A resource gator could not expand, in its words."""
+
+
+def expand_resource(engine: Engine, request: dict[str, Any], namespaces: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The resultants of the request's object as gator expands it: the object mutated first as an
+    Original resource, then expanded level by level; ExpansionFailed says why not. `namespaces`: the
+    Namespaces gator was given (gator_input)."""
+    name = (request.get("object") or {}).get("metadata", {}).get("name", "")
+    base = engine.evaluate(f"data.{PACKAGE}.base", gator_input(request, namespaces))
+    if "error" in base:
+        raise ExpansionFailed(f"error mutating base resource {name}: {base['error']}")
+    mutated = gator_input({**request, "object": base["object"]}, namespaces)
+    errors = engine.evaluate(f"data.{PACKAGE}.errors", mutated)
+    if errors:
+        raise ExpansionFailed(f"error expanding resource {name}: {errors[0]}")
+    return engine.evaluate(f"data.{PACKAGE}.results", mutated)
+
+
+def _request(obj: dict[str, Any]) -> dict[str, Any]:
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    meta = obj.get("metadata") or {}
+    return {
+        "kind": {"group": group, "version": version, "kind": obj.get("kind", "")},
+        "resource": {"group": group, "version": version, "resource": guess_resource(str(obj.get("kind", "")))},
+        "name": meta.get("name", ""),
+        "namespace": meta.get("namespace") or "",
+        "operation": "CREATE",
+        "object": obj,
+    }
 
 
 def _order(resource: dict[str, Any]) -> str:
@@ -84,16 +125,3 @@ def gator_input(request: dict[str, Any], namespaces: Mapping[str, Any]) -> dict[
     when the workload names none, names `default`, or names one of the input's Namespaces."""
     ns = request.get("namespace") or ""
     return {"request": request, "namespace_known": ns in ("", "default") or ns in namespaces}
-
-
-def _request(obj: dict[str, Any]) -> dict[str, Any]:
-    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
-    meta = obj.get("metadata") or {}
-    return {
-        "kind": {"group": group, "version": version, "kind": obj.get("kind", "")},
-        "resource": {"group": group, "version": version, "resource": guess_resource(str(obj.get("kind", "")))},
-        "name": meta.get("name", ""),
-        "namespace": meta.get("namespace") or "",
-        "operation": "CREATE",
-        "object": obj,
-    }
