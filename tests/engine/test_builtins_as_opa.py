@@ -11,6 +11,9 @@ import pytest
 CASES = [
     ('x := trace("note")', None),  # true, regorus's value was the note
     ("x := trace(input)", 1),
+    ('x := indexof_n("a,b", "")', None),  # an error in OPA, regorus answered every index
+    ('x := indexof_n("aaa", "aa")', None),
+    ('x := indexof_n("日本日本", "本")', None),
 ]
 
 
