@@ -405,7 +405,6 @@ KNOWN_FORM_DIFFERENCES = {
         None,
     ),
     "regex.replace": ("conformance: undefined for a bad pattern, OPA errs", 'x := regex.replace("a", "[", "b")', None),
-    "time.add_date": ("conformance: a negative month normalised otherwise", "x := time.add_date(-1, 2, -1, 3)", None),
 }
 FORM_SEEDS = (SEED, 3, 4)  # about 20 s each
 

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import opa_oracle
 import pytest
+
+from regokite.bundle import Bundle, Module
+from regokite.engine.embedded import EmbeddedEngine
 
 CASES = [
     ('x := trace("note")', None),  # true, regorus's value was the note
@@ -14,6 +18,13 @@ CASES = [
     ('x := indexof_n("a,b", "")', None),  # an error in OPA, regorus answered every index
     ('x := indexof_n("aaa", "aa")', None),
     ('x := indexof_n("日本日本", "本")', None),
+    # time.add_date: Go's AddDate normalises the fields
+    ("x := time.add_date(-1, 2, -1, 3)", None),
+    ("x := time.add_date(input, 0, 1, 0)", 1706659200000000000),  # January 31 + 1 month: March 2
+    ("x := time.add_date(input, 1, 0, 0)", 1709164800000000000),  # February 29 + 1 year: March 1
+    ("x := time.add_date(input, 0, 0, 1)", [1711846800000000000, "Europe/Paris"]),  # over a DST change
+    ("x := time.add_date(input, 300, 0, 0)", 0),  # past 2262: outside int64 nanoseconds, an error
+    ("x := time.add_date(input, 0, 0, 0)", 1.5),
 ]
 
 
@@ -21,3 +32,20 @@ CASES = [
 def test_builtin_answers_as_opa(rule: str, input: Any) -> None:
     mine, opa = opa_oracle.both(f"package p\n\n{rule}\n", input)
     assert mine == opa
+
+
+def test_add_date_answers_as_opa_on_random_instants_and_zones() -> None:
+    rng = random.Random(5)
+    bundle = Bundle((Module("p.rego", "package p\n\nx := time.add_date(input[0], input[1], input[2], input[3])\n"),))
+    mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
+    zones = ["", "UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "Nope/Zone", 3]
+    different = []
+    for _ in range(400):
+        instant: Any = rng.choice([0, -1, 1700000000000000000, rng.randint(-(2**63), 2**63 - 1), 1e18, 0.5, "x"])
+        if rng.random() < 0.4:
+            instant = [instant, rng.choice(zones)]
+        added = [rng.choice([0, 1, -1, 12, -13, 31, -400, rng.randint(-1000, 1000), 0.5]) for _ in range(3)]
+        ours, theirs = (opa_oracle.answer(engine, "data.p.x", [instant, *added]) for engine in (mine, opa))
+        if ours != theirs:
+            different.append(([instant, *added], ours, theirs))
+    assert not different

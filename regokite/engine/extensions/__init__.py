@@ -37,6 +37,7 @@ from regokite.engine.extensions import (
     schemas,
     strings,
     templates,
+    times,
     units,
     yamlcheck,
 )
@@ -78,6 +79,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **graphql.BUILTINS,
     **strings.BUILTINS,
     **templates.BUILTINS,
+    **times.BUILTINS,
     **units.BUILTINS,
     **yamlcheck.BUILTINS,
 }
