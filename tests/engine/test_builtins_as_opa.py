@@ -25,6 +25,14 @@ CASES = [
     ("x := time.add_date(input, 0, 0, 1)", [1711846800000000000, "Europe/Paris"]),  # over a DST change
     ("x := time.add_date(input, 300, 0, 0)", 0),  # past 2262: outside int64 nanoseconds, an error
     ("x := time.add_date(input, 0, 0, 0)", 1.5),
+    # sprintf: a bad verb prints the operand under the directive's flags, width and precision (Go's badVerb)
+    ('x := sprintf("%.2f", [{"a": 1}, {"b": 2}])', None),
+    ('x := sprintf("%5d|%-6.1s|%+s", ["ab", 2.5, 3])', None),
+    ('x := sprintf("%.2d", [3.14159])', None),
+    # %+v and %#v are Go's plusV and sharpV: no sign, a string quoted
+    ('x := sprintf("%+v|%+.2v|%#v|%#v", [3, 3.14159, "a", [1]])', None),
+    # an integer with a precision is padded with spaces, a string's %x precision counts bytes
+    ('x := sprintf("%05.0d|%09.5d|%.1x|%-6.2X", [0, 12345678, "é", "é日"])', None),
 ]
 
 
@@ -48,4 +56,22 @@ def test_add_date_answers_as_opa_on_random_instants_and_zones() -> None:
         ours, theirs = (opa_oracle.answer(engine, "data.p.x", [instant, *added]) for engine in (mine, opa))
         if ours != theirs:
             different.append(([instant, *added], ours, theirs))
+    assert not different
+
+
+def test_sprintf_with_flags_widths_and_precisions_answers_as_opa() -> None:
+    """Random directives over numbers, strings and collections; a directive regokite refuses (`%x` of a
+    fraction) is an error, never a guess."""
+    rng = random.Random(11)
+    bundle = Bundle((Module("p.rego", "package p\n\nx := sprintf(input[0], input[1])\n"),))
+    mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
+    values = [0, 0.5, 3.14159, 123456.789, 9.995, 0.000123456, 100, -7, "abcdef", "é日本", [1, "a"], {"a": 1}, None]
+    directives = ["%.{p}v", "%.{p}g", "%.{p}d", "%{w}.{p}s", "%-{w}.{p}x", "%+.{p}v", "%0{w}.{p}d", "%{w}.{p}q"]
+    different = []
+    for _ in range(300):
+        directive = rng.choice(directives).format(p=rng.randint(0, 8), w=rng.randint(1, 12))
+        operands = [directive, [rng.choice(values), rng.choice(["ab", 5])]]
+        ours, theirs = (opa_oracle.answer(engine, "data.p.x", operands) for engine in (mine, opa))
+        if ours != theirs and ours != "<error>":
+            different.append((operands, ours, theirs))
     assert not different
