@@ -12,6 +12,7 @@ import pytest
 from regokite.bundle import Bundle, Module
 from regokite.engine.embedded import EmbeddedEngine
 
+SUBSET = "x := object.subset(input[0], input[1])"
 CASES = [
     ('x := trace("note")', None),  # true, regorus's value was the note
     ("x := trace(input)", 1),
@@ -33,6 +34,26 @@ CASES = [
     ('x := sprintf("%+v|%+.2v|%#v|%#v", [3, 3.14159, "a", [1]])', None),
     # an integer with a precision is padded with spaces, a string's %x precision counts bytes
     ('x := sprintf("%05.0d|%09.5d|%.1x|%-6.2X", [0, 12345678, "é", "é日"])', None),
+    # object.subset: two objects, sets, arrays, or an array and a set; anything else an error
+    (SUBSET, [-2.25, "a"]),
+    (SUBSET, [{"a": 1}, [1]]),
+    ("x := object.subset([], set())", None),  # OPA counts the array's members: none holds nothing
+    ("x := object.subset([1, 1], {1, 2})", None),  # ... duplicates included
+    ("x := object.subset([], [])", None),  # regorus panicked
+    ("x := object.subset([1], [])", None),
+    ('x := object.subset({"a": [1, 2]}, {"a": {1}})', None),  # no array-and-set inside objects
+    ('x := object.subset({"a": {"b": [1, 2, 3], "c": {1, 2}}}, {"a": {"b": [2, 3], "c": {2}}})', None),
+    ("x := object.subset([1, 2, 3], [3, 2])", None),
+    (SUBSET, [[True], [1]]),
+    ("x := object.subset({true, 1}, {1})", None),
+    ('x := object.subset({"a": {[1], {"b": {2}}}}, {"a": {{"b": {2}}}})', None),  # a set of composites
+    # json.patch: every patch that does not apply is OPA's error (regorus: undefined)
+    ('x := json.patch(null, [{"op": "bad"}])', None),
+    ('x := json.patch(input, [{"op": "remove", "path": "/x"}])', {"a": 1}),
+    ('x := json.patch(input, [{"op": "test", "path": "/a", "value": 2}])', {"a": 1}),
+    ('x := json.patch(input, [{"op": "add", "path": "/b/c", "value": 1}])', {"a": 1}),
+    ('x := json.patch({"s": {[1], 2}}, [{"op": "add", "path": "/t", "value": false}])', None),
+    ('x := json.patch(input, [{"op": "replace", "path": "", "value": false}])', {"a": 1}),
 ]
 
 
@@ -74,4 +95,39 @@ def test_sprintf_with_flags_widths_and_precisions_answers_as_opa() -> None:
         ours, theirs = (opa_oracle.answer(engine, "data.p.x", operands) for engine in (mine, opa))
         if ours != theirs and ours != "<error>":
             different.append((operands, ours, theirs))
+    assert not different
+
+
+def _value(rng: random.Random, depth: int = 0) -> str:
+    """A Rego literal: scalars (`true` beside `1`, `1.0`), arrays, sets and objects, nested."""
+    roll = rng.random()
+    if depth > 2 or roll < 0.35:
+        return rng.choice(["1", "1.0", "2", '"a"', '"b"', "true", "false", "null", "0"])
+    items = [_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if roll < 0.55:
+        return f"[{', '.join(items)}]"
+    if roll < 0.75:
+        return f"{{{', '.join(items)}}}" if items else "set()"
+    return "{" + ", ".join(f'"{rng.choice("abc")}": {item}' for item in items) + "}"
+
+
+def test_object_subset_answers_as_opa_on_random_values() -> None:
+    """Nested objects, sets (of composites too: Python could not receive them) and arrays, every pair of types
+    (indexed by the input: OPA's type checker would refuse a literal pair of the wrong types)."""
+    rng = random.Random(17)
+    rules: list[str] = []
+    while len(rules) < 150:
+        n, first = len(rules), _value(rng)
+        second = _value(rng) if rng.random() < 0.6 else first.replace("1", "2", 1)
+        if not all(value[0] in "[{s" for value in (first, second)):
+            continue  # a scalar: OPA's type checker refuses the module (the input's scalars are in CASES)
+        rules.append(f"r{n} := object.subset(p[input.i], p[input.j]) if p := [{first}, {second}]")
+    bundle = Bundle((Module("p.rego", "package p\n\n" + "\n\n".join(rules) + "\n"),))
+    mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
+    different = [
+        (rule, ours, theirs)
+        for n, rule in enumerate(rules)
+        if (ours := opa_oracle.answer(mine, f"data.p.r{n}", {"i": 0, "j": 1}))
+        != (theirs := opa_oracle.answer(opa, f"data.p.r{n}", {"i": 0, "j": 1}))
+    ]
     assert not different

@@ -47,6 +47,7 @@ from regokite.engine.extensions.external_data import MUTATION_NAME, ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 from regokite.engine.extensions.internal import (
     ARITH,
+    FAIL,
     HTTP_SEND_OFF,
     LENIENT,
     NUMBER_TEXT,
@@ -142,6 +143,11 @@ def _http_send_off(_request: object) -> object:
     )
 
 
+def _fail(message: object) -> object:
+    """Always the builtin's error: a routed builtin regorus left undefined where OPA errs (rewrite.routes)."""
+    raise BuiltinError(str(message))
+
+
 def _lenient(name: object, arguments: object) -> list[object]:
     """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
 
@@ -172,6 +178,7 @@ INTERNAL: dict[str, Internal] = {
     REPLACE_EMPTY: Internal(2, strings.replace_empty, "builtin", guarded=True),
     SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
     STRLEN: Internal(1, _strlen, "none"),
+    FAIL: Internal(1, _fail, "builtin"),
     LENIENT: Internal(2, _lenient, "none", guarded=True),
     UNORDERED: Internal(1, _unordered, "refusal"),
     YAML_PLAIN: Internal(1, yamlcheck.plain, "refusal"),
