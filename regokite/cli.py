@@ -416,7 +416,7 @@ def _cmd_capabilities(args: argparse.Namespace) -> int:
     options = _extension_options(args)
     lists = {
         "regorus": sorted(catalog.regorus_builtins()),
-        "added": sorted(provided(options)),
+        "added": sorted(provided(options) | catalog.REWRITTEN),
         "refused": sorted(catalog.refused(options)),
     }
     if args.format == "json":
@@ -424,7 +424,7 @@ def _cmd_capabilities(args: argparse.Namespace) -> int:
         return 0
     titles = {
         "regorus": "Evaluated by regorus",
-        "added": "Added by regokite (Python extensions)",
+        "added": "Added by regokite (Python extensions, values written at load)",
         "refused": "Refused at load time (use --engine opa; http.send: --allow-http-send)",
     }
     for key, names in lists.items():
