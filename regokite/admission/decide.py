@@ -24,7 +24,9 @@ from regokite.admission.review import Review, Verdict
 from regokite.engine import UNDEFINED, Bound
 from regokite.engine.extensions.external_data import call_deadline
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.exempt import IGNORE_LABEL, Exemptions
 from regokite.gatekeeper.expansion import MESSAGE_PREFIX
+from regokite.gatekeeper.match import NamespaceUnknown, namespace_object, review_namespace
 
 Mode = Literal["validate", "mutate"]
 
@@ -37,6 +39,8 @@ class PolicyOutcome:
     error: str | None = None
     messages: list[str] = field(default_factory=list)
     details: list[Any] = field(default_factory=list)  # a constraint's violation `details`, by message
+    action: str = ""  # the enforcement it was judged under (a constraint's enforcementAction, or its expansion's)
+    actions: tuple[str, ...] = ()  # what it did with a violation here: deny, warn, dryrun (several when scoped)
 
 
 @dataclass
@@ -78,15 +82,17 @@ def decide(
     outcomes: list[PolicyOutcome] = []
     original = review.object
     working = original
-    bound: Bound | None = None
-    bound_to: Any = None
+    inputs = _Inputs(policy_set, review)
     for policy in select(policy_set, mode, only):
         started = time.monotonic()
+        actions = policy.actions_at(review.process)
+        if not actions or not policy.judges_operation(review.process, review.operation):
+            continue  # not applied by this process (scoped enforcement points), nor to this operation
         try:
             if not policy.match.applies_to(review):
                 continue
-        except RegokiteError as exc:  # a constraint's namespaceSelector without its Namespace
-            outcomes.append(_failed(policy, verdict, str(exc)))
+        except NamespaceUnknown as exc:  # a constraint's namespaceSelector without its Namespace
+            outcomes.append(_unmatched(policy, verdict, exc, review.process, actions))
             continue
         if on_policy is not None:
             on_policy(policy.name)
@@ -95,9 +101,7 @@ def decide(
                 raise RegokiteError(policy_set.unavailable[policy.name])
             if deadline is not None and started > deadline:
                 raise DeadlineExceeded("evaluation deadline passed before this policy ran")
-            if bound is None or bound_to is not working:
-                raw = review.raw if working is original else _with_object(review.raw, working)
-                bound, bound_to = policy_set.engine.bind(raw), working
+            bound = inputs.bound(policy, working)
             with call_deadline(deadline):  # external_data calls end within the webhook's budget
                 result = _evaluate(policy, bound, mode, review.uid)
             if mode == "mutate" and policy.enforcement != "dryrun":
@@ -105,7 +109,7 @@ def decide(
         except (RegokiteError, PolicyOutputError) as exc:
             outcome = _failed(policy, verdict, str(exc))
         else:
-            outcome = _apply(policy, verdict, result)
+            outcome = _apply(policy, verdict, result, actions)
         outcome.seconds = time.monotonic() - started
         outcomes.append(outcome)
     if mode == "validate" and policy_set.expands and isinstance(original, dict):
@@ -149,25 +153,38 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
         failed.seconds = time.monotonic() - started
         return [failed]
     outcomes = []
-    constraints = [p for p in select(policy_set, "validate", only) if p.constraint_kind is not None]
+    constraints = [
+        p
+        for p in select(policy_set, "validate", only)
+        if p.constraint_kind is not None
+        and p.actions_at(review.process)
+        and p.judges_operation(review.process, review.operation)
+    ]
     for resultant in results:
         child = resultant_review(review, resultant["object"])
-        bound = policy_set.engine.bind(child.raw)
+        namespace = namespace_object(child.request, policy_set.namespaces)
+        bound = policy_set.engine.bind(with_namespace(child.raw, namespace[1]))
         prefix = MESSAGE_PREFIX.format(resultant["template"])
+        override = resultant["enforcementAction"]  # the ExpansionTemplate's, over the constraint's
         for policy in constraints:
-            applied = replace(policy, enforcement=resultant["enforcementAction"] or policy.enforcement)
+            applied = replace(policy, enforcement=override) if override else policy
+            actions = (override,) if override else policy.actions_at(review.process)
             try:
                 skipped = policy.match.skipped(review.process)  # type: ignore[union-attr]
                 if not policy.match.matches(child.request, source="Generated", skipped=skipped):  # type: ignore[call-arg]
                     continue
                 if policy.name in policy_set.unavailable:
                     raise RegokiteError(policy_set.unavailable[policy.name])
+                required_namespace(policy, namespace, review.process)
                 result = _evaluate(policy, bound, "validate", child.uid)
+            except NamespaceUnknown as exc:
+                outcomes.append(_unmatched(applied, verdict, exc, review.process, actions, prefix))
+                continue
             except (RegokiteError, PolicyOutputError) as exc:
                 outcomes.append(_failed(applied, verdict, f"{prefix} {exc}"))
                 continue
             result.denials = [f"{prefix} {m}" for m in result.denials]
-            outcomes.append(_apply(applied, verdict, result))
+            outcomes.append(_apply(applied, verdict, result, actions))
     return outcomes
 
 
@@ -190,6 +207,49 @@ def resultant_review(review: Review, obj: dict[str, Any]) -> Review:
 
 def _with_object(raw: dict[str, Any], obj: Any) -> dict[str, Any]:
     return {**raw, "request": {**raw["request"], "object": obj}}
+
+
+class _Inputs:
+    """A review's input bound to the engine: as the API server sent it for every policy (the object as
+    the mutating policies before left it), and for Gatekeeper's constraints with the request's
+    `namespaceObject` too, as Gatekeeper's review carries it (not in the others' input: kube-mgmt's
+    contract is the AdmissionReview as sent). Each is bound once, when first needed."""
+
+    def __init__(self, policy_set: PolicySet, review: Review) -> None:
+        self.policy_set, self.review = policy_set, review
+        self._plain: tuple[Any, Bound] | None = None  # (the object it holds, the engine bound to it)
+        self._constraints: Bound | None = None
+        self._namespace: tuple[str, Any] | None = None
+
+    def bound(self, policy: AdmissionPolicy, working: Any) -> Bound:
+        if policy.constraint_kind is None:
+            if self._plain is None or self._plain[0] is not working:
+                raw = self.review.raw if working is self.review.object else _with_object(self.review.raw, working)
+                self._plain = (working, self.policy_set.engine.bind(raw))
+            return self._plain[1]
+        if self._namespace is None:
+            self._namespace = namespace_object(self.review.request, self.policy_set.namespaces)
+        required_namespace(policy, self._namespace, self.review.process)
+        if self._constraints is None:
+            self._constraints = self.policy_set.engine.bind(with_namespace(self.review.raw, self._namespace[1]))
+        return self._constraints
+
+
+def required_namespace(policy: AdmissionPolicy, namespace: tuple[str, Any], process: str) -> None:
+    """A template that reads `namespaceObject` is not evaluated on a namespaced object whose Namespace
+    regokite has not got (not yet replicated, or gone): Gatekeeper's webhook reads it from the API server
+    and fails the request when it is not found, in its words; gator (check) leaves it empty."""
+    name, found = namespace
+    if policy.reads_namespace and name and found is None and process != "gator":
+        raise RegokiteError(
+            f'failed to create augmentedReview: namespaces "{name}" not found (input.review.namespaceObject:'
+            " regokite reads Namespaces from its replica of v1/namespaces)"
+        )
+
+
+def with_namespace(raw: dict[str, Any], namespace: Any) -> dict[str, Any]:
+    """The review with Gatekeeper's `namespaceObject` in its request (see review_namespace)."""
+    return {**raw, "request": {**raw["request"], "namespaceObject": review_namespace(namespace)}}
 
 
 def _evaluate(policy: AdmissionPolicy, bound: Bound, mode: Mode, uid: str) -> PolicyResult:
@@ -246,10 +306,20 @@ def _mutate(policy: AdmissionPolicy, working: Any, result: PolicyResult) -> Any:
     return working
 
 
-def _apply(policy: AdmissionPolicy, verdict: Verdict, result: PolicyResult) -> PolicyOutcome:
+def _apply(policy: AdmissionPolicy, verdict: Verdict, result: PolicyResult, actions: tuple[str, ...]) -> PolicyOutcome:
+    """A policy's result under `actions`: `deny` refuses, `warn` warns (a scoped constraint may do
+    both, as Gatekeeper's webhook does), any other (`dryrun`, an action only gator reads) only counts."""
     tag = f"[{policy.name}]"
-    outcome = PolicyOutcome(policy.name, "allowed", 0.0, messages=result.denials, details=result.details)
-    if policy.enforcement == "dryrun":
+    outcome = PolicyOutcome(
+        policy.name,
+        "allowed",
+        0.0,
+        messages=result.denials,
+        details=result.details,
+        action=policy.enforcement,
+        actions=actions,
+    )
+    if "deny" not in actions and "warn" not in actions:
         if result.denials:
             outcome.decision = "dryrun"
         return outcome
@@ -257,14 +327,30 @@ def _apply(policy: AdmissionPolicy, verdict: Verdict, result: PolicyResult) -> P
     verdict.audit_annotations.update(result.audit_annotations)
     if not result.denials:
         return outcome
-    if policy.enforcement == "warn":
+    if "warn" in actions:
         verdict.warnings.extend(f"{tag} {m}" for m in result.denials)
         outcome.decision = "warned"
-        return outcome
-    verdict.allowed = False
-    verdict.messages.extend(f"{tag} {m}" for m in result.denials)
-    outcome.decision = "denied"
+    if "deny" in actions:
+        verdict.allowed = False
+        verdict.messages.extend(f"{tag} {m}" for m in result.denials)
+        outcome.decision = "denied"
     return outcome
+
+
+def _unmatched(
+    policy: AdmissionPolicy,
+    verdict: Verdict,
+    exc: NamespaceUnknown,
+    process: str,
+    actions: tuple[str, ...],
+    prefix: str = "",
+) -> PolicyOutcome:
+    """A constraint that cannot tell whether it matches (its namespaceSelector's Namespace is missing).
+    gator reports Gatekeeper's autorejection as a violation under the constraint's actions; the webhook
+    and audit refuse with the reason, fail closed, where Gatekeeper would have read the Namespace."""
+    if process == "gator":
+        return _apply(policy, verdict, PolicyResult(denials=[f"{prefix} {exc.gatekeeper}".lstrip()]), actions)
+    return _failed(policy, verdict, f"{prefix} {exc}".lstrip())
 
 
 def _failed(policy: AdmissionPolicy, verdict: Verdict, error: str) -> PolicyOutcome:
@@ -275,3 +361,18 @@ def _failed(policy: AdmissionPolicy, verdict: Verdict, error: str) -> PolicyOutc
         verdict.allowed = False
         verdict.messages.append(f"{tag} policy error: {error}")
     return PolicyOutcome(policy.name, "error", 0.0, error=error)
+
+
+def label_verdict(review: Review, exemptions: Exemptions) -> Verdict:
+    """Gatekeeper's namespace-label check: only an exempt Namespace may carry the ignore label."""
+    request = review.request
+    kind = request.get("kind") or {}
+    if review.operation == "DELETE" or kind.get("group") != "" or kind.get("kind") != "Namespace":
+        return Verdict()
+    obj = review.object if isinstance(review.object, dict) else {}
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = metadata.get("name") if isinstance(metadata.get("name"), str) else ""
+    labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+    if exemptions.exempts(name) or IGNORE_LABEL not in labels:
+        return Verdict()
+    return Verdict(allowed=False, messages=[f"Only exempt namespace can have the {IGNORE_LABEL} label"])

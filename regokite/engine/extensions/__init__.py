@@ -42,7 +42,7 @@ from regokite.engine.extensions import (
     yamlcheck,
 )
 from regokite.engine.extensions.common import BuiltinError, Refusal
-from regokite.engine.extensions.external_data import ExternalData
+from regokite.engine.extensions.external_data import MUTATION_NAME, ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 from regokite.engine.extensions.internal import (
     ARITH,
@@ -183,7 +183,11 @@ INTERNAL: dict[str, Internal] = {
 
 def arities() -> dict[str, int]:
     """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
-    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {"http.send": 1, "external_data": 1}
+    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {
+        "http.send": 1,
+        "external_data": 1,
+        MUTATION_NAME: 1,
+    }
 
 
 def _internal(options: ExtensionOptions) -> dict[str, Internal]:
@@ -193,7 +197,7 @@ def _internal(options: ExtensionOptions) -> dict[str, Internal]:
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | set(_internal(options)) | {"external_data"}
+    names = set(_BUILTINS) | set(_internal(options)) | {"external_data", MUTATION_NAME}
     if options.http_send_hosts:
         names.add("http.send")
     return frozenset(names)
@@ -208,6 +212,7 @@ def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
             name, internal.arity, _guarded(name, internal.function) if internal.guarded else internal.function
         )
     engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
+    engine.add_extension(MUTATION_NAME, 1, _guarded(MUTATION_NAME, options.external_data.for_mutation))
     if options.http_send_hosts:
         send = HttpSend(options.http_send_hosts, options.http_send_timeout)
         engine.add_extension("http.send", 1, _guarded("http.send", send))
