@@ -275,6 +275,17 @@ w := f(1)
 
 def test_rego_metadata_rule_and_chain_as_opa() -> None:
     same(METADATA)
+    same(
+        METADATA.replace(
+            "w := f(1)", "w := f(1)\n\nv if not rego.metadata.rule()\n\nu if not rego.metadata.rule() == {}"
+        )
+    )
+
+
+def test_a_with_replacing_rego_metadata_is_refused() -> None:
+    text = "package p\n\nx := rego.metadata.rule()\n\ny := z if z := x with rego.metadata.rule as {}\n"
+    with pytest.raises(PolicyLoadError, match=r"with rego\.metadata\.rule"):
+        EmbeddedEngine(Bundle((Module("p.rego", text),)))
 
 
 # ------------------------------------------------------------------ template strings

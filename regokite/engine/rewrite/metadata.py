@@ -24,7 +24,17 @@ import yaml
 
 from regokite.engine.rewrite.base import Changes, Pass
 from regokite.engine.rewrite.edits import Change, refusal
-from regokite.engine.rewrite.tree import Node, Parsed, body, call_span, calls, fcn_name, kind
+from regokite.engine.rewrite.tree import (
+    Node,
+    Parsed,
+    body,
+    call_span,
+    calls,
+    fcn_name,
+    kind,
+    mock_targets,
+    statements,
+)
 
 CALLS = ("rego.metadata.rule", "rego.metadata.chain")  # catalog.REWRITTEN
 _BLOCK = re.compile(rb"^[ \t]*#[ \t]*METADATA[ \t]*$", re.MULTILINE)
@@ -47,6 +57,12 @@ def rewrite(run: Pass) -> Changes:
     parsed = run.parsed(("METADATA", *CALLS))
     if not any(name.encode() in tree.source for _, tree in parsed for name in CALLS):
         return
+    for target, tree in parsed:
+        for name, modifier in mock_targets(tree.tree):
+            if name in CALLS:  # its value is written in place of each call: no `with` could replace it
+                raise refusal(
+                    target.module, tree.source, modifier["span"]["start"], f"`with {name} as ...`: use --engine opa"
+                )
     found = _Annotations()
     rule_scoped: dict[int, dict[int, dict[str, Any]]] = {}  # module -> rule's start -> its rule-scope annotations
     for target, tree in parsed:
@@ -82,6 +98,13 @@ def _read(tree: Parsed, found: _Annotations) -> dict[int, dict[str, Any]]:
 
 
 def _changes(tree: Parsed, rule_scoped: dict[int, dict[str, Any]], found: _Annotations) -> Iterator[Change]:
+    # `not rego.metadata.rule()` is true in OPA whatever the annotations (the negated call binds nothing it
+    # could read): written `not false`
+    negated = {
+        id(body(body(s["literal"])["expr"]))
+        for s in statements(tree.tree)
+        if kind(s["literal"]) == "NotExpr" and kind(body(s["literal"])["expr"]) == "Call"
+    }
     for rule in _rules(tree):
         path = (*tree.package, *_path(rule))
         own = rule_scoped.get(rule["span"]["start"])
@@ -90,7 +113,9 @@ def _changes(tree: Parsed, rule_scoped: dict[int, dict[str, Any]], found: _Annot
             if name not in CALLS or call["params"]:
                 continue
             value: Any = own or {}
-            if name == "rego.metadata.chain":
+            if id(call) in negated:
+                value = False
+            elif name == "rego.metadata.chain":
                 value = list(_chain(path, tree.package, own, found))
             yield Change(*call_span(call), json.dumps(value, ensure_ascii=False, sort_keys=True).encode())
 
