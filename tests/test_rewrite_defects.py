@@ -51,6 +51,8 @@ WALKS = [
     'x if {\n\tnot [["n"], null] == walk(input.c)\n}',
     "x := f(input.c)\n\nf(c) := {p | [p, _] := walk(c)}",
     "x := {p | [p, v] := walk(walk(input.c))}",
+    "x := [[p | [p, _] := walk(input.c)] | true]",
+    'x := {k: [v | [_, v] := walk(input.c[k])] | some k in ["a", "n"]}',
 ]
 
 

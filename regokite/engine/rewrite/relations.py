@@ -67,6 +67,8 @@ def _changes(tree: Parsed) -> list[Change]:
         hoisted = fcn_name(call).encode() + b"(" + operands + b", " + name + b")"
         term = _in_term(comprehensions, start, end)
         statement = _innermost(places, start, end)
+        if term is not None and statement is not None and _within(statement[0], term):
+            term = None  # in a statement of a comprehension inside that term: the statement is innermost
         if term is not None:
             if id(term) in taken:
                 continue
