@@ -196,22 +196,18 @@ def _check_wildcards(source: bytes, start: int, end: int, target: Target | None)
     for i, byte in enumerate(code):
         c = bytes([byte])
         if c in _OPENERS:
-            close = _OPENERS[c]
-            depth_comprehension.append(depth_comprehension[-1] or _is_comprehension(code, i, close))
+            depth_comprehension.append(depth_comprehension[-1] or _is_comprehension(code, i))
         elif c in (b")", b"]", b"}") and len(depth_comprehension) > 1:
             depth_comprehension.pop()
         elif c == b"_" and not depth_comprehension[-1]:
             before, after = code[i - 1 : i], code[i + 1 : i + 2]
             if not re.match(rb"[\w.]", before or b" ") and not re.match(rb"\w", after or b" "):
-                where = target.module if target else None
-                if where is None:
-                    raise ValueError("var _ is undeclared")
-                raise refusal(
-                    where,
+                _refuse(
                     source,
                     start + i,
-                    "var _ is undeclared (OPA's compile error: a template "
-                    "expression declares no variable outside a comprehension)",
+                    target,
+                    "var _ is undeclared (OPA's compile error: a template expression declares no variable "
+                    "outside a comprehension)",
                 )
 
 
@@ -236,7 +232,7 @@ def _check_numbers(source: bytes, start: int, end: int, target: Target | None) -
             )
 
 
-def _is_comprehension(code: bytes, at: int, close: bytes) -> bool:
+def _is_comprehension(code: bytes, at: int) -> bool:
     """Whether the bracket at `at` opens a comprehension (a `|` at its own depth)."""
     depth = 0
     for i in range(at, len(code)):
