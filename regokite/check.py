@@ -5,7 +5,9 @@ the server's own decision code (`admission.decide`: `match`, enforcement,
 failure policy): mutating policies and Gatekeeper's mutators first, then the
 validating policies on the mutated object, as the API server calls them.
 Gatekeeper's constraints are judged as gator judges them (its enforcement
-point `gator.gatekeeper.sh`: scoped actions for gator, every operation).
+point `gator.gatekeeper.sh`: scoped actions for gator, every operation, no
+Config exclusions), or at another point (`--enforcement-point`): the
+webhook's replays what the admission server would decide.
 Policies that read cluster data see the input's other objects, and the
 objects of `--data` files, in kube-mgmt's layout, as the server's replicated
 data would hold them once applied.
@@ -153,8 +155,11 @@ def _namespaced(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     return {**obj, "metadata": {**meta, "namespace": namespace}}
 
 
-def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterable[Manifest] = ()) -> None:
-    """Decide every manifest; each sees the others and `existing` as replicated data, not itself."""
+def check(
+    policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterable[Manifest] = (), process: str = "gator"
+) -> None:
+    """Decide every manifest; each sees the others and `existing` as replicated data, not itself.
+    `process` is the Gatekeeper process judging them (gator's point, or the webhook's or audit's)."""
     store = ReplicaStore()
     for m in (*existing, *manifests):
         _put(store, m)
@@ -164,11 +169,11 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
         try:
             group, _, version = manifest.object["apiVersion"].rpartition("/")
             resource = (group, version, guess_resource(manifest.kind))
-            review = creation_review(manifest.object, resource, f"check-{i}", process="gator")
+            review = creation_review(manifest.object, resource, f"check-{i}", process=process)
             mutation = decide(policy_set, review, mode="mutate").verdict
             if mutation.allowed and mutation.patch:  # mutating webhooks run before validating ones
                 mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
-                review = creation_review(mutated, resource, f"check-{i}", process="gator")
+                review = creation_review(mutated, resource, f"check-{i}", process=process)
             verdict = decide(policy_set, review, mode="validate").verdict
             if not mutation.allowed:  # a policy with deny and patch answers in both modes: once each
                 verdict.allowed = False

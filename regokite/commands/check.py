@@ -6,6 +6,9 @@ import argparse
 from typing import Any
 
 from regokite.commands.options import add_bundle_args, add_policies_arg, engine_settings
+from regokite.gatekeeper.enforcement import GATOR, POINT_OF_PROCESS
+
+POINTS = {point: process for process, point in POINT_OF_PROCESS.items()}  # the process judging at each point
 
 
 def add_parser(sub: Any) -> None:
@@ -23,6 +26,13 @@ def add_parser(sub: Any) -> None:
     )
     chk.add_argument("--namespace", default="default", help="for namespaced objects that name none")
     chk.add_argument("--format", choices=["pretty", "json"], default="pretty")
+    chk.add_argument(
+        "--enforcement-point",
+        choices=sorted(POINTS),
+        default=GATOR,
+        help="the Gatekeeper enforcement point constraints are judged at (scopedEnforcementActions, a template's"
+        " operations, the Config's exclusions): gator's, as `gator test`, or the admission webhook's or audit's",
+    )
     add_bundle_args(chk)
     chk.set_defaults(func=run)
 
@@ -35,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     existing = check.read_manifests(args.data, args.namespace)
     policy_set = load_policy_set(args.policies, engine_settings(args))
     try:
-        check.check(policy_set, manifests, existing)
+        check.check(policy_set, manifests, existing, POINTS[args.enforcement_point])
     finally:
         policy_set.close()
     print(check.render_json(manifests) if args.format == "json" else check.render_pretty(manifests))

@@ -253,3 +253,28 @@ def test_verify_counts_gatekeepers_autorejection_when_the_namespace_is_missing(t
     write_suite(tmp_path, cases, name="namespace selected Constraint")
     result = run_suite(tmp_path / "suite.yaml")
     assert not result.failed, format_results([result])
+
+
+def test_check_judges_at_another_point_when_asked(tmp_path: Path) -> None:
+    """`--enforcement-point validation.gatekeeper.sh` replays the admission server (the bats steps as the
+    cluster decided them): the scoped webhook actions, the template's operations, the Config's exclusions."""
+    from regokite.cli import main
+
+    for i, f in enumerate(bats(*SCOPED, UPDATE_ONLY, ALL_NS)):
+        shutil.copy(f, tmp_path / f"{i}-{f.name}")
+    cm, ns = bats("bad/bad_cm_scoped.yaml", "good/good_ns.yaml")
+
+    def check(*args: str) -> int:
+        return main(["check", "--policies", str(tmp_path), "-f", str(cm), "-f", str(ns), *args])
+
+    assert check() == 1  # gator: the UPDATE-only template judges the Namespace's CREATE; no scoped one applies
+    assert check("--enforcement-point", "validation.gatekeeper.sh") == 1  # the scoped webhook deny
+    gatekeeper_config = {
+        "apiVersion": "config.gatekeeper.sh/v1alpha1",
+        "kind": "Config",
+        "metadata": {"name": "config", "namespace": "gatekeeper-system"},
+        "spec": {"match": [{"excludedNamespaces": ["gatekeeper-test-playground-scoped"], "processes": ["webhook"]}]},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(gatekeeper_config))
+    assert check("--enforcement-point", "validation.gatekeeper.sh") == 0  # excluded ConfigMap; CREATE admitted
+    assert check() == 1  # gator reads no Config
