@@ -33,6 +33,11 @@ def add_parser(sub: Any) -> None:
         help="the Gatekeeper enforcement point constraints are judged at (scopedEnforcementActions, a template's"
         " operations, the Config's exclusions): gator's, as `gator test`, or the admission webhook's or audit's",
     )
+    chk.add_argument(
+        "--mutation-annotations",
+        action="store_true",
+        help="a mutated object records its mutators, as the admission server's flag (Gatekeeper's) has it",
+    )
     add_bundle_args(chk)
     chk.set_defaults(func=run)
 
@@ -43,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     manifests = check.read_manifests(args.filename, args.namespace)
     existing = check.read_manifests(args.data, args.namespace)
-    policy_set = load_policy_set(args.policies, engine_settings(args))
+    policy_set = load_policy_set(args.policies, engine_settings(args), mutation_annotations=args.mutation_annotations)
     try:
         check.check(policy_set, manifests, existing, POINTS[args.enforcement_point])
     finally:

@@ -337,8 +337,9 @@ def system_module(
 
 
 def mutator_string(m: Mutator) -> str:
-    """Gatekeeper's Mutator.String(): `<Kind>/<namespace>/<name>:<generation>`, as its annotations list it."""
-    generation = ((m.raw.get("metadata") or {}) if isinstance(m.raw, dict) else {}).get("generation") or 0
+    """Gatekeeper's Mutator.String(): `<Kind>/<namespace>/<name>:<generation>`, as its annotations list it
+    (a mutator read from a file without one has 1, what the API server gives an object it creates)."""
+    generation = ((m.raw.get("metadata") or {}) if isinstance(m.raw, dict) else {}).get("generation") or 1
     return f"{m.kind}/{m.namespace}/{m.name}:{generation}"
 
 
