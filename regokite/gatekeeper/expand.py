@@ -23,6 +23,7 @@ from regokite.gatekeeper.expansion import (
     is_expansion_template,
     refuse_cycles,
 )
+from regokite.gatekeeper.inventory import namespaces
 from regokite.gatekeeper.mutation.mutators import is_mutator
 
 
@@ -37,10 +38,7 @@ def expand(sources: GatekeeperSources, objects: Sequence[dict[str, Any]]) -> lis
     except ExpansionError as exc:
         raise RegokiteError(f"error expanding resources: {exc}") from None
     modules = generated_modules(sources.mutators, sources.expansions)
-    namespaces = {
-        o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
-    }
-    engine = open_engine(Bundle(modules, {"kubernetes": {"namespaces": namespaces}}))
+    engine = open_engine(Bundle(modules, {"kubernetes": {"namespaces": namespaces(objects)}}))
     out: list[dict[str, Any]] = []
     try:
         for obj in objects:

@@ -278,3 +278,53 @@ def test_check_judges_at_another_point_when_asked(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(gatekeeper_config))
     assert check("--enforcement-point", "validation.gatekeeper.sh") == 0  # excluded ConfigMap; CREATE admitted
     assert check() == 1  # gator reads no Config
+
+
+NEVER_VALIDATE = """
+kind: ConstraintTemplate
+apiVersion: templates.gatekeeper.sh/v1beta1
+metadata:
+  name: nevervalidate
+spec:
+  crd:
+    spec:
+      names:
+        kind: NeverValidate
+  targets:
+    - target: admission.k8s.gatekeeper.sh
+      rego: |
+        package k8snevervalidate
+        violation[{"msg": msg}] {
+          true
+          msg := "never validate"
+        }
+"""
+
+
+def test_gators_runner_table_namespace_selector(tmp_path: Path) -> None:
+    """pkg/gator/verify's runner table "namespace selector" (its fixtures re-typed here): the inventory's
+    Namespaces are written `apiVersion: /v1` (the core group spelt out), which Gatekeeper's namespace
+    cache takes by group and kind; with none, Gatekeeper's autorejection is the violation."""
+    (tmp_path / "template.yaml").write_text(NEVER_VALIDATE)
+    constraint = {
+        "kind": "NeverValidate",
+        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+        "metadata": {"name": "never-validate-namespace"},
+        "spec": {"match": {"namespaceSelector": {"matchLabels": {"bar": "qux"}}}},
+    }
+    (tmp_path / "constraint.yaml").write_text(yaml.safe_dump(constraint))
+    obj = {"kind": "Object", "apiVersion": "group.sh/v1", "metadata": {"name": "object", "namespace": "foo"}}
+    (tmp_path / "object.yaml").write_text(yaml.safe_dump(obj))
+    for name, label in (("inventory.yaml", "qux"), ("inventory-2.yaml", "bar")):
+        ns = {"kind": "Namespace", "apiVersion": "/v1", "metadata": {"name": "foo", "labels": {"bar": label}}}
+        (tmp_path / name).write_text(yaml.safe_dump(ns))
+    cases = [
+        {"name": "selected", "object": "object.yaml", "inventory": ["inventory.yaml"],
+         "assertions": [{"violations": "yes", "message": "never validate"}]},
+        {"name": "not-selected", "object": "object.yaml", "inventory": ["inventory-2.yaml"],
+         "assertions": [{"violations": "no"}]},
+        {"name": "missing-namespace", "object": "object.yaml",
+         "assertions": [{"violations": "yes", "message": "missing Namespace"}]},
+    ]  # fmt: skip
+    result = run_suite(write_suite(tmp_path, cases, name="namespace selected Constraint"))
+    assert not result.failed, format_results([result])
