@@ -190,7 +190,7 @@ def test_a_routed_builtins_error_is_undefined_under_test_and_named_under_strict(
     (tmp_path / "p_test.rego").write_text(TESTS % (erring, other, value))
     assert main(["test", str(tmp_path)]) == 0, capsys.readouterr().out
     capsys.readouterr()
-    assert main(["test", "--strict-builtin-errors", str(tmp_path)]) == 1
+    assert main(["test", "--strict-builtin-errors", str(tmp_path)]) == 2
     out = capsys.readouterr().out
     assert "test_erring_call_is_undefined: ERROR" in out and "p.rego:5:10" in out
 

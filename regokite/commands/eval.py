@@ -16,7 +16,18 @@ from regokite.errors import RegokiteError
 def add_parser(sub: Any) -> None:
     ev = sub.add_parser("eval", help="evaluate a query like `opa eval`")
     ev.add_argument("query", metavar="QUERY")
-    ev.add_argument("-d", "--data", action="append", default=[], metavar="PATH", required=True)
+    ev.add_argument(
+        "-d",
+        "--data",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="policy and data files or directories, loaded as `opa eval -d` (every .rego, .json, .yaml, .yml)",
+    )
+    ev.add_argument(
+        "-b", "--bundle", action="append", default=[], metavar="PATH",
+        help="a bundle directory, loaded as `opa eval -b` (only data.json / data.yaml are data)",
+    )  # fmt: skip
     ev.add_argument("-i", "--input", metavar="FILE", help="input JSON (or .yaml) file, or - for stdin (JSON)")
     ev.add_argument("--format", choices=["json", "pretty"], default="json")
     ev.add_argument("--fail", action="store_true", help="exit 1 when the result is undefined")
@@ -28,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from regokite.engine import open_engine
 
     settings = engine_settings(args)
-    engine = open_engine(settings.load(args.data).without_tests(), settings)
+    if not args.data and not args.bundle:
+        raise RegokiteError("eval: give policy and data files with -d PATH or bundles with -b PATH")
+    engine = open_engine(settings.load_files(args.data, args.bundle), settings)
     try:
         results = engine.query(args.query, _read_input(args.input))
     finally:

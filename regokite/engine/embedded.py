@@ -30,7 +30,7 @@ from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import Change, ReplicaStore, check_replica_root, creations
 from regokite.engine import KINDS, UNDEFINED, first_value, object_keys, rewrite, rule_ref
-from regokite.engine.capabilities import check_arguments, check_builtins
+from regokite.engine.capabilities import check_arguments, check_builtins, check_data_paths
 from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.rewrite import Columns, check_shadowing
@@ -102,6 +102,7 @@ class EmbeddedEngine:
             check_builtins(rewritten, ast, provided(self.options))
             check_arguments(rewritten, ast)
             check_shadowing(rewritten, ast)
+            check_data_paths(rewritten, ast)
         except PolicyLoadError as exc:
             error = rewrite.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
         if error is not None:

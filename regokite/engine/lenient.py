@@ -29,10 +29,18 @@ class Lenient:
 
     ROUNDS = 32
 
-    def __init__(self, bundle: Bundle, settings: EngineSettings, strict: Engine | None = None) -> None:
+    def __init__(
+        self,
+        bundle: Bundle,
+        settings: EngineSettings,
+        strict: Engine | None = None,
+        retrying: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`retrying` is called before an evaluation runs again (`regokite test` drops what it printed)."""
         self._bundle, self._settings = bundle, settings
         self._engine = strict or open_engine(bundle, settings)
         self._at: frozenset[Location] = frozenset()
+        self._retrying = retrying
 
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
         return self._retried(lambda engine: engine.evaluate(ref, input))
@@ -54,4 +62,5 @@ class Lenient:
             self._at = self._at | {where}
             self._engine.close()
             self._engine = open_engine(self._bundle, self._settings, lenient=self._at)
+            self._retrying()
         return evaluation(self._engine)
