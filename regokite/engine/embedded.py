@@ -109,6 +109,7 @@ class EmbeddedEngine:
             raise error
         self._modules: tuple[Module, ...] = modules
         self._columns: Columns = read_as_opa
+        self._places = _Places(self._columns, bundle)
         self._base()  # prepare now, so a bad bundle fails here and not on first use
 
     def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
@@ -239,15 +240,15 @@ class EmbeddedEngine:
 
     @frames_released
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
-        return _evaluate(self._fresh(input), rule_ref(ref), self._prints, self._columns)
+        return _evaluate(self._fresh(input), rule_ref(ref), self._prints, self._places)
 
     @frames_released
     def bind(self, input: Any) -> _Bound:
-        return _Bound(self._fresh(input), self._prints, self._columns)
+        return _Bound(self._fresh(input), self._prints, self._places)
 
     @frames_released
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
-        return _query(self._fresh(input), query, self._prints, self._columns)
+        return _query(self._fresh(input), query, self._prints, self._places)
 
     def release_thread(self) -> None:
         """Drop the calling thread's prepared engine (it can never be used elsewhere)."""
@@ -262,7 +263,7 @@ class _Bound:
     """A clone with the input already converted: converting a large
     AdmissionReview costs more than evaluating a small policy."""
 
-    def __init__(self, engine: regorus.Engine, prints: PrintLog, columns: Columns) -> None:
+    def __init__(self, engine: regorus.Engine, prints: PrintLog, columns: _Places) -> None:
         self._engine = engine
         self._prints = prints
         self._columns = columns
@@ -304,7 +305,18 @@ print_log = logging.getLogger("regokite.policy.print")
 log = logging.getLogger("regokite.engine")
 
 
-def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Columns) -> Any:
+class _Places:
+    """Where an evaluation error is: back through the rewrites, then in the file that holds the
+    module (a template's Rego: its ConstraintTemplate's file, line and column)."""
+
+    def __init__(self, columns: Columns, bundle: Bundle) -> None:
+        self._columns, self._bundle = columns, bundle
+
+    def original(self, location: Location | None) -> Location | None:
+        return self._bundle.placed(self._columns.original(location))
+
+
+def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: _Places) -> Any:
     raw, failure = _call(engine.eval_rule_as_json, ref)
     prints.drain(engine)
     if failure is not None:
@@ -319,7 +331,7 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Colum
     return _as_opa_writes(ref, raw, json.loads(raw))
 
 
-def _query(engine: regorus.Engine, query: str, prints: PrintLog, columns: Columns) -> list[dict[str, Any]]:
+def _query(engine: regorus.Engine, query: str, prints: PrintLog, columns: _Places) -> list[dict[str, Any]]:
     raw, failure = _call(engine.eval_query_as_json, query)
     prints.drain(engine)
     if failure is not None:
