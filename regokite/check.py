@@ -56,6 +56,9 @@ class Manifest:
     warnings: list[str] = field(default_factory=list)
     mutated: dict[str, Any] | None = None  # the object as the mutating policies left it, when they changed it
     details: list[dict[str, Any]] = field(default_factory=list)  # constraints' violations that carry details
+    # violations under an action that neither refuses nor warns (dryrun, or one only gator reads), each
+    # `[policy] message (action)`: gator test prints every violation, and fails only on deny
+    reported: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -85,6 +88,7 @@ class Manifest:
             "warnings": self.warnings,
             **({"mutated": self.mutated} if self.mutated is not None else {}),
             **({"details": self.details} if self.details else {}),
+            **({"reported": self.reported} if self.reported else {}),
         }
 
 
@@ -189,6 +193,12 @@ def check(
                 for message, details in zip(o.messages, o.details, strict=False)
                 if details is not None
             ]
+            manifest.reported = [
+                f"[{o.policy}] {m} ({o.action})"
+                for o in decision.outcomes
+                if o.decision == "dryrun"
+                for m in o.messages
+            ]
             if not mutation.allowed:  # a policy with deny and patch answers in both modes: once each
                 verdict.allowed = False
                 verdict.messages = _once([*mutation.messages, *verdict.messages])
@@ -212,12 +222,13 @@ def _remove(store: ReplicaStore, m: Manifest) -> None:
 
 
 def render_pretty(manifests: Sequence[Manifest]) -> str:
-    """conftest-like: one line per failure or warning, then a summary."""
+    """conftest-like: one line per failure, warning or reported violation, then a summary."""
     lines = []
     for m in manifests:
         where = f"{m.source}[{m.document}] - {m.ref()}"
         lines += [f"FAIL - {where} - {msg}" for msg in m.failures]
         lines += [f"WARN - {where} - {msg}" for msg in m.warnings]
+        lines += [f"NOTE - {where} - {msg}" for msg in m.reported]
     failures = sum(len(m.failures) for m in manifests)
     warnings = sum(len(m.warnings) for m in manifests)
     refused = sum(1 for m in manifests if m.failures)

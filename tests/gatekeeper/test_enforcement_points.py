@@ -20,6 +20,7 @@ from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.admission.review import parse_review
 from regokite.audit.scan import audit_object
 from regokite.check import Manifest, check
+from regokite.cli import main
 from regokite.clusterdata.store import ResourceRef
 from regokite.gatekeeper import lastgood
 from regokite.gatekeeper.status import constraint_statuses
@@ -195,8 +196,29 @@ def test_an_unknown_enforcement_action_is_not_enforced_by_the_webhook_nor_audite
     assert audit_object(ps, pod, PODS) == ()
     manifest = checked(ps, pod)
     assert manifest.failures == [] and manifest.warnings == []  # gator: exit 0
+    assert manifest.reported[0].startswith("[must-have-probes] Container <tomcat> in your <Pod> <test-pod1> has no")
+    assert manifest.reported[0].endswith("(foo)")  # gator prints every violation
+    ps.close()
+    (tmp_path / "again").mkdir()
+    ps = policies(tmp_path / "again", probes())
+    constraint = Manifest("foo.yaml", 0, one(probes()[1]))  # a policy object is the webhook's to refuse
+    check(ps, [constraint])
+    assert constraint.failures == []
     ps.close()
     assert lastgood.constraint_error(one(probes()[1])) == UNRECOGNIZED
+
+
+def test_check_prints_an_unknown_actions_violations_and_exits_zero(tmp_path: Path, capsys) -> None:
+    """bats "enforcementAction=[anything else] causes 0 exit status and violations output", pretty."""
+    template, constraint = probes()
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(pod_without_probes()))
+    code = main(["check", "--policies", str(template), "--policies", str(constraint), "-f", str(pod)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0].startswith(f"NOTE - {pod}[0] - Pod/default/test-pod1 - [must-have-probes] Container <tomcat>")
+    assert out[0].endswith("(foo)")
+    assert out[-1] == "1 objects, 1 allowed, 0 refused (0 failures, 0 warnings)"
 
 
 def test_verify_counts_an_unknown_actions_violations_as_gator_does(tmp_path: Path) -> None:
