@@ -201,6 +201,9 @@ def decide(step: Step, tmp: Path) -> str | None:
     if isinstance(step.manifest, dict):
         manifest.write_text(yaml.safe_dump(step.manifest), encoding="utf-8")
     args = ["check", "--policies", str(policies), "-f", str(manifest), "--format", "json"]
+    # what the cluster's webhook decided (its enforcement point, not gator's), with the mutation
+    # annotations the bats deployment of Gatekeeper writes
+    args += ["--enforcement-point", "validation.gatekeeper.sh", "--mutation-annotations"]
     args += [a for d in step.data for a in ("--data", str(base / d))]
     done = regokite(*args)
     if done.returncode not in (0, 1):
