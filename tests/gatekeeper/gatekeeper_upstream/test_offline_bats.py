@@ -140,7 +140,7 @@ STEPS: dict[str, dict[str, Step]] = {
         # cannot be made; regokite refuses the template too, and its constraint refuses what it matches
         "a template calling http.send is refused": Step(
             (T + "templates/use_http_send_template.yaml", T + "bad/bad_http_send.yaml"),
-            configmap("any", "default"), "denied", says=("http.send",)),
+            configmap("any", "default"), "denied", says=("undefined function http.send",)),
     },
     "gatekeeper expansion test": {
         "a Deployment whose Pod lacks the label refused": Step(EXPANSION, X + "deployment_no_label.yaml", "denied"),
