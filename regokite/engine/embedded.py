@@ -248,7 +248,11 @@ class EmbeddedEngine:
 
     @frames_released
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
-        return _query(self._fresh(input), query, self._prints, self._places)
+        try:
+            read = rewrite.query(query)
+        except ValueError as exc:  # a template string OPA would not read either
+            raise EvaluationError(query, str(exc)) from None
+        return _query(self._fresh(input), query, self._prints, self._places, read)
 
     def release_thread(self) -> None:
         """Drop the calling thread's prepared engine (it can never be used elsewhere)."""
@@ -331,8 +335,11 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: _Plac
     return _as_opa_writes(ref, raw, json.loads(raw))
 
 
-def _query(engine: regorus.Engine, query: str, prints: PrintLog, columns: _Places) -> list[dict[str, Any]]:
-    raw, failure = _call(engine.eval_query_as_json, query)
+def _query(
+    engine: regorus.Engine, query: str, prints: PrintLog, columns: _Places, read: str | None = None
+) -> list[dict[str, Any]]:
+    """`read`: the query as regorus reads it (rewrite.query), where not as written (`query`, for errors)."""
+    raw, failure = _call(engine.eval_query_as_json, read or query)
     prints.drain(engine)
     if failure is not None:
         message, location = failure

@@ -28,15 +28,18 @@ from regokite.engine.extensions import (
     globs,
     graphql,
     hashing,
+    interpolation,
     jwt,
     jwt_sign,
     lookup,
     private_keys,
+    regexes,
     rounding,
     runtime,
     schemas,
     strings,
     templates,
+    times,
     units,
     yamlcheck,
 )
@@ -45,12 +48,15 @@ from regokite.engine.extensions.external_data import MUTATION_NAME, ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 from regokite.engine.extensions.internal import (
     ARITH,
+    FAIL,
     HTTP_SEND_OFF,
     LENIENT,
     NUMBER_TEXT,
     REPLACE_EMPTY,
     SPRINTF,
     STRLEN,
+    TEMPLATE,
+    TEXT,
     UNORDERED,
     YAML_PLAIN,
 )
@@ -70,6 +76,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **jwt_sign.BUILTINS,
     **lookup.BUILTINS,
     **private_keys.BUILTINS,
+    **regexes.BUILTINS,
     **rounding.BUILTINS,
     **runtime.BUILTINS,
     **schemas.BUILTINS,
@@ -78,6 +85,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **graphql.BUILTINS,
     **strings.BUILTINS,
     **templates.BUILTINS,
+    **times.BUILTINS,
     **units.BUILTINS,
     **yamlcheck.BUILTINS,
 }
@@ -100,7 +108,8 @@ class Internal:
 
     errors: what its errors are. "builtin": the error of the OPA builtin it answers for, which OPA's
     non-strict evaluation makes undefined (a lenient call may name it: it is called here directly).
-    "refusal": regokite's own refusal to answer otherwise than OPA, an error whatever the mode.
+    "always": an error in every mode (regokite's refusal to answer otherwise than OPA, or OPA's own
+    evaluation error, such as a template string's conflict).
     "none": it fails only on operands the rewrite never passes.
     """
 
@@ -138,6 +147,11 @@ def _http_send_off(_request: object) -> object:
     )
 
 
+def _fail(message: object) -> object:
+    """Always the builtin's error: a routed builtin regorus left undefined where OPA errs (rewrite.routes)."""
+    raise BuiltinError(str(message))
+
+
 def _lenient(name: object, arguments: object) -> list[object]:
     """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
 
@@ -168,10 +182,13 @@ INTERNAL: dict[str, Internal] = {
     REPLACE_EMPTY: Internal(2, strings.replace_empty, "builtin", guarded=True),
     SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
     STRLEN: Internal(1, _strlen, "none"),
+    FAIL: Internal(1, _fail, "builtin"),
     LENIENT: Internal(2, _lenient, "none", guarded=True),
-    UNORDERED: Internal(1, _unordered, "refusal"),
-    YAML_PLAIN: Internal(1, yamlcheck.plain, "refusal"),
-    HTTP_SEND_OFF: Internal(1, _http_send_off, "refusal"),
+    UNORDERED: Internal(1, _unordered, "always"),
+    TEMPLATE: Internal(1, interpolation.template, "always"),
+    TEXT: Internal(2, interpolation.text, "always"),
+    YAML_PLAIN: Internal(1, yamlcheck.plain, "always"),
+    HTTP_SEND_OFF: Internal(1, _http_send_off, "always"),
 }
 
 

@@ -10,7 +10,10 @@ is rewritten in a later round). Every stage can be turned off by name
 
 from __future__ import annotations
 
+import functools
+
 from regokite.bundle import Module
+from regokite.engine.extensions.internal import TEMPLATE
 from regokite.engine.rewrite import (
     arithmetic,
     bodies,
@@ -18,14 +21,22 @@ from regokite.engine.rewrite import (
     comparisons,
     function_mocks,
     imports,
+    imports_first,
+    infix,
+    key_bindings,
     lenient,
     lines,
     memberships,
+    metadata,
     negations,
+    notbodies,
     numbers,
     outputs,
+    relations,
     routes,
     sprintf,
+    templates,
+    with_targets,
 )
 from regokite.engine.rewrite.base import Changes, Options, Pass, Stage, each
 from regokite.engine.rewrite.edits import Columns, Moves, apply, engine_name, masked
@@ -33,13 +44,26 @@ from regokite.engine.rewrite.edits import Columns, Moves, apply, engine_name, ma
 _ROUNDS = 16  # a fixed point's most rounds: nesting deeper than this is left to regorus's own reading
 
 STAGES: tuple[Stage, ...] = (
-    Stage("CheckNumbers", each(numbers.check)),
+    # on the text, before anything parses it: syntax regorus does not read
+    Stage("TemplateStrings", each(templates.rewrite, lambda m: "$" in m.text)),
+    Stage("NotBodies", each(notbodies.rewrite, lambda m: "future.keywords" in m.text)),
+    Stage("ImportsFirst", each(imports_first.rewrite)),
+    Stage("Numbers", each(numbers.rewrite)),
     Stage("SplitBodies", each(bodies.split)),
     Stage("SplitLines", each(lines.split)),
+    Stage("TemplateArguments", each(templates.arguments, lambda m: TEMPLATE in m.text)),
+    # calling forms, as OPA's compiler normalises them (its RewriteExprTerms, ResolveRefs)
     Stage("OutputArguments", each(outputs.rewrite)),
+    Stage("InfixNames", each(infix.rewrite, lambda m: infix.CALLED.search(m.text) is not None)),
+    Stage("Relations", relations.rewrite, fixed_point=True),
+    Stage("KeyBindings", each(key_bindings.rewrite, lambda m: key_bindings.UNIFIES.search(m.text) is not None)),
+    Stage("Metadata", metadata.rewrite),
+    Stage("WithTargets", with_targets.rewrite),
+    # builtins and `with`s regorus answers otherwise
     Stage("BuiltinMocks", builtin_mocks.rewrite),
     Stage("RouteBuiltins", routes.rewrite),
     Stage("FunctionMocks", function_mocks.rewrite),
+    # evaluation order and values, where regorus's differ
     Stage("Negations", negations.rewrite, fixed_point=True),
     Stage("Sprintf", each(sprintf.rewrite, lambda m: "sprintf" in m.text), fixed_point=True),
     Stage("Comparisons", each(comparisons.rewrite, lambda m: "<" in m.text or ">" in m.text), fixed_point=True),
@@ -57,13 +81,38 @@ STAGES: tuple[Stage, ...] = (
 NAMES = frozenset(stage.name for stage in STAGES)
 
 
+# the first stage that reads `options.lenient`: the stages before it leave the same modules for every lenient set
+_LENIENT_FROM = next(i for i, stage in enumerate(STAGES) if stage.name == "LenientCalls")
+
+
 def run(
     modules: tuple[Module, ...], options: Options, without: frozenset[str] = frozenset()
 ) -> tuple[tuple[Module, ...], Columns]:
-    """Every stage of STAGES but those named in `without`, in order; the modules as rewritten and the map back."""
-    current = list(modules)
+    """Every stage of STAGES but those named in `without`, in order; the modules as rewritten and the map back.
+
+    A serving path that meets a new erring place asks again with one more lenient location: the
+    stages before LenientCalls are not run again for it (`_before`, cached without the lenient set)."""
+    done, maps = _before(modules, options.mockable, without)
+    current, chain = list(done), list(maps)
+    _stages(current, chain, STAGES[_LENIENT_FROM:], options, without)
+    return tuple(current), Columns.chain(*chain)
+
+
+@functools.lru_cache(maxsize=16)
+def _before(
+    modules: tuple[Module, ...], mockable: frozenset[str], without: frozenset[str]
+) -> tuple[tuple[Module, ...], tuple[Columns, ...]]:
+    current: list[Module] = list(modules)
     maps: list[Columns] = []
-    for stage in STAGES:
+    _stages(current, maps, STAGES[:_LENIENT_FROM], Options(frozenset(), mockable), without)
+    return tuple(current), tuple(maps)
+
+
+def _stages(
+    current: list[Module], maps: list[Columns], stages: tuple[Stage, ...], options: Options, without: frozenset[str]
+) -> None:
+    """Run `stages` on `current` in place, appending each change's map back to `maps`."""
+    for stage in stages:
         if stage.name in without or not stage.applies(options):
             continue
         pending = frozenset(range(len(current)))
@@ -74,7 +123,6 @@ def run(
                 break
             maps.append(moves)
             pending = changed
-    return tuple(current), Columns.chain(*maps)
 
 
 def _apply(current: list[Module], found: Changes) -> tuple[Columns, frozenset[int]]:
