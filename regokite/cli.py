@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -108,7 +109,10 @@ def _extension_options(
 
 def _cmd_test(args: argparse.Namespace) -> int:
     from regokite import testing
+    from regokite.engine import builtin_errors
 
+    if args.log_level.lower() != "debug":  # as opa test, which prints no builtin error it made undefined
+        builtin_errors.log.setLevel(logging.ERROR)
     results = testing.run_tests(
         args.paths, run=args.run, engine=_engine_settings(args), strict_builtin_errors=args.strict_builtin_errors
     )
@@ -956,6 +960,7 @@ def _engine_settings(
         opa_url=getattr(args, "opa_url", OPA_URL),
         v0_compatible=getattr(args, "v0_compatible", False),
         extensions=_extension_options(args, deadline, client_cert),
+        strict_builtin_errors=getattr(args, "strict_builtin_errors", False),
     )
 
 
@@ -965,6 +970,12 @@ def _add_engine_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--engine", choices=list(KINDS), default="embedded")
     p.add_argument("--opa-url", default=OPA_URL, help="sidecar OPA address")
+    p.add_argument(
+        "--strict-builtin-errors",
+        action="store_true",
+        help="a builtin's error is the evaluation's error (default, as OPA and Gatekeeper: the call is undefined, "
+        "and logged)",
+    )
     _add_bundle_args(p)
 
 

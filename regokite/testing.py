@@ -10,12 +10,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from regokite.bundle import Bundle
 from regokite.engine import Engine, EngineSettings, open_engine
-from regokite.engine.lenient import Lenient
 from regokite.errors import EvaluationError, PolicyLoadError
 from regokite.gatekeeper.constraints import read_sources
 from regokite.gatekeeper.expansion import generated_modules
@@ -61,13 +60,11 @@ def run_tests(
     PolicyLoadError when the bundle does not load.
 
     As `opa test`, a builtin's error makes its call undefined unless
-    `strict_builtin_errors` (regorus has no such switch: `engine.lenient`).
+    `strict_builtin_errors`.
     """
-    settings = engine or EngineSettings()
+    settings = replace(engine or EngineSettings(), strict_builtin_errors=strict_builtin_errors)
     bundle = with_gatekeeper_rego(settings.load(paths), paths)
     opened = open_engine(bundle, settings) if engine_for is None else engine_for(bundle)
-    if engine_for is None and not strict_builtin_errors:
-        opened = Lenient(bundle, settings, opened)
     selector = re.compile(run) if run else None
     results: list[TestResult] = []
     for module in outline(bundle.tests):
@@ -98,7 +95,7 @@ def with_gatekeeper_rego(bundle: Bundle, paths: Sequence[str]) -> Bundle:
     return Bundle((*bundle.modules, *generated), bundle.data, bundle.roots) if generated else bundle
 
 
-def _run_one(engine: Engine | Lenient, package: str, name: str, file: str, line: int) -> TestResult:
+def _run_one(engine: Engine, package: str, name: str, file: str, line: int) -> TestResult:
     started = time.perf_counter_ns()
     try:
         value = engine.evaluate(f"data.{package}.{name}")

@@ -377,8 +377,17 @@ def test_query_with_null_input_sees_a_null_input(decisions):
 # ---------------------------------------------------------------------- errors
 
 
-def test_division_by_zero_is_an_evaluation_error_naming_its_location(make_engine):
+def test_division_by_zero_is_undefined_as_in_opas_default(make_engine):
+    """OPA's default evaluation (`opa eval`, its REST API without strict-builtin-errors, Gatekeeper): a
+    builtin's error makes its call undefined. Fails on the code before (an evaluation error)."""
     engine = make_engine(bundle_of(("policies/errors.rego", ERRORS)))
+    assert engine.evaluate("data.test.errors.ratio", {"n": 1, "d": 0}) is UNDEFINED
+    assert engine.evaluate("data.test.errors.ratio", {"n": 6, "d": 3}) == 2
+    assert engine.bind({"n": 1, "d": 0}).evaluate("data.test.errors.ratio") is UNDEFINED
+
+
+def test_strict_division_by_zero_is_an_evaluation_error_naming_its_location(make_engine):
+    engine = make_engine(bundle_of(("policies/errors.rego", ERRORS)), strict_builtin_errors=True)
     assert engine.evaluate("data.test.errors.ratio", {"n": 6, "d": 3}) == 2
     with pytest.raises(EvaluationError) as caught:
         engine.evaluate("data.test.errors.ratio", {"n": 1, "d": 0})

@@ -25,6 +25,7 @@ from regokite.engine import UNDEFINED, Bound
 from regokite.engine.extensions.external_data import call_deadline
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.expansion import MESSAGE_PREFIX
+from regokite.gatekeeper.violations import evaluation_violation
 
 Mode = Literal["validate", "mutate"]
 
@@ -80,16 +81,18 @@ def decide(
     working = original
     bound: Bound | None = None
     bound_to: Any = None
+    evaluated: list[_Evaluated] = []  # validating: applied once all ran (Gatekeeper's errors go to their kind)
     for policy in select(policy_set, mode, only):
         started = time.monotonic()
         try:
             if not policy.match.applies_to(review):
                 continue
         except RegokiteError as exc:  # a constraint's namespaceSelector without its Namespace
-            outcomes.append(_failed(policy, verdict, str(exc)))
+            evaluated.append(_Evaluated(policy, 0.0, error=str(exc)))
             continue
         if on_policy is not None:
             on_policy(policy.name)
+        done = _Evaluated(policy, 0.0)
         try:
             if policy.name in policy_set.unavailable:
                 raise RegokiteError(policy_set.unavailable[policy.name])
@@ -99,15 +102,14 @@ def decide(
                 raw = review.raw if working is original else _with_object(review.raw, working)
                 bound, bound_to = policy_set.engine.bind(raw), working
             with call_deadline(deadline):  # external_data calls end within the webhook's budget
-                result = _evaluate(policy, bound, mode, review.uid)
+                done.result = _evaluate(policy, bound, mode, review.uid)
             if mode == "mutate" and policy.enforcement != "dryrun":
-                working = _mutate(policy, working, result)
+                working = _mutate(policy, working, done.result)
         except (RegokiteError, PolicyOutputError) as exc:
-            outcome = _failed(policy, verdict, str(exc))
-        else:
-            outcome = _apply(policy, verdict, result)
-        outcome.seconds = time.monotonic() - started
-        outcomes.append(outcome)
+            done.error, done.violation = str(exc), _violation(policy, policy_set, exc)
+        done.seconds = time.monotonic() - started
+        evaluated.append(done)
+    outcomes += _applied(evaluated, verdict)
     if mode == "validate" and policy_set.expands and isinstance(original, dict):
         outcomes += judge_expanded(policy_set, review, verdict, only)
     if mode == "mutate" and verdict.allowed and working is not original and original is not None:
@@ -149,6 +151,7 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
         failed.seconds = time.monotonic() - started
         return [failed]
     outcomes = []
+    evaluated: list[_Evaluated] = []
     constraints = [p for p in select(policy_set, "validate", only) if p.constraint_kind is not None]
     for resultant in results:
         child = resultant_review(review, resultant["object"])
@@ -156,18 +159,21 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
         prefix = MESSAGE_PREFIX.format(resultant["template"])
         for policy in constraints:
             applied = replace(policy, enforcement=resultant["enforcementAction"] or policy.enforcement)
+            done = _Evaluated(applied, 0.0)
             try:
                 skipped = policy.match.skipped(review.process)  # type: ignore[union-attr]
                 if not policy.match.matches(child.request, source="Generated", skipped=skipped):  # type: ignore[call-arg]
                     continue
                 if policy.name in policy_set.unavailable:
                     raise RegokiteError(policy_set.unavailable[policy.name])
-                result = _evaluate(policy, bound, "validate", child.uid)
+                done.result = _evaluate(policy, bound, "validate", child.uid)
+                done.result.denials = [f"{prefix} {m}" for m in done.result.denials]
             except (RegokiteError, PolicyOutputError) as exc:
-                outcomes.append(_failed(applied, verdict, f"{prefix} {exc}"))
-                continue
-            result.denials = [f"{prefix} {m}" for m in result.denials]
-            outcomes.append(_apply(applied, verdict, result))
+                violation = _violation(policy, policy_set, exc)
+                done.error, done.violation = f"{prefix} {exc}", violation and f"{prefix} {violation}"
+            evaluated.append(done)
+        outcomes += _applied(evaluated, verdict)
+        evaluated = []
     return outcomes
 
 
@@ -244,6 +250,44 @@ def _mutate(policy: AdmissionPolicy, working: Any, result: PolicyResult) -> Any:
                 policy.name, "patch", f"does not apply to the object ({exc})", result.patch
             ) from None
     return working
+
+
+@dataclass
+class _Evaluated:
+    """One policy's evaluation, before it is applied to the verdict."""
+
+    policy: AdmissionPolicy
+    seconds: float
+    result: PolicyResult | None = None
+    error: str | None = None  # it failed: fail closed as its failure_policy says
+    violation: str | None = None  # a constraint's evaluation error, as Gatekeeper's driver answers it (violations)
+
+
+def _violation(policy: AdmissionPolicy, policy_set: PolicySet, error: Exception) -> str | None:
+    if policy.constraint_kind is None:
+        return None
+    return evaluation_violation(error, policy_set.engine.strict_builtin_errors)
+
+
+def _applied(evaluated: list[_Evaluated], verdict: Verdict) -> list[PolicyOutcome]:
+    """The evaluations applied to `verdict` in order; where one constraint's evaluation failed, each
+    constraint of its kind has that failure as its one violation (Gatekeeper evaluates a kind at once)."""
+    failed_kinds: dict[str, str] = {}
+    for done in evaluated:
+        if done.violation is not None and done.policy.constraint_kind is not None:
+            failed_kinds.setdefault(done.policy.constraint_kind, done.violation)
+    outcomes = []
+    for done in evaluated:
+        violation = failed_kinds.get(done.policy.constraint_kind or "")
+        if violation is not None and (done.error is None or done.violation is not None):
+            outcome = _apply(done.policy, verdict, PolicyResult(denials=[violation], details=[None]))
+        elif done.error is not None:
+            outcome = _failed(done.policy, verdict, done.error)
+        else:
+            outcome = _apply(done.policy, verdict, done.result or PolicyResult())
+        outcome.seconds = done.seconds
+        outcomes.append(outcome)
+    return outcomes
 
 
 def _apply(policy: AdmissionPolicy, verdict: Verdict, result: PolicyResult) -> PolicyOutcome:

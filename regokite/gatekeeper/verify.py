@@ -23,13 +23,14 @@ from typing import Any
 from regokite import yamldoc
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
-from regokite.errors import RegokiteError
+from regokite.errors import EvaluationError, RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare, read_sources
 from regokite.gatekeeper.expansion import MESSAGE_PREFIX, generated_modules
 from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
 from regokite.gatekeeper.inventory import inventory, namespaces
 from regokite.gatekeeper.resources import is_constraint, is_template, parse_constraint, parse_template, read_documents
+from regokite.gatekeeper.violations import evaluation_violation
 
 SUITE_API = "test.gatekeeper.sh/v1alpha1"
 
@@ -188,10 +189,17 @@ class _Judge:
 
     def _judged(self, engine: Engine, request: dict[str, Any]) -> list[str]:
         parameters = self.constraint.constraint.parameters
-        value = engine.evaluate(
-            violation_ref(self.constraint.constraint.kind),
-            {"review": request, "parameters": parameters if parameters is not None else {}},
-        )
+        try:
+            value = engine.evaluate(
+                violation_ref(self.constraint.constraint.kind),
+                {"review": request, "parameters": parameters if parameters is not None else {}},
+            )
+        except EvaluationError as exc:
+            strict = self.engine is not None and self.engine.strict_builtin_errors
+            violation = evaluation_violation(exc, strict)  # gator's driver: the template's error is a violation
+            if violation is None:
+                raise
+            return [violation]
         if value is UNDEFINED:
             return []
         messages = []
