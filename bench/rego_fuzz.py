@@ -25,6 +25,11 @@ printed as regorus writes the number, not with OPA's text of it).
 The last two must be 0. Fail-closed cases are counted by cause. `--save`
 writes every case of the last two classes as JSON (module, input, rule, both
 answers) for a regression test.
+
+Beside each random module, one builtin in turn (every builtin of OPA 1.20
+that regokite evaluates) is called in each calling form, and the statement
+shapes around calls are tried (bench/rego_forms.py); the report counts those
+cases per builtin and per form.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the OPA oracle lives with the tests
 
 from opa_oracle import OracleEngine  # noqa: E402
 
+from bench import rego_forms  # noqa: E402
 from regokite.bundle import Bundle, Module  # noqa: E402
 from regokite.engine import UNDEFINED, first_value, open_engine  # noqa: E402
 from regokite.errors import EvaluationError, PolicyLoadError, RegokiteError  # noqa: E402
@@ -78,6 +84,10 @@ class Tally:
     classes: Counter[str] = field(default_factory=Counter)
     causes: Counter[str] = field(default_factory=Counter)
     findings: list[dict[str, Any]] = field(default_factory=list)
+    by_form: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)  # (builtin or shape, form)
+
+    def count(self, subject: str, form: str, kind: str) -> None:
+        self.by_form.setdefault((subject, form), Counter())[kind] += 1
 
 
 # ------------------------------------------------------------------ values and inputs
@@ -404,14 +414,20 @@ def canonical(value: Any) -> str:
 
 def run_module(rng: random.Random, tally: Tally, inputs: int) -> None:
     text, names = module(rng)
+    run_bundle(tally, text, names, [random_input(rng) for _ in range(inputs)])
+
+
+def run_bundle(
+    tally: Tally, text: str, names: list[str], inputs: list[Any], form: tuple[str, str] | None = None
+) -> None:
+    """Each rule of the module `text` on each input, in both engines; `form` (builtin, form) counts them there."""
     bundle = Bundle((Module("fuzz.rego", text),))
     try:
         oracle = OracleEngine(bundle)
-    except PolicyLoadError:
+    except Exception:  # a compile error (PolicyLoadError), or the oracle's library refused it another way
         tally.refused_by_opa += 1
-        return
-    except Exception:  # the oracle's library refused it some other way
-        tally.refused_by_opa += 1
+        if form:
+            tally.count(*form, "refused by OPA")
         return
     try:
         try:
@@ -419,18 +435,30 @@ def run_module(rng: random.Random, tally: Tally, inputs: int) -> None:
         except PolicyLoadError as exc:
             engine, refusal = None, cause("load: " + exc.message)
         tally.modules += 1
-        for _ in range(inputs):
-            value = random_input(rng)
+        package = "forms" if form else "fuzz"
+        for value in inputs:
             for name in names:
-                ref = f"data.fuzz.{name}"
+                ref = f"data.{package}.{name}"
                 theirs = oracle_answer(oracle, ref, value)
                 mine = (ERROR, refusal) if engine is None else regokite_answer(engine, ref, value)
-                record(tally, text, value, ref, mine, theirs)
+                kind = record(tally, text, value, ref, mine, theirs, form)
+                if form:
+                    tally.count(*form, kind)
     finally:
         oracle.close()
 
 
-def record(tally: Tally, text: str, value: Any, ref: str, mine: Any, theirs: Any) -> None:
+def run_forms(rng: random.Random, tally: Tally, builtin: str, shapes: bool) -> None:
+    """`builtin` in every calling form (and, when `shapes`, each statement shape once)."""
+    cases = rego_forms.builtin_cases(rng, builtin) + (rego_forms.shape_cases(rng) if shapes else [])
+    for case in cases:
+        names = ["r", "r2"] if "\nr2 " in case.module else ["r"]
+        run_bundle(tally, case.module, names, list(case.inputs), (case.subject, case.form))
+
+
+def record(
+    tally: Tally, text: str, value: Any, ref: str, mine: Any, theirs: Any, form: tuple[str, str] | None = None
+) -> str:
     kind = classify(mine, theirs)
     tally.cases += 1
     tally.classes[kind] += 1
@@ -438,16 +466,34 @@ def record(tally: Tally, text: str, value: Any, ref: str, mine: Any, theirs: Any
         tally.causes[mine[1]] += 1
     elif kind in ("answers where OPA errors", "different"):
         finding = {"class": kind, "module": text, "input": value, "rule": ref, "regokite": mine, "opa": theirs}
+        if form:
+            finding["builtin"], finding["form"] = form
         tally.findings.append(finding)
+    return kind
 
 
-def fuzz(seconds: float, seed: int, inputs: int = 3, max_modules: int | None = None) -> Tally:
+def fuzz(
+    seconds: float,
+    seed: int,
+    inputs: int = 3,
+    max_modules: int | None = None,
+    forms: bool = True,
+    modules: bool = True,
+) -> Tally:
+    """Random modules until `seconds` or `max_modules` rounds; with `forms`, after each a builtin in every
+    calling form (the builtins in turn, from a place the seed picks) and every tenth time the statement
+    shapes. `modules` False: the forms alone."""
     rng = random.Random(seed)
     tally = Tally()
     deadline = time.monotonic() + seconds
+    builtins = rego_forms.builtins()
+    start = rng.randrange(len(builtins))
     count = 0
     while time.monotonic() < deadline and (max_modules is None or count < max_modules):
-        run_module(rng, tally, inputs)
+        if modules:
+            run_module(rng, tally, inputs)
+        if forms:
+            run_forms(rng, tally, builtins[(start + count) % len(builtins)], shapes=count % 10 == 0)
         count += 1
     return tally
 
@@ -462,6 +508,7 @@ def report(tally: Tally, seconds: float, seed: int) -> str:
     if tally.causes:
         lines.append("fail-closed causes:")
         lines += [f"  {n:6} {c}" for c, n in tally.causes.most_common(25)]
+    lines += form_table(tally)
     for finding in tally.findings[:5]:
         lines.append(f"--- {finding['class']}: {finding['rule']}")
         lines.append(finding["module"])
@@ -470,16 +517,45 @@ def report(tally: Tally, seconds: float, seed: int) -> str:
     return "\n".join(lines)
 
 
+FORM_COLUMNS = (
+    ("same", "same"), ("order", "same set, other order"), ("numkey", "same but a number key's text"),
+    ("botherr", "both error"), ("failclosed", "fail-closed"), ("answers", "answers where OPA errors"),
+    ("DIFF", "different"), ("opa-refused", "refused by OPA"),
+)  # fmt: skip
+
+
+def form_table(tally: Tally) -> list[str]:
+    """Cases per form (over every builtin and shape), then per builtin (over its forms)."""
+    if not tally.by_form:
+        return []
+    header = f"  {'':34}" + "".join(f"{short:>12}" for short, _ in FORM_COLUMNS)
+    lines = ["calling forms (cases per form, every builtin):", header]
+    for title, key in (("form", 1), ("builtin or shape", 0)):
+        totals: dict[str, Counter[str]] = {}
+        for subject_form, counts in tally.by_form.items():
+            totals.setdefault(subject_form[key], Counter()).update(counts)
+        if key == 0:
+            lines += [f"per {title}:", header]
+        for name in sorted(totals):
+            lines.append(f"  {name:34}" + "".join(f"{totals[name][full]:>12}" for _, full in FORM_COLUMNS))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--inputs", type=int, default=3, help="inputs per module")
     parser.add_argument("--save", type=Path, help="write each finding (different, answers where OPA errors) here")
+    parser.add_argument("--no-forms", action="store_true", help="random modules only, no calling forms")
+    parser.add_argument("--table", type=Path, help="write the per-builtin, per-form counts here as JSON")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    tally = fuzz(args.seconds, args.seed, args.inputs)
+    tally = fuzz(args.seconds, args.seed, args.inputs, forms=not args.no_forms)
     print(report(tally, time.monotonic() - started, args.seed))
+    if args.table:
+        table = [{"subject": k[0], "form": k[1], **v} for k, v in sorted(tally.by_form.items())]
+        args.table.write_text(json.dumps(table, indent=1))
     if args.save:
         args.save.mkdir(parents=True, exist_ok=True)
         for i, finding in enumerate(tally.findings):

@@ -1,10 +1,14 @@
-"""Load a policies directory the way OPA loads a bundle.
+"""Load policy files the two ways OPA loads them: as a bundle, or as plain files.
 
-Every `*.rego` below a root is a module, `*_test.rego` are tests (loaded by
-`regokite test`, never served), `data.json` / `data.yaml` in `a/b/` become
-`data.a.b`, and hidden files and directories are ignored. Loading is pure:
-the result is an immutable value that an engine is built from, so a reload
-can be built off to the side and swapped in whole.
+As a bundle (`opa run --bundle DIR`, what the servers serve): every `*.rego`
+below a root is a module, `data.json` / `data.yaml` in `a/b/` become
+`data.a.b`, and hidden files and directories are ignored. As plain files
+(`opa test DIR`, `opa eval -d DIR`, OPA's loader package): every `*.rego`,
+`*.json`, `*.yaml` and `*.yml` below a root is loaded, hidden ones too, each
+data file's document merged at its directory's path. Either way
+`*_test.rego` modules are tests, never served. Loading is pure: the result
+is an immutable value that an engine is built from, so a reload can be built
+off to the side and swapped in whole.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from regokite import input_guard, yamldoc
 from regokite.errors import Location, PolicyLoadError, display_path
 
 DATA_FILES = ("data.json", "data.yaml", "data.yml")
+DATA_SUFFIXES = (".json", ".yaml", ".yml")
 _PACKAGE = re.compile(r"^[ \t]*package[ \t]+([^\s#]+)", re.MULTILINE)
 
 
@@ -72,23 +77,54 @@ class Bundle:
         return next((m for m in self.modules if m.path == path), None)
 
 
-def load_bundle(paths: Sequence[str | os.PathLike[str]], *, v0_compatible: bool = False) -> Bundle:
-    """Load every root in `paths` (directories or single files) into one bundle."""
+def load_bundle(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    v0_compatible: bool = False,
+    as_bundle: bool = True,
+    ignore: Sequence[str] = (),
+) -> Bundle:
+    """Load every root in `paths` (directories or single files) into one bundle: as bundles, or (not
+    `as_bundle`) as OPA's loader loads plain files (`_PlainFiles`). `ignore` holds `--ignore`'s shell
+    patterns, matched against the name of every file and directory below a root."""
+    plain, bundles = ((), paths) if as_bundle else (paths, ())
+    return load_paths(plain, bundles, v0_compatible=v0_compatible, ignore=ignore)
+
+
+def load_paths(
+    plain: Sequence[str | os.PathLike[str]],
+    bundles: Sequence[str | os.PathLike[str]] = (),
+    *,
+    v0_compatible: bool = False,
+    ignore: Sequence[str] = (),
+) -> Bundle:
+    """`opa eval -d PLAIN... -b BUNDLE...`: plain files and bundle roots loaded into one bundle."""
     modules: list[Module] = []
     data = _DataTree()
-    for root in paths:
+    roots = [(str(p), False) for p in plain] + [(str(p), True) for p in bundles]
+    for given, as_bundle in roots:
+        prefix, root = ((), given) if as_bundle else _split_prefix(given)
         root_path = Path(root)
         if not root_path.exists():
             raise PolicyLoadError(f"{root}: no such file or directory")
-        versions = _RegoVersions.read(root_path, v0_compatible)
-        for file, data_path in _walk(root_path):
+        versions = _RegoVersions.read(root_path, v0_compatible, as_bundle=as_bundle)
+        for file, data_path in _walk(root_path, _BundleFiles(ignore) if as_bundle else _PlainFiles(ignore)):
             shown = display_path(file)
             if file.suffix == ".rego":
                 modules.append(Module(shown, _read(file), v0=versions.is_v0(file)))
             else:
-                data.merge(data_path, _parse_data(file, shown), shown)
+                doc = _parse_data(file, shown, first_document=not as_bundle)
+                data.merge((*prefix, *data_path), doc, shown, keep_null=not as_bundle)
     modules.sort(key=lambda m: m.path)
-    return Bundle(tuple(modules), data.value, tuple(str(p) for p in paths))
+    return Bundle(tuple(modules), data.value, tuple(root for root, _ in roots))
+
+
+def _split_prefix(path: str) -> tuple[tuple[str, ...], str]:
+    """OPA's `a.b:dir`: the files of `dir` loaded below `data.a.b` (a URL's `://` is no prefix)."""
+    if path.find("://") == path.find(":"):
+        return (), path
+    head, _, rest = path.partition(":")
+    return (tuple(head.split(".")), rest) if head else ((), path)
 
 
 @dataclass(frozen=True)
@@ -105,7 +141,10 @@ class _RegoVersions:
     per_file: tuple[tuple[str, bool], ...] = ()
 
     @classmethod
-    def read(cls, root: Path, v0_compatible: bool) -> _RegoVersions:
+    def read(cls, root: Path, v0_compatible: bool, *, as_bundle: bool = True) -> _RegoVersions:
+        """Plain files (not `as_bundle`): OPA reads no `.manifest` then."""
+        if not as_bundle:
+            return cls(root, v0_compatible)
         manifest = root / ".manifest"
         if not (root.is_dir() and manifest.is_file()):
             return cls(root, v0_compatible)
@@ -142,8 +181,47 @@ def _version(value: Any, where: str) -> int:
     return value
 
 
-def _walk(root: Path) -> Iterable[tuple[Path, tuple[str, ...]]]:
-    """Yield (file, data path) for every module and data file below `root`.
+@dataclass(frozen=True)
+class _BundleFiles:
+    """What a bundle directory holds: modules and `data.json`/`data.yaml`, hidden names skipped."""
+
+    ignore: Sequence[str] = ()
+
+    def enters(self, name: str) -> bool:
+        return not name.startswith(".") and not _ignored(name, self.ignore)
+
+    def loads(self, name: str) -> bool:
+        return self.enters(name) and (name.endswith(".rego") or name in DATA_FILES)
+
+    def root_file(self, file: Path) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class _PlainFiles(_BundleFiles):
+    """What OPA's loader takes without `--bundle`: every module and data file, hidden ones too."""
+
+    def enters(self, name: str) -> bool:
+        return not _ignored(name, self.ignore)
+
+    def loads(self, name: str) -> bool:
+        if name.endswith(".tar.gz") and self.enters(name):
+            raise PolicyLoadError(f"{name}: bundle archives are not loaded here; unpack it and load the directory")
+        return self.enters(name) and (name.endswith(".rego") or Path(name).suffix in DATA_SUFFIXES)
+
+    def root_file(self, file: Path) -> None:
+        if file.suffix != ".rego" and file.suffix not in DATA_SUFFIXES:
+            raise PolicyLoadError(f"{file}: can't recognize file type (expected .rego, .json, .yaml or .yml)")
+
+
+def _ignored(name: str, ignore: Sequence[str]) -> bool:
+    """`--ignore`: a shell pattern on the name of a file or directory below a root (never a root itself)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in ignore)
+
+
+def _walk(root: Path, select: _BundleFiles) -> Iterable[tuple[Path, tuple[str, ...]]]:
+    """Yield (file, data path) for every module and data file below `root` that `select` takes,
+    names sorted; a file's data path is its directory's below the root.
 
     Links are followed only where they stay inside the root: a Kubernetes
     ConfigMap volume is `file -> ..data/file` and `dir -> ..data/dir` with
@@ -152,13 +230,14 @@ def _walk(root: Path) -> Iterable[tuple[Path, tuple[str, ...]]]:
     policy or data. Such a link is a load error, as is a directory reached twice.
     """
     if root.is_file():
+        select.root_file(root)
         yield root, ()
         return
     real_root = root.resolve()
     seen = {real_root}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if select.enters(d))
         for name in dirnames:
             real = _inside(here / name, root, real_root)
             if real in seen:
@@ -166,9 +245,7 @@ def _walk(root: Path) -> Iterable[tuple[Path, tuple[str, ...]]]:
             seen.add(real)
         data_path = here.relative_to(root).parts
         for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            if name.endswith(".rego") or name in DATA_FILES:
+            if select.loads(name):
                 _inside(here / name, root, real_root)
                 yield here / name, data_path
 
@@ -190,8 +267,10 @@ def _read(file: Path) -> str:
         raise PolicyLoadError(f"{display_path(file)}: not UTF-8 text ({exc.reason})") from exc
 
 
-def _parse_data(file: Path, shown: str) -> Any:
-    doc = _decode_data(file, shown)
+def _parse_data(file: Path, shown: str, *, first_document: bool = False) -> Any:
+    """A data file's document; `first_document`: of a YAML stream, its first (OPA's YAML reader
+    reads one and ignores the rest), where a bundle's data file must hold one."""
+    doc = _decode_data(file, shown, first_document)
     try:
         input_guard.check(doc, root="data")  # what no engine may be given
     except input_guard.InputRejected as exc:
@@ -199,7 +278,7 @@ def _parse_data(file: Path, shown: str) -> Any:
     return doc
 
 
-def _decode_data(file: Path, shown: str) -> Any:
+def _decode_data(file: Path, shown: str, first_document: bool) -> Any:
     text = _read(file)
     if file.suffix == ".json":
         try:
@@ -208,7 +287,7 @@ def _decode_data(file: Path, shown: str) -> Any:
             loc = Location(shown, exc.lineno, exc.colno)
             raise PolicyLoadError(f"invalid JSON: {exc.msg}", loc, _line_of(text, exc.lineno)) from exc
     try:
-        return yamldoc.load(text)
+        return next(iter(yamldoc.load_all(text)), None) if first_document else yamldoc.load(text)
     except yamldoc.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -225,18 +304,20 @@ def _line_of(text: str, number: int) -> str | None:
 
 
 class _DataTree:
-    """Merges data files into one document, refusing two files writing one path."""
+    """Merges data files into one document, refusing two files writing one path (OPA's "merge error":
+    two values at one key, unless both are objects). A plain file's null (`keep_null`, an empty file) is a
+    value below a root, as in OPA's loader, where a bundle's empty data file writes nothing."""
 
     def __init__(self) -> None:
         self.value: dict[str, Any] = {}
         self._owners: dict[tuple[str, ...], str] = {}
 
-    def merge(self, path: tuple[str, ...], doc: Any, source: str) -> None:
-        if doc is None:
+    def merge(self, path: tuple[str, ...], doc: Any, source: str, *, keep_null: bool = False) -> None:
+        if doc is None and not keep_null:
             return
         if not path:
             if not isinstance(doc, dict):
-                raise PolicyLoadError(f"{source}: the root data document must be an object")
+                raise PolicyLoadError(f"{source}: document must be of type object (a data file at a root)")
             for key, value in doc.items():
                 self._place(self.value, key, value, (key,), source)
             return
@@ -265,7 +346,7 @@ class _DataTree:
     def _conflict(self, at: tuple[str, ...], source: str) -> None:
         owner = next((self._owners[at[:i]] for i in range(len(at), 0, -1) if at[:i] in self._owners), "?")
         dotted = ".".join(("data", *at))
-        raise PolicyLoadError(f"{source}: {dotted} is already written by {owner}")
+        raise PolicyLoadError(f"{source}: merge error: {dotted} is already written by {owner}")
 
 
 def fingerprint(paths: Iterable[str | None]) -> tuple:

@@ -4,6 +4,8 @@ Each object of the input becomes a CREATE AdmissionReview and goes through
 the server's own decision code (`admission.decide`: `match`, enforcement,
 failure policy): mutating policies and Gatekeeper's mutators first, then the
 validating policies on the mutated object, as the API server calls them.
+Gatekeeper's constraints are judged as gator judges them (its enforcement
+point `gator.gatekeeper.sh`: scoped actions for gator, every operation).
 Policies that read cluster data see the input's other objects, and the
 objects of `--data` files, in kube-mgmt's layout, as the server's replicated
 data would hold them once applied.
@@ -162,11 +164,11 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
         try:
             group, _, version = manifest.object["apiVersion"].rpartition("/")
             resource = (group, version, guess_resource(manifest.kind))
-            review = creation_review(manifest.object, resource, f"check-{i}")
+            review = creation_review(manifest.object, resource, f"check-{i}", process="gator")
             mutation = decide(policy_set, review, mode="mutate").verdict
             if mutation.allowed and mutation.patch:  # mutating webhooks run before validating ones
                 mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
-                review = creation_review(mutated, resource, f"check-{i}")
+                review = creation_review(mutated, resource, f"check-{i}", process="gator")
             verdict = decide(policy_set, review, mode="validate").verdict
             if not mutation.allowed:  # a policy with deny and patch answers in both modes: once each
                 verdict.allowed = False

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from regokite.bundle import Module
-from regokite.engine import opa_syntax
+from regokite.engine import rewrite
 from regokite.engine.embedded import add_modules
+from regokite.engine.rewrite.tree import ref_parts, rule_heads
 from regokite.errors import PolicyLoadError, frames_released
-from regokite.rego_ast import ref_parts, rule_heads
 
 
 @dataclass(frozen=True)
@@ -39,13 +39,13 @@ class ModuleOutline:
 def outline(modules: Iterable[Module]) -> list[ModuleOutline]:
     """Outline every module; raises PolicyLoadError on a syntax error."""
     modules = list(modules)
-    rewritten, columns = opa_syntax.rewrite(modules)  # a v0 rule with several bodies parses only so
-    parser = opa_syntax.new_engine()
+    rewritten, columns = rewrite.rewrite(modules)  # a v0 rule with several bodies parses only so
+    parser = rewrite.new_engine()
     error = None
     try:
         add_modules(parser, rewritten)
     except PolicyLoadError as exc:
-        error = opa_syntax.located(exc, columns, modules)
+        error = rewrite.located(exc, columns, modules)
     if error is not None:
         raise error
     return [_module_outline(entry) for entry in json.loads(parser.get_ast_as_json())]

@@ -1,26 +1,40 @@
-"""`regokite test`: run the `test_*` rules of `*_test.rego` files like `opa test`.
+"""`regokite test`: load and run Rego tests as `opa test` does.
 
-A test passes when its rule evaluates to true; false or undefined fails it;
-an evaluation error is an ERROR. `todo_*` rules are reported as skipped.
+The paths are loaded as OPA's loader loads them (every module and data file,
+`bundle.load_bundle`), or as bundles (`--bundle`). A test is a rule of any
+module whose name starts with `test_`; one starting `todo_test_` is skipped.
+A test passes when it evaluates to true; false or undefined fails it; an
+evaluation error is an ERROR. A test rule defined twice is two tests, the
+second reported as `name#01` (OPA renames it so). A test with cases
+(`test_x[name] if ...`) is an ERROR: OPA reports a case whose body fails
+from its trace, which regorus does not give, so it could pass here.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
+import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from regokite.bundle import Bundle
+from regokite.bundle import Bundle, Module
 from regokite.engine import Engine, EngineSettings, open_engine
-from regokite.errors import EvaluationError, PolicyLoadError
+from regokite.engine.embedded import print_log
+from regokite.errors import EvaluationError, Location, PolicyLoadError
 from regokite.gatekeeper.constraints import read_sources
 from regokite.gatekeeper.expansion import generated_modules
 from regokite.outline import outline
 
 RULE_LINE = "-" * 80
+TEST_PREFIX = "test_"
+SKIP_PREFIX = "todo_test_"
+_RENAMED = "__rk_definition_"  # what the second definition of a test is called in the engine
 
 
 class Outcome(Enum):
@@ -39,6 +53,23 @@ class TestResult:
     outcome: Outcome
     duration_ns: int = 0
     error: str | None = None
+    output: tuple[str, ...] = ()  # what the test print()ed, as OPA shows it below the test
+
+    @property
+    def ref(self) -> str:
+        return f"data.{self.package}.{self.name}"
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """A test as OPA names it (`name`, `test_x#01` for a second definition) and as the engine does."""
+
+    package: str
+    name: str
+    rule: str
+    file: str
+    line: int
+    with_cases: bool = False  # `test_x[case] if ...`
 
     @property
     def ref(self) -> str:
@@ -52,37 +83,93 @@ def run_tests(
     engine: EngineSettings | None = None,
     engine_for: Callable[[Bundle], Engine] | None = None,
     strict_builtin_errors: bool = False,
+    as_bundle: bool = False,
+    ignore: Sequence[str] = (),
 ) -> list[TestResult]:
-    """Load `paths` as one bundle (tests included) and run the selected tests.
+    """Load `paths` (as `opa test` does, or `as_bundle` as `opa test --bundle`) and run the selected tests.
 
     `engine_for` builds another engine than the embedded one, to run the same
     tests the same way (the differential tests compare regorus with OPA so). Raises
-    PolicyLoadError when the bundle does not load.
+    PolicyLoadError when the files do not load.
 
     As `opa test`, a builtin's error makes its call undefined unless
     `strict_builtin_errors`.
     """
     settings = replace(engine or EngineSettings(), strict_builtin_errors=strict_builtin_errors)
-    bundle = with_gatekeeper_rego(settings.load(paths), paths)
-    opened = open_engine(bundle, settings) if engine_for is None else engine_for(bundle)
     selector = re.compile(run) if run else None
+    bundle, cases = discover(with_gatekeeper_rego(settings.load(paths, as_bundle=as_bundle, ignore=ignore), paths))
+    opened = open_engine(bundle, settings) if engine_for is None else engine_for(bundle)
     results: list[TestResult] = []
-    for module in outline(bundle.tests):
-        seen: set[str] = set()
-        for rule in module.rules:
-            if rule.is_function or rule.name in seen:
+    with _printed() as printed:
+        for case in cases:
+            if selector and not selector.search(case.ref):
                 continue
-            if not rule.name.startswith(("test_", "todo_")):
+            if case.name.startswith(SKIP_PREFIX):
+                results.append(TestResult(case.package, case.name, case.file, case.line, Outcome.SKIPPED))
                 continue
-            seen.add(rule.name)
-            ref = f"data.{module.package}.{rule.name}"
-            if selector and not selector.search(ref):
-                continue
-            if rule.name.startswith("todo_"):
-                results.append(TestResult(module.package, rule.name, module.file, rule.line, Outcome.SKIPPED))
-                continue
-            results.append(_run_one(opened, module.package, rule.name, module.file, rule.line))
+            printed.clear()
+            results.append(replace(_run_one(opened, case), output=tuple(printed)))
     return results
+
+
+@contextlib.contextmanager
+def _printed() -> Iterator[list[str]]:
+    """What policies print() while the tests run, gathered (not logged), for the test that printed it."""
+    lines: list[str] = []
+
+    class Gather(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(str(getattr(record, "output", record.getMessage())))
+
+    handler, propagate, level = Gather(), print_log.propagate, print_log.level
+    print_log.addHandler(handler)
+    print_log.propagate = False
+    print_log.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        print_log.removeHandler(handler)
+        print_log.propagate, print_log.level = propagate, level
+
+
+def discover(bundle: Bundle) -> tuple[Bundle, list[TestCase]]:
+    """The tests of every module, in file order, and the bundle with each test's later definitions renamed,
+    so each definition is evaluated on its own as OPA evaluates it (`test_x`, `test_x#01`, ...)."""
+    seen: Counter[tuple[str, str]] = Counter()
+    cases: list[TestCase] = []
+    renames: dict[str, list[tuple[int, str, str]]] = {}
+    for module in outline(bundle.modules):
+        for rule in module.rules:
+            if rule.is_function or not rule.name.startswith((TEST_PREFIX, SKIP_PREFIX)):
+                continue
+            key = (module.package, rule.name)
+            count, seen[key] = seen[key], seen[key] + 1
+            name, engine_name = rule.name, rule.name
+            if count and rule.name.startswith(TEST_PREFIX):  # OPA renames tests only, skips stay alike
+                name, engine_name = f"{rule.name}#{count:02d}", f"{rule.name}{_RENAMED}{count:02d}"
+                renames.setdefault(module.file, []).append((rule.line, rule.name, engine_name))
+            head = bundle.module(module.file).line(rule.line) or ""
+            with_cases = re.match(rf"\s*{re.escape(rule.name)}\s*\[", head) is not None
+            cases.append(TestCase(module.package, name, engine_name, module.file, rule.line, with_cases))
+    if not renames:
+        return bundle, cases
+    modules = tuple(_renamed(m, renames[m.path]) if m.path in renames else m for m in bundle.modules)
+    return Bundle(modules, bundle.data, bundle.roots), cases
+
+
+def _renamed(module: Module, renames: list[tuple[int, str, str]]) -> Module:
+    lines = module.text.split("\n")
+    for line, name, engine_name in renames:
+        head = re.compile(rf"^(\s*(?:default\s+)?){re.escape(name)}\b")
+        if not head.search(lines[line - 1]):
+            raise PolicyLoadError(
+                f"test {name} is defined again here and its head does not start the line: "
+                "write it on a line of its own so it can run as its own test, as in OPA",
+                Location(module.path, line, 1),
+                lines[line - 1],
+            )
+        lines[line - 1] = head.sub(rf"\g<1>{engine_name}", lines[line - 1], count=1)
+    return replace(module, text="\n".join(lines))
 
 
 def with_gatekeeper_rego(bundle: Bundle, paths: Sequence[str]) -> Bundle:
@@ -95,69 +182,87 @@ def with_gatekeeper_rego(bundle: Bundle, paths: Sequence[str]) -> Bundle:
     return Bundle((*bundle.modules, *generated), bundle.data, bundle.roots) if generated else bundle
 
 
-def _run_one(engine: Engine, package: str, name: str, file: str, line: int) -> TestResult:
+def _run_one(engine: Engine, case: TestCase) -> TestResult:
     started = time.perf_counter_ns()
+    if case.with_cases:
+        return TestResult(case.package, case.name, case.file, case.line, Outcome.ERROR, error=_CASES)
     try:
-        value = engine.evaluate(f"data.{package}.{name}")
+        value = engine.evaluate(f"data.{case.package}.{case.rule}")
     except EvaluationError as exc:
         elapsed = time.perf_counter_ns() - started
         where = f"{exc.location}: " if exc.location else ""
-        return TestResult(package, name, file, line, Outcome.ERROR, elapsed, where + exc.message)
-    elapsed = time.perf_counter_ns() - started
+        return TestResult(case.package, case.name, case.file, case.line, Outcome.ERROR, elapsed, where + exc.message)
     outcome = Outcome.PASS if value is True else Outcome.FAIL
-    return TestResult(package, name, file, line, outcome, elapsed)
+    return TestResult(case.package, case.name, case.file, case.line, outcome, time.perf_counter_ns() - started)
 
 
-def exit_code(results: Sequence[TestResult]) -> int:
-    failed = any(r.outcome in (Outcome.FAIL, Outcome.ERROR) for r in results)
-    return 1 if failed else 0
+_CASES = (
+    "a test with cases (test_x[case]) is not run: OPA reports a case whose body fails from its evaluation "
+    "trace, which the embedded engine does not give, so such a case would pass here; write a test per case, "
+    "or run it with opa test"
+)
 
 
-def _duration(ns: int) -> str:
-    if ns < 1_000_000:
-        return f"{ns / 1000:.0f}µs"
-    return f"{ns / 1_000_000:.1f}ms"
+def exit_code(results: Sequence[TestResult], *, zero_on_skipped: bool = False) -> int:
+    """`opa test`'s: 2 when a test fails, errs or (unless `zero_on_skipped`, its `-z`) is skipped, else 0."""
+    for r in results:
+        if r.outcome in (Outcome.FAIL, Outcome.ERROR) or (r.outcome is Outcome.SKIPPED and not zero_on_skipped):
+            return 2
+    return 0
+
+
+def go_duration(ns: int) -> str:
+    """A duration as Go's `time.Duration` prints it (OPA's test lines): `812ns`, `1.5µs`, `2.000301ms`, `1.2s`."""
+    if ns < 1_000:
+        return f"{ns}ns"
+    for unit, size in (("µs", 1_000), ("ms", 1_000_000)):
+        if ns < size * 1_000:
+            whole, frac = divmod(ns, size)
+            digits = f"{frac:0{len(str(size)) - 1}d}".rstrip("0")
+            return f"{whole}.{digits}{unit}" if digits else f"{whole}{unit}"
+    minutes, rest = divmod(ns, 60_000_000_000)
+    whole, frac = divmod(rest, 1_000_000_000)
+    digits = f"{frac:09d}".rstrip("0")
+    seconds = f"{whole}.{digits}s" if digits else f"{whole}s"
+    return f"{minutes}m{seconds}" if minutes else seconds
 
 
 def _line(result: TestResult) -> str:
     text = f"{result.ref}: {result.outcome.value}"
     if result.outcome is not Outcome.SKIPPED:
-        text += f" ({_duration(result.duration_ns)})"
+        text += f" ({go_duration(result.duration_ns)})"
     return text
 
 
 def format_pretty(results: Sequence[TestResult], *, verbose: bool = False) -> str:
-    """Report like `opa test`: failures first, then a summary with counts."""
-    if not results:
-        return "no tests found"
+    """Report as `opa test` does: with `-v` the failures first, then each test that did not pass (every
+    test with `-v`) under its file, its error or failed sub-results indented, and the counts.
+    No test, no output."""
     out: list[str] = []
-    bad = [r for r in results if r.outcome in (Outcome.FAIL, Outcome.ERROR)]
-    if bad:
+    failed = [r for r in results if r.outcome is Outcome.FAIL]
+    if failed and verbose:
         out += ["FAILURES", RULE_LINE]
-        for r in bad:
-            out.append(_line(r))
-            out.append(f"  at {r.file}:{r.line}")
-            if r.error:
-                out.append(f"  error: {r.error}")
-            out.append("")
-    if verbose or bad:
-        out += ["SUMMARY", RULE_LINE] if bad else []
-        current = None
-        for r in results:
-            if not verbose and r.outcome not in (Outcome.FAIL, Outcome.ERROR):
-                continue
-            if r.file != current:
-                if current is not None:
-                    out.append("")
-                out.append(f"{r.file}:")
-                current = r.file
-            out.append(_line(r))
+        for r in failed:
+            out += [_line(r), ""]
+        out += ["SUMMARY", RULE_LINE]
+    current = None
+    for r in results:
+        if not verbose and r.outcome is Outcome.PASS:
+            continue
+        if r.file != current:
+            if current is not None:
+                out.append("")
+            out.append(f"{r.file}:")
+            current = r.file
+        out.append(_line(r))
+        if r.output:
+            out += ["", *(f"  {line}" for line in "\n".join(r.output).strip().split("\n")), ""]
+        if r.error:
+            out.append(f"  {r.error}")
+    if current is not None:
         out.append(RULE_LINE)
-    total = len(results)
-    for outcome in Outcome:
-        n = sum(1 for r in results if r.outcome is outcome)
-        if n:
-            out.append(f"{outcome.value}: {n}/{total}")
+    counts = Counter(r.outcome for r in results)
+    out += [f"{outcome.value}: {counts[outcome]}/{len(results)}" for outcome in Outcome if counts[outcome]]
     return "\n".join(out)
 
 
@@ -177,5 +282,7 @@ def format_json(results: Sequence[TestResult]) -> str:
             entry["error"] = {"message": r.error}
         elif r.outcome is Outcome.SKIPPED:
             entry["skip"] = True
+        if r.output:  # Go writes the bytes as base64
+            entry["output"] = base64.b64encode("".join(f"{line}\n" for line in r.output).encode()).decode()
         entries.append(entry)
     return json.dumps(entries, indent=2)

@@ -9,8 +9,9 @@ import pytest
 from regokite.admission.policies import load_policy_set
 from regokite.audit import reports
 from regokite.audit.scan import Subject, audit_object, audited_resources, violations
-from regokite.cli import audit_writes_reports, build_parser
+from regokite.cli import build_parser
 from regokite.clusterdata.store import ResourceRef
+from regokite.commands.audit import audit_writes_reports
 from regokite.manifests import generate
 
 POLICIES = {

@@ -24,7 +24,7 @@ from regokite.bundle import Bundle, Module
 from regokite.cli import main
 from regokite.engine import EngineSettings
 from regokite.engine.embedded import EmbeddedEngine
-from regokite.engine.opa_syntax import ALWAYS_ROUTED
+from regokite.engine.rewrite import ALWAYS_ROUTED
 from regokite.errors import EvaluationError, Location
 from tests.admission.reviews import deployment, review
 
@@ -191,7 +191,7 @@ def test_a_routed_builtins_error_is_undefined_under_test_and_named_under_strict(
     (tmp_path / "p_test.rego").write_text(TESTS % (erring, other, value))
     assert main(["test", str(tmp_path)]) == 0, capsys.readouterr().out
     capsys.readouterr()
-    assert main(["test", "--strict-builtin-errors", str(tmp_path)]) == 1
+    assert main(["test", "--strict-builtin-errors", str(tmp_path)]) == 2
     out = capsys.readouterr().out
     assert "test_erring_call_is_undefined: ERROR" in out and "p.rego:5:10" in out
 

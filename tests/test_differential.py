@@ -43,8 +43,8 @@ HOOK_DOCUMENTS = (
 
 @pytest.mark.parametrize("root", V1_BUNDLES)
 def test_every_rego_test_has_the_same_outcome_in_both_engines(root: str) -> None:
-    regorus = testing.run_tests([str(ROOT / root)])
-    opa = testing.run_tests([str(ROOT / root)], engine_for=OracleEngine)
+    regorus = testing.run_tests([str(ROOT / root)], as_bundle=True)
+    opa = testing.run_tests([str(ROOT / root)], as_bundle=True, engine_for=OracleEngine)
     assert [(r.ref, r.outcome) for r in regorus] == [(r.ref, r.outcome) for r in opa]
     assert regorus, f"{root} has no tests"
     AGREEMENT.append(f"differential: {root}: {len(regorus)} Rego tests, same outcome in regorus and OPA")

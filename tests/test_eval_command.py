@@ -13,10 +13,13 @@ from regokite.cli import main
 
 @pytest.fixture
 def bundle(tmp_path: Path) -> Path:
-    (tmp_path / "p.rego").write_text("package p\n\nnames contains c.name if some c in input.containers\n")
-    (tmp_path / "cfg").mkdir()
-    (tmp_path / "cfg" / "data.yaml").write_text("limit: 3\n")
-    return tmp_path
+    """Policies in a directory of their own: `-d DIR` loads every data file below it (the input files
+    the tests write beside it are not)."""
+    root = tmp_path / "policies"
+    (root / "cfg").mkdir(parents=True)
+    (root / "p.rego").write_text("package p\n\nnames contains c.name if some c in input.containers\n")
+    (root / "cfg" / "data.yaml").write_text("limit: 3\n")
+    return root
 
 
 def test_eval_with_input_file_prints_opa_shaped_json(
@@ -67,6 +70,18 @@ def test_input_no_engine_may_take_is_a_clear_error(
     (tmp_path / "in.json").write_text(text)
     assert main(["eval", "-d", str(bundle), "-i", str(tmp_path / "in.json"), "data.p.names"]) == 2
     assert complaint in capsys.readouterr().err
+
+
+def test_d_loads_every_data_file_and_b_only_a_bundles_as_opa_eval(
+    bundle: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`opa eval -d DIR` loads every .json/.yaml below DIR at its directory's path, `-b DIR` only data.json /
+    data.yaml (the code before loaded `-d` as a bundle: `data.cfg.extra` was undefined)."""
+    (bundle / "cfg" / "extra.json").write_text('{"extra": 1}')
+    assert main(["eval", "-d", str(bundle), "data.cfg"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"][0]["expressions"][0]["value"] == {"limit": 3, "extra": 1}
+    assert main(["eval", "-b", str(bundle), "data.cfg"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"][0]["expressions"][0]["value"] == {"limit": 3}
 
 
 def test_version_and_help_list_subcommands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
 """Rego that regorus reads otherwise than OPA, rewritten before it parses: the same answers as OPA.
 
 Each case is evaluated by the embedded engine (which applies
-`regokite.engine.opa_syntax`) and by OPA's own evaluator (tests/opa_oracle.py);
+`regokite.engine.rewrite`) and by OPA's own evaluator (tests/opa_oracle.py);
 each fails on regorus as it parses the text itself, which the `raw` check
 shows. v0 cases, which OPA's library cannot parse, are compared with the same
 rules written in v1 and evaluated by OPA.
@@ -20,7 +20,7 @@ from opa_oracle import OracleEngine
 from regokite.bundle import Bundle, Module
 from regokite.engine import Engine
 from regokite.engine.embedded import EmbeddedEngine
-from regokite.engine.opa_syntax import rewrite
+from regokite.engine.rewrite import rewrite
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 
 INPUT = {"arr": [1, 2], "obj": {"a": 2}, "s": ["x"]}

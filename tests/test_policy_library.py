@@ -1,4 +1,8 @@
-"""The shipped Rego passes its own tests under `regokite test`, as it would under `opa test`."""
+"""The shipped Rego passes its own tests under `regokite test`, as it would under `opa test`.
+
+`policies/` and the examples keep Kubernetes manifests beside their Rego, so they are tested as bundles
+(`regokite test --bundle`, `opa test --bundle`): as plain files every manifest would be data.
+"""
 
 from __future__ import annotations
 
@@ -30,19 +34,19 @@ def assert_all_pass(paths: list[Path], **kw: Any) -> None:
 
 
 def test_every_policy_in_policies_passes_its_tests() -> None:
-    assert_all_pass([ROOT / "policies"])
+    assert_all_pass([ROOT / "policies"], as_bundle=True)
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in METACONTROLLER_EXAMPLES.iterdir() if p.is_dir()))
 def test_every_ported_metacontroller_example_passes_its_tests(example: str) -> None:
-    assert_all_pass([METACONTROLLER_EXAMPLES / example])
+    assert_all_pass([METACONTROLLER_EXAMPLES / example], as_bundle=True)
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in METACONTROLLER_EXAMPLES.iterdir() if p.is_dir()))
 def test_every_ported_metacontroller_example_passes_its_tests_under_real_opa(example: str) -> None:
     """The same tests on OPA's own engine: a port written to regorus' reading only (an argument
     named `data`, `not f(x)` with `x` undefined) would differ from OPA in a sidecar."""
-    assert_all_pass([METACONTROLLER_EXAMPLES / example], engine_for=OracleEngine)
+    assert_all_pass([METACONTROLLER_EXAMPLES / example], as_bundle=True, engine_for=OracleEngine)
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in METACONTROLLER_EXAMPLES.iterdir() if p.is_dir()))

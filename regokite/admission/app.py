@@ -22,10 +22,10 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from regokite.admission.decide import Decision, Mode, decide, select
+from regokite.admission.decide import Decision, Mode, decide, label_verdict, select
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Review, Verdict, parse_review, response
-from regokite.gatekeeper.exempt import LABEL_WEBHOOK_PATH, Exemptions, label_verdict
+from regokite.gatekeeper.exempt import LABEL_WEBHOOK_PATH, Exemptions
 from regokite.kube.informer import staleness
 from regokite.kube.replica_feed import ReplicaFeed
 from regokite.kube.replicate import Replicator

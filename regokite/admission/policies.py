@@ -31,8 +31,9 @@ from regokite.gatekeeper.constraints import (
     prepare,
     read_sources,
 )
+from regokite.gatekeeper.enforcement import POINT_OF_PROCESS, Enforcement
 from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
-from regokite.gatekeeper.expansion import generated_modules
+from regokite.gatekeeper.expansion import generated_modules, without_cycles
 from regokite.gatekeeper.inventory import InventoryView, ReplicatedNamespaces
 from regokite.gatekeeper.match import ConstraintMatch
 from regokite.gatekeeper.mutation.compile import SYSTEM, decision_rule, reads_namespaces
@@ -54,6 +55,7 @@ MUTATION_ERRORS = "mutation_errors"  # Gatekeeper's mutation system: why it coul
 WHOLE_RESPONSE = ("main", "response")
 ENFORCEMENTS = ("deny", "warn", "dryrun")
 DECISIONS_PACKAGE = "regokite_admission_decisions"
+NAMESPACES = parse_resource("v1/namespaces", namespaced=False)  # what Gatekeeper reads a request's Namespace from
 FAILURE_POLICIES = ("Fail", "Ignore")
 
 
@@ -69,6 +71,20 @@ class AdmissionPolicy:
     constraint_kind: str | None = None  # a Gatekeeper constraint's kind
     # its metadata.annotations but kubectl's last-applied one (None: it has none), for Gatekeeper's audit lines
     constraint_annotations: tuple[tuple[str, str], ...] | None = None
+    gatekeeper: Enforcement | None = None  # a constraint's actions at each of Gatekeeper's enforcement points
+    operations: tuple[str, ...] = ()  # a constraint's template's: what the webhook judges (none: every operation)
+    reads_namespace: bool = False  # a constraint's template reads input.review.namespaceObject
+
+    def actions_at(self, process: str) -> tuple[str, ...]:
+        """What a violation does in `process` (webhook, audit, gator): its enforcement, or a constraint's
+        actions at that process's Gatekeeper enforcement point; none: not applied there."""
+        if self.gatekeeper is None:
+            return (self.enforcement,)
+        return self.gatekeeper.at(POINT_OF_PROCESS[process])
+
+    def judges_operation(self, process: str, operation: str) -> bool:
+        """A template's `operations` limit what Gatekeeper's webhook judges; audit and gator judge all."""
+        return process != "webhook" or not self.operations or bool({"*", operation} & set(self.operations))
 
     def selected_by(self, only: str) -> bool:
         """`/validate/<only>` names a policy, or a constraint kind (all its constraints;
@@ -157,20 +173,26 @@ class PolicySet:
 
 
 def _cluster_data_read(policy: AdmissionPolicy) -> str:
-    """What cluster data `policy` decides on ("" for none): its `replicate` declaration, or the
-    Namespace labels a Gatekeeper constraint's namespaceSelector reads."""
-    if policy.replicate:
-        return ", ".join(map(str, policy.replicate))
-    if isinstance(policy.match, ConstraintMatch) and policy.match.namespace_selector is not None:
-        return "v1/namespaces (namespaceSelector)"
-    return ""
+    """What cluster data `policy` decides on ("" for none): its `replicate` declaration (a Gatekeeper
+    constraint's: the Namespaces its namespaceSelector or its template's namespaceObject reads)."""
+    if policy.constraint_kind is not None and policy.replicate:
+        reads = [what for what, used in (("namespaceSelector", _selects_namespaces(policy)),
+                                         ("namespaceObject", policy.reads_namespace)) if used]  # fmt: skip
+        return f"v1/namespaces ({', '.join(reads)})"
+    return ", ".join(map(str, policy.replicate))
 
 
-def load_policy_set(paths: Sequence[str], engine: EngineSettings | None = None) -> PolicySet:
+def _selects_namespaces(policy: AdmissionPolicy) -> bool:
+    return isinstance(policy.match, ConstraintMatch) and policy.match.namespace_selector is not None
+
+
+def load_policy_set(
+    paths: Sequence[str], engine: EngineSettings | None = None, *, mutation_annotations: bool = False
+) -> PolicySet:
     """Load, compile and inspect `paths` for the engine `engine` builds (default: the embedded one);
     raises RegokiteError naming what is wrong."""
     engine = engine or EngineSettings()
-    return build_policy_set(engine.load(paths), engine, source=paths)
+    return build_policy_set(engine.load(paths), engine, source=paths, mutation_annotations=mutation_annotations)
 
 
 def build_policy_set(
@@ -179,17 +201,19 @@ def build_policy_set(
     *,
     source: Sequence[str] = (),
     gatekeeper_sources: GatekeeperSources | None = None,
+    mutation_annotations: bool = False,
 ) -> PolicySet:
     """Compile and inspect a loaded bundle (the admission server rebuilds its last good one this way).
 
     Gatekeeper templates and constraints come from `gatekeeper_sources`, or
-    are read from the `source` roots when none are given.
+    are read from the `source` roots when none are given; `mutation_annotations`
+    is Gatekeeper's --mutation-annotations.
     """
     bundle = bundle.without_tests()
     engine = engine or EngineSettings()  # one object: the engine's external_data sees these Providers
     rules_by_package = packages(outline(bundle.modules))
     wanted = sorted((name, rules) for name, rules in rules_by_package.items() if is_admission(rules))
-    sources = read_sources(source) if gatekeeper_sources is None else gatekeeper_sources
+    sources = served_mutators(read_sources(source) if gatekeeper_sources is None else gatekeeper_sources, engine)
     synced = sources.synced
     namespaces = ReplicatedNamespaces()
     gatekeeper = prepare(
@@ -202,10 +226,11 @@ def build_policy_set(
     text = decisions_module([(name, rules) for name, rules in wanted])
     text += constraint_rules(gatekeeper, len(wanted))
     mutation_slot = len(wanted) + len(gatekeeper.constraints)
-    mutation = generated_modules(sources.mutators, sources.expansions, sources.mutation_excluded)
+    expansions, cycles = without_cycles(sources.expansions)
+    mutation = generated_modules(sources.mutators, expansions, sources.mutation_excluded, mutation_annotations)
     if sources.mutators:
         text += "\n".join(["", *decision_rule(f"mutate_{mutation_slot}")])
-    expands = bool(sources.expansions or sources.broken_expansions)
+    expands = bool(expansions or sources.broken_expansions)
     decisions = Module(f"<{DECISIONS_PACKAGE}>.rego", text)
     modules = (*bundle.modules, *gatekeeper.modules, *mutation, decisions)
     built = open_engine(Bundle(modules, bundle.data, bundle.roots), engine)
@@ -223,8 +248,8 @@ def build_policy_set(
     if sources.broken_expansions:
         broken[EXPANSION] = "ExpansionTemplates that did not load: " + "; ".join(sources.broken_expansions)
     reads_inventory = any("data.inventory" in m.text for m in gatekeeper.modules)
-    problems = [*sources.problems, *gatekeeper.problems, *mutator_conflicts(sources)]
-    expanded = sorted({(g, k) for t in sources.expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
+    problems = [*sources.problems, *gatekeeper.problems, *gatekeeper.refused, *cycles, *mutator_conflicts(sources)]
+    expanded = sorted({(g, k) for t in expansions for a in t.apply_to for g in a["groups"] for k in a["kinds"]})
     # the set loaded: its Providers are the ones external_data calls now
     engine.extensions.external_data.set_providers(sources.providers)
     return PolicySet(
@@ -243,6 +268,26 @@ def build_policy_set(
     )
 
 
+def served_mutators(sources: GatekeeperSources, engine: EngineSettings) -> GatekeeperSources:
+    """The sources with the mutators `engine` cannot evaluate moved to the broken ones: an externalData
+    mutator calls its Provider through the embedded engine's builtin (a sidecar OPA has none)."""
+    if Capability.EXTERNAL_DATA in engine.capabilities or not any(m.external for m in sources.mutators):
+        return sources
+    refused = tuple(
+        f"{m.file}: {m.kind} {m.name}: assign.externalData is evaluated by the embedded engine only:"
+        " serve it without --engine opa"
+        for m in sources.mutators
+        if m.external
+    )
+    kept = tuple(m for m in sources.mutators if not m.external)
+    return replace(
+        sources,
+        mutators=kept,
+        broken_mutators=(*sources.broken_mutators, *refused),
+        problems=(*sources.problems, *refused),
+    )
+
+
 def mutator_conflicts(sources: GatekeeperSources) -> list[str]:
     """Mutators left out for a schema conflict, each named with its file."""
     left_out = conflicting(sources.mutators)
@@ -251,7 +296,7 @@ def mutator_conflicts(sources: GatekeeperSources) -> list[str]:
 
 def mutation_policy(sources: GatekeeperSources, slot: int) -> AdmissionPolicy:
     """Gatekeeper's mutators as one mutating policy: its Rego applies them in order, iterating."""
-    namespaces = (parse_resource("v1/namespaces", namespaced=False),) if reads_namespaces(sources.mutators) else ()
+    namespaces = (NAMESPACES,) if reads_namespaces(sources.mutators) else ()
     return AdmissionPolicy(SYSTEM, ("mutated", MUTATION_ERRORS), Match(), slot=slot, replicate=namespaces)
 
 
@@ -272,10 +317,14 @@ def constraint_policies(gatekeeper: GatekeeperSet, first_slot: int) -> list[Admi
             ready.constraint.name,
             ("violation",),
             ready.match,
-            ready.enforcement,
+            ready.constraint.enforcement.action,
             slot=first_slot + i,
             constraint_kind=ready.constraint.kind,
             constraint_annotations=user_annotations(ready.constraint.raw),
+            gatekeeper=ready.constraint.enforcement,
+            operations=ready.operations,
+            replicate=(NAMESPACES,) if ready.reads_namespace or ready.match.namespace_selector is not None else (),
+            reads_namespace=ready.reads_namespace,
         )
         for i, ready in enumerate(gatekeeper.constraints)
     ]

@@ -27,7 +27,9 @@ class Review:
     """A validated AdmissionReview: `raw` is exactly what policies get as input."""
 
     raw: dict[str, Any]
-    process: str = "webhook"  # Gatekeeper's process judging it (`audit` for existing objects): Config exclusions
+    # Gatekeeper's process judging it: `webhook`, `audit` (existing objects) or `gator` (`regokite check`);
+    # its Config exclusions and its enforcement point (scoped actions, a template's operations)
+    process: str = "webhook"
 
     @property
     def api_version(self) -> str:

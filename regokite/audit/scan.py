@@ -29,8 +29,9 @@ class Result:
     policy: str
     result: str  # fail | warn | error
     message: str
-    enforcement: str
+    enforcement: str  # the policy's enforcement (a constraint's enforcementAction, or its expansion's)
     details: Any = field(default=None, hash=False)  # a Gatekeeper violation's `details`, for its log line
+    actions: tuple[str, ...] = ()  # the actions taken at the audit's enforcement point (several when scoped)
 
 
 @dataclass(frozen=True)
@@ -155,19 +156,19 @@ def audit_object(policy_set: PolicySet, obj: Obj, ref: ResourceRef) -> Results:
     found: list[Result] = []
     for outcome in decision.outcomes:
         policy = policies.get(outcome.policy)  # None: the expansion step itself failed
-        enforcement = policy.enforcement if policy is not None else "deny"
+        enforcement = outcome.action or (policy.enforcement if policy is not None else "deny")
         if outcome.decision == "error":
             found.append(Result(outcome.policy, "error", outcome.error or "policy error", enforcement))
             continue
         verdict = "fail" if outcome.decision == "denied" else "warn"
         details = outcome.details or [None] * len(outcome.messages)
         for message, detail in zip(outcome.messages, details, strict=True):
-            found.append(Result(outcome.policy, verdict, message, enforcement, detail))
+            found.append(Result(outcome.policy, verdict, message, enforcement, detail, outcome.actions))
         tag = f"[{outcome.policy}] "
         for warning in decision.verdict.warnings:  # the policy's `warn` documents
             text = warning.removeprefix(tag)
             if text != warning and text not in outcome.messages and not text.startswith("policy error ignored"):
-                found.append(Result(outcome.policy, "warn", text, enforcement))
+                found.append(Result(outcome.policy, "warn", text, enforcement, actions=outcome.actions))
     return tuple(found)
 
 

@@ -1,1 +1,2 @@
-"""Process wiring behind the subcommands `cli` parses: each builds the runtime from its settings and runs it."""
+"""One module per `regokite` subcommand: its parser (`add_parser`) and its `run`, which wires what the command
+calls and imports it only then; `options` holds the flags several commands share."""

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
-from regokite.bundle import Bundle, load_bundle
+from regokite.bundle import Bundle, load_bundle, load_paths
 from regokite.clusterdata.store import ReplicaStore
 from regokite.engine.extensions import ExtensionOptions
 from regokite.errors import frames_released
@@ -93,9 +93,18 @@ class EngineSettings:
         """What the engine built from these settings can do (callers ask this, never `kind`)."""
         return KINDS[self.kind]
 
-    def load(self, paths: Sequence[str | os.PathLike[str]]) -> Bundle:
-        """The policy files at `paths`, parsed as these settings say (tests included)."""
-        return load_bundle(paths, v0_compatible=self.v0_compatible)
+    def load(
+        self, paths: Sequence[str | os.PathLike[str]], *, as_bundle: bool = True, ignore: Sequence[str] = ()
+    ) -> Bundle:
+        """The policy files at `paths`, parsed as these settings say (tests included): as bundles, or
+        (not `as_bundle`) as OPA's loader reads plain files (`opa test DIR`, `opa eval -d DIR`)."""
+        return load_bundle(paths, v0_compatible=self.v0_compatible, as_bundle=as_bundle, ignore=ignore)
+
+    def load_files(
+        self, plain: Sequence[str | os.PathLike[str]], bundles: Sequence[str | os.PathLike[str]] = ()
+    ) -> Bundle:
+        """`opa eval -d PLAIN -b BUNDLE`: plain files as OPA's loader reads them, and bundle roots."""
+        return load_paths(plain, bundles, v0_compatible=self.v0_compatible)
 
     def checking(self) -> EngineSettings:
         """These settings for the embedded engine: a load check before policies are served, which

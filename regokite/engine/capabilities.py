@@ -12,16 +12,17 @@ naming it, with file:line:col and what to do instead.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from regokite import rego_ast
 from regokite.bundle import Bundle
 from regokite.engine.catalog import OPA_BUILTINS, SILENTLY_UNDEFINED, regorus_builtins
 from regokite.engine.extensions.deprecated import DEPRECATED
+from regokite.engine.rewrite.tree import calls as call_nodes
+from regokite.engine.rewrite.tree import ref_parts, rule_heads, span
 from regokite.errors import Location, PolicyLoadError
-from regokite.rego_ast import ref_parts, rule_heads, span
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def calls(ast: list[dict[str, Any]]) -> Iterator[Call]:
         file = entry["source"]["file"]
         package = ref_parts(module["package"]["refr"])
         aliases = dict(_imports(module.get("imports", []), source))
-        for node in rego_ast.calls(module.get("rules", [])):
+        for node in call_nodes(module.get("rules", [])):
             parts = ref_parts(node["fcn"])
             where = span(node["fcn"])
             location = _location(file, source, where)
@@ -147,6 +148,51 @@ def _imports(imports: list[dict[str, Any]], source: bytes) -> Iterator[tuple[str
             continue  # input, future.keywords, rego.v1: no functions behind them
         alias = imp.get("as")  # a span: the name is read from the source
         yield (source[alias["start"] : alias["end"]].decode() if alias else parts[-1]), parts
+
+
+def check_data_paths(bundle: Bundle, ast: list[dict[str, Any]]) -> None:
+    """Refuse a rule at a path the bundle's data files write, as OPA's compiler does ("conflicting rule
+    for data path a/b found"): at that path, or below a value that is no object. regorus would read
+    the data there, so a test of the rule passed here and failed to compile in OPA."""
+    for entry in ast:
+        module = entry["ast"]
+        package = ref_parts(module["package"]["refr"])  # without its `data.`
+        for _, head in rule_heads(module):
+            path = [*package, *_ground(head["refr"])]
+            if _written(bundle.data, path):
+                source = entry["source"]["contents"].encode()
+                where = _location(entry["source"]["file"], source, span(head["refr"]))
+                module_of = bundle.module(where.file)
+                line = module_of.line(where.line) if module_of else None
+                raise PolicyLoadError(f"conflicting rule for data path {'/'.join(path)} found", where, line)
+
+
+def _ground(ref: dict[str, Any]) -> list[str]:
+    """The leading names of a rule head's reference (`a.b` of `a.b[k]`), where OPA's rule tree holds it."""
+    return [name for ground, name in itertools.takewhile(lambda step: step[0], _steps(ref))]
+
+
+def _steps(ref: dict[str, Any]) -> list[tuple[bool, str]]:
+    """A reference's parts, each with whether it is a name (a `.field`, a `["string"]`) rather than a term."""
+    kind, node = next(iter(ref.items()))
+    if kind == "Var":
+        return [(True, node["value"])]
+    if kind == "RefDot":
+        return [*_steps(node["refr"]), (True, node["field"][1])]
+    index_kind, index = next(iter(node["index"].items()))
+    return [*_steps(node["refr"]), (index_kind == "String", str(index.get("value")))]
+
+
+def _written(data: Any, path: list[str]) -> bool:
+    """Whether data holds a value at `path`, or a value that is no object on the way (OPA's storage.NonEmpty)."""
+    node = data
+    for key in path:
+        if not isinstance(node, dict):
+            return True
+        if key not in node:
+            return False
+        node = node[key]
+    return True
 
 
 def check_arguments(bundle: Bundle, ast: list[dict[str, Any]]) -> None:

@@ -29,13 +29,13 @@ import regorus
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import Change, ReplicaStore, check_replica_root, creations
-from regokite.engine import KINDS, UNDEFINED, builtin_errors, first_value, object_keys, opa_syntax, rule_ref
-from regokite.engine.capabilities import check_arguments, check_builtins
+from regokite.engine import KINDS, UNDEFINED, builtin_errors, first_value, object_keys, rewrite, rule_ref
+from regokite.engine.capabilities import check_arguments, check_builtins, check_data_paths
 from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.extensions.common import Refusal
-from regokite.engine.import_refs import Columns, check_shadowing, direct_imports
 from regokite.engine.lenient import ROUNDS, Places, Variant, undefined_calls
+from regokite.engine.rewrite import Columns, check_shadowing
 from regokite.errors import (
     EvaluationError,
     EvaluationRefused,
@@ -94,50 +94,50 @@ class EmbeddedEngine:
     capabilities = KINDS[name]
 
     def __init__(
-        self, bundle: Bundle, options: ExtensionOptions | None = None, *, strict_builtin_errors: bool = True
+        self,
+        bundle: Bundle,
+        options: ExtensionOptions | None = None,
+        *,
+        strict_builtin_errors: bool = True,
+        lenient: frozenset[Location] = frozenset(),
     ) -> None:
         """`strict_builtin_errors`: a builtin's error is the evaluation's error; otherwise the call is
-        undefined, as OPA's default (`lenient`). The engine's own default is strict, as the OPA oracle
-        the tests compare it with; `open_engine` passes the process's setting (OPA's default)."""
+        undefined, as OPA's default (lenient.py). The engine's own default is strict, as the OPA oracle
+        the tests compare it with; `open_engine` passes the process's setting (OPA's default).
+        `lenient`: builtin calls made undefined where they err from the start (the rewrite's tests)."""
         self.bundle = bundle
         self.options = options or ExtensionOptions()
         self.strict_builtin_errors = strict_builtin_errors
         self._prints = PrintLog(bundle)
         self._replica: ReplicaStore | None = None
         self._stepped = False  # the replica is loaded whole only by load_replica, never in an evaluation
-        modules, read_as_opa = opa_syntax.rewrite(bundle.modules, mockable=extension_only(self.options))
+        modules, read_as_opa = rewrite.rewrite(bundle.modules, lenient=lenient, mockable=extension_only(self.options))
         rewritten = replace(bundle, modules=modules)
         error = None
         try:
-            ast = opa_syntax.parsed(modules)  # the rewrite's last parse, most often
+            ast = rewrite.parsed(modules)  # the rewrite's last parse, most often
             if ast is None:
-                parser = opa_syntax.new_engine()
+                parser = rewrite.new_engine()
                 add_modules(parser, modules)  # raises regorus's error, with the v0 hint
                 ast = json.loads(parser.get_ast_as_json())
             check_builtins(rewritten, ast, provided(self.options))
             check_arguments(rewritten, ast)
             check_shadowing(rewritten, ast)
+            check_data_paths(rewritten, ast)
         except PolicyLoadError as exc:
-            error = opa_syntax.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
+            error = rewrite.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
         if error is not None:
             raise error
-        direct_modules, direct = direct_imports(modules, ast)
-        self._places = Places(Variant(frozenset(), direct_modules, Columns.chain(read_as_opa, direct)), self._variant)
+        self._places = Places(Variant(lenient, modules, read_as_opa), self._variant)
         self._base()  # prepare now, so a bad bundle fails here and not on first use
 
     def _variant(self, lenient: frozenset[Location]) -> Variant:
         """The modules with the builtin calls at `lenient` undefined where they err (checked at load
         already: the lenient rewrite adds calls of a builtin the engine has)."""
-        modules, read_as_opa = opa_syntax.rewrite(
+        modules, read_as_opa = rewrite.rewrite(
             self.bundle.modules, lenient=lenient, mockable=extension_only(self.options)
         )
-        ast = opa_syntax.parsed(modules)
-        if ast is None:
-            parser = opa_syntax.new_engine()
-            add_modules(parser, modules)
-            ast = json.loads(parser.get_ast_as_json())
-        direct_modules, direct = direct_imports(modules, ast)
-        return Variant(lenient, direct_modules, Columns.chain(read_as_opa, direct))
+        return Variant(lenient, modules, read_as_opa)
 
     def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
         """Evaluate with `store`'s objects in `data`.
@@ -209,7 +209,7 @@ class EmbeddedEngine:
         entry.engine = self._compiled(fresh, entry.variant)
 
     def _prepare(self) -> _Prepared:
-        data = opa_syntax.new_engine()
+        data = rewrite.new_engine()
         data.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
         install(data, self.options)  # clones share the extension callables
         if self.bundle.data:
@@ -472,7 +472,7 @@ def _load_error(module: Module, failure: str) -> PolicyLoadError:
 
 
 def _parses_as_v0(module: Module) -> bool:
-    probe = opa_syntax.new_engine()
+    probe = rewrite.new_engine()
     probe.set_rego_v0(True)
     return attempt(probe.add_policy, module.path, module.text)[1] is None
 

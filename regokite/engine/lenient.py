@@ -4,7 +4,7 @@ undefined (OPA's topdown records it and goes on; `opa eval`, `opa test`, the RES
 
 regorus has no such switch, so the calls that err are found as they err: an evaluation that errs at
 a place where a builtin is called is run again on the modules rewritten with the calls written there
-undefined where they err (the rewrite's lenient stage, `opa_syntax.rewrite(..., lenient=)`), until it
+undefined where they err (the rewrite's LenientCalls stage, `rewrite.rewrite(..., lenient=)`), until it
 answers or errs where no builtin is called (a rule conflict, an object key conflict, a `with`: errors
 in OPA too) or where the lenient call itself refused (a Refusal: OPA answers where this engine
 cannot). Calls that never err keep their strict, fast form. The places found stay lenient for the
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from regokite.bundle import Module
 from regokite.engine.builtin_errors import COMPILE_ERROR, UndefinedCall
 from regokite.engine.extensions import LENIENT
-from regokite.engine.import_refs import Columns
+from regokite.engine.rewrite import Columns
 from regokite.errors import Location
 
 ROUNDS = 32  # new places one evaluation may find before it is given up as an error

@@ -18,9 +18,10 @@ from regokite.bundle import Module
 from regokite.clusterdata.store import CLUSTER_KINDS, ResourceRef, guess_resource
 from regokite.engine import EngineSettings
 from regokite.engine.extensions.external_data import Provider
-from regokite.errors import PolicyLoadError, RegokiteError
+from regokite.errors import PolicyLoadError
 from regokite.gatekeeper.compile import Compiled, compile_all, violation_ref
 from regokite.gatekeeper.constraint_schema import ConstraintInvalid, ConstraintSchema
+from regokite.gatekeeper.enforcement import NOT_VALIDATED
 from regokite.gatekeeper.expansion import ExpansionTemplate, is_expansion_template, parse_expansion_template
 from regokite.gatekeeper.match import ConstraintMatch, NamespaceLookup, parse_constraint_match
 from regokite.gatekeeper.mutation.mutators import Mutator, is_mutator, parse_mutator
@@ -43,16 +44,16 @@ from regokite.gatekeeper.resources import (
 )
 
 T = TypeVar("T")
-ENFORCEMENT_ACTIONS = ("deny", "dryrun", "warn")
-WEBHOOK_POINT = "validation.gatekeeper.sh"
+NAMESPACE_OBJECT = "namespaceObject"  # input.review's Namespace of the object, as Gatekeeper fills it
 
 
 @dataclass(frozen=True)
 class ReadyConstraint:
     constraint: Constraint
     match: ConstraintMatch
-    enforcement: str  # the action at the webhook enforcement point
     broken: str | None = None  # why it cannot be evaluated
+    operations: tuple[str, ...] = ()  # its template's: the operations the webhook judges (none: all)
+    reads_namespace: bool = False  # its template reads input.review.namespaceObject
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class GatekeeperSet:
     modules: tuple[Module, ...]
     constraints: tuple[ReadyConstraint, ...]
     problems: tuple[str, ...]  # templates that did not load, each with file:line
+    # constraints whose enforcement Gatekeeper's controller refuses: the webhook and audit leave them out
+    refused: tuple[str, ...] = ()
     schemas: Mapping[str, ConstraintSchema] = field(default_factory=dict)  # each served kind's constraints'
 
 
@@ -204,6 +207,7 @@ def prepare(
     them before any constraint."""
     good, bad = compile_all(templates, engine)
     problems = [str(exc) for exc in bad.values()]
+    refused = []
     ready = []
     seen: set[tuple[str, str]] = set()
     for c in constraints:
@@ -221,17 +225,18 @@ def prepare(
             broken = f"no ConstraintTemplate defines kind {c.kind}"
         else:
             c, broken = checked(c, good[c.kind])
-        try:
-            enforcement = webhook_action(c)
-        except RegokiteError as exc:
-            enforcement, broken = "deny", broken or str(exc)
-        ready.append(ReadyConstraint(c, match, enforcement, broken))
+        compiled = good.get(c.kind)
+        operations = compiled.template.operations if compiled else ()
+        reads_namespace = compiled is not None and any(NAMESPACE_OBJECT in m.text for m in compiled.modules)
+        ready.append(ReadyConstraint(c, match, broken, operations, reads_namespace))
         if broken and c.kind not in bad:  # a template's own error is listed once, above
             problems.append(f"{where}: {broken}")
+        if c.enforcement.refused:  # Gatekeeper's controller does not enforce it: neither webhook nor audit
+            refused.append(f"{where}: {NOT_VALIDATED}: {c.enforcement.refused}")
     modules = tuple(m for compiled in good.values() for m in compiled.modules)
     schemas = {kind: compiled.constraint_schema for kind, compiled in good.items()}
     served = tuple(t for t in templates if t.kind in good)
-    return GatekeeperSet(served, modules, tuple(ready), tuple(problems), schemas)
+    return GatekeeperSet(served, modules, tuple(ready), tuple(problems), tuple(refused), schemas)
 
 
 def checked(c: Constraint, template: Compiled) -> tuple[Constraint, str | None]:
@@ -241,25 +246,6 @@ def checked(c: Constraint, template: Compiled) -> tuple[Constraint, str | None]:
     except ConstraintInvalid as exc:
         return c, str(exc)
     return replace(c, parameters=(doc.get("spec") or {}).get("parameters", {}), raw=doc), None
-
-
-def webhook_action(c: Constraint) -> str:
-    """The action at the webhook: enforcementAction, or for `scoped` the most severe
-    of the scopedEnforcementActions naming the webhook (or `*`); none is dryrun."""
-    action = c.enforcement
-    if action in ENFORCEMENT_ACTIONS:
-        return action
-    if action != "scoped":
-        raise RegokiteError(f"enforcementAction must be deny, dryrun, warn or scoped, got {action!r}")
-    actions = set()
-    for entry in c.scoped:
-        points = entry.get("enforcementPoints") or []
-        if any(isinstance(p, dict) and p.get("name") in (WEBHOOK_POINT, "*") for p in points):
-            actions.add(entry.get("action"))
-    unknown = actions - set(ENFORCEMENT_ACTIONS)
-    if unknown:
-        raise RegokiteError(f"scopedEnforcementActions: unknown action(s) {', '.join(map(str, unknown))}")
-    return next((a for a in ("deny", "warn") if a in actions), "dryrun")
 
 
 REVIEW_RULE = "gatekeeper_review"

@@ -137,9 +137,12 @@ def expansion_crd() -> dict[str, Any]:
     return _crd(resources.EXPANSION_GROUP, "ExpansionTemplate", EXPANSION_PLURAL, "Cluster", versions)
 
 
-def mutator_status(generation: int | None, errors: list[str], *, enforced: bool | None = None) -> dict[str, Any]:
+def mutator_status(
+    generation: int | None, errors: list[str], *, enforced: bool | None = None, error_type: str = "ingest_error"
+) -> dict[str, Any]:
     """Gatekeeper's mutator status: one `byPod` entry, enforced unless it did not load (`enforced`: whether a
-    version of it serves, its last good one when this one did not load)."""
+    version of it serves, its last good one when this one did not load); `error_type` is Gatekeeper's
+    (`ErrConflictingSchema` for a schema conflict)."""
     by_pod: dict[str, Any] = {
         "id": POD_ID,
         "observedGeneration": generation,
@@ -147,7 +150,7 @@ def mutator_status(generation: int | None, errors: list[str], *, enforced: bool 
         "enforced": not errors if enforced is None else enforced,
     }
     if errors:
-        by_pod["errors"] = [{"type": "ingest_error", "message": message} for message in errors]
+        by_pod["errors"] = [{"type": error_type, "message": message} for message in errors]
     return {"byPod": [by_pod]}
 
 
@@ -164,6 +167,20 @@ def provider_crd() -> dict[str, Any]:
 def syncset_crd() -> dict[str, Any]:
     """The CRD of SyncSet (syncset.gatekeeper.sh v1alpha1, cluster-scoped): more of what to replicate."""
     return _open_crd(resources.SYNCSET_GROUP, "SyncSet", "Cluster", ("v1alpha1",))
+
+
+def expansion_status(meta: dict[str, Any], error: str | None) -> dict[str, Any]:
+    """Gatekeeper's ExpansionTemplate status: one `byPod` entry naming the template's uid, and why it is
+    not applied (`template forms expansion cycle` for each template of a cycle)."""
+    by_pod: dict[str, Any] = {
+        "id": POD_ID,
+        "templateUID": meta.get("uid"),
+        "observedGeneration": meta.get("generation"),
+        "operations": ["webhook"],
+    }
+    if error is not None:
+        by_pod["errors"] = [{"message": error}]
+    return {"byPod": [by_pod]}
 
 
 def provider_status(generation: int | None, error: str | None) -> dict[str, Any]:

@@ -13,10 +13,16 @@ from typing import Any
 
 from regokite.bundle import Bundle
 from regokite.clusterdata.store import guess_resource
-from regokite.engine import open_engine
+from regokite.engine import Engine, open_engine
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import GatekeeperSources
-from regokite.gatekeeper.expansion import PACKAGE, generated_modules, is_expansion_template
+from regokite.gatekeeper.expansion import (
+    PACKAGE,
+    ExpansionError,
+    generated_modules,
+    is_expansion_template,
+    refuse_cycles,
+)
 from regokite.gatekeeper.mutation.mutators import is_mutator
 
 
@@ -26,6 +32,10 @@ def expand(sources: GatekeeperSources, objects: Sequence[dict[str, Any]]) -> lis
         raise RegokiteError("\n".join(sources.problems))
     if not sources.expansions:
         return []
+    try:
+        refuse_cycles(sources.expansions)
+    except ExpansionError as exc:
+        raise RegokiteError(f"error expanding resources: {exc}") from None
     modules = generated_modules(sources.mutators, sources.expansions)
     namespaces = {
         o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
@@ -36,15 +46,32 @@ def expand(sources: GatekeeperSources, objects: Sequence[dict[str, Any]]) -> lis
         for obj in objects:
             if is_mutator(obj) or is_expansion_template(obj):
                 continue
-            results = engine.evaluate(f"data.{PACKAGE}.results", {"request": _request(obj)})
-            errors = [r["error"] for r in results if "error" in r]
-            if errors:
-                name = (obj.get("metadata") or {}).get("name", "")
-                raise RegokiteError(f"error expanding resources: error expanding resource {name}: {errors[0]}")
+            try:
+                results = expand_resource(engine, _request(obj))
+            except ExpansionFailed as exc:
+                raise RegokiteError(f"error expanding resources: {exc}") from None
             out += [r["object"] for r in results]
     finally:
         engine.close()
     return out
+
+
+class ExpansionFailed(RegokiteError):
+    """A resource gator could not expand, in its words."""
+
+
+def expand_resource(engine: Engine, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The resultants of the request's object as gator expands it: the object mutated first as an
+    Original resource, then expanded level by level; ExpansionFailed says why not."""
+    name = (request.get("object") or {}).get("metadata", {}).get("name", "")
+    base = engine.evaluate(f"data.{PACKAGE}.base", {"request": request})
+    if "error" in base:
+        raise ExpansionFailed(f"error mutating base resource {name}: {base['error']}")
+    mutated = {"request": {**request, "object": base["object"]}}
+    errors = engine.evaluate(f"data.{PACKAGE}.errors", mutated)
+    if errors:
+        raise ExpansionFailed(f"error expanding resource {name}: {errors[0]}")
+    return engine.evaluate(f"data.{PACKAGE}.results", mutated)
 
 
 def _request(obj: dict[str, Any]) -> dict[str, Any]:

@@ -8,10 +8,12 @@ resultant is the blueprint with the generated apiVersion and kind, the
 request's namespace, Gatekeeper's mock name (`<parent>-<kind>`, lowercased)
 and an ownerReference to the parent, then mutated by the mutators whose
 `source` admits Generated resources, with no operation (as Gatekeeper
-expands). Constraints judge it as a Generated resource; their messages read
-`[Implied by <template>] <msg>`, with the template's enforcementAction when
-it sets one. A template whose generated kind is itself expanded is refused:
-regokite expands one level.
+expands). A resultant whose kind another template applies to expands again
+(a CronJob's Job, the Job's Pod), each level mutated, as Gatekeeper's
+expandRecursive; templates that form a cycle are left out, as Gatekeeper's
+expansion system leaves out every template of one. Constraints judge each
+resultant as a Generated resource; their messages read `[Implied by
+<template>] <msg>`, with the template's enforcementAction when it sets one.
 """
 
 from __future__ import annotations
@@ -92,36 +94,85 @@ def parse_expansion_template(doc: dict[str, Any], file: str) -> ExpansionTemplat
     return template
 
 
-def check_chains(templates: Sequence[ExpansionTemplate]) -> None:
-    """Refuse expansions of expansions (Gatekeeper recurses; regokite expands one level)."""
-    names = [t.name for t in templates]
-    if len(set(names)) != len(names):
-        raise ExpansionError(f"two ExpansionTemplates share a name: {', '.join(sorted(names))}")
-    for t in templates:
-        g = t.generated
-        chained = [o.name for o in templates if o.applies_to(g["group"], g["version"], g["kind"])]
-        if chained:
-            raise ExpansionError(
-                f"{t.file}: ExpansionTemplate {t.name} generates {g['kind']}, which {', '.join(chained)} expand(s)"
-                " again: regokite expands one level"
-            )
+CYCLE = "template forms expansion cycle"  # Gatekeeper's refusal of a template that closes a cycle
+
+
+def _expands_into(t: ExpansionTemplate, templates: Sequence[ExpansionTemplate]) -> list[ExpansionTemplate]:
+    """The templates that apply to what `t` generates: an edge of Gatekeeper's template graph."""
+    g = t.generated
+    return [o for o in templates if o.applies_to(g["group"], g["version"], g["kind"])]
+
+
+def in_cycles(templates: Sequence[ExpansionTemplate]) -> set[str]:
+    """The templates on a cycle of expansions (A's resultant expanded by B, B's by A): Gatekeeper's
+    strongly connected components of more than one template (a template expanding its own kind is
+    refused on its own)."""
+    found = set()
+    for start in templates:
+        seen: set[str] = set()
+        todo = _expands_into(start, templates)
+        while todo:
+            t = todo.pop()
+            if t.name == start.name:
+                found.add(start.name)
+                break
+            if t.name not in seen:
+                seen.add(t.name)
+                todo += _expands_into(t, templates)
+    return found
+
+
+def without_cycles(templates: Sequence[ExpansionTemplate]) -> tuple[list[ExpansionTemplate], list[str]]:
+    """The templates a server applies, and why the others are not: Gatekeeper's expansion system leaves
+    out every template of a cycle, the others serving."""
+    cycled = in_cycles(templates)
+    kept = [t for t in templates if t.name not in cycled]
+    return kept, [f"{t.file}: ExpansionTemplate {t.name}: {CYCLE}; not applied" for t in templates if t not in kept]
+
+
+def refuse_cycles(templates: Sequence[ExpansionTemplate]) -> None:
+    """gator's refusal (expand, verify): upserting the templates in order, the first that closes a cycle."""
+    for i, t in enumerate(templates):
+        if t.name in in_cycles(templates[: i + 1]):
+            raise ExpansionError(f"error upserting template {t.name}: {CYCLE}")
+
+
+def depth(templates: Sequence[ExpansionTemplate]) -> int:
+    """How many times a resource may be expanded in a row: the longest chain of templates (no cycles)."""
+    longest: dict[str, int] = {}
+
+    def chain(t: ExpansionTemplate) -> int:
+        if t.name not in longest:
+            longest[t.name] = 1 + max((chain(o) for o in _expands_into(t, templates)), default=0)
+        return longest[t.name]
+
+    return max((chain(t) for t in templates), default=0)
 
 
 def generated_modules(
-    mutators: Sequence[Mutator], templates: Sequence[ExpansionTemplate], excluded: Sequence[str] = ()
+    mutators: Sequence[Mutator],
+    templates: Sequence[ExpansionTemplate],
+    excluded: Sequence[str] = (),
+    annotate: bool = False,
 ) -> tuple[Module, ...]:
     """The Rego of Gatekeeper's mutators and ExpansionTemplates: library, mutators, system, expansion;
-    `excluded`: namespaces the mutation webhook skips."""
-    mutation = mutation_modules(mutators, excluded)
+    `excluded`: namespaces the mutation webhook skips; `annotate`: Gatekeeper's --mutation-annotations.
+    The templates must form no cycle."""
+    mutation = mutation_modules(mutators, excluded, annotate)
     if not templates:
         return mutation
-    check_chains(templates)
+    names = [t.name for t in templates]
+    if len(set(names)) != len(names):
+        raise ExpansionError(f"two ExpansionTemplates share a name: {', '.join(sorted(names))}")
+    if in_cycles(templates):
+        raise ExpansionError(f"ExpansionTemplates {', '.join(sorted(in_cycles(templates)))}: {CYCLE}")
     expansion = expansion_module(templates, SYSTEM if mutation else None)
     return (*(mutation or (library_module(),)), expansion)
 
 
 def expansion_module(templates: Sequence[ExpansionTemplate], mutation: str | None) -> Module:
-    """`expanded`: the request's resultants, mutated; `errors`: why it could not be expanded."""
+    """`results`: the request's resultants at every level, mutated; `errors`: why it could not be
+    expanded; `base`: the request's object mutated as an Original resource (gator mutates it first)."""
     rows = [
         {
             "name": t.name,
@@ -132,13 +183,34 @@ def expansion_module(templates: Sequence[ExpansionTemplate], mutation: str | Non
         }
         for t in sorted(templates, key=lambda t: t.name)
     ]
-    mutate = (
-        f'data.{mutation}.mutate(o, {{"operation": "", "namespace": ns, "source": "Generated"}})'
-        if mutation
-        else '{"object": o}'
+    if mutation:
+        mutate = f'data.{mutation}.mutate(o, {{"operation": "", "namespace": ns, "source": "Generated"}})'
+        base = (
+            f'data.{mutation}.mutate(input.request.object, {{"operation": "", "namespace": _ns, "source": "Original"}})'
+        )
+    else:
+        mutate, base = '{"object": o}', '{"object": input.request.object}'
+    levels = range(1, depth(templates) + 1)
+    text = (
+        EXPANSION.replace("__TEMPLATES__", json.dumps(rows, sort_keys=True))
+        .replace("__MUTATE__", mutate)
+        .replace("__BASE__", base)
+        .replace("__DEEPEST_FIRST__", _concat([f"_level_{k}" for k in reversed(levels)]))
+        .replace("__SHALLOWEST_FIRST__", _concat([f"_level_{k}" for k in levels]))
     )
-    text = EXPANSION.replace("__TEMPLATES__", json.dumps(rows, sort_keys=True)).replace("__MUTATE__", mutate)
+    for k in levels[1:]:
+        text += (
+            f"\n_level_{k} := [r |\n\tsome p in _level_{k - 1}\n\tis_object(p.object)\n"
+            f"\tsome r in _children(lib.gvk(p.object), p.object, _ns)\n]\n"
+        )
     return Module(f"<{PACKAGE}>.rego", text)
+
+
+def _concat(arrays: Sequence[str]) -> str:
+    """One Rego array of `arrays`, in order."""
+    if len(arrays) == 1:
+        return arrays[0]
+    return f"array.concat({arrays[0]}, {_concat(arrays[1:])})"
 
 
 EXPANSION = """package regokite_gatekeeper.expansion
@@ -147,16 +219,27 @@ import data.regokite_gatekeeper.mutation.lib
 
 templates := __TEMPLATES__
 
-# what the request's object expands to, each {"template", "enforcementAction", "object"} or {"error"}
-results := [r |
-	some t in templates
-	_applies(t, input.request.kind)
-	r := _expand(t, input.request)
-]
+# what the request's object expands to, each {"template", "enforcementAction", "object"} or {"error"}:
+# a resultant another template applies to expands again; the deepest come first, as Gatekeeper lists them
+results := __DEEPEST_FIRST__
 
 expanded := [r | some r in results; not r.error]
 
-errors := [r.error | some r in results; r.error]
+# why it could not be expanded, the shallowest first (where Gatekeeper stops)
+errors := [r.error | some r in __SHALLOWEST_FIRST__; r.error]
+
+# the request's object mutated as an Original resource: gator mutates a resource before it expands it
+base := __BASE__
+
+_ns := _namespace(input.request)
+
+_level_1 := _children(input.request.kind, input.request.object, _ns)
+
+_children(kind, o, ns) := [r |
+	some t in templates
+	_applies(t, kind)
+	r := _expand(t, o, ns)
+]
 
 _applies(t, kind) if {
 	some a in t.applyTo
@@ -171,15 +254,14 @@ _namespace(req) := ns if {
 	ns != ""
 } else := ""
 
-_expand(t, req) := {"error": sprintf(
+_expand(t, parent, ns) := {"error": sprintf(
 	"could not find source field %q in resource %s",
-	[concat(".", t.source), lib.meta(req.object, "name")],
+	[concat(".", t.source), lib.meta(parent, "name")],
 )} if {
-	not is_object(object.get(req.object, t.source, null))
+	not is_object(object.get(parent, t.source, null))
 } else := r if {
-	src := object.get(req.object, t.source, null)
-	ns := _namespace(req)
-	o := lib.with_namespace(object.union(src, _identity(t, src, req.object)), ns)
+	src := object.get(parent, t.source, null)
+	o := lib.with_namespace(object.union(src, _identity(t, src, parent)), ns)
 	m := __MUTATE__
 	r := _mutated(t, o, m)
 }

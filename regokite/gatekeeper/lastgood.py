@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraint_schema import ConstraintSchema
-from regokite.gatekeeper.constraints import webhook_action
+from regokite.gatekeeper.enforcement import NOT_VALIDATED
 from regokite.gatekeeper.match import parse_constraint_match
 from regokite.gatekeeper.mutation.mutators import is_mutator, parse_mutator
 from regokite.gatekeeper.resources import (
@@ -67,8 +67,9 @@ def constraint_error(doc: Doc, schemas: Mapping[str, ConstraintSchema] | None = 
     template's `schemas` by kind, its fields and parameters), or None."""
     try:
         constraint = parse_constraint(doc, "constraint")
+        if constraint.enforcement.refused:  # the controller checks it first, and words it so in the status
+            return f"{NOT_VALIDATED}: {constraint.enforcement.refused}"
         parse_constraint_match(constraint.match, f"{constraint.kind} {constraint.name}: spec.match")
-        webhook_action(constraint)
         schema = (schemas or {}).get(constraint.kind)
         if schema is not None:
             schema.check(doc)

@@ -32,8 +32,21 @@ class ConstraintMatchError(RegokiteError):
 _strings = partial(strings, error=ConstraintMatchError)
 
 
+MISSING_NAMESPACE = "namespace selector for namespace-scoped object but missing Namespace"
+
+
 class NamespaceUnknown(RegokiteError):
-    """A namespaceSelector needs a Namespace that regokite has not got."""
+    """A namespaceSelector needs a Namespace that regokite has not got: `gatekeeper` is Gatekeeper's
+    autorejection of the constraint, word for word; the message adds where regokite reads Namespaces."""
+
+    def __init__(self, name: str, namespace: str) -> None:
+        self.gatekeeper = (
+            f"unable to match constraints: error matching the requested object: {name} :failed to run Match"
+            f" criteria: {MISSING_NAMESPACE}"
+        )
+        super().__init__(
+            f"{self.gatekeeper} ({namespace!r}: replicate v1/namespaces: --replicate-cluster v1/namespaces)"
+        )
 
 
 def glob_matches(pattern: str, value: str) -> bool:
@@ -96,19 +109,34 @@ class ConstraintMatch:
         if self.label_selector is not None and not _selects(self.label_selector, meta.get("labels")):
             return False
         if self.namespace_selector is not None and (is_namespace or namespace):
-            labels = meta.get("labels") if is_namespace else self._namespace_labels(namespace)
+            labels = meta.get("labels") if is_namespace else self._namespace_labels(namespace, name)
             if not _selects(self.namespace_selector, labels):
                 return False
         return True
 
-    def _namespace_labels(self, namespace: str) -> Any:
+    def _namespace_labels(self, namespace: str, name: str) -> Any:
         found = self.lookup(namespace) if self.lookup is not None else None
         if found is None:
-            raise NamespaceUnknown(
-                f"namespaceSelector needs the labels of Namespace {namespace!r}, which regokite has not got"
-                " (replicate v1/namespaces: --replicate-cluster v1/namespaces)"
-            )
+            raise NamespaceUnknown(name, namespace)
         return (found.get("metadata") or {}).get("labels")
+
+
+def namespace_object(request: Mapping[str, Any], lookup: NamespaceLookup | None) -> tuple[str, Any]:
+    """A request's namespace and Gatekeeper's `input.review.namespaceObject` for it: the Namespace of a
+    namespaced object as `lookup` holds it; None for a cluster-scoped object, a Namespace itself (as
+    Gatekeeper's webhook reviews one with no namespace), or a Namespace `lookup` has not got."""
+    name = request.get("namespace")
+    kind = request.get("kind") or {}
+    if not isinstance(name, str) or not name or (kind.get("group", "") == "" and kind.get("kind") == "Namespace"):
+        return "", None
+    return name, lookup(name) if lookup is not None else None
+
+
+def review_namespace(found: Any) -> Any:
+    """`input.review.namespaceObject` for a Namespace found (or not): an empty object where there is
+    none, as Gatekeeper's Rego driver passes its missing Namespace (a nil map becomes `{}` in OPA's
+    input; its docs say null), so `object.get` and iteration over it work as in Gatekeeper."""
+    return found if found is not None else {}
 
 
 def _selects(selector: Mapping[str, Any], labels: Any) -> bool:

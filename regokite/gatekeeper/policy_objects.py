@@ -24,7 +24,6 @@ from regokite.engine import EngineSettings
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.compile import compile_template
 from regokite.gatekeeper.constraint_schema import ConstraintSchema
-from regokite.gatekeeper.constraints import webhook_action
 from regokite.gatekeeper.expansion import parse_expansion_template
 from regokite.gatekeeper.match import parse_constraint_match
 from regokite.gatekeeper.mutation.mutators import KINDS as MUTATOR_KINDS
@@ -123,10 +122,8 @@ class PolicyObjects:
         except RegokiteError as exc:
             return Refusal(f"invalid Constraint: {exc}")
         schema.check(obj)
-        try:
-            webhook_action(constraint)
-        except RegokiteError as exc:
-            return Refusal(str(exc), INTERNAL)
+        if constraint.enforcement.refused:  # Gatekeeper's ValidateEnforcementAction, an internal error there
+            return Refusal(constraint.enforcement.refused, INTERNAL)
         return None
 
 

@@ -19,6 +19,7 @@ import yaml
 from regokite import yamldoc
 from regokite.engine.extensions.external_data import Provider, ProviderError
 from regokite.errors import PolicyLoadError
+from regokite.gatekeeper.enforcement import Enforcement, EnforcementError, read_enforcement
 
 TEMPLATE_GROUP = "templates.gatekeeper.sh"
 CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
@@ -55,6 +56,7 @@ class Template:
     schema: dict[str, Any] | None = None
     engines: tuple[str, ...] = ()  # every engine named under code[], Rego included
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
+    operations: tuple[str, ...] = ()  # targets[0].operations: what the webhook judges (none: every operation)
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,7 @@ class Constraint:
     file: str
     match: dict[str, Any]
     parameters: Any
-    enforcement: str = "deny"
-    scoped: tuple[dict[str, Any], ...] = ()
+    enforcement: Enforcement = field(default_factory=Enforcement)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -176,7 +177,11 @@ def parse_template(doc: dict[str, Any], node: yaml.Node | None, file: str) -> Te
         raise ResourceError(f"{where}: target {target.get('target')!r} is not {ADMISSION_TARGET}")
     target_node = _node_at(node, "spec", "targets", 0)
     rego, libs, v1, engines = _target_rego(target, target_node, file, where)
-    return Template(name, kind, file, rego, libs, v1, schema if isinstance(schema, dict) else None, engines, doc)
+    operations = target.get("operations") or []
+    if not isinstance(operations, list) or not all(isinstance(op, str) for op in operations):
+        raise ResourceError(f"{where}: spec.targets[0].operations must be a list of operations")
+    schema = schema if isinstance(schema, dict) else None
+    return Template(name, kind, file, rego, libs, v1, schema, engines, doc, tuple(operations))
 
 
 def _target_rego(
@@ -236,11 +241,11 @@ def parse_constraint(doc: dict[str, Any], file: str) -> Constraint:
     match = spec.get("match") or {}
     if not isinstance(match, dict):
         raise ResourceError(f"{where}: spec.match must be an object")
-    enforcement = spec.get("enforcementAction", "deny")
-    scoped = spec.get("scopedEnforcementActions") or []
-    if not isinstance(scoped, list) or not all(isinstance(s, dict) for s in scoped):
-        raise ResourceError(f"{where}: spec.scopedEnforcementActions must be a list of objects")
-    return Constraint(kind, name, file, match, spec.get("parameters", {}), enforcement, tuple(scoped), doc)
+    try:
+        enforcement = read_enforcement(spec)
+    except EnforcementError as exc:
+        raise ResourceError(f"{where}: {exc}") from None
+    return Constraint(kind, name, file, match, spec.get("parameters", {}), enforcement, doc)
 
 
 def _dig(doc: Any, *keys: str) -> Any:

@@ -12,15 +12,16 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from regokite.gatekeeper.violations import rfc3339, truncate
+from regokite.gatekeeper.violations import rfc3339, scoped_actions, truncate
 
 DEFAULT_VIOLATIONS_LIMIT = 20
 
 
-def violation(subject: Any, message: str, enforcement: str) -> dict[str, str]:
-    """One `status.violations[]` entry for an audited object (an audit.scan.Subject)."""
+def violation(subject: Any, message: str, enforcement: str, scoped: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One `status.violations[]` entry for an audited object (an audit.scan.Subject); a scoped
+    constraint's also lists the actions taken at audit (`enforcementActions`), as Gatekeeper's."""
     group, _, version = subject.api_version.rpartition("/")
-    entry = {
+    entry: dict[str, Any] = {
         "enforcementAction": enforcement,
         "group": group,
         "version": version,
@@ -30,6 +31,8 @@ def violation(subject: Any, message: str, enforcement: str) -> dict[str, str]:
     }
     if subject.namespace:
         entry["namespace"] = subject.namespace
+    if scoped:
+        entry["enforcementActions"] = list(scoped)
     return entry
 
 
@@ -43,15 +46,16 @@ def constraint_statuses(
     """The status of each named constraint from the audit's findings ((subject, results) pairs):
     every fail or warn result of a constraint is one violation (dryrun and warn ones too)."""
     stamp = rfc3339(now or dt.datetime.now(dt.UTC))
-    found: dict[str, list[dict[str, str]]] = {name: [] for name in constraints}
+    found: dict[str, list[dict[str, Any]]] = {name: [] for name in constraints}
     for subject, results in findings:
         for r in results:
             if r.policy in found and r.result in ("fail", "warn"):
-                found[r.policy].append(violation(subject, r.message, r.enforcement))
+                scoped = scoped_actions(r.enforcement, r.actions)
+                found[r.policy].append(violation(subject, r.message, r.enforcement, scoped))
     return {name: status(entries, limit, stamp) for name, entries in found.items()}
 
 
-def status(entries: list[dict[str, str]], limit: int, stamp: str) -> dict[str, Any]:
+def status(entries: list[dict[str, Any]], limit: int, stamp: str) -> dict[str, Any]:
     ordered = sorted(entries, key=lambda v: (v.get("namespace", ""), v["kind"], v["name"], v["message"]))
     return {"auditTimestamp": stamp, "totalViolations": len(entries), "violations": ordered[: max(0, limit)]}
 

@@ -26,9 +26,17 @@ from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
 from regokite.errors import EvaluationError, RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare, read_sources
-from regokite.gatekeeper.expansion import MESSAGE_PREFIX, generated_modules
-from regokite.gatekeeper.expansion import PACKAGE as EXPANSION
+from regokite.gatekeeper.enforcement import GATOR
+from regokite.gatekeeper.expand import ExpansionFailed, expand_resource
+from regokite.gatekeeper.expansion import MESSAGE_PREFIX, generated_modules, refuse_cycles
 from regokite.gatekeeper.inventory import inventory, namespaces
+from regokite.gatekeeper.match import (
+    ConstraintMatch,
+    NamespaceLookup,
+    NamespaceUnknown,
+    namespace_object,
+    review_namespace,
+)
 from regokite.gatekeeper.resources import is_constraint, is_template, parse_constraint, parse_template, read_documents
 from regokite.gatekeeper.violations import evaluation_violation
 
@@ -138,6 +146,7 @@ def _expansion(base: Path, relative: Any) -> tuple[Module, ...]:
         raise RegokiteError("\n".join(sources.problems))
     if not sources.expansions:
         raise RegokiteError(f"{base / relative}: no ExpansionTemplate")
+    refuse_cycles(sources.expansions)
     return generated_modules(sources.mutators, sources.expansions)
 
 
@@ -167,25 +176,38 @@ class _Judge:
     def _violations(self, base: Path, case: dict[str, Any]) -> list[str]:
         inventory_files = tuple(case.get("inventory") or ())
         objects = [_load_object(base / f) for f in inventory_files]
-        match = dataclasses.replace(self.constraint.match, lookup=namespaces(objects).get)
-        request = review_request(_load_object(base / str(case.get("object"))))
+        lookup = namespaces(objects).get
+        match = dataclasses.replace(self.constraint.match, lookup=lookup)
+        request = with_namespace(review_request(_load_object(base / str(case.get("object")))), lookup)
         engine = self._engines.get(inventory_files)
         if engine is None:
             data = {"inventory": inventory(objects), "kubernetes": {"namespaces": namespaces(objects)}}
             bundle = Bundle((*self.ready.modules, *self.expansion), data)
             engine = self._engines[inventory_files] = open_engine(bundle, self.engine)
-        messages = self._judged(engine, request) if match.matches(request) else []
+        if not self.constraint.constraint.enforcement.at(GATOR):
+            return []  # a scoped constraint whose enforcement points leave out gator: not applied
+        messages = self._matching(engine, match, request, "Original")
         if not self.expansion:
             return messages
-        results = engine.evaluate(f"data.{EXPANSION}.results", {"request": request})
+        try:
+            results = expand_resource(engine, request)
+        except ExpansionFailed as exc:
+            raise CaseFailure(f"expanding resource {request.get('name', '')}: {exc}") from None
         for resultant in results:
-            if "error" in resultant:
-                raise CaseFailure(f"expanding resource {request.get('name', '')}: {resultant['error']}")
-            child = review_request(resultant["object"])
-            if match.matches(child, source="Generated"):
-                prefix = MESSAGE_PREFIX.format(resultant["template"])
-                messages += [f"{prefix} {m}" for m in self._judged(engine, child)]
+            prefix = MESSAGE_PREFIX.format(resultant["template"])
+            child = with_namespace(review_request(resultant["object"]), lookup)
+            messages += [f"{prefix} {m}" for m in self._matching(engine, match, child, "Generated")]
         return messages
+
+    def _matching(self, engine: Engine, match: ConstraintMatch, request: dict[str, Any], source: str) -> list[str]:
+        """The violations of a request the constraint matches; one that cannot be matched (its Namespace
+        missing) is Gatekeeper's autorejection, which gator counts as a violation."""
+        try:
+            if not match.matches(request, source=source):
+                return []
+        except NamespaceUnknown as exc:
+            return [exc.gatekeeper]
+        return self._judged(engine, request)
 
     def _judged(self, engine: Engine, request: dict[str, Any]) -> list[str]:
         parameters = self.constraint.constraint.parameters
@@ -229,6 +251,14 @@ def review_request(obj: dict[str, Any]) -> dict[str, Any]:
     if meta.get("namespace"):
         request["namespace"] = meta["namespace"]
     return request
+
+
+def with_namespace(request: dict[str, Any], lookup: NamespaceLookup) -> dict[str, Any]:
+    """The request with `namespaceObject`: its Namespace when the case's inventory holds it, else `{}`
+    (gator's always: a Namespace given is what the cluster would fill it with)."""
+    if "namespaceObject" in request:
+        return request
+    return {**request, "namespaceObject": review_namespace(namespace_object(request, lookup)[1])}
 
 
 def _gvk(obj: Any) -> dict[str, str]:

@@ -70,6 +70,7 @@ class Violation:
     details: Any = None  # the violation's `details`, as the template gave them
     constraint_annotations: tuple[tuple[str, str], ...] | None = None
     resource_labels: tuple[tuple[str, str], ...] | None = None
+    scoped_actions: tuple[str, ...] = ()  # a scoped constraint's actions at this enforcement point
 
     def fields(self, process: str) -> dict[str, Any]:
         """The structured log fields Gatekeeper writes for it: audit's `violation_audited` line (with
@@ -96,7 +97,7 @@ class Violation:
                 "semantic": True,
                 **constraint,
                 "constraint_action": self.action,
-                "constraint_enforcement_actions": [],
+                "constraint_enforcement_actions": list(self.scoped_actions),
                 **resource,
                 "request_username": self.username,
             }
@@ -108,7 +109,7 @@ class Violation:
             **constraint,
             "constraint_namespace": "",
             "constraint_action": self.action,
-            "constraint_enforcement_actions": [],
+            "constraint_enforcement_actions": list(self.scoped_actions),
             "constraint_annotations": _as_map(self.constraint_annotations),
             **resource,
             "resource_labels": _as_map(self.resource_labels),
@@ -120,11 +121,9 @@ def _as_map(pairs: tuple[tuple[str, str], ...] | None) -> dict[str, str] | None:
     return None if pairs is None else dict(pairs)
 
 
-def admission_violations(
-    request: dict[str, Any], constraints: dict[str, tuple[str, str]], outcomes: Any
-) -> list[Violation]:
-    """The violations of one review: `constraints` maps a constraint's name to (kind, webhook action);
-    `outcomes` are the decision's (policy, decision, messages)."""
+def admission_violations(request: dict[str, Any], constraints: dict[str, str], outcomes: Any) -> list[Violation]:
+    """The violations of one review: `constraints` maps a constraint's name to its kind; `outcomes` are
+    the decision's (policy, decision, messages, the action judged under and the actions taken)."""
     kind = request.get("kind") or {}
     obj = request.get("object") or request.get("oldObject") or {}
     meta = obj.get("metadata") if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else {}
@@ -132,14 +131,13 @@ def admission_violations(
     for outcome in outcomes:
         if outcome.policy not in constraints or outcome.decision not in ("denied", "warned", "dryrun"):
             continue
-        constraint_kind, action = constraints[outcome.policy]
         details = outcome.details or [None] * len(outcome.messages)
         for message, detail in zip(outcome.messages, details, strict=True):
             found.append(
                 Violation(
-                    constraint_kind,
+                    constraints[outcome.policy],
                     outcome.policy,
-                    action,
+                    outcome.action,
                     message,
                     kind.get("group", ""),
                     kind.get("version", ""),
@@ -150,9 +148,15 @@ def admission_violations(
                     meta.get("resourceVersion") or "",
                     (request.get("userInfo") or {}).get("username", ""),
                     detail,
+                    scoped_actions=scoped_actions(outcome.action, outcome.actions),
                 )
             )
     return found
+
+
+def scoped_actions(action: str, actions: Any) -> tuple[str, ...]:
+    """What Gatekeeper logs as `constraint_enforcement_actions`: a scoped constraint's actions, else none."""
+    return tuple(actions) if action == "scoped" else ()
 
 
 def audit_violations(
@@ -178,6 +182,7 @@ def audit_violations(
                         details=r.details,
                         constraint_annotations=c.annotations,
                         resource_labels=subject.labels,
+                        scoped_actions=scoped_actions(r.enforcement, r.actions),
                     )
                 )
     return found
@@ -210,7 +215,17 @@ def constraint_audited(kind: str, name: str, action: str, total: int, audit_id: 
     }
 
 
-def event(v: Violation, process: str, home: str, involved_namespace: bool, audit_id: str = "") -> dict[str, Any]:
+def events(v: Violation, process: str, home: str, involved_namespace: bool, audit_id: str = "") -> list[dict[str, Any]]:
+    """The Events Gatekeeper records for a violation: one, or in admission one per action a scoped
+    constraint takes (its reason and message follow the action)."""
+    if process == "audit" or not v.scoped_actions:
+        return [event(v, process, home, involved_namespace, audit_id)]
+    return [event(v, process, home, involved_namespace, action=a) for a in v.scoped_actions]
+
+
+def event(
+    v: Violation, process: str, home: str, involved_namespace: bool, audit_id: str = "", action: str = ""
+) -> dict[str, Any]:
     """The Event Gatekeeper records for a violation: in its own namespace (`home`) on a reference
     named after the resource, or (`involved_namespace`) on the resource in its namespace."""
     annotations = {
@@ -222,7 +237,7 @@ def event(v: Violation, process: str, home: str, involved_namespace: bool, audit
         reason, text = "AuditViolation", ""
         annotations["auditTimestamp"] = audit_id
     else:
-        reason, text = _ADMISSION_EVENTS.get(v.action, _ADMISSION_EVENTS["deny"])
+        reason, text = _ADMISSION_EVENTS.get(action or v.action, _ADMISSION_EVENTS["deny"])
     prefix = f"{text}, " if text else ""
     if involved_namespace:
         message = f"{prefix}Constraint: {v.constraint_name}, Message: {v.message}"

@@ -270,6 +270,7 @@ GATEKEEPER_READS = (
     ("syncset.gatekeeper.sh", "syncsets", rbac.READ),
     ("externaldata.gatekeeper.sh", "providers/status", ("get", "update", "patch")),
     ("apiextensions.k8s.io", "customresourcedefinitions", (*rbac.READ, "create", "update", "patch", "delete")),
+    ("", "namespaces", rbac.READ),  # as Gatekeeper's: namespaceObject and namespaceSelectors read them
 )
 
 

@@ -46,6 +46,7 @@ from regokite.gatekeeper.crds import (
     constraint_plural,
     constraint_pod_status,
     expansion_crd,
+    expansion_status,
     mutator_crds,
     mutator_status,
     provider_crd,
@@ -55,7 +56,7 @@ from regokite.gatekeeper.crds import (
     template_status,
     with_pod_entry,
 )
-from regokite.gatekeeper.expansion import parse_expansion_template
+from regokite.gatekeeper.expansion import CYCLE, in_cycles, parse_expansion_template
 from regokite.gatekeeper.lastgood import (
     LastGood,
     config_error,
@@ -93,7 +94,8 @@ CONFIGS_PATH = f"/apis/{CONFIG_GROUP}/v1alpha1"
 FILE = "gatekeeper.yaml"
 PROVIDERS = f"/apis/{PROVIDER_GROUP}/v1beta1/providers"
 SYNCSETS = f"/apis/{SYNCSET_GROUP}/v1alpha1/syncsets"
-_SERVER_FIELDS = ("resourceVersion", "uid", "generation", "creationTimestamp", "managedFields")
+# what the API server sets that the files leave out (a mutator's generation stays: its annotations name it)
+_SERVER_FIELDS = ("resourceVersion", "uid", "creationTimestamp", "managedFields")
 
 
 class GatekeeperSync:
@@ -161,18 +163,30 @@ class GatekeeperSync:
                           extra={"mutator": name, "error": error})  # fmt: skip
             outcome[name] = error
             plural, versions = MUTATOR_KINDS[key[0]]
+            conflict = key not in mutators.errors and key in served and served[key].id in left_out
             status = mutator_status(doc["metadata"].get("generation"), [error] if error else [],
-                                    enforced=key in served and served[key].id not in left_out)  # fmt: skip
+                                    enforced=key in served and served[key].id not in left_out,
+                                    error_type="ErrConflictingSchema" if conflict else "ingest_error")  # fmt: skip
             self._write_status(f"/apis/{MUTATION_GROUP}/{versions[0]}/{plural}/{key[1]}/status", doc, status)
         return [_clean(doc) for key, doc in mutators.served.items()]
 
     def _expansions(self) -> list[dict[str, Any]]:
+        """Every ExpansionTemplate, each with its status as Gatekeeper's expansion controller writes it:
+        why it does not load, or (every template of a cycle) that it forms an expansion cycle."""
         found = self._list(f"/apis/{EXPANSION_GROUP}/v1beta1/{EXPANSION_PLURAL}")
+        parsed, errors = [], {}
         for doc in found:
+            name = doc["metadata"]["name"]
             try:
-                parse_expansion_template(doc, f"{EXPANSION_PLURAL}/{doc['metadata']['name']}")
+                parsed.append(parse_expansion_template(doc, f"{EXPANSION_PLURAL}/{name}"))
             except PolicyLoadError as exc:
+                errors[name] = str(exc)
                 log.error("expansion template not served", extra={"error": str(exc)})
+        errors |= dict.fromkeys(in_cycles(parsed), CYCLE)
+        for doc in found:
+            name = doc["metadata"]["name"]
+            status = expansion_status(doc["metadata"], errors.get(name))
+            self._write_status(f"/apis/{EXPANSION_GROUP}/v1beta1/{EXPANSION_PLURAL}/{name}/status", doc, status)
         return found
 
     def _list(self, path: str) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ RESOURCES = {
     "Namespace": ("", "v1", "namespaces"),
     "StatefulSet": ("apps", "v1", "statefulsets"),
     "Job": ("batch", "v1", "jobs"),
+    "CronJob": ("batch", "v1", "cronjobs"),
     "Scale": ("apps", "v1", "deployments"),  # the scale subresource of a Deployment
 }
 KIND_GROUPS = {"Scale": "autoscaling"}  # where the object's group is not its resource's

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from regokite.admission.serve import LastGood, Snapshot
+from regokite.admission.reload import LastGood
+from regokite.admission.settings import Snapshot
 from regokite.bundle import Bundle, Module
 from regokite.ops.tls import self_signed, server_context
 from tests.admission.reviews import deployment, review

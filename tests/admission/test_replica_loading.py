@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 
 from regokite.admission.app import ServingState, create_app
 from regokite.admission.policies import load_policy_set
-from regokite.admission.serve import REPLICA_MEMORY_FACTOR, ReplicaLoader
+from regokite.admission.reload import REPLICA_MEMORY_FACTOR, ReplicaLoader
 from regokite.clusterdata.store import ReplicaStore, TextReplicaStore, parse_resource
 from regokite.engine import embedded
 from regokite.ops.watchdog import Watchdog

@@ -18,7 +18,7 @@ from opa_oracle import OracleEngine
 
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore
-from regokite.engine import UNDEFINED, EngineSettings, builtin_errors, embedded, opa_syntax, open_engine
+from regokite.engine import UNDEFINED, EngineSettings, builtin_errors, embedded, open_engine, rewrite
 from regokite.errors import EvaluationError, EvaluationRefused
 from regokite.testing import Outcome, run_tests
 
@@ -109,8 +109,8 @@ def test_places_found_on_one_thread_serve_the_others(monkeypatch: pytest.MonkeyP
     engine.follow(namespaces(6))
     assert engine.evaluate("data.p.sizes", {"sizes": ["lots"]}) == []
     rewrites: list[object] = []
-    original = opa_syntax.rewrite
-    monkeypatch.setattr(opa_syntax, "rewrite", lambda *a, **k: rewrites.append(k) or original(*a, **k))
+    original = rewrite.rewrite
+    monkeypatch.setattr(rewrite, "rewrite", lambda *a, **k: rewrites.append(k) or original(*a, **k))
     answers: list[object] = []
     worker = threading.Thread(target=lambda: answers.append(engine.evaluate("data.p.sizes", {"sizes": ["x", "3KB"]})))
     worker.start()

@@ -3,9 +3,12 @@
 It speaks Gatekeeper's ProviderRequest/ProviderResponse: an image under
 `registry.example/signed/` is answered `"signed"`, any other image
 `"unsigned"`, and a key holding `error` gets an item error
-(`<key>_invalid`, as Gatekeeper's dummy provider). It records each request's
-body and the client certificate's subject, and can require a client
-certificate signed by a given CA (mTLS), answer slowly, or answer garbage.
+(`<key>_invalid`, as Gatekeeper's dummy provider). With `dummy`, it answers
+as Gatekeeper's test/externaldata/dummy-provider does: `<key>_valid`, an
+item error for a key starting `error_`, a system error for one ending
+`_systemError`. It records each request's body and the client certificate's
+subject, and can require a client certificate signed by a given CA (mTLS),
+answer slowly, answer garbage, or answer not idempotent.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class SignatureProvider:
     client_ca: Path | None = None  # require a client certificate signed by this CA
     delay: float = 0.0
     garbage: bool = False
+    dummy: bool = False
+    idempotent: bool = True
     requests: list[dict[str, Any]] = field(default_factory=list)
     client_subjects: list[str] = field(default_factory=list)
 
@@ -63,6 +68,8 @@ class SignatureProvider:
         )
 
     def answer(self, keys: list[str]) -> dict[str, Any]:
+        if self.dummy:
+            return self.dummy_answer(keys)
         items = []
         for key in keys:
             if "error" in key:
@@ -74,6 +81,22 @@ class SignatureProvider:
             "kind": "ProviderResponse",
             "response": {"idempotent": True, "items": items},
         }
+
+    def dummy_answer(self, keys: list[str]) -> dict[str, Any]:
+        """Gatekeeper's dummy provider's answer."""
+        items: list[dict[str, Any]] = []
+        response: dict[str, Any] = {"idempotent": self.idempotent}
+        for key in keys:
+            if key.endswith("_systemError"):
+                response["systemError"] = "testing system error"
+                break
+            if key.startswith("error_"):
+                items.append({"key": key, "error": f"{key}_invalid"})
+            elif not key.endswith("_valid"):
+                items.append({"key": key, "value": f"{key}_valid"})
+        else:
+            response["items"] = items
+        return {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderResponse", "response": response}
 
     def start(self) -> SignatureProvider:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

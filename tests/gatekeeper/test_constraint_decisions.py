@@ -77,9 +77,14 @@ def test_a_constraint_whose_template_failed_refuses_what_it_matches(policies) ->
     assert any(
         m.startswith("[broken-everywhere] policy error: its ConstraintTemplate did not load") for m in verdict.messages
     )
-    # the namespaceSelector constraint has no Namespace to read: it says so and fails closed
+    # the namespaceSelector constraint has no Namespace to read: it says so (Gatekeeper's words) and fails closed
     assert any(
-        "[cm-in-labelled-namespaces] policy error: namespaceSelector needs the labels" in m for m in verdict.messages
+        m.startswith(
+            "[cm-in-labelled-namespaces] policy error: unable to match constraints: error matching the requested"
+            " object: c :failed to run Match criteria: namespace selector for namespace-scoped object but missing"
+            " Namespace ('default': replicate v1/namespaces"
+        )
+        for m in verdict.messages
     )
 
 

@@ -66,8 +66,12 @@ def test_namespace_selector_reads_the_namespace_or_says_it_is_missing() -> None:
     assert matches(strict, request(namespace="a"), namespaces.get)
     assert not matches(strict, request(namespace="b"), namespaces.get)
     assert matches(strict, request("Namespace", name="c", labels={"strict": "true"}))  # its own labels
-    with pytest.raises(NamespaceUnknown, match="needs the labels of Namespace 'c'"):
+    with pytest.raises(NamespaceUnknown, match=r"missing Namespace \('c': replicate v1/namespaces") as raised:
         matches(strict, request(namespace="c"), namespaces.get)
+    assert raised.value.gatekeeper == (  # Gatekeeper's autorejection, word for word
+        "unable to match constraints: error matching the requested object: p :failed to run Match criteria:"
+        " namespace selector for namespace-scoped object but missing Namespace"
+    )
 
 
 def test_bad_match_fields_are_named() -> None:

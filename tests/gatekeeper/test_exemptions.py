@@ -9,10 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from regokite.admission.app import ServingState, create_app
-from regokite.admission.decide import decide
+from regokite.admission.decide import decide, label_verdict
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
-from regokite.gatekeeper.exempt import IGNORE_LABEL, Exemptions, label_verdict
+from regokite.gatekeeper.exempt import IGNORE_LABEL, Exemptions
 from tests.admission.reviews import review
 
 PROTECTED = """\

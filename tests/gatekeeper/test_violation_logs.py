@@ -75,7 +75,7 @@ def test_a_resource_without_labels_logs_null_labels(policies) -> None:
 def test_a_denial_line_carries_details_and_no_audit_only_fields(policies) -> None:
     obj = namespace("team-c", {"tier": "web"})
     decision = decide(policies, parse_review(json.dumps(review(obj)).encode()), mode="validate")
-    constraints = {p.name: (p.constraint_kind, p.enforcement) for p in policies.policies if p.constraint_kind}
+    constraints = {p.name: p.constraint_kind for p in policies.policies if p.constraint_kind}
     [v] = admission_violations(review(obj)["request"], constraints, decision.outcomes)
     fields = v.fields("admission")
     assert fields["details"] == {"missing_labels": ["owner"]} and fields["semantic"] is True

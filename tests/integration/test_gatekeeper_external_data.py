@@ -10,16 +10,19 @@ certificate; the Provider's status says it is active.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import kube
+import pytest
 from kube import create, delete, get
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from test_gatekeeper_constraints import kubectl
 
-from regokite.gatekeeper.crds import provider_crd, template_crd
+from regokite.gatekeeper.crds import mutator_crds, provider_crd, template_crd
 from regokite.kube.client import KubeClient
+from regokite.manifests.webhooks import catch_all_configuration
 from regokite.sources.gatekeeper_objects import PROVIDERS, GatekeeperSync
 from tests.admission.server import admission_server
 from tests.gatekeeper.signature_provider import CONSTRAINT, SIGNED_PREFIX, TEMPLATE, SignatureProvider
@@ -90,3 +93,60 @@ def test_external_data_refuses_unsigned_images_and_fails_as_the_template_says_wh
             delete(api, webhooks)
             kubectl(cluster, "delete", "constrainttemplate", "k8ssignedimages", "--ignore-not-found")
             kubectl(cluster, "delete", "provider", "image-signatures", "--ignore-not-found")
+
+
+def test_mutators_resolve_external_data_as_gatekeepers_bats_case(
+    cluster: kube.Cluster, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    """bats "gatekeeper external data validation and mutation test", its mutation part: Gatekeeper's
+    valid.yaml mutators and a Provider applied with kubectl; a Pod created through the mutating webhook
+    (server-side dry run) comes back with the user's annotation and each image resolved, a key error
+    and a system error refuse it."""
+    from tests.gatekeeper.upstream import upstream_dir
+
+    found = upstream_dir()
+    if found is None or not (found / "gatekeeper").is_dir():
+        pytest.skip("no copy of Gatekeeper's material (set REGOKITE_UPSTREAM to the upstream/ directory)")
+    valid = found / "gatekeeper/test/externaldata/dummy-provider/mutation/valid.yaml"
+    out = tmp_path / "policies"
+    out.mkdir()
+    sync = GatekeeperSync(KubeClient(cluster.kubeconfig), out)
+    sync.install()
+    for crd in (provider_crd(), *mutator_crds()):
+        kube.install_crd(api, crd)
+    (tmp_path / "provider").mkdir()
+    (tmp_path / "server").mkdir()
+    label = kube.unique_name("edm")
+    with SignatureProvider(tmp_path / "provider", dummy=True).running() as provider:
+        assert kubectl(cluster, "apply", "-f", "-", stdin=provider.provider_yaml("dummy-provider")).returncode == 0
+        applied = kubectl(cluster, "apply", "-f", str(valid))
+        assert applied.returncode == 0, applied.stderr
+        sync.sync_once()
+        with admission_server(out, tmp_path / "server") as server:
+            config = catch_all_configuration(kube.admission_target(server, label), "mutate")
+            webhooks = kube.register_webhooks(api, kube.MUTATING, config, {SELECT: label})
+
+            def run(image: str) -> subprocess.CompletedProcess[str]:
+                return kubectl(
+                    cluster, "-n", namespace, "run", "nginx", f"--image={image}", f"--labels={SELECT}={label}",
+                    "--dry-run=server", "--output", "json",
+                )  # fmt: skip
+
+            try:
+                done = kube.wait_for(
+                    lambda: run("nginx"),
+                    lambda got: got.returncode == 0 and "_valid" in got.stdout,
+                    what="the API server to call regokite's mutating webhook",
+                )
+                pod = json.loads(done.stdout)
+                user = pod["metadata"]["annotations"]["external-data-username"]
+                assert user.endswith("_valid") and user != "_valid"  # the requesting user, resolved
+                assert [c["image"] for c in pod["spec"]["containers"]] == ["nginx_valid", "busybox_valid"]
+                key_error = run("error_busybox")
+                assert key_error.returncode != 0 and "error_busybox_invalid" in key_error.stderr
+                system_error = run("busybox:latest_systemError")
+                assert system_error.returncode != 0 and "testing system error" in system_error.stderr
+            finally:
+                delete(api, webhooks)
+                kubectl(cluster, "delete", "-f", str(valid), "--ignore-not-found")
+                kubectl(cluster, "delete", "provider", "dummy-provider", "--ignore-not-found")

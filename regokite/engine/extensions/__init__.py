@@ -42,10 +42,20 @@ from regokite.engine.extensions import (
     units,
     yamlcheck,
 )
-from regokite.engine.extensions.arithmetic import ARITH, NUMBER_TEXT
 from regokite.engine.extensions.common import BuiltinError, Refusal
-from regokite.engine.extensions.external_data import ExternalData
+from regokite.engine.extensions.external_data import MUTATION_NAME, ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
+from regokite.engine.extensions.internal import (
+    ARITH,
+    HTTP_SEND_OFF,
+    LENIENT,
+    NUMBER_TEXT,
+    REPLACE_EMPTY,
+    SPRINTF,
+    STRLEN,
+    UNORDERED,
+    YAML_PLAIN,
+)
 from regokite.errors import engine_diagnostic
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
@@ -64,7 +74,6 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **keypairs.BUILTINS,
     **lookup.BUILTINS,
     **private_keys.BUILTINS,
-    **formatting.BUILTINS,
     **rounding.BUILTINS,
     **runtime.BUILTINS,
     **schemas.BUILTINS,
@@ -89,73 +98,20 @@ class ExtensionOptions:
     external_data: ExternalData = field(default_factory=ExternalData, compare=False)
 
 
-def arities() -> dict[str, int]:
-    """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
-    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {"http.send": 1, "external_data": 1}
+@dataclass(frozen=True)
+class Internal:
+    """A builtin the rewriter calls (extensions.internal names them).
 
-
-def provided(options: ExtensionOptions) -> frozenset[str]:
-    """The builtin names `install` adds."""
-    names = set(_BUILTINS) | {
-        ARITH,
-        NUMBER_TEXT,
-        LENIENT,
-        STRLEN,
-        UNORDERED,
-        REPLACE_EMPTY,
-        YAML_PLAIN,
-        "external_data",
-    }
-    names.add("http.send" if options.http_send_hosts else HTTP_SEND_OFF)
-    return frozenset(names)
-
-
-def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
-    """Add every extension builtin to `engine` (before it is cloned: clones keep them)."""
-    for name, (arity, function) in _BUILTINS.items():
-        engine.add_extension(name, arity, _guarded(name, function))
-    engine.add_extension(LENIENT, 2, _guarded(LENIENT, _lenient))
-    engine.add_extension(ARITH, 3, arithmetic.arith)
-    engine.add_extension(NUMBER_TEXT, 2, arithmetic.number_text)
-    engine.add_extension(STRLEN, 1, _strlen)
-    engine.add_extension(UNORDERED, 1, _unordered)
-    engine.add_extension(REPLACE_EMPTY, 2, _guarded(REPLACE_EMPTY, strings.replace_empty))
-    engine.add_extension(YAML_PLAIN, 1, yamlcheck.plain)
-    engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
-    if options.http_send_hosts:
-        send = HttpSend(options.http_send_hosts, options.http_send_timeout)
-        engine.add_extension("http.send", 1, _guarded("http.send", send))
-    else:
-        engine.add_extension(HTTP_SEND_OFF, 1, _http_send_off)
-
-
-def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object]:
-    """`function` whose result passes the input guard before regorus gets it.
-
-    What a builtin returns comes from its operands or the network (a JWT
-    payload, an http.send body): a lone surrogate there would segfault
-    regorus as surely as in the input. A refusal is the builtin's error.
+    errors: what its errors are. "builtin": the error of the OPA builtin it answers for, which OPA's
+    non-strict evaluation makes undefined (a lenient call may name it: it is called here directly).
+    "refusal": regokite's own refusal to answer otherwise than OPA, an error whatever the mode.
+    "none": it fails only on operands the rewrite never passes.
     """
 
-    def call(*args: object) -> object:
-        result = function(*args)
-        input_guard.check(result, root=f"{name} result", int_max=U64_MAX)
-        return result
-
-    return call
-
-
-HTTP_SEND_OFF = "__regokite_http_send_off"  # http.send in a bundle whose tests replace it, hosts not allowed
-
-
-def _http_send_off(_request: object) -> object:
-    raise BuiltinError(
-        "http.send: not enabled in the embedded engine (only a `with http.send as ...` may replace it): "
-        "allow the hosts it may call with --allow-http-send HOST[:PORT], or use --engine opa"
-    )
-
-
-STRLEN = "__regokite_strlen"  # what engine.opa_syntax's `count` calls for a string
+    arity: int
+    function: Callable[..., object]
+    errors: str
+    guarded: bool = False  # its result passes the input guard (it may hold text from the operands)
 
 
 def _strlen(text: object) -> int:
@@ -163,11 +119,6 @@ def _strlen(text: object) -> int:
     if not isinstance(text, str):
         raise TypeError(f"{STRLEN}: operand 1 must be string")
     return len(text)
-
-
-UNORDERED = (
-    "__regokite_unordered"  # what engine.opa_syntax's sort, min, max and `<` call where regorus would not order as OPA
-)
 
 
 def _unordered(builtin: object) -> object:
@@ -184,18 +135,11 @@ def _unordered(builtin: object) -> object:
     )
 
 
-YAML_PLAIN = "__regokite_yaml_plain"  # what engine.opa_syntax's yaml.marshal asks first
-REPLACE_EMPTY = "__regokite_replace_empty"  # what engine.opa_syntax's replace calls for replace(s, "", x)
-
-LENIENT = "__regokite_lenient"  # what engine.opa_syntax writes for a builtin call under non-strict errors
-
-
-# the helpers engine.opa_syntax's functions call that a lenient call may name (regorus knows none of them)
-_HELPERS: dict[str, Callable[..., object]] = {
-    ARITH: arithmetic.arith,
-    NUMBER_TEXT: arithmetic.number_text,
-    REPLACE_EMPTY: strings.replace_empty,
-}
+def _http_send_off(_request: object) -> object:
+    raise BuiltinError(
+        "http.send: not enabled in the embedded engine (only a `with http.send as ...` may replace it): "
+        "allow the hosts it may call with --allow-http-send HOST[:PORT], or use --engine opa"
+    )
 
 
 def _lenient(name: object, arguments: object) -> list[object]:
@@ -206,7 +150,8 @@ def _lenient(name: object, arguments: object) -> list[object]:
     """
     if not isinstance(name, str) or not isinstance(arguments, list):
         return []
-    extension = _HELPERS.get(name) or _BUILTINS.get(name, (0, None))[1]
+    internal = INTERNAL.get(name)
+    extension = internal.function if internal and internal.errors == "builtin" else _BUILTINS.get(name, (0, None))[1]
     try:
         if extension is not None:
             return [extension(*arguments)]
@@ -227,17 +172,70 @@ def _error_text(exc: BaseException) -> str:
     return engine_diagnostic(str(exc))[0]
 
 
-__all__ = [
-    "ARITH",
-    "HTTP_SEND_OFF",
-    "LENIENT",
-    "NUMBER_TEXT",
-    "REPLACE_EMPTY",
-    "STRLEN",
-    "UNORDERED",
-    "YAML_PLAIN",
-    "ExtensionOptions",
-    "arities",
-    "install",
-    "provided",
-]
+INTERNAL: dict[str, Internal] = {
+    ARITH: Internal(3, arithmetic.arith, "builtin"),
+    NUMBER_TEXT: Internal(2, arithmetic.number_text, "builtin"),
+    REPLACE_EMPTY: Internal(2, strings.replace_empty, "builtin", guarded=True),
+    SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
+    STRLEN: Internal(1, _strlen, "none"),
+    LENIENT: Internal(2, _lenient, "none", guarded=True),
+    UNORDERED: Internal(1, _unordered, "refusal"),
+    YAML_PLAIN: Internal(1, yamlcheck.plain, "refusal"),
+    HTTP_SEND_OFF: Internal(1, _http_send_off, "refusal"),
+}
+
+
+def arities() -> dict[str, int]:
+    """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
+    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {
+        "http.send": 1,
+        "external_data": 1,
+        MUTATION_NAME: 1,
+    }
+
+
+def _internal(options: ExtensionOptions) -> dict[str, Internal]:
+    """The internal builtins an engine with these options has: HTTP_SEND_OFF where http.send is off."""
+    return {n: b for n, b in INTERNAL.items() if n != HTTP_SEND_OFF or not options.http_send_hosts}
+
+
+def provided(options: ExtensionOptions) -> frozenset[str]:
+    """The builtin names `install` adds."""
+    names = set(_BUILTINS) | set(_internal(options)) | {"external_data", MUTATION_NAME}
+    if options.http_send_hosts:
+        names.add("http.send")
+    return frozenset(names)
+
+
+def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
+    """Add every extension builtin to `engine` (before it is cloned: clones keep them)."""
+    for name, (arity, function) in _BUILTINS.items():
+        engine.add_extension(name, arity, _guarded(name, function))
+    for name, internal in _internal(options).items():
+        engine.add_extension(
+            name, internal.arity, _guarded(name, internal.function) if internal.guarded else internal.function
+        )
+    engine.add_extension("external_data", 1, _guarded("external_data", options.external_data))
+    engine.add_extension(MUTATION_NAME, 1, _guarded(MUTATION_NAME, options.external_data.for_mutation))
+    if options.http_send_hosts:
+        send = HttpSend(options.http_send_hosts, options.http_send_timeout)
+        engine.add_extension("http.send", 1, _guarded("http.send", send))
+
+
+def _guarded(name: str, function: Callable[..., object]) -> Callable[..., object]:
+    """`function` whose result passes the input guard before regorus gets it.
+
+    What a builtin returns comes from its operands or the network (a JWT
+    payload, an http.send body): a lone surrogate there would segfault
+    regorus as surely as in the input. A refusal is the builtin's error.
+    """
+
+    def call(*args: object) -> object:
+        result = function(*args)
+        input_guard.check(result, root=f"{name} result", int_max=U64_MAX)
+        return result
+
+    return call
+
+
+__all__ = ["INTERNAL", "ExtensionOptions", "Internal", "arities", "install", "provided"]

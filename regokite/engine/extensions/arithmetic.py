@@ -12,7 +12,7 @@ integer of 64 bits, or a double whose shortest decimal is OPA's), and is an
 evaluation error otherwise: a result with more digits than a double holds
 (`1 / 3`, OPA's 0.33333333333333333334) would be answered otherwise than OPA,
 and could pass as an integer where OPA sees a fraction. The rewrite in
-engine.opa_syntax calls it only where integers of up to 53 bits could not
+engine.rewrite.arithmetic calls it only where integers of up to 53 bits could not
 answer in place.
 """
 
@@ -24,9 +24,8 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from regokite.engine.extensions.common import BuiltinError, Refusal, type_name
+from regokite.engine.extensions.internal import ARITH
 
-ARITH = "__regokite_arith"  # what engine.opa_syntax's arithmetic helpers call
-NUMBER_TEXT = "__regokite_number_text"  # what engine.opa_syntax's to_number wrapper calls
 _NAMES = {"+": "plus", "-": "minus", "*": "mul", "/": "div"}
 _BITS = 64  # big.Float's precision for a number read from its text
 _DOUBLE = 53  # big.NewFloat's, product's accumulator

@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 from regokite.engine.extensions.common import BuiltinError, object_operand, type_name
 
 NAME = "external_data"
+MUTATION_NAME = "__regokite_mutation_external_data"  # the mutators' call (Gatekeeper's mutation system)
 API_VERSION = "externaldata.gatekeeper.sh/v1beta1"
 DEFAULT_TIMEOUT = 3.0  # with no Provider timeout and no request deadline (audit, check)
 DEFAULT_CACHE_TTL = 180.0  # Gatekeeper's --external-data-provider-response-cache-ttl default
@@ -158,6 +159,29 @@ class ExternalData:
             items += answered
         return _answer(items, status, system_error)
 
+    def for_mutation(self, request: Any) -> dict[str, Any]:
+        """Gatekeeper's mutation system's call: the keys sent as they are (its mutation path keeps no
+        response cache), the answer `{"items": {key: {"value", "error"}}}` or `{"error"}` for the
+        provider as a whole, in its words (unknown, unreachable, a system error, not idempotent)."""
+        name, keys = _operand(request)
+        with self._lock:
+            provider = self._providers.get(name)
+        if provider is None:  # Gatekeeper logs it, then finds no answer of it
+            return {"error": f"failed to find external data provider {name} in responses"}
+        try:
+            _, raw = self._post_request(provider, keys)
+            parsed = _parsed(raw)
+            items, system_error = _items(parsed)
+        except _CallFailed as exc:
+            return {"error": f"failed to send external data request to provider {name}: {exc}"}
+        if system_error.strip():
+            why = f"non-empty system error: {system_error.strip()}"
+        elif (parsed.get("response") or {}).get("idempotent") is not True:
+            why = "non-idempotent response"
+        else:
+            return {"items": {key: {"value": value, "error": error} for key, value, error in items}}
+        return {"error": f"failed to validate external data response from provider {name}: {why}"}
+
     def _from_cache(self, name: str, keys: list[str]) -> tuple[list[tuple[str, Any, str]], list[str]]:
         items: list[tuple[str, Any, str]] = []
         missing: list[str] = []
@@ -182,13 +206,12 @@ class ExternalData:
                 self._cache[(name, key)] = _Cached(now, value, error)
 
     def _ask(self, provider: Provider, keys: list[str]) -> tuple[int, list[tuple[str, Any, str]], str]:
+        status, raw = self._post_request(provider, keys)
+        return (status, *_items(_parsed(raw)))
+
+    def _post_request(self, provider: Provider, keys: list[str]) -> tuple[int, bytes]:
         body = json.dumps({"apiVersion": API_VERSION, "kind": "ProviderRequest", "request": {"keys": keys}})
-        status, raw = self._post(provider, body.encode(), _timeout(provider))
-        try:
-            parsed = json.loads(raw)
-        except ValueError as exc:
-            raise _CallFailed(500, f"failed to unmarshal external data response: {exc}") from None
-        return (status, *_items(parsed))
+        return self._post(provider, body.encode(), _timeout(provider))
 
     def _post(self, provider: Provider, body: bytes, timeout: float) -> tuple[int, bytes]:
         if timeout <= 0:
@@ -291,6 +314,13 @@ def _timeout(provider: Provider) -> float:
         left = deadline - time.monotonic()
         return min(limit, left) if limit is not None else left
     return limit if limit is not None else DEFAULT_TIMEOUT
+
+
+def _parsed(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise _CallFailed(500, f"failed to unmarshal external data response: {exc}") from None
 
 
 def _items(parsed: Any) -> tuple[list[tuple[str, Any, str]], str]:

@@ -243,12 +243,8 @@ def _order(value: Any) -> tuple[int, Any]:
 
 
 def converted_sprintf(template: Any, arguments: Any, is_array: Any) -> str:
-    """sprintf as the load-time rewrite calls it (engine.opa_syntax): `arguments` numbers, strings and
+    """sprintf as the load-time rewrite calls it (engine.rewrite.sprintf): `arguments` numbers, strings and
     other values already written as text; `is_array` whether the original operand was an array."""
     if is_array is not True:
         raise BuiltinError(f"{_NAME}: operand 2 must be array")
     return sprintf(template, arguments)
-
-
-SPRINTF = "__regokite_sprintf"  # what engine.opa_syntax writes for sprintf
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {SPRINTF: (3, converted_sprintf)}

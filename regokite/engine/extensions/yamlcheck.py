@@ -2,7 +2,7 @@
 valid (regorus answered false for it) and one whose later content does not parse is not (OPA
 since its PR 9218, "reject documents with unreachable content"; 1.20 read the first document only).
 
-`plain` is what engine.opa_syntax's yaml.marshal asks before regorus writes the YAML: regorus
+`plain` is what engine.rewrite.routes's yaml.marshal asks before regorus writes the YAML: regorus
 quotes otherwise than Go's YAML writer (`'1'` for "1", `yes` where Go writes `"yes"`, `😀` for
 "\\U0001F600") and writes an exponent otherwise (`1e20`, Go `1e+20`); the layout is the same.
 So a value holding only the strings and numbers both write alike is written by regorus, and

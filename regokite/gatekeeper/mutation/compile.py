@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from regokite.bundle import Module
+from regokite.engine.extensions.external_data import MUTATION_NAME
 from regokite.gatekeeper.mutation.conflicts import conflicting
-from regokite.gatekeeper.mutation.library import PACKAGE, library_module
+from regokite.gatekeeper.mutation.library import PACKAGE, PLACEHOLDER, library_module
 from regokite.gatekeeper.mutation.location import Field, show
 from regokite.gatekeeper.mutation.mutators import Mutator
 
@@ -89,14 +90,15 @@ def mutator_module(m: Mutator, package: str) -> Module:
         "",
         f"apply_to := {_rego(list(m.apply_to))}",
         "",
-        '# the mutator applied to o: {"object": ...} or {"error": ...}, as Gatekeeper words it',
+        '# the mutator applied to o: {"object": ...} or {"error": ...}, as Gatekeeper words it; "applied"',
+        "# when its setter ran (what Gatekeeper's mutation annotations list)",
         *_apply_rule(m),
         "",
         *_match_rules(m),
         '_result(o, r) := {"error": sprintf("mutation for mutator %s failed for %s: %s",'
         " [id, lib.describe(o), r.error])} if r.error",
         "",
-        'else := {"object": r.value} if r.mutated',
+        'else := {"object": r.value, "applied": true} if r.mutated',
         "",
         'else := {"object": o}',
         "",
@@ -110,9 +112,12 @@ def _apply_rule(m: Mutator) -> list[str]:
     mutate = [f"\tr := _result(o, _at_0(o, {_value(m)}))", "}"]
     if m.match.get("namespaceSelector") is None:  # matching cannot fail
         return ['apply(o, ctx) := {"object": o} if not matches(o, ctx)', "", "else := r if {", *mutate]
+    # Gatekeeper reaches the namespaceSelector (and its missing-Namespace error) only when applyTo and
+    # the criteria before it match
     return [
         'apply(o, ctx) := {"error": sprintf("matching for mutator %s failed for %s: failed to run Match criteria: %s",'
         " [id, lib.describe(o), msg])} if {",
+        "\t_reaches_namespace_selector(o, ctx)",
         "\tmsg := lib.match_error(match, o, ctx)",
         '} else := {"object": o} if {',
         "\tnot matches(o, ctx)",
@@ -135,12 +140,22 @@ _CRITERIA = (
 
 
 def _match_rules(m: Mutator) -> list[str]:
-    """`matches(o, ctx)`: applyTo and spec.match, only the criteria this mutator sets, applyTo inline
-    (group "" and version v1 is apiVersion "v1"; no admission operation where all supported ones apply)."""
+    """`matches(o, ctx)`: applyTo and spec.match, only the criteria this mutator sets, in Gatekeeper's
+    order; with a namespaceSelector, `_reaches_namespace_selector(o, ctx)`: those before it."""
     match = normalised_match(m.match)
     checks = [rule for key, default, rule in _CRITERIA if match[key] != default]
+    lines = _applying("matches", m, checks)
+    if match["namespaceSelector"] is not None:
+        before = [rule for key, default, rule in _CRITERIA[:5] if match[key] != default]
+        lines += _applying("_reaches_namespace_selector", m, before)
+    return lines
+
+
+def _applying(name: str, m: Mutator, checks: list[str]) -> list[str]:
+    """`name(o, ctx)`: the mutator's applyTo inline (group "" and version v1 is apiVersion "v1"; no
+    admission operation where all supported ones apply) and `checks`."""
     if not m.apply_to:  # AssignMetadata
-        return ["matches(o, ctx) if {", *[f"\t{c}" for c in checks or ["true"]], "}", ""]
+        return [f"{name}(o, ctx) if {{", *[f"\t{c}" for c in checks or ["true"]], "}", ""]
     lines: list[str] = []
     for entry in m.apply_to:
         versions = sorted({f"{g}/{v}" if g else v for g in entry["groups"] for v in entry["versions"]})
@@ -148,7 +163,7 @@ def _match_rules(m: Mutator) -> list[str]:
         allowed = {"CREATE", "UPDATE"} if not ops or "*" in ops else ops
         operations = sorted(allowed | ({""} if allowed >= {"CREATE", "UPDATE"} else set()))
         lines += [
-            "matches(o, ctx) if {",
+            f"{name}(o, ctx) if {{",
             f"\to.kind in {_rego_set(entry['kinds'])}",
             f"\to.apiVersion in {_rego_set(versions)}",
             f"\tctx.operation in {_rego_set(operations)}",
@@ -169,6 +184,10 @@ def _value(m: Mutator) -> str:
         return f"lib.meta(o, {_rego(m.from_metadata)})"
     if m.kind == "AssignImage":
         return _rego(list(m.image))
+    if m.external is not None:  # Gatekeeper's placeholder, resolved once the passes are done
+        ref = {k: m.external[k] for k in ("provider", "failurePolicy", "default")}
+        at = 'object.get(ctx, "username", "")' if m.external["dataSource"] == "Username" else '""'
+        return f'{{{_rego(PLACEHOLDER)}: object.union({_rego(ref)}, {{"valueAtLocation": {at}}})}}'
     return _rego(m.value)
 
 
@@ -230,6 +249,8 @@ def _step(m: Mutator, depth: int) -> list[str]:
 
 
 def _setter(m: Mutator, key: str) -> str:
+    if m.external is not None:
+        return f"lib.placeholder_field(cur, {key}, v)"
     if m.kind == "ModifySet":
         return f"lib.{m.operation}_field(cur, {key}, v)"
     if m.kind == "AssignImage":
@@ -237,9 +258,12 @@ def _setter(m: Mutator, key: str) -> str:
     return f'{{"mutated": true, "value": object.union(object.remove(cur, [{key}]), {{{key}: v}})}}'
 
 
-def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded: Sequence[str] = ()) -> Module:
+def system_module(
+    mutators: Sequence[Mutator], packages: Sequence[str], excluded: Sequence[str] = (), annotate: bool = False
+) -> Module:
     """Gatekeeper's System.Mutate: the mutators in order, passes until nothing changes; its webhook
-    skips the namespaces a Config excludes from `mutation-webhook` (or `*`)."""
+    skips the namespaces a Config excludes from `mutation-webhook` (or `*`); with `annotate`
+    (`--mutation-annotations`), a mutated object records them as Gatekeeper's flag has it."""
     n = len(mutators)
     lines = [
         f"package {SYSTEM}",
@@ -249,11 +273,13 @@ def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded
         "# Gatekeeper's mutators, in the order it applies them (by ID)",
         f"mutators := {_rego([m.id for m in mutators])}",
         "",
-        "# what the mutators know of the request: operation, namespace, source (Original; Generated when expanded)",
+        "# what the mutators know of the request: operation, namespace, source (Original; Generated when",
+        "# expanded), the requesting user (an externalData's Username)",
         "context := {",
         '\t"operation": object.get(input.request, "operation", ""),',
         '\t"namespace": _request_namespace,',
         '\t"source": "Original",',
+        '\t"username": object.get(object.get(input.request, "userInfo", {}), "username", ""),',
         "}",
         "",
         '_request_namespace := "" if lib.is_namespace(input.request.object)',
@@ -295,8 +321,10 @@ def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded
         "else := []",
         "",
         "# System.Mutate: the namespace set from the request while mutators run, restored after",
-        "mutate(o, ctx) := _restored(o, _iter_1(lib.with_namespace(o, ctx.namespace), ctx))",
+        "mutate(o, ctx) := _restored(o, _annotated(_resolved(_iter_1(lib.with_namespace(o, ctx.namespace), ctx, []))))",
         "",
+        *_resolution(mutators),
+        *_annotations(mutators, annotate),
         "_restored(o, s) := s if s.error",
         "",
         'else := {"object": o, "iterations": 1} if s.iterations == 1',
@@ -308,9 +336,73 @@ def system_module(mutators: Sequence[Mutator], packages: Sequence[str], excluded
     return Module(f"<{SYSTEM}>.rego", "\n".join(lines))
 
 
+def mutator_string(m: Mutator) -> str:
+    """Gatekeeper's Mutator.String(): `<Kind>/<namespace>/<name>:<generation>`, as its annotations list it."""
+    generation = ((m.raw.get("metadata") or {}) if isinstance(m.raw, dict) else {}).get("generation") or 0
+    return f"{m.kind}/{m.namespace}/{m.name}:{generation}"
+
+
+EXTERNAL_DATA = MUTATION_NAME  # the mutation path's call of a Provider (no cache)
+
+
+def _resolution(mutators: Sequence[Mutator]) -> list[str]:
+    """`_resolved(s)`: Gatekeeper's resolvePlaceholders once the passes are done: each provider asked once
+    for the keys of its placeholders, each placeholder replaced by its value or as its failurePolicy says;
+    errors (Fail) refuse the mutation in Gatekeeper's words."""
+    if not any(m.external is not None for m in mutators):
+        return ["_resolved(s) := s", ""]
+    return [
+        "_resolved(s) := _with_values(s, found, values) if {",
+        "\tnot s.error",
+        "\ts.iterations > 1",
+        "\tfound := lib.placeholders(s.object)",
+        "\tcount(found) > 0",
+        "\tanswers := {name: answer |",
+        "\t\tsome name in {p.provider | some [_, p] in found}",
+        "\t\tkeys := sort({p.valueAtLocation | some [_, p] in found; p.provider == name})",
+        f'\t\tanswer := {EXTERNAL_DATA}({{"provider": name, "keys": keys}})',
+        "\t}",
+        "\tvalues := [lib.external_value(p, answers[p.provider]) | some [_, p] in found]",
+        "} else := s",
+        "",
+        '_with_values(s, found, values) := {"error": msg} if {',
+        "\terrors := [v.error | some v in values; v.error]",
+        "\tcount(errors) > 0",
+        '\tmsg := sprintf("failed to resolve external data placeholders: %s", [lib.aggregate(errors)])',
+        '} else := {"object": json.patch(s.object, patch), "iterations": s.iterations, "applied": s.applied} if {',
+        '\tpatch := [{"op": "replace", "path": found[i][0], "value": v.value} | some i, v in values]',
+        "}",
+        "",
+    ]
+
+
+def _annotations(mutators: Sequence[Mutator], annotate: bool) -> list[str]:
+    """`_annotated(s)`: Gatekeeper's --mutation-annotations on a mutated object: `gatekeeper.sh/mutations`
+    (the mutators applied in the passes that changed it, sorted, once each) and `gatekeeper.sh/mutation-id`
+    (a UUID; one per object within an evaluation)."""
+    if not annotate:
+        return ["_annotated(s) := s", ""]
+    return [
+        f"_mutator_strings := {_rego([mutator_string(m) for m in mutators])}",
+        "",
+        "_annotated(s) := s if s.error",
+        "",
+        "else := s if s.iterations == 1",
+        "",
+        'else := object.union(s, {"object": object.union(s.object, {"metadata": {"annotations": {',
+        '\t"gatekeeper.sh/mutations": concat(", ", sort({_mutator_strings[i] | some i in s.applied})),',
+        '\t"gatekeeper.sh/mutation-id": uuid.rfc4122(lib.describe(s.object)),',
+        "}}})})",
+        "",
+    ]
+
+
 def _passes(n: int, packages: Sequence[str]) -> list[str]:
+    """`_pass(o, ctx)`: each mutator once, in order (`applied`: the positions of those whose setter ran);
+    `_iter_<k>(o, ctx, applied)`: pass k, then the next until one changes nothing (`applied`: gathered
+    from the passes that changed the object, as Gatekeeper's annotations list them)."""
     if n == 0:  # every mutator left out (schema conflicts)
-        return ['_pass(o, _) := {"object": o}', "", '_iter_1(o, _) := {"object": o, "iterations": 1}', ""]
+        return ['_pass(o, _) := {"object": o}', "", '_iter_1(o, _, _) := {"object": o, "iterations": 1}', ""]
     lines = ["# one pass: every mutator in order; the first error stops it", "_pass(o, ctx) := s if {"]
     lines.append(f"\ts_0 := data.{packages[0]}.apply(o, ctx)")
     for i in range(1, n):
@@ -319,27 +411,35 @@ def _passes(n: int, packages: Sequence[str]) -> list[str]:
             f'\ts_{i} := {{false: data.{packages[i]}.apply(object.get(s_{i - 1}, "object", {{}}), ctx),'
             f' true: s_{i - 1}}}[is_string(object.get(s_{i - 1}, "error", null))]'
         )
-    lines += [f"\ts := s_{n - 1}", "}", ""]
+    steps = ", ".join(f"s_{i}" for i in range(n))
+    lines += [
+        f'\tapplied := [i | some i, step in [{steps}]; object.get(step, "applied", false)]',
+        f'\ts := object.union(s_{n - 1}, {{"applied": applied}})',
+        "}",
+        "",
+    ]
     for k in range(1, n + 2):
         lines += [
-            f"_iter_{k}(o, ctx) := _settle_{k}(o, _pass(o, ctx), ctx)",
+            f"_iter_{k}(o, ctx, applied) := _settle_{k}(o, _pass(o, ctx), ctx, applied)",
             "",
-            f"_settle_{k}(o, s, ctx) := s if s.error",
+            f"_settle_{k}(o, s, ctx, applied) := s if s.error",
             "",
-            f'else := {{"object": o, "iterations": {k}}} if s.object == o',
+            f'else := {{"object": o, "iterations": {k}, "applied": applied}} if s.object == o',
             "",
-            f"else := _iter_{k + 1}(s.object, ctx)",
+            f"else := _iter_{k + 1}(s.object, ctx, array.concat(applied, s.applied))",
             "",
         ]
     lines += [
-        f'_iter_{n + 2}(o, ctx) := {{"error": sprintf("mutation not converging for %s after {n + 1} iterations",'
+        f'_iter_{n + 2}(o, _, _) := {{"error": sprintf("mutation not converging for %s after {n + 1} iterations",'
         " [lib.describe(o)])}",
         "",
     ]
     return lines
 
 
-def mutation_modules(mutators: Sequence[Mutator], excluded: Sequence[str] = ()) -> tuple[Module, ...]:
+def mutation_modules(
+    mutators: Sequence[Mutator], excluded: Sequence[str] = (), annotate: bool = False
+) -> tuple[Module, ...]:
     """The library, a module per mutator and the system module; none without mutators. Mutators in
     a schema conflict are left out, as Gatekeeper leaves them (conflicting() says which and why)."""
     if not mutators:
@@ -350,7 +450,7 @@ def mutation_modules(mutators: Sequence[Mutator], excluded: Sequence[str] = ()) 
     packages = package_names(ordered)
     modules = [library_module()]
     modules += [mutator_module(m, p) for m, p in zip(ordered, packages, strict=True)]
-    modules.append(system_module(ordered, packages, excluded))
+    modules.append(system_module(ordered, packages, excluded, annotate))
     return tuple(modules)
 
 

@@ -5,7 +5,8 @@ what each node is: an object field, a list keyed by a field, and at its end
 a terminal (a set for ModifySet, a string for AssignImage, anything for
 Assign). Two mutators that see the same node as different types (an object
 and a list, a set and a string), or the same list keyed by different fields,
-conflict; so does one that must end where another goes deeper (AssignImage).
+conflict; so does one that must end where another goes deeper (AssignImage,
+or an Assign of external data).
 As in Gatekeeper, every mutator in a conflict is left out until it is
 resolved; AssignMetadata binds no kind and never conflicts.
 """
@@ -84,9 +85,10 @@ def conflicting(mutators: Sequence[Mutator]) -> dict[str, str]:
         if m.kind not in TERMINAL:
             continue
         for binding in set(_bindings(m)):
-            trees.setdefault(binding, _Node()).add(m.id, m.location, TERMINAL[m.kind], m.kind == "AssignImage")
+            must_terminate = m.kind == "AssignImage" or m.external is not None  # a string where it ends
+            trees.setdefault(binding, _Node()).add(m.id, m.location, TERMINAL[m.kind], must_terminate)
     found: set[str] = set()
     for tree in trees.values():
         found |= tree.conflicts()
-    message = f"the following mutators have conflicting schemas: {', '.join(sorted(found))}"
+    message = f"the following mutators have conflicting schemas: [{','.join(sorted(found))}]"
     return dict.fromkeys(sorted(found), message)

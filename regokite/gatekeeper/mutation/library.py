@@ -9,8 +9,9 @@ of a walk, `{"object": ...}` or `{"error": msg}` from a whole mutator.
 from regokite.bundle import Module
 
 PACKAGE = "regokite_gatekeeper.mutation.lib"
+PLACEHOLDER = "__regokite_external_data__"  # the key of an external data placeholder object
 
-LIBRARY = r"""package regokite_gatekeeper.mutation.lib
+_TEXT = r"""package regokite_gatekeeper.mutation.lib
 
 # --- the object -------------------------------------------------------------
 
@@ -282,6 +283,68 @@ replace_at(cur, i, v, true) := {"mutated": true, "value": array.concat(before, a
 
 replace_at(_, _, _, false) := {"mutated": false}
 
+# --- external data (Assign, AssignMetadata) ------------------------------------
+
+# Gatekeeper's ExternalDataPlaceholder: set where the value goes, resolved once the passes are done; a
+# field that held a string (or a placeholder) is the key sent to the provider
+placeholder_field(cur, key, p) := {"mutated": true, "value": put(cur, key, p)} if {
+	not key in object.keys(cur)
+} else := {"mutated": true, "value": put(cur, key, with_key(p, cur[key]))} if {
+	is_string(cur[key])
+} else := {"mutated": true, "value": put(cur, key, with_key(p, cur[key][__PLACEHOLDER__].valueAtLocation))} if {
+	is_placeholder(cur[key])
+} else := {"error": sprintf(
+	"value assigned to external data placeholder is not a string, got %v (%s)",
+	[cur[key], go_type(cur[key])],
+)}
+
+with_key(p, key) := {__PLACEHOLDER__: object.union(p[__PLACEHOLDER__], {"valueAtLocation": key})}
+
+is_placeholder(x) if {
+	is_object(x)
+	__PLACEHOLDER__ in object.keys(x)
+}
+
+# each placeholder in o that is an object's field, as Gatekeeper resolves them: [path, placeholder]
+placeholders(o) := [[path, p[__PLACEHOLDER__]] |
+	walk(o, [path, p])
+	is_placeholder(p)
+	is_string(path[count(path) - 1])
+]
+
+# what a placeholder resolves to, {"value"} or {"error"}, from its provider's `answer`
+# ({"error"} for the provider as a whole, else {"items": {key: {"value", "error"}}})
+external_value(p, answer) := on_failure(p, answer.error) if {
+	answer.error
+} else := on_failure(p, sprintf("failed to find external data item in response for provider %s", [p.provider])) if {
+	not p.valueAtLocation in object.keys(answer.items)
+} else := on_failure(p, sprintf("failed to retrieve external data item from provider %s: %s", [p.provider, e])) if {
+	e := answer.items[p.valueAtLocation].error
+	e != ""
+} else := on_failure(p, sprintf(
+	"failed to convert external data item value from provider %s to string, got type %s",
+	[p.provider, json_go_type(answer.items[p.valueAtLocation].value)],
+)) if {
+	not is_string(answer.items[p.valueAtLocation].value)
+} else := {"value": answer.items[p.valueAtLocation].value}
+
+on_failure(p, msg) := {"error": msg} if {
+	p.failurePolicy == "Fail"
+} else := {"value": p.valueAtLocation} if {
+	p.failurePolicy == "Ignore"
+} else := {"value": p.default}
+
+# a value decoded from JSON as Go's %T names it
+json_go_type(x) := "float64" if is_number(x)
+
+else := go_type(x)
+
+# k8s.io's aggregate error: its messages once each; one as it is, several bracketed
+aggregate(msgs) := unique[0] if {
+	unique := [m | some i, m in msgs; not m in array.slice(msgs, 0, i)]
+	count(unique) == 1
+} else := concat("", ["[", concat(", ", [m | some i, m in msgs; not m in array.slice(msgs, 0, i)]), "]"])
+
 # --- setters at the last field of a location ----------------------------------
 
 put(cur, key, v) := object.union(object.remove(cur, [key]), {key: v})
@@ -345,6 +408,9 @@ split_tag(rest) := [substring(rest, 0, i), substring(rest, i, -1)] if {
 	i := min(cuts)
 } else := [rest, ""]
 """
+
+
+LIBRARY = _TEXT.replace("__PLACEHOLDER__", f'"{PLACEHOLDER}"')
 
 
 def library_module() -> Module:

@@ -7,8 +7,9 @@ location, an `applyTo` without group, version and kind, a value of the wrong
 shape for a keyed list, an image part that is not a docker reference part)
 is refused here with the same reason, naming the file and the mutator.
 `assignIf`, removed from Gatekeeper in v3.7 (its #1548: it allowed
-mutations that never converge), and `externalData` (no providers here) are
-refused rather than silently ignored.
+mutations that never converge), is refused rather than silently ignored.
+An Assign or AssignMetadata `externalData` (provider, dataSource,
+failurePolicy, default) is checked as Gatekeeper's ExternalData.Validate.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class Mutator:
     image: tuple[str, str, str] = ("", "", "")  # AssignImage domain, path, tag
     namespace: str = ""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
+    # Assign/AssignMetadata externalData: provider, dataSource, failurePolicy, default (Gatekeeper's defaults)
+    external: dict[str, str] | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -182,31 +185,65 @@ def _path_tests(value: Any, location: tuple[Node, ...], where: str) -> dict[int,
     return tests
 
 
-def _assign_field(params: dict[str, Any], where: str) -> tuple[Any, str | None]:
+def _assign_field(params: dict[str, Any], where: str) -> tuple[Any, str | None, dict[str, str] | None]:
+    """(value, fromMetadata field, externalData) of `parameters.assign`, checked as Gatekeeper's AssignField."""
     assign = params.get("assign")
     if not isinstance(assign, dict):
         raise MutatorError(f"{where}: parameters.assign must be an object")
-    given = [k for k in ("value", "fromMetadata", "externalData") if k in assign]
-    if len(given) != 1:
-        raise MutatorError(f"{where}: assign must set exactly one of externalData, value or fromMetadata")
+    given = [k for k in ("value", "fromMetadata", "externalData") if assign.get(k) is not None]
+    if not given:
+        raise MutatorError(f"{where}: assign must set one of `externalData`, `value` or `fromMetadata`")
+    if len(given) > 1:
+        raise MutatorError(f"{where}: assign must only set one of `externalData`, `value` or `fromMetadata`")
     if given[0] == "externalData":
-        raise MutatorError(f"{where}: assign.externalData needs Gatekeeper's external data providers, not served here")
+        return None, None, _external_data(assign["externalData"], where)
     if given[0] == "fromMetadata":
         field_name = (assign["fromMetadata"] or {}).get("field")
         if field_name not in ("namespace", "name"):
             raise MutatorError(f"{where}: fromMetadata.field must be namespace or name, got {field_name!r}")
-        return None, field_name
-    return assign["value"], None
+        return None, field_name, None
+    return assign["value"], None, None
+
+
+EXTERNAL_SOURCES = ("ValueAtLocation", "Username")
+FAILURE_POLICIES = ("Fail", "Ignore", "UseDefault")
+
+
+def _external_data(spec: Any, where: str) -> dict[str, str]:
+    """An externalData with its CRD's defaults (dataSource ValueAtLocation, failurePolicy Fail)."""
+    if not isinstance(spec, dict):
+        raise MutatorError(f"{where}: assign.externalData must be an object")
+    found = {
+        "provider": spec.get("provider") or "",
+        "dataSource": spec.get("dataSource") or "ValueAtLocation",
+        "failurePolicy": spec.get("failurePolicy") or "Fail",
+        "default": spec.get("default") or "",
+    }
+    if not all(isinstance(v, str) for v in found.values()):
+        raise MutatorError(
+            f"{where}: assign.externalData's provider, dataSource, failurePolicy and default are strings"
+        )
+    if not found["provider"]:
+        raise MutatorError(f"{where}: assign.externalData.provider is required")
+    if found["dataSource"] not in EXTERNAL_SOURCES:
+        raise MutatorError(f"{where}: assign.externalData.dataSource must be one of {', '.join(EXTERNAL_SOURCES)}")
+    if found["failurePolicy"] not in FAILURE_POLICIES:
+        raise MutatorError(f"{where}: assign.externalData.failurePolicy must be one of {', '.join(FAILURE_POLICIES)}")
+    if found["failurePolicy"] == "UseDefault" and not found["default"]:
+        raise MutatorError(f"{where}: `default` must not be empty when `failurePolicy` is set to `UseDefault`")
+    return found
 
 
 def _assign(common: dict[str, Any], params: dict[str, Any], where: str) -> Mutator:
     location = common["location"]
     _check_key_unchanged(location, where)
-    value, from_metadata = _assign_field(params, where)
+    value, from_metadata, external = _assign_field(params, where)
     last = location[-1]
     if isinstance(last, Entry):
         if from_metadata is not None:
             raise MutatorError(f"{where}: cannot assign a metadata field to a list")
+        if external is not None:
+            raise MutatorError(f"{where}: cannot assign external data response to a list")
         if last.glob:
             raise MutatorError(f"{where}: can't append to a globbed list")
         if not isinstance(value, dict):
@@ -216,7 +253,7 @@ def _assign(common: dict[str, Any], params: dict[str, Any], where: str) -> Mutat
                 f"{where}: adding object to list with different key {last.key}: list key {last.value!r},"
                 f" object key {value.get(last.key)!r}"
             )
-    return Mutator(**common, value=value, from_metadata=from_metadata)
+    return Mutator(**common, value=value, from_metadata=from_metadata, external=external)
 
 
 def _assign_metadata(common: dict[str, Any], params: dict[str, Any], where: str, doc: dict[str, Any]) -> Mutator:
@@ -229,11 +266,16 @@ def _assign_metadata(common: dict[str, Any], params: dict[str, Any], where: str,
     if not valid:
         raise MutatorError(f"{where}: invalid location for assignmetadata: only metadata.labels.<key> or"
                            " metadata.annotations.<key>")  # fmt: skip
-    value, from_metadata = _assign_field(params, where)
-    if from_metadata is None and not isinstance(value, str):
+    value, from_metadata, external = _assign_field(params, where)
+    if external is not None and external["dataSource"] != "Username":
+        raise MutatorError(f"{where}: only username data source is supported for assignmetadata {common['name']}")
+    if from_metadata is None and external is None and not isinstance(value, str):
         raise MutatorError(f"{where}: spec.parameters.assign.value field must be a string for AssignMetadata")
     # Gatekeeper never overwrites an existing label or annotation: the location MustNotExist
-    return Mutator(**common, tests={2: "MustNotExist"}, apply_to=(), value=value, from_metadata=from_metadata, raw=doc)
+    tests = {2: "MustNotExist"}
+    return Mutator(
+        **common, tests=tests, apply_to=(), value=value, from_metadata=from_metadata, raw=doc, external=external
+    )
 
 
 def _check_key_unchanged(location: tuple[Node, ...], where: str) -> None:

@@ -53,7 +53,7 @@ def _serving_options(p: argparse.ArgumentParser, *, timeout: int) -> None:
     p.add_argument("--timeout-seconds", type=int, default=timeout, help=f"webhook timeoutSeconds (default {timeout})")
 
 
-def add_manifests_commands(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     man = sub.add_parser("manifests", help="print the Kubernetes manifests that run regokite (multi-document YAML)")
     kinds = man.add_subparsers(dest="manifests_kind", metavar="KIND", required=True)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from regokite.commands.controller import load_hooks
 from regokite.controllers.hooks import HookError
+from regokite.controllers.process import load_hooks
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
@@ -64,7 +64,7 @@ def test_definitions_from_the_server_that_cannot_run_are_refused_not_fatal() -> 
 
 
 def test_a_definition_refused_for_a_type_not_served_starts_once_it_is() -> None:
-    from regokite.commands.controller import Unserved, _now_served
+    from regokite.controllers.process import Unserved, _now_served
     from regokite.controllers.schema import ChildResource
     from regokite.kube.discovery import Discovery, DiscoveryError
     from regokite.sources.cluster_definitions import ClusterDefinitions

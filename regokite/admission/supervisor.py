@@ -1,0 +1,256 @@
+"""The admission server's supervisor: load once to fail fast, bind, fork the workers, watch over them.
+
+regorus holds the GIL while it evaluates, so parallelism is by processes: the
+supervisor binds the socket once and forks workers that share it, each with
+its own engine (`worker`), and replaces a worker stuck in one evaluation or
+over its memory limit. A replacement starts from the newest policy files a
+worker loaded (`reload.LastGood`) and with the certificate the supervisor
+loaded. With credentials, a replica feeder process holds the one list+watch
+per replicated resource that the workers mirror.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import ssl
+import tempfile
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+from regokite.admission.policies import PolicySet
+from regokite.admission.reload import LastGood, unreplicated
+from regokite.admission.settings import AdmissionSettings
+from regokite.admission.worker import Tls, run_worker
+from regokite.bundle import fingerprint
+from regokite.errors import RegokiteError
+from regokite.kube.client import KubeClient
+from regokite.kube.replica_feed import run_feed
+from regokite.kube.replicate import check_access
+from regokite.ops import admission_metrics as metrics
+from regokite.ops.metrics import forget_process
+from regokite.ops.tls import server_context
+from regokite.ops.watchdog import Allowances, Watchdog, resident_bytes
+
+log = logging.getLogger("regokite.admission")
+
+LOCAL_HINT = "with no cluster, --local serves the other policies and leaves out those that read cluster data"
+FEEDER = -1  # the supervisor's slot for the replica feeder among its children
+
+
+def serve(settings: AdmissionSettings) -> int:
+    """Load once to fail fast, bind, then fork the workers and watch over them."""
+    first = settings.read()
+    policy_set = settings.build(first)  # a broken policy dir stops startup with a clear error
+    log.info(
+        "policies loaded",
+        extra={
+            "engine": settings.engine.kind,
+            "mode": settings.mode,
+            "policies": [p.name for p in policy_set.policies],
+        },
+    )
+    for name, reads in policy_set.not_served.items():
+        log.warning("needs a cluster: not served", extra={"mode": "local", "policy": name, "reads": reads})
+    feeding = _check_replication(settings, policy_set)
+    policy_set.close()
+    assert settings.tls_cert and settings.tls_key
+    tls_files = fingerprint(settings.tls_files())
+    try:
+        tls = Tls(server_context(settings.tls_cert, settings.tls_key), tls_files)
+    except (OSError, ssl.SSLError) as exc:
+        raise RegokiteError(f"TLS: {settings.tls_cert} with {settings.tls_key}: {exc}") from None
+    # Only the workers' live gauges (policies loaded, reload healthy) describe what is served.
+    forget_process(os.getpid())
+    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
+    snapshots = Path(tempfile.mkdtemp(prefix="regokite-policies-"))
+    if feeding:
+        settings = replace(settings, replica_feed=(str(snapshots / "replica.sock"), os.urandom(32)))
+    try:
+        return _supervise(settings, sock, tls, LastGood(snapshots, first))
+    finally:
+        shutil.rmtree(snapshots, ignore_errors=True)
+
+
+def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> bool:
+    """Fail fast on refused lists; say loudly which policies cannot decide without credentials.
+    True when there are credentials to replicate with (a reload may declare replication later).
+
+    Only checks: the informers run in the feeder process, after the fork.
+    """
+    if settings.local:
+        return False
+    refs = sorted({*settings.replicate, *policy_set.replicate})
+    try:
+        client = KubeClient(settings.kubeconfig)
+    except RegokiteError as exc:
+        if settings.replicate:
+            raise
+        for name, reason in unreplicated(policy_set, exc).items():
+            log.error(
+                "policy refuses every request it matches",
+                extra={"mode": "cluster", "policy": name, "error": reason, "hint": LOCAL_HINT},
+            )
+        return False
+    if not refs:
+        client.close()
+        return True
+    try:
+        check_access(client, refs)
+    finally:
+        client.close()
+    log.info("replicating cluster data", extra={"resources": [str(r) for r in refs]})
+    return True
+
+
+def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_good: LastGood) -> int:
+    """Fork the workers and replace any that die, stay stuck on one review or outgrow their memory; pass SIGTERM on.
+
+    Always at least one forked worker, even with --workers 1: only a process
+    outside the worker can stop an evaluation that never ends.
+    """
+    workers = max(1, settings.workers)
+    watchdog = Watchdog(workers, settings.watchdog_seconds)
+    allowances = Allowances(workers)  # memory each worker may hold beyond the limit for its replica
+    children: dict[int, int] = {}
+    killed: dict[int, str] = {}  # pid -> why the supervisor killed it
+    stopping = False
+
+    def spawn(slot: int) -> None:
+        if slot == FEEDER:
+            children[_fork_feeder(settings)] = slot
+            return
+        watchdog.clear(slot)
+        allowances.setter(slot)(0.0)
+        start = last_good.newest()
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            try:
+                saved, allowance = partial(last_good.save, slot), allowances.setter(slot)
+                run_worker(settings, sock, tls, start, watchdog.tracker(slot), saved, allowance)
+            except BaseException:
+                log.exception("admission worker crashed")
+                os._exit(1)
+            os._exit(0)
+        children[pid] = slot
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if settings.replica_feed is not None:
+        spawn(FEEDER)
+    for slot in range(workers):
+        spawn(slot)
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            # stopping too: a stuck worker would never see SIGTERM
+            _kill_overdue(settings, watchdog, allowances, children, killed)
+            time.sleep(0.05)
+            continue
+        slot = children.pop(pid, None)
+        forget_process(pid)
+        reason = killed.pop(pid, None)
+        if slot is None or stopping:
+            continue
+        if slot == FEEDER:
+            log.error("replica feeder exited; restarting it", extra={"pid": pid, "status": _describe(status)})
+            time.sleep(0.5)
+            spawn(FEEDER)
+            continue
+        if reason is None:
+            reason = "exited"
+            log.error(
+                "admission worker exited; restarting it",
+                extra={"pid": pid, "status": _describe(status), "policy": watchdog.policy(slot)},
+            )
+            time.sleep(0.5)  # no tight loop if workers die at once
+        metrics.worker_restarts.labels(reason).inc()
+        spawn(slot)
+    return 0
+
+
+def _fork_feeder(settings: AdmissionSettings) -> int:
+    """The replica feeder process (`replica_feed`): the one list+watch per resource the workers mirror."""
+    assert settings.replica_feed is not None
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        address, key = settings.replica_feed
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(address)  # a feeder's before this one
+        try:
+            run_feed(address, key, settings.kubeconfig, settings.replicate_path)
+        except BaseException:
+            log.exception("replica feeder crashed")
+            os._exit(1)
+        os._exit(0)
+    return pid
+
+
+def _kill_overdue(
+    settings: AdmissionSettings,
+    watchdog: Watchdog,
+    allowances: Allowances,
+    children: dict[int, int],
+    killed: dict[int, str],
+) -> None:
+    """Kill workers stuck in one review (or one step of a replica load) past the watchdog limit or
+    resident past the memory limit plus their replica's allowance."""
+    slots = {slot: pid for pid, slot in children.items() if pid not in killed and slot != FEEDER}
+    if settings.watchdog_seconds > 0:
+        message = "admission worker stuck in one review past the watchdog limit; killing and replacing it"
+        watchdog.kill_overdue(slots, killed, message, log, lambda pid, _: killed.__setitem__(pid, "stuck"))
+    if settings.worker_memory_bytes > 0:
+        for slot, pid in slots.items():
+            if pid in killed:
+                continue
+            resident, allowed = resident_bytes(pid), int(allowances.get(slot))
+            if resident is not None and resident > settings.worker_memory_bytes + allowed:
+                _kill(
+                    pid,
+                    "memory",
+                    killed,
+                    "admission worker over its memory limit (--worker-memory-limit, plus the allowance"
+                    " for its replicated data); killing and replacing it",
+                    policy=watchdog.policy(slot),
+                    resident_bytes=resident,
+                    limit_bytes=settings.worker_memory_bytes,
+                    replica_allowance_bytes=allowed,
+                )
+
+
+def _kill(pid: int, reason: str, killed: dict[int, str], message: str, **details: object) -> None:
+    log.error(message, extra={"pid": pid, **details})
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    killed[pid] = reason
+
+
+def _describe(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"

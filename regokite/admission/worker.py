@@ -1,0 +1,87 @@
+"""One admission worker process: its own engine and event loop on the supervisor's socket, serving `app`
+under the limits of `connections` while `reload` keeps its policies, certificate and cluster data current."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import uvicorn
+from fastapi import FastAPI
+
+from regokite.admission.app import ServingState, create_app
+from regokite.admission.connections import GuardedServer
+from regokite.admission.reload import Reloader, ReplicaLoader, follow_cluster
+from regokite.admission.settings import AdmissionSettings, Snapshot
+from regokite.admission.violation_reports import ViolationReporter
+from regokite.kube.actuator import Actuator
+from regokite.kube.client import KubeClient
+from regokite.kube.events import BackgroundEvents
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The pair the supervisor loaded at start, which every worker starts with."""
+
+    context: ssl.SSLContext
+    fingerprint: tuple
+
+
+def _violation_reporter(settings: AdmissionSettings) -> ViolationReporter | None:
+    """In the worker (after the fork: the Event thread is its own)."""
+    if not (settings.log_denies or settings.emit_admission_events):
+        return None
+    events = None
+    if settings.emit_admission_events:
+        events = BackgroundEvents(Actuator(KubeClient(settings.kubeconfig), "regokite-admission"))
+    return ViolationReporter(
+        log_denies=settings.log_denies,
+        events=events,
+        home=settings.events_namespace,
+        involved_namespace=settings.events_involved_namespace,
+    )
+
+
+def run_worker(
+    settings: AdmissionSettings,
+    sock: socket.socket,
+    tls: Tls,
+    start: Snapshot,
+    watch: Callable[..., None],
+    saved: Callable[[Snapshot], None],
+    allowance: Callable[[float], None] = lambda _: None,
+) -> None:
+    """One worker process: its own engine, its own event loop, the shared socket, its own replication."""
+    replica, policy_set = follow_cluster(settings, None, settings.build(start))
+    state = ServingState(
+        policy_set,
+        deadline_seconds=settings.deadline_seconds,
+        max_body_bytes=settings.max_body_bytes,
+        watch=watch,
+        replica=replica,
+        exemptions=settings.exemptions,
+        on_decision=_violation_reporter(settings),
+    )
+    loader = ReplicaLoader(state, watch, allowance)
+    reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved, loader)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(reloader.run()), asyncio.create_task(loader.run())]
+        yield
+        for task in tasks:
+            task.cancel()
+
+    config = uvicorn.Config(
+        create_app(state, lifespan),
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_keep_alive=settings.limits.keep_alive_timeout,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=10,
+    )
+    GuardedServer(config, sock, lambda: reloader.tls, settings.limits).run()

@@ -1,0 +1,128 @@
+"""`regokite audit`: the admission policies on existing objects."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from regokite.commands.options import (
+    add_engine_args,
+    add_events_args,
+    add_external_data_args,
+    add_policies_arg,
+    engine_settings,
+    seconds,
+    with_configmap_policies,
+)
+
+
+def add_parser(sub: Any) -> None:
+    aud = sub.add_parser("audit", help="the admission policies on existing objects: PolicyReports, or once for CI")
+    add_policies_arg(aud, configmaps=True)
+    aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
+    aud.add_argument("--format", choices=["pretty", "json"], default="pretty", help="with --once")
+    writes = aud.add_mutually_exclusive_group()
+    writes.add_argument(
+        "--reports",
+        action="store_true",
+        default=None,
+        help="write PolicyReports and constraint status (the default, except with --once)",
+    )
+    writes.add_argument(
+        "--no-reports",
+        dest="reports",
+        action="store_false",
+        help="write no PolicyReports or constraint status (the default with --once)",
+    )
+    aud.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="with --once: processes deciding (embedded engine)"
+    )
+    aud.add_argument("--kubeconfig", help="default: $KUBECONFIG, in-cluster, then ~/.kube/config")
+    aud.add_argument("--replicate-path", default="kubernetes", help="where in data replicated objects go")
+    aud.add_argument(
+        "--metrics-port", type=int, help="serve /metrics, and /healthz and /readyz when continuous, on this port"
+    )
+    add_external_data_args(aud)
+    add_events_args(aud, "audit")
+    aud.add_argument(
+        "--constraint-violations-limit",
+        type=int,
+        default=20,
+        metavar="N",
+        help="violations listed in a Gatekeeper constraint's status (all are counted), as Gatekeeper's flag",
+    )
+    aud.add_argument(
+        "--audit-chunk-size",
+        type=_non_negative_int,
+        default=500,
+        metavar="N",
+        help="objects per list call (limit/continue pages), as Gatekeeper's flag; 0: unpaged",
+    )
+    aud.add_argument(
+        "--audit-interval",
+        type=seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="continuous mode: a full pass (log lines, constraint status) this often, besides re-auditing"
+        " each change, as Gatekeeper's flag; 0: only on start and policy changes",
+    )
+    add_engine_args(aud)
+    aud.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with with_configmap_policies(args):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from regokite.audit import health
+    from regokite.audit.run import Audit, AuditSettings, Continuous, render, run_once
+    from regokite.kube.client import KubeClient
+    from regokite.kube.health import serve_health
+
+    if args.metrics_port is not None and args.once:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port)
+    settings = AuditSettings(
+        policies=args.policies,
+        kubeconfig=args.kubeconfig,
+        engine=engine_settings(args),
+        write_reports=audit_writes_reports(args),
+        replicate_path=args.replicate_path,
+        jobs=args.jobs,
+        constraint_violations_limit=args.constraint_violations_limit,
+        page_size=args.audit_chunk_size,
+        interval=args.audit_interval,
+        emit_audit_events=args.emit_audit_events,
+        events_namespace=args.events_namespace,
+        events_involved_namespace=args.audit_events_involved_namespace,
+    )
+    audit = Audit(settings, KubeClient(args.kubeconfig))
+    if not args.once:
+        continuous = Continuous(audit)
+        if args.metrics_port is not None:
+            serve_health(args.metrics_port, "0.0.0.0", lambda: health.liveness(continuous),
+                         lambda: health.readiness(continuous))  # fmt: skip
+        return continuous.run()
+    run_once(audit)
+    print(render(audit, args.format))
+    return 1 if any(r.result == "fail" for _, results in audit.findings.values() for r in results) else 0
+
+
+def audit_writes_reports(args: argparse.Namespace) -> bool:
+    """Continuous audit writes PolicyReports unless --no-reports; --once is a CI check that prints,
+    and writes (so needs the report CRDs) only with --reports."""
+    return not args.once if args.reports is None else args.reports
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a whole number of 0 or more: {text!r}")
+    return value

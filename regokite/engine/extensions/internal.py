@@ -1,0 +1,15 @@
+"""The names of the builtins regokite adds for its rewriter's own use (engine.rewrite writes calls of
+them); never called by a policy. What each is and does is the table `extensions.INTERNAL`, which both
+`install` and `provided` read."""
+
+from __future__ import annotations
+
+ARITH = "__regokite_arith"  # + - * / as OPA where regorus's doubles may not answer (rewrite.arithmetic)
+NUMBER_TEXT = "__regokite_number_text"  # to_number of a string, from regorus's number's text (rewrite.routes)
+REPLACE_EMPTY = "__regokite_replace_empty"  # replace(s, "", x) as Go's strings.Replacer (rewrite.routes)
+SPRINTF = "__regokite_sprintf"  # sprintf as Go's fmt (rewrite.sprintf)
+STRLEN = "__regokite_strlen"  # a string's length in characters: count of a string (rewrite.routes)
+UNORDERED = "__regokite_unordered"  # sort, min, max and < where regorus would order otherwise (rewrite.routes)
+YAML_PLAIN = "__regokite_yaml_plain"  # whether regorus writes a value as YAML as OPA does (rewrite.routes)
+HTTP_SEND_OFF = "__regokite_http_send_off"  # http.send whose tests replace it, hosts not allowed (rewrite.routes)
+LENIENT = "__regokite_lenient"  # a builtin call made undefined where it errs (rewrite.lenient)

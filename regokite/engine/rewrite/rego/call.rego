@@ -1,0 +1,2 @@
+
+${name}(${operands}) := ${value}

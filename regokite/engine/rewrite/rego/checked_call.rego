@@ -1,0 +1,4 @@
+
+${name}(${operands}) := ${value} if {
+	${check}
+}

@@ -1,0 +1,4 @@
+
+${name}(a0) := ${string} if {
+	is_string(a0)
+} else := ${other}

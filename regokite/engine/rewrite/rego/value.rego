@@ -1,0 +1,4 @@
+
+${name}(${operands}) := x if {
+	x := ${value}
+}

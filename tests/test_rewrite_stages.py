@@ -1,0 +1,145 @@
+"""Each stage of the rewriter (regokite.engine.rewrite.pipeline.STAGES) turned off on its own: what it is for.
+
+Every stage has a case here (a stage added without one fails
+`test_every_stage_has_a_case`): with every stage, the embedded engine answers
+as OPA's own evaluator (tests/opa_oracle.py) or, where it cannot, refuses at
+load; with that one stage turned off, regorus answers otherwise. v0 cases,
+which OPA's library cannot parse, give OPA's answer for their v1 form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import regorus
+from opa_oracle import OracleEngine, answer
+
+from regokite.bundle import Bundle, Module
+from regokite.engine import UNDEFINED
+from regokite.engine.embedded import EmbeddedEngine, add_modules
+from regokite.engine.extensions import ExtensionOptions, install
+from regokite.engine.rewrite import NAMES, new_engine, rewrite
+from regokite.errors import Location, PolicyLoadError
+
+OTHER = "package q\n\nw(x) := 2\n\nr := w(1)\n"  # a second package with a function named as p's
+
+
+@dataclass(frozen=True)
+class Case:
+    text: str  # p.rego
+    ref: str = "data.p.x"
+    input: Any = UNDEFINED
+    others: tuple[str, ...] = ()
+    v1: str | None = None  # the v1 form OPA evaluates, where `text` is v0
+    lenient: frozenset[Location] = field(default_factory=frozenset)
+    opa: Any = None  # OPA's answer where its library cannot give it (non-strict builtin errors)
+
+
+CASES: dict[str, Case] = {
+    "CheckNumbers": Case("package p\n\nx := 123456789012345678901234567890\n"),
+    "SplitBodies": Case("package p\n\nx contains y if { y := 1 } { y := 2 }\n"),
+    "SplitLines": Case("package p\n\nx if {\n\tinput.a\n\t(input.b - 1) > 5\n}\n", input={"a": 1, "b": 3}),
+    "OutputArguments": Case("package p\n\nx := y if array.flatten([[1], [2]], y)\n"),
+    "BuiltinMocks": Case('package p\n\nf(s) := 0\n\nx := y if y := f("ab") with f as count\n'),
+    "RouteBuiltins": Case('package p\n\nx := count("\U0001f600")\n'),
+    "FunctionMocks": Case(
+        "package p\n\nw(x) := 1\n\nm(x) := 3\n\nx := y if {\n\ty := [data.q.r, w(1)] with w as m\n}\n", others=(OTHER,)
+    ),
+    "Negations": Case("package p\n\nf(y) if y == 1\n\nx if not f(input.nope)\n"),
+    "Sprintf": Case('package p\n\nx := sprintf("%v %v", [1])\n'),
+    "Comparisons": Case('package p\n\nx := {"a": 1} < {1}\n'),
+    "Arithmetic": Case("package p\n\nx := 0.1 + 0.2\n"),
+    "Memberships": Case("package p\n\nx := 1 in input.nope\n"),
+    "LenientCalls": Case(
+        'package p\n\nx := to_number("a")\n', lenient=frozenset({Location("p.rego", 3, 6)}), opa=UNDEFINED
+    ),
+    "DirectImports": Case(
+        "package p\n\nimport data.a\n\nx := a.ok\n",
+        input={"n": 0},
+        others=("package a\n\nok := 1\n\nbad := 1 / input.n\n",),
+    ),
+}
+CASES["SplitBodies (v0)"] = Case(
+    "package p\n\nx[y] { y := 1 } { y := 2 }\n", v1="package p\n\nx contains y if { y := 1 } { y := 2 }\n"
+)
+
+
+def test_every_stage_has_a_case() -> None:
+    assert {name.split(" ")[0] for name in CASES} == NAMES
+
+
+def modules(case: Case) -> tuple[Module, ...]:
+    return (
+        Module("p.rego", case.text, v0=case.v1 is not None),
+        *(Module(f"other{i}.rego", t) for i, t in enumerate(case.others)),
+    )
+
+
+def opa(case: Case) -> Any:
+    if case.lenient:
+        return "<undefined>" if case.opa is UNDEFINED else case.opa
+    v1 = (Module("p.rego", case.v1 or case.text), *modules(case)[1:])
+    return answer(OracleEngine(Bundle(v1)), case.ref, case.input)
+
+
+def without(case: Case, stage: str) -> Any:
+    """What regorus answers on the modules rewritten by every stage but `stage`."""
+    rewritten, _ = rewrite(modules(case), lenient=case.lenient, without=frozenset({stage}))
+    engine = new_engine()
+    install(engine, ExtensionOptions())
+    try:
+        add_modules(engine, rewritten)
+        if case.input is not UNDEFINED:
+            engine.set_input(case.input)
+        results = engine.eval_query(case.ref)["result"]
+    except (PolicyLoadError, RuntimeError):
+        return "<error>"
+    return results[0]["expressions"][0]["value"] if results else "<undefined>"
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_stage_turned_off_answers_otherwise_than_opa(name: str) -> None:
+    case = CASES[name]
+    expected = opa(case)
+    try:
+        ours = answer(EmbeddedEngine(Bundle(modules(case)), lenient=case.lenient), case.ref, case.input)
+    except PolicyLoadError:
+        ours = "<refused>"  # fails closed: no exact rewrite
+    assert ours in (expected, "<refused>")
+    assert (ours == "<refused>") is (name == "CheckNumbers")
+    assert without(case, name.split(" ")[0]) != expected
+
+
+def test_no_module_of_the_rewriter_is_over_400_lines() -> None:
+    package = Path(__file__).resolve().parents[1] / "regokite" / "engine" / "rewrite"
+    lines = {p.name: len(p.read_text().splitlines()) for p in package.glob("*.py")}
+    assert len(lines) > 10
+    assert max(lines.values()) <= 400, lines
+
+
+def test_no_stage_is_named_twice() -> None:
+    from regokite.engine.rewrite import STAGES
+
+    assert len(NAMES) == len(STAGES)
+
+
+def test_an_unknown_stage_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="no rewrite stage named Nope"):
+        rewrite([Module("p.rego", "package p\n")], without=frozenset({"Nope"}))
+
+
+def test_helpers_parse_in_v0_and_v1_modules_alike() -> None:
+    """The helper texts are written once (v1); a v0 module gets them with `if` left out before bodies."""
+    calls = 'x := [count("ab"), sort([{1}, {"a": 1}]), 0.1 + 0.2, {"a": 1} < {1}, to_number("3")]\n'
+    answers = []
+    for v0 in (False, True):
+        (module,), _ = rewrite([Module("p.rego", f"package p\n\n{calls}", v0=v0)])
+        engine = regorus.Engine()
+        engine.set_rego_v0(v0)
+        install(engine, ExtensionOptions())
+        engine.add_policy("p.rego", module.text)
+        answers.append(engine.eval_query("data.p.x")["result"][0]["expressions"][0]["value"])
+    assert answers[0] == answers[1] == [2, [{"a": 1}, {1}], 0.3, True, 3]
