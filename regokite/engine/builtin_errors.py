@@ -52,6 +52,12 @@ def listen(listener: Listener) -> None:
             _listeners.append(listener)
 
 
+def unlisten(listener: Listener) -> None:
+    with _lock:
+        if listener in _listeners:
+            _listeners.remove(listener)
+
+
 def report(call: UndefinedCall) -> None:
     """Log `call` (at most once a minute per place) and tell the listeners."""
     now = time.monotonic()

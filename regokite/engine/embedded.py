@@ -294,7 +294,8 @@ class EmbeddedEngine:
     def answered(self, bound: _Bound, query: str, run: Callable[[regorus.Engine, Columns], T | _Failed]) -> T:
         """`run` on `bound`'s engine; where a builtin call errs and the engine is not strict, again on
         the variant with that call undefined where it errs (lenient.py), as often as new places err.
-        Every builtin error made undefined is reported (builtin_errors)."""
+        Every builtin error made undefined is reported (builtin_errors); what a failed attempt printed
+        goes with its clone (OPA evaluates once, and prints once)."""
         found: list[tuple[Location, str]] = []
         builtin_errors.drain()
         for _ in range(ROUNDS):
@@ -305,6 +306,7 @@ class EmbeddedEngine:
             refused = _REFUSAL in answer.message  # OPA answers where this engine cannot: never undefined
             strict = self.strict_builtin_errors or refused
             if strict or self._places.covering(*answer, bound.variant) is None:
+                self._prints.drain(bound.engine)  # what it printed before the error that stands
                 self._report(bound.variant, [f for f in found if f[0] != answer.location])
                 raise (EvaluationRefused if refused else EvaluationError)(query, *answer)
             found.append((answer.location, answer.message))  # type: ignore[arg-type]  # covering: a location
@@ -388,13 +390,13 @@ class _Failed(NamedTuple):
 
 def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Columns) -> Any:
     raw, failure = _call(engine.eval_rule_as_json, ref)
-    prints.drain(engine)
-    if failure is not None:
+    if failure is not None:  # its prints are logged if the error stands (EmbeddedEngine.answered)
         message, location = failure
         if "not a valid rule path" not in message:
             return _Failed(message, columns.original(location))
         results = _query(engine, ref, prints, columns)  # a package or a base document
         return results if isinstance(results, _Failed) else first_value(results)
+    prints.drain(engine)
     # regorus's marker for undefined; a rule whose value is that very string
     # is not worth a second query on every undefined decision.
     if raw == _UNDEFINED_JSON:
@@ -404,10 +406,10 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Colum
 
 def _query(engine: regorus.Engine, query: str, prints: PrintLog, columns: Columns) -> list[dict[str, Any]] | _Failed:
     raw, failure = _call(engine.eval_query_as_json, query)
-    prints.drain(engine)
     if failure is not None:
         message, location = failure
         return _Failed(message, columns.original(location))
+    prints.drain(engine)
     return _as_opa_writes(query, raw, json.loads(raw)).get("result", [])
 
 

@@ -122,7 +122,7 @@ def heard() -> Iterator[list[builtin_errors.UndefinedCall]]:
     calls: list[builtin_errors.UndefinedCall] = []
     builtin_errors.listen(calls.append)
     yield calls
-    builtin_errors._listeners.remove(calls.append)
+    builtin_errors.unlisten(calls.append)
 
 
 def erring(**labels: str) -> dict[str, Any]:

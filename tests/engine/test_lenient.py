@@ -128,7 +128,7 @@ def test_each_undefined_call_is_reported_once_an_evaluation_and_logged_once_a_mi
         for _ in range(3):
             assert engine.evaluate("data.p.sizes", {"sizes": ["lots", "more", "1KB"]}) == [1000]
     finally:
-        builtin_errors._listeners.remove(heard.append)
+        builtin_errors.unlisten(heard.append)
     assert [(c.policy, c.builtin, c.place.rsplit(":", 1)[0]) for c in heard] == [
         ("p", "units.parse_bytes", "pkg/p.rego:10")
     ] * 3
@@ -156,5 +156,5 @@ def test_a_refusal_stays_an_error_and_is_not_reported() -> None:
         with pytest.raises(EvaluationRefused, match="orders otherwise than OPA"):
             engine.evaluate("data.p.x")
     finally:
-        builtin_errors._listeners.remove(heard.append)
+        builtin_errors.unlisten(heard.append)
     assert heard == []
