@@ -93,7 +93,7 @@ def until(check: Callable[[], bool], timeout: float) -> float | None:
 def broken_template(cp: Any, api: Api, tmp: Path) -> Outcome:
     from regokite.gatekeeper.crds import template_crd
     from regokite.kube.client import KubeClient
-    from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync
+    from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync, served_documents
 
     fixture = ROOT / "tests/gatekeeper/fixtures/library/requiredlabels/template.yaml"
     template = yaml.safe_load(fixture.read_text())
@@ -114,7 +114,7 @@ def broken_template(cp: Any, api: Api, tmp: Path) -> Outcome:
     kube.apply(api, f"{TEMPLATES}/k8srequiredlabels", template, "drill", force=True)
     syncer.sync_once()
     lost = sum(not kube.exists(api, p) for p in (crd, f"{constraints}/owner"))
-    served = "K8sRequiredLabels" in (syncer.out / "gatekeeper.yaml").read_text()
+    served = "K8sRequiredLabels" in str(served_documents(syncer.out))
     template["spec"]["targets"][0]["rego"] = rego
     kube.apply(api, f"{TEMPLATES}/k8srequiredlabels", template, "drill", force=True)
     t0 = time.monotonic()

@@ -33,11 +33,15 @@ _PACKAGE = re.compile(r"^[ \t]*package[ \t]+([^\s#]+)", re.MULTILINE)
 
 @dataclass(frozen=True)
 class Module:
-    """One Rego source file; `v0` selects the Rego v0 parser for it."""
+    """One Rego source: `path` is its identity in a bundle (a file's name, or a name of its own for
+    Rego held in another document, unique within the bundle); `v0` selects the Rego v0 parser for
+    it; `origin` is where its first line and column sit in the file that holds it, when that file
+    holds more than this module (a ConstraintTemplate's YAML)."""
 
     path: str
     text: str
     v0: bool = False
+    origin: Location | None = None
 
     @property
     def is_test(self) -> bool:
@@ -46,6 +50,13 @@ class Module:
     def line(self, number: int) -> str | None:
         lines = self.text.splitlines()
         return lines[number - 1] if 0 < number <= len(lines) else None
+
+    def placed(self, location: Location) -> Location:
+        """A location in this module's text, as a place in the file that holds it."""
+        if self.origin is None:
+            return location
+        col = location.col + self.origin.col - 1 if location.col > 0 else location.col
+        return Location(self.origin.file, self.origin.line + location.line - 1, col)
 
     @property
     def package(self) -> str:
@@ -75,6 +86,11 @@ class Bundle:
 
     def module(self, path: str) -> Module | None:
         return next((m for m in self.modules if m.path == path), None)
+
+    def placed(self, location: Location | None) -> Location | None:
+        """A location in one of the bundle's modules, as a place in the file that holds it."""
+        module = self.module(location.file) if location is not None else None
+        return module.placed(location) if module is not None and location is not None else location
 
 
 def load_bundle(
@@ -231,7 +247,8 @@ def _walk(root: Path, select: _BundleFiles) -> Iterable[tuple[Path, tuple[str, .
     """
     if root.is_file():
         select.root_file(root)
-        yield root, ()
+        if root.suffix == ".rego" or root.name in DATA_FILES or not _holds_objects(root):
+            yield root, ()
         return
     real_root = root.resolve()
     seen = {real_root}
@@ -256,6 +273,19 @@ def _inside(path: Path, root: Path, real_root: Path) -> Path:
     if not real.is_relative_to(real_root):
         raise PolicyLoadError(f"{path}: links to {real}, outside the policy root {root}: refused")
     return real
+
+
+def _holds_objects(file: Path) -> bool:
+    """Whether a single YAML or JSON file given as a root holds Kubernetes objects (ConstraintTemplates,
+    constraints, mutators, as `kubectl get -o yaml` or gator's inputs hold them): those are read by
+    their loaders, never as a base document."""
+    if file.suffix not in (".yaml", ".yml", ".json"):
+        return False
+    try:
+        docs = list(yamldoc.load_all(_read(file)))
+    except (yamldoc.YAMLError, PolicyLoadError):
+        return False  # read as data: its error names the place
+    return any(isinstance(d, dict) and isinstance(d.get("apiVersion"), str) and "kind" in d for d in docs)
 
 
 def _read(file: Path) -> str:

@@ -52,6 +52,8 @@ class Manifest:
     object: dict[str, Any]
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    mutated: dict[str, Any] | None = None  # the object as the mutating policies left it, when they changed it
+    details: list[dict[str, Any]] = field(default_factory=list)  # constraints' violations that carry details
 
     @property
     def kind(self) -> str:
@@ -79,10 +81,12 @@ class Manifest:
             "allowed": not self.failures,
             "failures": self.failures,
             "warnings": self.warnings,
+            **({"mutated": self.mutated} if self.mutated is not None else {}),
+            **({"details": self.details} if self.details else {}),
         }
 
 
-def read_manifests(sources: Sequence[str], namespace: str) -> list[Manifest]:
+def read_manifests(sources: Sequence[str], namespace: str | None) -> list[Manifest]:
     """Every object in `sources` (files, directories of *.yaml/*.yml/*.json, `-` for stdin).
 
     A document that is not a Kubernetes object is an error naming file and
@@ -110,6 +114,8 @@ def _texts(sources: Sequence[str]) -> Iterator[tuple[str, str]]:
         path = Path(source)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
+        elif path.is_file() and path.suffix not in MANIFEST_SUFFIXES:  # gator's rule and words
+            raise RegokiteError(f'path "{source}" must be of extensions: [{" ".join(MANIFEST_SUFFIXES)}]')
         elif path.is_file():
             files = [path]
         else:
@@ -145,10 +151,11 @@ def _items(doc: Any, where: str) -> Iterator[dict[str, Any]]:
     yield doc
 
 
-def _namespaced(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The object as the API server would store it: namespaced kinds get `namespace` when they name none."""
+def _namespaced(obj: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+    """The object as the API server would store it: namespaced kinds get `namespace` when they name none
+    (None: as written)."""
     meta = obj["metadata"]
-    if obj["kind"] in CLUSTER_KINDS or meta.get("namespace"):
+    if namespace is None or obj["kind"] in CLUSTER_KINDS or meta.get("namespace"):
         return obj
     return {**obj, "metadata": {**meta, "namespace": namespace}}
 
@@ -167,9 +174,16 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
             review = creation_review(manifest.object, resource, f"check-{i}", process="gator")
             mutation = decide(policy_set, review, mode="mutate").verdict
             if mutation.allowed and mutation.patch:  # mutating webhooks run before validating ones
-                mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
-                review = creation_review(mutated, resource, f"check-{i}", process="gator")
-            verdict = decide(policy_set, review, mode="validate").verdict
+                manifest.mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
+                review = creation_review(manifest.mutated, resource, f"check-{i}", process="gator")
+            decision = decide(policy_set, review, mode="validate")
+            verdict = decision.verdict
+            manifest.details = [
+                {"policy": o.policy, "msg": message, "details": details}
+                for o in decision.outcomes
+                for message, details in zip(o.messages, o.details, strict=False)
+                if details is not None
+            ]
             if not mutation.allowed:  # a policy with deny and patch answers in both modes: once each
                 verdict.allowed = False
                 verdict.messages = _once([*mutation.messages, *verdict.messages])
@@ -210,15 +224,21 @@ def render_pretty(manifests: Sequence[Manifest]) -> str:
 
 
 def render_json(manifests: Sequence[Manifest]) -> str:
-    return json.dumps(
-        {
-            "objects": [m.as_dict() for m in manifests],
-            "summary": {
-                "objects": len(manifests),
-                "refused": sum(1 for m in manifests if m.failures),
-                "failures": sum(len(m.failures) for m in manifests),
-                "warnings": sum(len(m.warnings) for m in manifests),
-            },
+    return json.dumps(_report(manifests), indent=2)
+
+
+def render_yaml(manifests: Sequence[Manifest]) -> str:
+    """The JSON report as YAML (gator test's `-o yaml`)."""
+    return yaml.safe_dump(_report(manifests), sort_keys=False, allow_unicode=True, width=1_000_000)
+
+
+def _report(manifests: Sequence[Manifest]) -> dict[str, Any]:
+    return {
+        "objects": [m.as_dict() for m in manifests],
+        "summary": {
+            "objects": len(manifests),
+            "refused": sum(1 for m in manifests if m.failures),
+            "failures": sum(len(m.failures) for m in manifests),
+            "warnings": sum(len(m.warnings) for m in manifests),
         },
-        indent=2,
-    )
+    }

@@ -128,7 +128,7 @@ class EmbeddedEngine:
             error = rewrite.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
         if error is not None:
             raise error
-        self._places = Places(Variant(lenient, modules, read_as_opa), self._variant)
+        self._lenient = Places(Variant(lenient, modules, read_as_opa), self._variant)
         self._base()  # prepare now, so a bad bundle fails here and not on first use
 
     def _variant(self, lenient: frozenset[Location]) -> Variant:
@@ -214,7 +214,7 @@ class EmbeddedEngine:
         install(data, self.options)  # clones share the extension callables
         if self.bundle.data:
             data.add_data(self.bundle.data)
-        variant = self._places.current
+        variant = self._lenient.current
         return _Prepared(weakref.ref(self), data, self._compiled(data, variant), variant)
 
     def _compiled(self, data: regorus.Engine, variant: Variant) -> regorus.Engine:
@@ -252,7 +252,7 @@ class EmbeddedEngine:
             if entry.load_failure is not None:  # the data changed and could not be loaded: decide on none of it
                 failure = f"the cluster data could not be loaded into the engine: {entry.load_failure}"
                 raise EvaluationRefused("data", failure)
-        variant = self._places.current
+        variant = self._lenient.current
         if entry.variant is not variant:  # places found since (here or on another thread): same data, new modules
             entry.engine, entry.variant = self._compiled(entry.data, variant), variant
         return variant, entry.engine
@@ -305,10 +305,11 @@ class EmbeddedEngine:
                 return answer
             refused = _REFUSAL in answer.message  # OPA answers where this engine cannot: never undefined
             strict = self.strict_builtin_errors or refused
-            if strict or self._places.covering(*answer, bound.variant) is None:
+            if strict or self._lenient.covering(*answer, bound.variant) is None:
                 self._prints.drain(bound.engine)  # what it printed before the error that stands
                 self._report(bound.variant, [f for f in found if f[0] != answer.location])
-                raise (EvaluationRefused if refused else EvaluationError)(query, *answer)
+                error = EvaluationRefused if refused else EvaluationError
+                raise error(query, answer.message, self.bundle.placed(answer.location))
             found.append((answer.location, answer.message))  # type: ignore[arg-type]  # covering: a location
             bound.variant, bound.engine = self._fresh(bound.input)
         raise EvaluationError(query, f"more than {ROUNDS} places where a builtin erred in one evaluation")
@@ -316,7 +317,7 @@ class EmbeddedEngine:
     def _report(self, variant: Variant, found: list[tuple[Location, str]]) -> None:
         swallowed = builtin_errors.drain()
         if found or swallowed:
-            for call in undefined_calls(variant, found, swallowed, self._prints.packages):
+            for call in undefined_calls(variant, found, swallowed, self._prints.packages, self.bundle.placed):
                 builtin_errors.report(call)
 
     def release_thread(self) -> None:

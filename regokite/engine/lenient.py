@@ -76,23 +76,29 @@ class Places:
 
 
 def undefined_calls(
-    variant: Variant, found: list[tuple[Location, str]], swallowed: list[tuple[str, str]], packages: Mapping[str, str]
+    variant: Variant,
+    found: list[tuple[Location, str]],
+    swallowed: list[tuple[str, str]],
+    packages: Mapping[str, str],
+    placed: Callable[[Location], Location | None],
 ) -> list[UndefinedCall]:
     """What one evaluation made undefined, one per place: the places it `found` erring (with their
     errors) and the errors the lenient calls `swallowed` (builtin, error), each given the place of
-    `variant` making that builtin lenient (every such place, where several do)."""
+    `variant` making that builtin lenient (every such place, where several do). Places are in the
+    modules as written; `placed` says where they are in the files holding them (a template's YAML)."""
     calls: dict[str, UndefinedCall] = {}
     for location, message in found:
         builtin = _shown(variant.builtins.get(location, ()), message)
-        calls[str(location)] = UndefinedCall(str(location), packages.get(location.file, ""), builtin, _clean(message))
+        where = str(placed(location))
+        calls[where] = UndefinedCall(where, packages.get(location.file, ""), builtin, _clean(message))
     for builtin, message in swallowed:
         places = sorted((p for p, names in variant.builtins.items() if builtin in names), key=str)
         if any(location in places for location, _ in found):
             continue  # the retry on the variant that found it met it again
-        place = " or ".join(map(str, places))
-        if place not in calls:
+        where = " or ".join(str(placed(p)) for p in places)
+        if where not in calls:
             package = packages.get(places[0].file, "") if places else ""
-            calls[place] = UndefinedCall(place, package, _shown((builtin,), message), _clean(message))
+            calls[where] = UndefinedCall(where, package, _shown((builtin,), message), _clean(message))
     return list(calls.values())
 
 

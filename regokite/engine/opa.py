@@ -465,7 +465,7 @@ class OpaEngine:
         file, row, col = str(raw.get("file") or ""), int(raw["row"]), int(raw.get("col") or 0)
         module = self._modules.get(file)
         if module is not None:
-            return Location(module.path, row, col)
+            return module.placed(Location(module.path, row, col))
         if file:
             return Location(file, row, col)
         if plan is not None:

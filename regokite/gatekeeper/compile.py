@@ -75,11 +75,14 @@ def _module(template: Template, source: RegoSource, package: str, libs_root: str
     _declared_package(source)
     text = _PACKAGE.sub(lambda m: m.group(1) + package, source.text, count=1)
     text = _rewrite_data_refs(text, source, libs_root)
-    return Module(module_path(source), text, v0=not template.v1)
+    origin = Location(source.file, source.line, source.indent + 1)
+    return Module(module_path(template.kind, source), text, v0=not template.v1, origin=origin)
 
 
-def module_path(source: RegoSource) -> str:
-    return f"{source.file}#{source.role}"
+def module_path(kind: str, source: RegoSource) -> str:
+    """A template module's identity: its kind and role, never the file holding it (a file may hold
+    many templates; the engine's rewrites and errors key by identity), unique in a bundle as kinds are."""
+    return f"<{template_package(kind)}:{source.role}>.rego"
 
 
 def _rewrite_data_refs(text: str, source: RegoSource, libs_root: str) -> str:
@@ -139,11 +142,11 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
 
 
 def _error(source: RegoSource, line: int, col: int, message: str) -> PolicyLoadError:
+    """An error at `line`:`col` of a template's Rego, placed in the template's file."""
     lines = source.text.splitlines()
-    shown = lines[line - 1] if 0 < line <= len(lines) else None
-    return PolicyLoadError(
-        f"{message} (in {source.role}, line {line})", Location(source.file, source.line + line - 1, col), shown
-    )
+    shown = " " * source.indent + lines[line - 1] if 0 < line <= len(lines) else None
+    where = Location(source.file, source.line + line - 1, col + source.indent)
+    return PolicyLoadError(f"{message} (in {source.role}, line {line})", where, shown)
 
 
 def compile_template(template: Template, engine: EngineSettings | None = None) -> Compiled:
@@ -193,7 +196,7 @@ def refuse_external_data(template: Template) -> None:
 
 def relocate(exc: PolicyLoadError, template: Template) -> PolicyLoadError:
     """An engine error inside a template's module, moved to the line of the template file."""
-    sources = {module_path(s): s for s in (template.rego, *template.libs) if s is not None}
+    sources = {module_path(template.kind, s): s for s in (template.rego, *template.libs) if s is not None}
     loc = exc.location
     source = sources.get(loc.file) if loc else None
     if loc is None or source is None:

@@ -184,9 +184,11 @@ def expansion_module(templates: Sequence[ExpansionTemplate], mutation: str | Non
         for t in sorted(templates, key=lambda t: t.name)
     ]
     if mutation:
-        mutate = f'data.{mutation}.mutate(o, {{"operation": "", "namespace": ns, "source": "Generated"}})'
+        known = '"namespace_known": object.get(input, "namespace_known", false)'  # gator: expand's input
+        mutate = f'data.{mutation}.mutate(o, {{"operation": "", "namespace": ns, "source": "Generated", {known}}})'
         base = (
-            f'data.{mutation}.mutate(input.request.object, {{"operation": "", "namespace": _ns, "source": "Original"}})'
+            f'data.{mutation}.mutate(input.request.object, {{"operation": "", "namespace": _ns, '
+            f'"source": "Original", {known}}})'
         )
     else:
         mutate, base = '{"object": o}', '{"object": input.request.object}'
@@ -293,5 +295,6 @@ _owners(refs, parent) := refs if {
 	ref.name == lib.meta(parent, "name")
 } else := array.concat(refs, [_owner(parent)])
 
-_owner(parent) := {"apiVersion": parent.apiVersion, "kind": parent.kind, "name": lib.meta(parent, "name")}
+# Gatekeeper's OwnerReference: uid is no omitempty field, so an empty one is written
+_owner(parent) := {"apiVersion": parent.apiVersion, "kind": parent.kind, "name": lib.meta(parent, "name"), "uid": ""}
 """

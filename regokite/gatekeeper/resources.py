@@ -43,6 +43,7 @@ class RegoSource:
     file: str
     line: int  # line in `file` where the text's first line is
     role: str  # "rego" or "libs[i]"
+    indent: int = 0  # columns of `file` before the text's (a block scalar's indentation)
 
 
 @dataclass(frozen=True)
@@ -143,14 +144,31 @@ def _group(doc: dict[str, Any]) -> str:
 
 
 def read_documents(path: Path, shown: str) -> list[tuple[Any, yaml.Node | None]]:
-    """Every YAML document of a file with its node tree (for line numbers)."""
+    """Every object of a file with its node tree (for line numbers): each YAML document, and each
+    item of a `kind: List` (what `kubectl get -o yaml` writes)."""
     try:
         text = path.read_text(encoding="utf-8")
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
         docs = list(yamldoc.load_all(text))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ResourceError(f"{shown}: cannot read YAML: {exc}") from None
-    return list(zip(docs, nodes, strict=False))
+    found: list[tuple[Any, yaml.Node | None]] = []
+    for doc, node in zip(docs, nodes, strict=False):
+        if is_list(doc):
+            found += [(item, _node_at(node, "items", i)) for i, item in enumerate(doc["items"])]
+        else:
+            found.append((doc, node))
+    return found
+
+
+def is_list(doc: Any) -> bool:
+    """A `v1` List (or any `<Kind>List`) of objects, as kubectl reads one."""
+    return (
+        isinstance(doc, dict)
+        and isinstance(doc.get("kind"), str)
+        and doc["kind"].endswith("List")
+        and isinstance(doc.get("items"), list)
+    )
 
 
 def parse_template(doc: dict[str, Any], node: yaml.Node | None, file: str) -> Template:
@@ -226,7 +244,16 @@ def _source(text: str, node: yaml.Node | None, file: str, role: str) -> RegoSour
     if node is None:  # read from the API: lines are the Rego's own
         return RegoSource(text, file, 1, role)
     block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
-    return RegoSource(text, file, node.start_mark.line + (2 if block else 1), role)
+    line = node.start_mark.line + (2 if block else 1)
+    return RegoSource(text, file, line, role, _indent(node.start_mark.buffer, line) if block else 0)
+
+
+def _indent(buffer: str | None, line: int) -> int:
+    """A block scalar's indentation: that of its first line that is not blank."""
+    for text in (buffer or "").split("\n")[line - 1 :]:
+        if text.strip():
+            return len(text) - len(text.lstrip(" "))
+    return 0
 
 
 def parse_constraint(doc: dict[str, Any], file: str) -> Constraint:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import shutil
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -46,6 +45,7 @@ from regokite.engine import EngineSettings, open_engine
 from regokite.errors import RegokiteError
 from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.informer import Informer
+from regokite.sources.written_files import write_files
 
 log = logging.getLogger("regokite.configmaps")
 POLICY_LABEL = ("openpolicyagent.org/policy", "rego")
@@ -244,34 +244,9 @@ class ConfigMapSync:
             return None
 
     def _write(self, files: Files) -> None:
-        """Make `out` hold exactly `files` (each written atomically, only when it changed). The first
-        pass builds the directory beside `out` and renames it into place: a server given `--policies
-        out` never sees part of the first set (before it, it does not start: fail closed)."""
-        if not self.out.exists():
-            self.out.parent.mkdir(parents=True, exist_ok=True)
-            first = Path(tempfile.mkdtemp(dir=self.out.parent, prefix=f".{self.out.name}-"))
-            first.chmod(0o755)  # mkdtemp makes it private; the server may run as another user
-            for path, text in files.items():
-                (first / path).parent.mkdir(parents=True, exist_ok=True)
-                (first / path).write_text(text, encoding="utf-8")
-            first.replace(self.out)
-            return
-        for path, text in files.items():
-            target = self.out / path
-            if target.exists() and target.read_text(encoding="utf-8") == text:
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".configmap-")
-            with open(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            Path(tmp).chmod(0o644)  # mkstemp makes it private; the server may run as another user
-            Path(tmp).replace(target)
-        for existing in sorted(self.out.rglob("*"), reverse=True):
-            relative = str(existing.relative_to(self.out))
-            if existing.is_file() and relative not in files:
-                existing.unlink()
-            elif existing.is_dir() and not any(existing.iterdir()):
-                shutil.rmtree(existing)
+        """Make `out` hold exactly `files`: before the first pass, a server given `--policies out`
+        does not start (fail closed), and it never sees part of the first set."""
+        write_files(self.out, files)
 
     def _annotate(self, source: Source, error: str | None) -> None:
         value = status_annotation(error)

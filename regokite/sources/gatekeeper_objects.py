@@ -5,7 +5,9 @@ the Constraint CRD of every template that compiled, writes each template's
 status, lists the constraints of every served kind and Gatekeeper's
 `Config`, and writes them as YAML into a directory (a pass on every change,
 seen through watches, and every interval) that `regokite admission
---policies` reloads. A file is rewritten only when its content changed.
+--policies` reloads: one file per object, below `gatekeeper/` (the
+object's API group, kind, namespace and name), so no two objects share a
+file. A file is rewritten only when its content changed.
 
 Bad input loses nothing (`regokite.gatekeeper.lastgood`): a template edit
 that does not compile, a constraint or Config that does not parse, a mutator
@@ -22,8 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from regokite.bundle import DATA_FILES
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.compile import compile_template
 from regokite.gatekeeper.constraint_schema import ConstraintSchema
@@ -83,6 +84,7 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.client import ApiError, KubeClient
 from regokite.kube.informer import Informer
 from regokite.resources import ChildType
+from regokite.sources.written_files import write_files
 
 log = logging.getLogger("regokite.gatekeeper")
 MANAGER = "regokite-gatekeeper"
@@ -91,7 +93,8 @@ CONFIG_TYPE = ChildType(f"{CONFIG_GROUP}/v1alpha1", "configs", "Config", True, T
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 TEMPLATES = f"/apis/{TEMPLATE_GROUP}/v1/constrainttemplates"
 CONFIGS_PATH = f"/apis/{CONFIG_GROUP}/v1alpha1"
-FILE = "gatekeeper.yaml"
+DIRECTORY = "gatekeeper"  # below --out: one file per object served
+OLD_FILE = "gatekeeper.yaml"  # where versions before one file per object wrote them all
 PROVIDERS = f"/apis/{PROVIDER_GROUP}/v1beta1/providers"
 SYNCSETS = f"/apis/{SYNCSET_GROUP}/v1alpha1/syncsets"
 # what the API server sets that the files leave out (a mutator's generation stays: its annotations name it)
@@ -102,7 +105,7 @@ class GatekeeperSync:
     def __init__(self, client: KubeClient, out: Path, config_namespace: str = "gatekeeper-system") -> None:
         self.client, self.out, self.config_namespace = client, out, config_namespace
         self.actuator = Actuator(client, MANAGER)
-        self.good = LastGood.of(_written(out / FILE))  # a restart serves what was served before it
+        self.good = LastGood.of(served_documents(out))  # a restart serves what was served before it
         self.listed: dict[str, list[dict[str, Any]]] = {}  # constraints by kind, as last listed
         self.listed_configs: list[dict[str, Any]] = []
         self.listed_paths: dict[str, list[dict[str, Any]]] = {}  # mutators, expansions: as last listed
@@ -140,7 +143,9 @@ class GatekeeperSync:
         documents += [_clean(t) for t in self._expansions()]
         documents += [_clean(p) for p in self._providers()]
         documents += [_clean(s) for s in self._list(SYNCSETS)]
-        _write(self.out / FILE, yaml.safe_dump_all(documents, sort_keys=True))
+        files = {object_file(doc): yaml.safe_dump(doc, sort_keys=True) for doc in documents}
+        write_files(self.out / DIRECTORY, files, removed_last=TEMPLATE_GROUP)
+        (self.out / OLD_FILE).unlink(missing_ok=True)  # served from the files above now
         self.served_kinds = kinds
         return outcome
 
@@ -378,6 +383,28 @@ class GatekeeperSync:
                 informer.stop()
 
 
+def served_documents(out: Path) -> list[Any]:
+    """The documents a previous run wrote below `out` (none when missing or unreadable)."""
+    files = [*sorted((out / DIRECTORY).rglob("*.yaml")), out / OLD_FILE]
+    found: list[Any] = []
+    for path in files:
+        try:
+            found += yaml.safe_load_all(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+    return found
+
+
+def object_file(doc: dict[str, Any]) -> str:
+    """An object's file below the directory: `<group>/<kind>/[<namespace>/]<name>.yaml` (an object named
+    `data` in `data.object.yaml`: a `data.yaml` is a data document to the policy loader)."""
+    meta = doc.get("metadata") or {}
+    group = str(doc.get("apiVersion", "")).rpartition("/")[0] or "core"
+    name = f"{meta.get('name')}.yaml"
+    name = "data.object.yaml" if name in DATA_FILES else name
+    return "/".join([group, str(doc.get("kind")), *filter(None, [meta.get("namespace")]), name])
+
+
 def _constraint_schemas(templates: Iterable[dict[str, Any]]) -> dict[str, ConstraintSchema]:
     """The constraints' schema of each template served, by kind (one a file of an earlier version kept
     and that no longer makes a schema checks nothing: the API server checked its constraints)."""
@@ -389,14 +416,6 @@ def _constraint_schemas(templates: Iterable[dict[str, Any]]) -> dict[str, Constr
             continue
         found[schema.kind] = schema
     return found
-
-
-def _written(path: Path) -> list[Any]:
-    """The documents of the file a previous run wrote (none when it is missing or unreadable)."""
-    try:
-        return list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError):
-        return []
 
 
 def _wait_for_change(changed: threading.Event, stop: threading.Event, interval: float) -> bool:
@@ -414,21 +433,3 @@ def _wait_for_change(changed: threading.Event, stop: threading.Event, interval: 
 def _clean(doc: dict[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in doc.get("metadata", {}).items() if k not in _SERVER_FIELDS}
     return {k: v for k, v in {**doc, "metadata": meta}.items() if k != "status"}
-
-
-def _write(path: Path, text: str) -> None:
-    """Replace `path` atomically, and only when the text changed (a reload costs the server)."""
-    if path.exists() and path.read_text(encoding="utf-8") == text:
-        return
-    if not path.parent.exists():  # the first pass: the directory appears with its file (a server waits for it)
-        path.parent.parent.mkdir(parents=True, exist_ok=True)
-        first = Path(tempfile.mkdtemp(dir=path.parent.parent, prefix=f".{path.parent.name}-"))
-        first.chmod(0o755)
-        (first / path.name).write_text(text, encoding="utf-8")
-        first.replace(path.parent)
-        return
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gatekeeper-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; the admission server may run as another user
-    os.replace(tmp, path)

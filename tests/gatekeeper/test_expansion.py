@@ -165,7 +165,7 @@ def test_expand_prints_the_mutated_pod_as_gator_expand_does(tmp_path: Path) -> N
     missing = run_cli("expand", "-f", str(tmp_path))
     assert missing.returncode == 1
     assert missing.stderr.strip() == (
-        "error: error expanding resources: error expanding resource nginx-deployment: failed to mutate resultant"
+        "error expanding resources: error expanding resource nginx-deployment: failed to mutate resultant"
         " resource nginx-deployment-pod: matching for mutator Assign.mutations.gatekeeper.sh /always-pull-image"
         " failed for  Pod my-ns nginx-deployment-pod: failed to run Match criteria: namespace selector for"
         " namespace-scoped object but missing Namespace"
@@ -180,7 +180,7 @@ def test_expand_prints_the_mutated_pod_as_gator_expand_does(tmp_path: Path) -> N
             "labels": {"app": "nginx"},
             "name": "nginx-deployment-pod",
             "namespace": "my-ns",
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx-deployment"}],
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nginx-deployment", "uid": ""}],
         },
         "spec": {
             "containers": [

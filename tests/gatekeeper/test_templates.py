@@ -52,7 +52,7 @@ def test_two_templates_with_one_package_do_not_collide() -> None:
 def test_a_template_that_does_not_compile_is_located_in_its_file_and_spares_the_others() -> None:
     ps = load_policy_set([str(FIXTURES / "library"), str(FIXTURES / "broken")])
     broken = next(p for p in ps.problems if "no_such_function" in p)
-    assert broken.startswith(f"{FIXTURES / 'broken' / 'templates.yaml'}:16:10: unknown function no_such_function")
+    assert broken.startswith(f"{FIXTURES / 'broken' / 'templates.yaml'}:16:18: unknown function no_such_function")
     assert "(in rego, line 4)" in broken
     assert any("k8scelonly has no Rego code (engines: K8sNativeValidation)" in p for p in ps.problems)
     assert any("data.k8srequiredlabels: a template may read only data.lib and data.inventory" in p for p in ps.problems)

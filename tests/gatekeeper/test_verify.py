@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from regokite.gatekeeper.inventory import inventory
 from regokite.gatekeeper.verify import counts, find_suites, format_results, run_suite
 
@@ -46,13 +48,13 @@ def test_a_wrong_assertion_fails_with_what_was_found(tmp_path: Path) -> None:
     result = run_suite(tmp_path / "suite.yaml")
     text = format_results([result])
     assert "--- FAIL: ns-must-have-owner" in text and "    --- FAIL: allowed" in text
-    assert "assertion 0: got 0 violations, want 2" in text
+    assert "unexpected number of violations: got 0 violations but want exactly 2: got messages []" in text
     assert text.splitlines()[-1] == "FAIL"
 
 
 def test_run_selects_cases_by_regex() -> None:
     (result,) = [run_suite(p, run="bad-value") for p in find_suites([str(FIXTURES / "library/requiredlabels")])]
-    assert [c.name for t in result.children for c in t.children] == ["bad-value"]
+    assert [c.name for t in result.children for c in t.children if not c.skipped] == ["bad-value"]
 
 
 def test_inventory_layout() -> None:
@@ -77,3 +79,65 @@ def test_the_command_prints_gator_lines_and_exits_by_outcome(tmp_path: Path) -> 
     bad = subprocess.run([sys.executable, "-m", "regokite.cli", "verify", str(tmp_path)],
                          capture_output=True, text=True, env=env, cwd=ROOT)  # fmt: skip
     assert bad.returncode == 1 and "--- FAIL: t" in bad.stdout and "missing.yaml" in bad.stdout
+
+
+def suite_dir(tmp_path: Path, suite: str, name: str = "suite.yaml") -> Path:
+    """The requiredlabels fixture's files beside a suite of the test's own."""
+    tmp_path.mkdir(exist_ok=True)
+    for f in (FIXTURES / "library/requiredlabels").glob("*.yaml"):
+        if f.name != "suite.yaml":
+            (tmp_path / f.name).write_text(f.read_text())
+    (tmp_path / name).write_text(suite)
+    return tmp_path / name
+
+
+HEAD = "kind: Suite\napiVersion: test.gatekeeper.sh/v1alpha1\n"
+TEST = "- name: t\n  template: template.yaml\n  constraint: constraint.yaml\n"
+
+
+def case_error(path: Path) -> str | None:
+    (test,) = run_suite(path).children
+    assert test.error is None, test.error
+    (case,) = test.children
+    return case.error
+
+
+def test_gator_verify_parity_in_suites(tmp_path: Path) -> None:
+    """As gator's verify runner: each of these was ignored or crashed before."""
+    skipped = run_suite(suite_dir(tmp_path, HEAD + "skip: true\ntests:\n" + TEST + "  cases: []\n"))
+    assert skipped.skipped and not skipped.children and "ok\t" in format_results([skipped])
+
+    no_assertions = suite_dir(
+        tmp_path, HEAD + "tests:\n" + TEST + "  cases:\n  - name: c\n    object: ns_allowed.yaml\n"
+    )
+    assert case_error(no_assertions) == "invalid Case: assertions must be non-empty"
+
+    bad_regex = HEAD + "tests:\n" + TEST + "  cases:\n  - name: c\n    object: ns_missing.yaml\n"
+    bad_regex += "    assertions:\n    - message: '([a-z'\n"
+    error = case_error(suite_dir(tmp_path, bad_regex))
+    assert error is not None and error.startswith("message contains invalid regular expression: ")
+
+    invalid = run_suite(suite_dir(tmp_path, HEAD + "tests:\n" + TEST + "  invalid: true\n"))
+    (test,) = invalid.children
+    assert test.error is not None and test.error.startswith("constraint should have failed schema validation")
+
+
+def test_gator_verify_parity_in_finding_suites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    quoted = suite_dir(tmp_path / "a", 'kind: "Suite"\napiVersion: "test.gatekeeper.sh/v1alpha1"\ntests: []\n')
+    as_json = tmp_path / "b" / "suite.yaml"
+    as_json.parent.mkdir()
+    as_json.write_text('{"kind": "Suite", "apiVersion": "test.gatekeeper.sh/v1alpha1", "tests": []}')
+    other = tmp_path / "c" / "suite.yaml"
+    other.parent.mkdir()
+    other.write_text("kind: Suite\napiVersion: example.com/v1\n")  # another group's Suite: not gator's
+    monkeypatch.chdir(tmp_path)
+    assert find_suites(["./..."]) == [Path("a/suite.yaml"), Path("b/suite.yaml")]
+    assert find_suites([str(tmp_path) + "/..."]) == [quoted, as_json]
+
+
+def test_run_filters_as_gator_with_test_and_case_parts(tmp_path: Path) -> None:
+    (result,) = [
+        run_suite(p, run="^ns-must//^missing$") for p in find_suites([str(FIXTURES / "library/requiredlabels")])
+    ]
+    ran = [(t.name, c.name) for t in result.children for c in t.children if not c.skipped]
+    assert ran == [("ns-must-have-owner", "missing")]

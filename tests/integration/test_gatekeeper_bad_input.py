@@ -25,7 +25,7 @@ from test_gatekeeper_constraints import FIXTURES, SELECT, constraint, kubectl, n
 
 from regokite.gatekeeper.crds import constraint_crd_name, template_crd
 from regokite.kube.client import KubeClient
-from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync
+from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync, served_documents
 from tests.admission.server import admission_server
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -54,7 +54,6 @@ def test_a_broken_template_edit_keeps_its_constraints_enforcing(
 ) -> None:
     label = kube.unique_name("gk")
     name = f"{label}-owner"
-    out = running.out / "gatekeeper.yaml"
     assert kubectl(cluster, "apply", "-f", str(TEMPLATE)).returncode == 0
     kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established", timeout=30)
     kube.wait_for(
@@ -62,7 +61,7 @@ def test_a_broken_template_edit_keeps_its_constraints_enforcing(
         lambda rc: rc == 0,
         what="the constraint CRD to be served",
     )
-    kube.wait_for(lambda: out.exists() and name in out.read_text(), what="the constraint written", timeout=30)
+    kube.wait_for(lambda: name in str(served_documents(running.out)), what="the constraint written", timeout=30)
 
     (tmp_path / "server").mkdir()
     with admission_server(running.out, tmp_path / "server") as server:
@@ -143,11 +142,11 @@ def test_only_a_deleted_template_removes_its_crd(cluster: kube.Cluster, api: cli
         restarted = GatekeeperSync(KubeClient(cluster.kubeconfig), first.out)
         assert restarted.sync_once()["k8srequiredlabels"].startswith("constrainttemplate/k8srequiredlabels:12:")
         assert "deletionTimestamp" not in get(api, crd)["metadata"]
-        (served,) = [d for d in yaml.safe_load_all((first.out / "gatekeeper.yaml").read_text()) if d]
+        (served,) = served_documents(first.out)
         rego = served["spec"]["targets"][0]["rego"]
         assert "count(missing) > 0" in rego and "count(missing) > 0 +" not in rego  # the last good Rego
     finally:
         assert kubectl(cluster, "delete", "constrainttemplate", "k8srequiredlabels").returncode == 0
     restarted.sync_once()
     kube.wait_for_deletion(api, crd)
-    assert not [d for d in yaml.safe_load_all((first.out / "gatekeeper.yaml").read_text()) if d]
+    assert not served_documents(first.out)

@@ -27,7 +27,7 @@ from kubernetes.client.rest import ApiException
 from regokite.admission.policies import load_policy_set
 from regokite.gatekeeper.crds import constraint_crd_name, template_crd
 from regokite.kube.client import KubeClient
-from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync
+from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync, served_documents
 from tests.admission.reviews import review
 from tests.admission.server import admission_server
 
@@ -151,7 +151,7 @@ def test_templates_and_constraints_applied_with_kubectl_are_enforced(
             assert kubectl(cluster, "delete", "constrainttemplate", "k8srequiredlabels").returncode == 0
             sync.sync_once()
             kube.wait_for_deletion(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}")
-            assert "K8sRequiredLabels" not in (sync.out / "gatekeeper.yaml").read_text()
+            assert "K8sRequiredLabels" not in str(served_documents(sync.out))
             body = review(yaml.safe_load(namespace("unlabelled", label)))
             with server.client() as http:
                 kube.wait_for(
@@ -355,7 +355,6 @@ def test_the_syncer_follows_templates_and_constraints_through_watches(
     stop = threading.Event()
     runner = threading.Thread(target=sync.run, args=(300.0, stop), daemon=True)  # no periodic pass in this test
     runner.start()
-    out = sync.out / "gatekeeper.yaml"
     try:
         assert kubectl(cluster, "apply", "-f", str(FIXTURES / "library/requiredlabels/template.yaml")).returncode == 0
         kube.wait_for_condition(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", "Established", timeout=30)
@@ -365,10 +364,11 @@ def test_the_syncer_follows_templates_and_constraints_through_watches(
             lambda rc: rc == 0,
             what="the constraint CRD to be served",
         )
-        kube.wait_for(lambda: out.exists() and name in out.read_text(), what="the constraint written", timeout=30)
+        kube.wait_for(lambda: name in str(served_documents(sync.out)), what="the constraint written", timeout=30)
         assert kubectl(cluster, "delete", "constrainttemplate", "k8srequiredlabels").returncode == 0
         kube.wait_for_deletion(api, f"{CRDS}/{constraint_crd_name('K8sRequiredLabels')}", timeout=30)
-        kube.wait_for(lambda: "K8sRequiredLabels" not in out.read_text(), what="the template's files gone")
+        gone = lambda: "K8sRequiredLabels" not in str(served_documents(sync.out))  # noqa: E731
+        kube.wait_for(gone, what="the template's files gone")
     finally:
         stop.set()
         runner.join(10)

@@ -26,7 +26,7 @@ from test_gatekeeper_constraints import kubectl
 
 from regokite.gatekeeper.crds import mutator_crds
 from regokite.kube.client import KubeClient
-from regokite.sources.gatekeeper_objects import FILE, GatekeeperSync
+from regokite.sources.gatekeeper_objects import GatekeeperSync, served_documents
 from tests.admission.reviews import review
 from tests.admission.server import admission_server
 from tests.gatekeeper.mutators import pod_assign
@@ -104,7 +104,7 @@ def test_a_mutator_that_does_not_load_keeps_its_last_good_version_and_mutation_s
 
         restarted = GatekeeperSync(KubeClient(cluster.kubeconfig), out)  # seeded from the file it wrote
         assert "location" in restarted.sync_once()[f"Assign/{names['dns']}"]
-        written = [d for d in yaml.safe_load_all((out / FILE).read_text()) if d and d["kind"] == "Assign"]
+        written = [d for d in served_documents(out) if d["kind"] == "Assign"]
         assert {d["metadata"]["name"]: d["spec"]["location"] for d in written} == {
             names["dns"]: "spec.dnsPolicy",
             names["host"]: "spec.hostname",

@@ -100,6 +100,9 @@ has_namespace(o, _) if is_namespace(o)
 
 has_namespace(_, ctx) if ctx.namespace != ""
 
+# gator's expander knows a Namespace (an empty one) for a workload that names none
+has_namespace(_, ctx) if object.get(ctx, "namespace_known", false) == true
+
 has_namespace(o, _) if meta(o, "namespace") != ""
 
 kinds_ok(m, _) if count(m.kinds) == 0
