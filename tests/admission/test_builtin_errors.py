@@ -30,6 +30,7 @@ from regokite.clusterdata.store import ResourceRef
 from regokite.engine import UNDEFINED, EngineSettings, builtin_errors
 from regokite.gatekeeper import verify
 from tests.admission.reviews import deployment, review
+from tests.gatekeeper.suites import write_suite
 
 STRICT = EngineSettings(strict_builtin_errors=True)
 
@@ -229,18 +230,7 @@ def test_verify_sees_what_gator_would(tmp_path: Path) -> None:
     (tmp_path / "template.yaml").write_text(yaml.safe_dump(template("K8sForbiddenNames", FORBIDDEN_NAMES)))
     (tmp_path / "constraint.yaml").write_text(yaml.safe_dump(constraint("K8sForbiddenNames", "c", {"forbidden": "["})))
     (tmp_path / "web.yaml").write_text(yaml.safe_dump(erring()))
-    suite = {
-        "apiVersion": "test.gatekeeper.sh/v1alpha1",
-        "kind": "Suite",
-        "tests": [
-            {
-                "template": "template.yaml",
-                "constraint": "constraint.yaml",
-                "cases": [{"name": "undefined", "object": "web.yaml", "assertions": [{"violations": "no"}]}],
-            }
-        ],
-    }
-    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    write_suite(tmp_path, [{"name": "undefined", "object": "web.yaml", "assertions": [{"violations": "no"}]}])
     result = verify.run_suite(tmp_path / "suite.yaml")
     assert not result.failed, result
     assert verify.run_suite(tmp_path / "suite.yaml", engine=STRICT).failed
