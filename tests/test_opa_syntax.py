@@ -183,12 +183,6 @@ def test_the_gatekeeper_users_case_fails_on_regorus_as_written() -> None:
     assert raw(text) == {"r": True}
 
 
-def test_a_negated_operand_spanning_lines_is_refused_with_its_line() -> None:
-    with pytest.raises(PolicyLoadError, match="spans lines") as caught:
-        embedded(f"package p\n\n{FUNCTIONS}\nr if {{\n\tnot f(count(\n\t\tinput.nope))\n}}\n")
-    assert caught.value.location == Location("p.rego", 12, 11)  # `count(`
-
-
 def test_an_error_in_a_bound_operand_points_at_the_negation_as_written() -> None:
     text = f"package p\n\n{FUNCTIONS}\nr if {{\n\tnot f(1 / input.arr[0] - 1)\n}}\n"
     with pytest.raises(EvaluationError) as caught:

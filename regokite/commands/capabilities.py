@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     options = extension_options(args)
     lists = {
         "regorus": sorted(catalog.regorus_builtins()),
-        "added": sorted(provided(options)),
+        "added": sorted(provided(options) | catalog.REWRITTEN),
         "refused": sorted(catalog.refused(options)),
     }
     if args.format == "json":
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     titles = {
         "regorus": "Evaluated by regorus",
-        "added": "Added by regokite (Python extensions)",
+        "added": "Added by regokite (Python extensions, values written at load)",
         "refused": "Refused at load time (use --engine opa; http.send: --allow-http-send)",
     }
     for key, names in lists.items():

@@ -64,9 +64,13 @@ def regorus_builtins() -> frozenset[str]:
     return frozenset((listed | _UNLISTED) - SILENTLY_UNDEFINED)
 
 
+# Builtins whose calls the rewrite replaces by their values, known at load (engine.rewrite.metadata)
+REWRITTEN = frozenset({"rego.metadata.chain", "rego.metadata.rule"})
+
+
 def embedded_builtins(options: ExtensionOptions) -> frozenset[str]:
     """Every builtin the embedded engine evaluates with these options."""
-    return regorus_builtins() | provided(options)
+    return regorus_builtins() | provided(options) | REWRITTEN
 
 
 def refused(options: ExtensionOptions) -> frozenset[str]:

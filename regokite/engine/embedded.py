@@ -346,8 +346,12 @@ class _Bound:
 
     @frames_released
     def query(self, query: str) -> list[dict[str, Any]]:
+        try:
+            read = rewrite.query(query)
+        except ValueError as exc:  # a template string OPA would not read either
+            raise EvaluationError(query, str(exc)) from None
         prints = self._owner._prints
-        return self._owner.answered(self, query, lambda engine, columns: _query(engine, query, prints, columns))
+        return self._owner.answered(self, query, lambda engine, columns: _query(engine, query, prints, columns, read))
 
 
 class PrintLog:
@@ -405,8 +409,11 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Colum
     return _as_opa_writes(ref, raw, json.loads(raw))
 
 
-def _query(engine: regorus.Engine, query: str, prints: PrintLog, columns: Columns) -> list[dict[str, Any]] | _Failed:
-    raw, failure = _call(engine.eval_query_as_json, query)
+def _query(
+    engine: regorus.Engine, query: str, prints: PrintLog, columns: Columns, read: str | None = None
+) -> list[dict[str, Any]] | _Failed:
+    """`read`: the query as regorus reads it (rewrite.query), where not as written (`query`, for errors)."""
+    raw, failure = _call(engine.eval_query_as_json, read or query)
     if failure is not None:
         message, location = failure
         return _Failed(message, columns.original(location))

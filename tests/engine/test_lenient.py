@@ -48,10 +48,15 @@ def test_strict_the_builtin_error_is_an_error() -> None:
 
 
 def test_an_arity_error_is_an_error_not_undefined(tmp_path: Path) -> None:
-    (tmp_path / "p_test.rego").write_text("package p_test\n\ntest_max if {\n\tm := 4\n\tmax([1, 2, 3, 4], m)\n}\n")
-    [result] = run_tests([str(tmp_path)])
-    assert result.outcome is Outcome.ERROR, result
-    assert "expects 1 argument" in (result.error or "")
+    """max(xs, m) is the output-operand form (it passes, as in OPA); max(xs, m, 5) has an operand too many."""
+    (tmp_path / "p_test.rego").write_text(
+        "package p_test\n\ntest_max if {\n\tm := 4\n\tmax([1, 2, 3, 4], m)\n}\n\n"
+        "test_arity if {\n\tm := 4\n\tmax([1, 2, 3, 4], m, 5)\n}\n"
+    )
+    output_form, arity = run_tests([str(tmp_path)])
+    assert output_form.outcome is Outcome.PASS, output_form
+    assert arity.outcome is Outcome.ERROR, arity
+    assert "expects 1 argument" in (arity.error or "")
 
 
 # ------------------------------------------------------------------ the places, the data, the reports

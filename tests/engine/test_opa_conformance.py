@@ -15,10 +15,7 @@ from engine.opa_conformance import ANSWERED, DIFFERENT, FAIL_CLOSED, PASS, Verdi
 
 # Differences found when the harness landed, each owned by a branch that is fixing it (see
 # the branch notes). Only ever shrinks: a case here that passes fails the run (strict xfail).
-UNTIL_FIXED = {
-    "v1/walkbuiltin/test-walkbuiltin-issue-7656.yaml#0": "rewrite: `[path, value] := walk(x)` yields nothing",
-    "v1/negation/test-not-body.yaml#2": "rewrite: `not` over arithmetic on undefined operands is false",
-}
+UNTIL_FIXED: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

@@ -107,7 +107,9 @@ def test_expand_prints_the_job_and_its_pod(tmp_path: Path) -> None:
     resultants = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(done.stdout) if d}
     assert set(resultants) == {("Job", "my-cronjob-job"), ("Pod", "my-cronjob-job-pod")}
     pod = resultants[("Pod", "my-cronjob-job-pod")]
-    assert pod["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "my-cronjob-job"}]
+    assert pod["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "my-cronjob-job", "uid": ""}
+    ]
     assert pod["metadata"]["labels"] == {"env": "prod"}  # from the Job's mutation
     assert pod["spec"]["containers"][0]["image"] == "nginx:1.14.2"
 
@@ -142,7 +144,7 @@ def test_a_cycle_is_refused_as_gator_refuses_it(tmp_path: Path) -> None:
     cycle(tmp_path)
     shutil.copy(expansion("cronjob.yaml"), tmp_path / "cronjob.yaml")
     done = run_cli("expand", "-f", str(tmp_path))
-    assert done.returncode == 1 and done.stderr.strip() == f"error: error expanding resources: {refused}"
+    assert done.returncode == 1 and done.stderr.strip() == f"error expanding resources: {refused}"
     (tmp_path / "verify").mkdir()
     cycle(tmp_path / "verify")
     result = run_suite(verify_suite(tmp_path / "verify", "cycle.yaml", 1))

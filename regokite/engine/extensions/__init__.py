@@ -29,6 +29,7 @@ from regokite.engine.extensions import (
     globs,
     graphql,
     hashing,
+    interpolation,
     jwt,
     jwt_sign,
     keypairs,
@@ -53,6 +54,8 @@ from regokite.engine.extensions.internal import (
     REPLACE_EMPTY,
     SPRINTF,
     STRLEN,
+    TEMPLATE,
+    TEXT,
     UNORDERED,
     YAML_PLAIN,
 )
@@ -104,7 +107,8 @@ class Internal:
 
     errors: what its errors are. "builtin": the error of the OPA builtin it answers for, which OPA's
     non-strict evaluation makes undefined (a lenient call may name it: it is called here directly).
-    "refusal": regokite's own refusal to answer otherwise than OPA, an error whatever the mode.
+    "always": an error in every mode (regokite's refusal to answer otherwise than OPA, or OPA's own
+    evaluation error, such as a template string's conflict).
     "none": it fails only on operands the rewrite never passes.
     """
 
@@ -179,9 +183,11 @@ INTERNAL: dict[str, Internal] = {
     SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
     STRLEN: Internal(1, _strlen, "none"),
     LENIENT: Internal(2, _lenient, "none", guarded=True),
-    UNORDERED: Internal(1, _unordered, "refusal"),
-    YAML_PLAIN: Internal(1, yamlcheck.plain, "refusal"),
-    HTTP_SEND_OFF: Internal(1, _http_send_off, "refusal"),
+    UNORDERED: Internal(1, _unordered, "always"),
+    TEMPLATE: Internal(1, interpolation.template, "always"),
+    TEXT: Internal(2, interpolation.text, "always"),
+    YAML_PLAIN: Internal(1, yamlcheck.plain, "always"),
+    HTTP_SEND_OFF: Internal(1, _http_send_off, "always"),
 }
 
 

@@ -25,6 +25,10 @@ class Refusal(BuiltinError):
     evaluation (`regokite test`) makes a builtin's error undefined, since OPA answers there."""
 
 
+class Conflict(Refusal):
+    """OPA's own evaluation error (its eval_conflict_error), not a builtin's: an error in every mode."""
+
+
 _TYPE_NAMES = {bool: "boolean", str: "string", list: "array", dict: "object", set: "set", frozenset: "set"}
 
 

@@ -80,7 +80,11 @@ def _one(value: Any, verb: str, flags: str, width: str | None, precision: str | 
     if isinstance(value, tuple):
         value = value[0]
     prec = None if precision is None else int(precision or 0)
-    if isinstance(value, int):
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:  # OPA hands Go a big.Int: its own Format
+        if verb not in "dsvbxXoO":
+            return f"%!{verb}(big.Int={value})"
+        text = _integer(value, "d" if verb in "sv" else verb, flags, prec)
+    elif isinstance(value, int):
         if verb not in _INT_VERBS:
             return _bad(value, verb)
         text = _integer(value, verb, flags, prec)
@@ -129,7 +133,7 @@ def _integer(value: int, verb: str, flags: str, precision: int | None) -> str:
     }
     if verb == "c" and 0 <= value <= 0x10FFFF:
         return "\ufffd" if 0xD800 <= value <= 0xDFFF else chr(value)  # Go writes a surrogate as U+FFFD
-    if verb not in bases or (not -(2**63) <= value < 2**63 and verb not in "dv"):
+    if verb not in bases:
         raise BuiltinError(f"{_NAME}: regokite does not format %{verb} of {value}")
     digits, prefix = bases[verb]
     text = digits(abs(value))

@@ -12,4 +12,8 @@ STRLEN = "__regokite_strlen"  # a string's length in characters: count of a stri
 UNORDERED = "__regokite_unordered"  # sort, min, max and < where regorus would order otherwise (rewrite.routes)
 YAML_PLAIN = "__regokite_yaml_plain"  # whether regorus writes a value as YAML as OPA does (rewrite.routes)
 HTTP_SEND_OFF = "__regokite_http_send_off"  # http.send whose tests replace it, hosts not allowed (rewrite.routes)
+TEMPLATE = (
+    "__regokite_template"  # a template string's parts joined as OPA's internal.template_string (rewrite.templates)
+)
+TEXT = "__regokite_text"  # a value's %v text, where regorus wrote an empty set as {} (rewrite.helpers.written)
 LENIENT = "__regokite_lenient"  # a builtin call made undefined where it errs (rewrite.lenient)

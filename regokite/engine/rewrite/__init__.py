@@ -9,6 +9,7 @@ changing the meaning is refused at load with file:line:col.
     rewrite(modules)      -> (modules as regorus must read them, Columns)
     located(error, ...)   -> a load error raised on the rewritten modules, pointing into the written ones
     parsed(modules)       -> the modules' ASTs, from the parses the stages cached
+    query(text)           -> a query as regorus must read it (its template strings lowered)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from regokite.engine.rewrite.edits import Columns, engine_name, located
 from regokite.engine.rewrite.imports import check_shadowing
 from regokite.engine.rewrite.pipeline import NAMES, STAGES, run
 from regokite.engine.rewrite.routes import ALWAYS_ROUTED
+from regokite.engine.rewrite.templates import lowered as query
 from regokite.engine.rewrite.tree import new_engine, parse
 from regokite.errors import Location
 
@@ -36,6 +38,7 @@ __all__ = [
     "located",
     "new_engine",
     "parsed",
+    "query",
     "rewrite",
 ]
 

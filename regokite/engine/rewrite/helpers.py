@@ -19,6 +19,7 @@ from importlib import resources
 from string import Template
 
 from regokite.bundle import Module
+from regokite.engine.extensions.internal import TEXT
 from regokite.engine.rewrite.edits import Change, position
 from regokite.engine.rewrite.tree import Node, fcn_name
 
@@ -62,6 +63,18 @@ def first_free(source: bytes) -> int:
     """A number no variable a stage bound in `source` (`__rk<n>__`) has."""
     used = [int(n) for n in re.findall(rb"__rk(\d+)__", source)]
     return max(used, default=-1) + 1
+
+
+def written(value: str, names: list[str]) -> str:
+    """Rego for `value` (a variable) as OPA writes it in text (sprintf's `%v`, a template string): regorus's
+    `%v`, which writes values as OPA but an empty set (`{}`, OPA's `set()`): where the text holds `{}`,
+    internal.TEXT says whether an empty set is there (`names`: four fresh variables)."""
+    w, t, p, v = names
+    return (
+        f'array.concat([{w} | {w} := sprintf("%v", [{value}]); not contains({w}, "{{}}")], '
+        f'[{w} | {t} := sprintf("%v", [{value}]); contains({t}, "{{}}"); '
+        f"{w} := {TEXT}({t}, [count({p}) | walk({value}, [{p}, {v}]); {v} == set()])])[0]"
+    )
 
 
 def called(call: Node) -> str:

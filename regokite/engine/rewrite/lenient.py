@@ -23,7 +23,7 @@ from regokite.engine.rewrite.tree import Node, Parsed, call_span, calls, extent,
 from regokite.errors import Location
 
 # calls whose errors stay errors: regokite's refusals to answer otherwise than OPA, and what regorus must see
-_NEVER = frozenset({LENIENT, "print", "http.send"} | {n for n, b in INTERNAL.items() if b.errors == "refusal"})
+_NEVER = frozenset({LENIENT, "print", "http.send"} | {n for n, b in INTERNAL.items() if b.errors == "always"})
 _ANSWERING = frozenset(n for n, b in INTERNAL.items() if b.errors == "builtin")
 # builtins whose only errors are of their operand's type: made lenient in Rego, by indexing the operand by
 # its type (undefined for any other), not through Python, which cannot receive every value (a set of objects)

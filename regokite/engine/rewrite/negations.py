@@ -4,14 +4,18 @@ OPA's compiler binds E's references, nested calls and composite operands to
 variables before the negation, so `not f(input.missing)` is undefined there;
 regorus evaluates them inside it and answers true. The same bindings are
 written before the `not`, in OPA's order: `__rk0__ := input.missing; not
-f(__rk0__)`. A negated expression whose bound operand spans lines is refused
-(the bindings would move lines).
+f(__rk0__)`. An operand spanning lines is bound on the `not`'s line, its
+newlines after the statement (lines are kept). A module importing
+`future.keywords.not` (or `future.keywords`) keeps OPA 1.x's newer `not`,
+which negates the whole expression, nested calls included: regorus's own
+reading, so nothing is bound there.
 """
 
 from __future__ import annotations
 
+from regokite.bundle import Module
 from regokite.engine.rewrite.base import Changes, Pass
-from regokite.engine.rewrite.edits import Change, flat, refusal, trimmed
+from regokite.engine.rewrite.edits import NOT_CODE, Change, flat, refusal, trimmed
 from regokite.engine.rewrite.helpers import first_free
 from regokite.engine.rewrite.tree import (
     CALLS,
@@ -20,6 +24,7 @@ from regokite.engine.rewrite.tree import (
     Node,
     Parsed,
     body,
+    end_of,
     extent,
     kind,
     queries,
@@ -33,7 +38,7 @@ def rewrite(run: Pass) -> Changes:
     for _, tree in parsed:
         rules.setdefault(tree.package, set()).update(tree.rule_names())
     for target, tree in parsed:
-        if target.identity not in run.pending:
+        if target.identity not in run.pending or tree.keeps_negations():
             continue
         refs = rules[tree.package] | tree.import_names() | tree.aliases() | {"input", "data"}
         changes = _changes(tree, refs)
@@ -67,21 +72,11 @@ def _bind(
 ) -> tuple[list[Change], int]:
     """The bindings before `not`, and each outermost operand replaced by its variable."""
     source, module = tree.source, tree.module
-    withs = b"".join(
-        b" " + flat(module, source, w["span"]["start"], w["span"]["end"]) for w in statement.get("with_mods", [])
-    )
+    withs = b"".join(b" " + flat(module, source, w["span"]["start"], end_of(w)) for w in statement.get("with_mods", []))
     names: dict[tuple[int, int], bytes] = {}
     bindings = []
     for span in hoisted:
         start, end = trimmed(source, span["start"], span["end"])
-        if b"\n" in source[start:end]:
-            raise refusal(
-                module,
-                source,
-                start,
-                "a negated expression's operand spans lines, which the embedded engine cannot bind before the "
-                "`not` as OPA does: write it on one line, or assign it to a variable before the `not`",
-            )
         inner = sorted((s, e, n) for (s, e), n in names.items() if start <= s and e <= end)
         text, at = b"", start
         for s, e, name in inner:
@@ -90,7 +85,7 @@ def _bind(
                 at = e
         text += source[at:end]
         names[(start, end)] = f"__rk{counter}__".encode()
-        bindings.append(names[(start, end)] + b" := (" + text + b")" + withs + b"; ")
+        bindings.append(names[(start, end)] + b" := (" + _one_line(module, source, start, text) + b")" + withs + b"; ")
         counter += 1
     at = negation["span"]["start"]
     opening = b"" if braced else b"{ "
@@ -99,9 +94,21 @@ def _bind(
         (s, e) for (s, e) in names if not any(s2 <= s and e <= e2 and (s2, e2) != (s, e) for (s2, e2) in names)
     ]
     changes += [Change(s, e, names[(s, e)]) for s, e in outermost]
-    if not braced:
-        changes.append(Change(statement["span"]["end"], statement["span"]["end"], b" }"))
+    newlines = b"\n" * sum(source[s:e].count(b"\n") for s, e in outermost)  # the lines the operands took
+    end = end_of(statement)
+    changes.append(Change(end, end, newlines + (b"" if braced else b" }")))
     return changes, counter
+
+
+def _one_line(module: Module, source: bytes, at: int, text: bytes) -> bytes:
+    """An operand's text on one line (comments blanked); a raw string spanning lines is refused."""
+    if b"\n" not in text:
+        return text
+    if any(found.group().startswith(b"`") and b"\n" in found.group() for found in NOT_CODE.finditer(text)):
+        raise refusal(module, source, at, "a raw string spanning lines in a negated operand: write it with \\n")
+    return NOT_CODE.sub(lambda m: b" " * len(m.group()) if m.group().startswith(b"#") else m.group(), text).replace(
+        b"\n", b" "
+    )
 
 
 def _hoisted(expr: Node, refs: set[str]) -> list[dict[str, int]]:

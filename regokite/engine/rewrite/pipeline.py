@@ -11,6 +11,7 @@ is rewritten in a later round). Every stage can be turned off by name
 from __future__ import annotations
 
 from regokite.bundle import Module
+from regokite.engine.extensions.internal import TEMPLATE
 from regokite.engine.rewrite import (
     arithmetic,
     bodies,
@@ -18,14 +19,22 @@ from regokite.engine.rewrite import (
     comparisons,
     function_mocks,
     imports,
+    imports_first,
+    infix,
+    key_bindings,
     lenient,
     lines,
     memberships,
+    metadata,
     negations,
+    notbodies,
     numbers,
     outputs,
+    relations,
     routes,
     sprintf,
+    templates,
+    with_targets,
 )
 from regokite.engine.rewrite.base import Changes, Options, Pass, Stage, each
 from regokite.engine.rewrite.edits import Columns, Moves, apply, engine_name, masked
@@ -33,13 +42,26 @@ from regokite.engine.rewrite.edits import Columns, Moves, apply, engine_name, ma
 _ROUNDS = 16  # a fixed point's most rounds: nesting deeper than this is left to regorus's own reading
 
 STAGES: tuple[Stage, ...] = (
-    Stage("CheckNumbers", each(numbers.check)),
+    # on the text, before anything parses it: syntax regorus does not read
+    Stage("TemplateStrings", each(templates.rewrite, lambda m: "$" in m.text)),
+    Stage("NotBodies", each(notbodies.rewrite, lambda m: "future.keywords" in m.text)),
+    Stage("ImportsFirst", each(imports_first.rewrite)),
+    Stage("Numbers", each(numbers.rewrite)),
     Stage("SplitBodies", each(bodies.split)),
     Stage("SplitLines", each(lines.split)),
+    Stage("TemplateArguments", each(templates.arguments, lambda m: TEMPLATE in m.text)),
+    # calling forms, as OPA's compiler normalises them (its RewriteExprTerms, ResolveRefs)
     Stage("OutputArguments", each(outputs.rewrite)),
+    Stage("InfixNames", each(infix.rewrite, lambda m: infix.CALLED.search(m.text) is not None)),
+    Stage("Relations", relations.rewrite, fixed_point=True),
+    Stage("KeyBindings", each(key_bindings.rewrite, lambda m: key_bindings.UNIFIES.search(m.text) is not None)),
+    Stage("Metadata", metadata.rewrite),
+    Stage("WithTargets", with_targets.rewrite),
+    # builtins and `with`s regorus answers otherwise
     Stage("BuiltinMocks", builtin_mocks.rewrite),
     Stage("RouteBuiltins", routes.rewrite),
     Stage("FunctionMocks", function_mocks.rewrite),
+    # evaluation order and values, where regorus's differ
     Stage("Negations", negations.rewrite, fixed_point=True),
     Stage("Sprintf", each(sprintf.rewrite, lambda m: "sprintf" in m.text), fixed_point=True),
     Stage("Comparisons", each(comparisons.rewrite, lambda m: "<" in m.text or ">" in m.text), fixed_point=True),

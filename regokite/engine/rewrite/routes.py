@@ -40,21 +40,21 @@ from regokite.engine.rewrite.tree import (
     rule_heads,
 )
 
-# The builtins every call of which (but for the exceptions in _routed_calls) goes through a function placed at it
-ALWAYS_ROUTED = frozenset(
-    {
-        "count",
-        "to_number",
-        "json.marshal",
-        "json.marshal_with_options",
-        "sort",
-        "min",
-        "max",
-        "replace",
-        "regex.split",
-        "yaml.marshal",
-    }
-)
+# The builtins every call of which (but for the exceptions in _routed_calls) goes through a function placed at
+# it, with their operands
+ROUTED = {
+    "count": 1,
+    "to_number": 1,
+    "json.marshal": 1,
+    "json.marshal_with_options": 2,
+    "sort": 1,
+    "min": 1,
+    "max": 1,
+    "replace": 3,
+    "regex.split": 2,
+    "yaml.marshal": 1,
+}
+ALWAYS_ROUTED = frozenset(ROUTED)
 ROUTE = "__rk_b_"
 _NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | COMPREHENSIONS
 # http.send mocked: see _wrapper; sprintf: the wrapper's own call is the one the sprintf stage rewrites

@@ -13,7 +13,7 @@ import re
 from regokite.engine.extensions.internal import SPRINTF
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, flat
-from regokite.engine.rewrite.helpers import first_free
+from regokite.engine.rewrite.helpers import first_free, written
 from regokite.engine.rewrite.tree import Node, body, call_span, calls, kind, span
 
 
@@ -33,12 +33,13 @@ def rewrite(target: Target) -> list[Change]:
             continue  # wrong arity: left to the load's own error
         arguments = span(call["params"][1])
         fcn = span(call["fcn"])
-        name = f"__rk{counter}__".encode()
-        counter += 1
+        names = [f"__rk{counter + i}__" for i in range(5)]
+        counter += 5
+        value = written(names[0], names[1:])
         converted = (
-            b'[object.get({"number": ' + name + b', "string": ' + name + b"}, type_name(" + name + b"), "
-            b'sprintf("%v", [' + name + b"])) | " + name + b" := "
-        )
+            f'[object.get({{"number": {names[0]}, "string": {names[0]}}}, type_name({names[0]}), {value}) | '
+            f"{names[0]} := "
+        ).encode()
         text = flat(module, source, arguments["start"], arguments["end"])
         changes += [
             Change(fcn["start"], fcn["end"], SPRINTF.encode()),

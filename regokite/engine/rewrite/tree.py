@@ -175,6 +175,12 @@ def extent(term: Node) -> dict[str, int]:
     return {"start": start, "end": end}
 
 
+def end_of(node: Node) -> int:
+    """Just past a statement's (or a `with`'s) text: regorus's span of one ending in a string stops
+    before the string's closing quote."""
+    return max(node["span"]["end"], extent(node)["end"] or 0)
+
+
 @dataclass(frozen=True)
 class Import:
     """One `import` of a module: the path imported and the name it binds."""
@@ -221,6 +227,11 @@ class Parsed:
     def import_names(self) -> set[str]:
         """Names `data` and `input` imports bring in without `as`."""
         return {i.name for i in self.imports if i.parts[0] in ("data", "input") and not i.aliased}
+
+    def keeps_negations(self) -> bool:
+        """Whether `not` negates its whole expression here (`import future.keywords.not`, or
+        `future.keywords`): OPA's compiler then moves nothing out of a negation."""
+        return any(i.parts in (("future", "keywords", "not"), ("future", "keywords")) for i in self.imports)
 
     def aliases(self) -> set[str]:
         """Names imports bring in with `as`."""
