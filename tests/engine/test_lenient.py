@@ -43,7 +43,7 @@ def test_a_builtin_error_is_undefined_as_in_opa(ref: str, value: Any) -> None:
 
 def test_strict_the_builtin_error_is_an_error() -> None:
     strict = EngineSettings(strict_builtin_errors=True)
-    with pytest.raises(EvaluationError, match="invalid regex"):
+    with pytest.raises(EvaluationError, match="error parsing regexp"):
         open_engine(Bundle((Module("p.rego", RULES),)), strict).evaluate("data.p.bad_regex")
 
 
