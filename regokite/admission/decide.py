@@ -177,7 +177,12 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
                 skipped = policy.match.skipped(review.process)  # type: ignore[union-attr]
                 if not policy.match.matches(child.request, source="Generated", skipped=skipped):  # type: ignore[call-arg]
                     continue
-                evaluated.append(done)
+            except NamespaceUnknown as exc:  # its namespaceSelector without the Namespace
+                done.unmatched = exc
+            evaluated.append(done)
+            if done.unmatched is not None:
+                continue
+            try:
                 if policy.name in policy_set.unavailable:
                     raise RegokiteError(policy_set.unavailable[policy.name])
                 required_namespace(policy, namespace, review.process)
