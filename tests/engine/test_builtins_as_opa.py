@@ -1,4 +1,4 @@
-"""trace, indexof_n, time.add_date, sprintf, object.subset and json.patch beside OPA's evaluator
+"""trace, indexof_n, time.add_date, sprintf, semver, object.subset and json.patch beside OPA's evaluator
 (tests/opa_oracle.py): every case of CASES differed from OPA, or answered where OPA errs, on the code before."""
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ CASES = [
     ('x := sprintf("%+v|%+.2v|%#v|%#v", [3, 3.14159, "a", [1]])', None),
     # an integer with a precision is padded with spaces, a string's %x precision counts bytes
     ('x := sprintf("%05.0d|%09.5d|%.1x|%-6.2X", [0, 12345678, "é", "é日"])', None),
+    # semver: a leading v, leading zeros, empty pre-release or metadata; is_valid of a non-string is false
+    ("x := semver.is_valid(input)", "v1.2.3"),
+    ("x := semver.is_valid(input)", 1),
+    ("x := [semver.is_valid(input)]", []),
+    ('x := semver.compare(input, "1.2.3")', "v1.2.3"),
     # object.subset: two objects, sets, arrays, or an array and a set; anything else an error
     (SUBSET, [-2.25, "a"]),
     (SUBSET, [{"a": 1}, [1]]),
@@ -130,4 +135,28 @@ def test_object_subset_answers_as_opa_on_random_values() -> None:
         if (ours := opa_oracle.answer(mine, f"data.p.r{n}", {"i": 0, "j": 1}))
         != (theirs := opa_oracle.answer(opa, f"data.p.r{n}", {"i": 0, "j": 1}))
     ]
+    assert not different
+
+
+def test_semver_answers_as_opa_on_random_versions() -> None:
+    rng = random.Random(3)
+    bundle = Bundle(
+        (Module("p.rego", "package p\n\nv := semver.is_valid(input[0])\n\nc := semver.compare(input[0], input[1])\n"),)
+    )
+    mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
+    parts = ["0", "1", "01", "10", "v1", "+1", "-1", "", "a", "9223372036854775808", "2"]
+    labels = ["", "-", "+", "-a", "-1", "-01", "-a.1", "-1.a", "-a..b", "+b", "+b.c", "-rc.1+m", "-é", "-a-b", "-1.2.3"]
+    different = []
+    for _ in range(300):
+        versions = [
+            rng.choice(["", "v"])
+            + ".".join(rng.choice(parts) for _ in range(rng.choice([2, 3, 3, 3, 4])))
+            + rng.choice(labels)
+            for _ in range(2)
+        ]
+        operands: list[Any] = versions if rng.random() < 0.9 else [rng.choice([1, None, ["1.2.3"]]), versions[1]]
+        for ref in ("data.p.v", "data.p.c"):
+            ours, theirs = (opa_oracle.answer(engine, ref, operands) for engine in (mine, opa))
+            if ours != theirs:
+                different.append((ref, operands, ours, theirs))
     assert not different
