@@ -1,5 +1,6 @@
-"""trace, indexof_n, time.add_date, sprintf, semver, object.subset and json.patch beside OPA's evaluator
-(tests/opa_oracle.py): every case of CASES differed from OPA, or answered where OPA errs, on the code before."""
+"""trace, indexof_n, time.add_date, sprintf, semver, base64.is_valid, net.cidr_is_valid, object.subset and
+json.patch beside OPA's evaluator (tests/opa_oracle.py): every case of CASES differed from OPA, or answered where
+OPA errs, on the code before."""
 
 from __future__ import annotations
 
@@ -39,6 +40,11 @@ CASES = [
     ("x := semver.is_valid(input)", 1),
     ("x := [semver.is_valid(input)]", []),
     ('x := semver.compare(input, "1.2.3")', "v1.2.3"),
+    # base64.is_valid and net.cidr_is_valid of a non-string are false (regorus erred)
+    ("x := base64.is_valid(input)", 1),
+    ("x := [base64.is_valid(input), base64.is_valid(input.a)]", {"a": "YQ=="}),
+    ("x := net.cidr_is_valid(input)", ["10.0.0.0/8"]),
+    ('x := [net.cidr_is_valid(input.a), net.cidr_is_valid("10.0.0.0/33")]', {"a": "10.0.0.0/8"}),
     # object.subset: two objects, sets, arrays, or an array and a set; anything else an error
     (SUBSET, [-2.25, "a"]),
     (SUBSET, [{"a": 1}, [1]]),
