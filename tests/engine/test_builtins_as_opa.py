@@ -1,6 +1,6 @@
-"""trace, indexof_n, time.add_date, sprintf, semver, base64.is_valid, net.cidr_is_valid, object.subset and
-json.patch beside OPA's evaluator (tests/opa_oracle.py): every case of CASES differed from OPA, or answered where
-OPA errs, on the code before."""
+"""Builtins beside OPA's evaluator (tests/opa_oracle.py): trace, indexof_n, time.add_date,
+time.parse_duration_ns, sprintf, semver, base64.is_valid, net.cidr_is_valid, object.subset and json.patch. Every
+case of CASES differed from OPA, or answered where OPA errs, on the code before."""
 
 from __future__ import annotations
 
@@ -40,6 +40,9 @@ CASES = [
     ("x := semver.is_valid(input)", 1),
     ("x := [semver.is_valid(input)]", []),
     ('x := semver.compare(input, "1.2.3")', "v1.2.3"),
+    # time.parse_duration_ns: OPA 1.20 reads days, weeks and 365-day years too (regorus: "unknown unit")
+    ("x := time.parse_duration_ns(input)", "1.5d2h"),
+    ("x := time.parse_duration_ns(input)", "-1y1w"),
     # base64.is_valid and net.cidr_is_valid of a non-string are false (regorus erred)
     ("x := base64.is_valid(input)", 1),
     ("x := [base64.is_valid(input), base64.is_valid(input.a)]", {"a": "YQ=="}),
@@ -165,4 +168,33 @@ def test_semver_answers_as_opa_on_random_versions() -> None:
             ours, theirs = (opa_oracle.answer(engine, ref, operands) for engine in (mine, opa))
             if ours != theirs:
                 different.append((ref, operands, ours, theirs))
+    assert not different
+
+
+def test_parse_duration_answers_as_opa_on_random_durations() -> None:
+    rng = random.Random(7)
+    bundle = Bundle((Module("p.rego", "package p\n\nx := time.parse_duration_ns(input)\n"),))
+    mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
+    numbers = [
+        "0",
+        "1",
+        "1.5",
+        ".5",
+        "5.",
+        ".",
+        "",
+        "9223372036854775807",
+        "106751",
+        "0.000000001",
+        "1.99999999999999999999",
+    ]
+    units = ["ns", "us", "\u00b5s", "\u03bcs", "ms", "s", "m", "h", "d", "w", "y", "D", "", "x", "mo"]
+    different = []
+    for _ in range(400):
+        text = rng.choice(["", "", "-", "+"]) + "".join(
+            rng.choice(numbers) + rng.choice(units) for _ in range(rng.randint(1, 3))
+        )
+        ours, theirs = (opa_oracle.answer(engine, "data.p.x", text) for engine in (mine, opa))
+        if ours != theirs:
+            different.append((text, ours, theirs))
     assert not different
