@@ -148,13 +148,15 @@ def test_object_subset_answers_as_opa_on_random_values() -> None:
 
 
 def test_semver_answers_as_opa_on_random_versions() -> None:
+    """(the leading zeros and empty sections: tests/engine/test_opa_conformance.py's semver-strict cases)"""
     rng = random.Random(3)
     bundle = Bundle(
         (Module("p.rego", "package p\n\nv := semver.is_valid(input[0])\n\nc := semver.compare(input[0], input[1])\n"),)
     )
     mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
-    parts = ["0", "1", "01", "10", "v1", "+1", "-1", "", "a", "9223372036854775808", "2"]
-    labels = ["", "-", "+", "-a", "-1", "-01", "-a.1", "-1.a", "-a..b", "+b", "+b.c", "-rc.1+m", "-é", "-a-b", "-1.2.3"]
+    # no leading zero nor empty section: OPA's conformance suite pins them invalid, OPA 1.20.2 took them
+    parts = ["0", "1", "10", "v1", "+1", "-1", "", "a", "9223372036854775808", "2"]
+    labels = ["", "-a", "-1", "-0a", "-a.1", "-1.a", "-a..b", "+b", "+01", "+b.c", "-rc.1+m", "-é", "-a-b", "-1.2.3"]
     different = []
     for _ in range(300):
         versions = [

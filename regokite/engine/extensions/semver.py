@@ -1,10 +1,12 @@
-"""semver.is_valid and semver.compare as OPA 1.20's (internal/semver.Parse), in place of regorus's.
+"""semver.is_valid and semver.compare as OPA's (internal/semver.Parse), in place of regorus's.
 
-OPA reads a leading `v` (`v1.2.3` is valid; regorus said false), takes
-leading zeros (`01.2.3`), reads pre-release and metadata after the first
-`-` and `+` (either may be empty), and `semver.is_valid` of a non-string is
-false (regorus: an error, so a call OPA answers failed, or under OPA's
-default evaluation was undefined).
+OPA reads a leading `v` (`v1.2.3` is valid; regorus said false), reads the
+pre-release and metadata after the first `-` and `+`, and `semver.is_valid`
+of a non-string is false (regorus: an error, so a call OPA answers failed,
+or under OPA's default evaluation was undefined). SemVer 2.0.0's leading
+zeros (`01.2.3`, `1.2.3-01`) and empty sections (`1.2.3-`, `1.2.3+`) are
+invalid, as OPA's conformance suite pins them (semverisvalid-strict,
+semvercompare-strict); OPA 1.20.2 itself still took them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, string_operand
+from regokite.engine.extensions.common import BuiltinError, string_operand
 
 _IDENTIFIERS = re.compile(r"[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*")
 _INT64 = 2**63 - 1
@@ -22,17 +24,23 @@ _INT64 = 2**63 - 1
 def parse(version: str) -> tuple[int, int, int, str] | None:
     """(major, minor, patch, pre-release), or None where OPA's Parse errs."""
     version = version.removeprefix("v")
-    version, _, metadata = version.partition("+")
-    if metadata and not _IDENTIFIERS.fullmatch(metadata):
+    version, plus, metadata = version.partition("+")
+    if plus and not _IDENTIFIERS.fullmatch(metadata):
         return None
-    version, _, pre_release = version.partition("-")
-    if pre_release and not _IDENTIFIERS.fullmatch(pre_release):
+    version, minus, pre_release = version.partition("-")
+    if minus and not _IDENTIFIERS.fullmatch(pre_release):
+        return None
+    if any(_leading_zero(part) for part in pre_release.split(".") if part.isascii() and part.isdigit()):
         return None
     parts = version.split(".")
-    if len(parts) != 3 or not all(_go_int64(part) for part in parts):
+    if len(parts) != 3 or not all(_go_int64(part) and not _leading_zero(part) for part in parts):
         return None
     major, minor, patch = (int(part) for part in parts)
     return major, minor, patch, pre_release
+
+
+def _leading_zero(number: str) -> bool:
+    return len(number) > 1 and number.startswith("0")
 
 
 def _go_int64(text: str) -> bool:
@@ -79,8 +87,7 @@ def _pre_release_order(a: str, b: str) -> int:
             return 1 if x > y else -1
     if len(left) != len(right):
         return 1 if len(left) > len(right) else -1
-    # equal but for a number's text (`1.01` and `1.1`): OPA's loop never ends there
-    raise Refusal(f"semver.compare: OPA does not answer for pre-releases {a!r} and {b!r}: use --engine opa")
+    raise AssertionError(f"pre-releases {a!r} and {b!r} differ but compare equal")  # no leading zeros
 
 
 BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
