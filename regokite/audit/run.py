@@ -25,7 +25,7 @@ from regokite.audit import reports
 from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_resources, violations
 from regokite.bundle import fingerprint
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
-from regokite.engine import UNDEFINED, Capability, EngineSettings
+from regokite.engine import UNDEFINED, Capability, EngineSettings, builtin_errors
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.crds import AUDIT_POD_ID, constraint_plural, constraint_pod_status, with_pod_entry
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
@@ -43,10 +43,13 @@ from regokite.kube.client import OUTAGE_REASONS, ApiError, KubeClient, error_rea
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
 from regokite.ops import audit_metrics as metrics
+from regokite.ops import builtin_error_metrics
 from regokite.ops.logging import NAMED_FIELDS
 from regokite.ops.outage import Outage
 from regokite.replication.replicate import Replicator, check_access
 from regokite.resources import ChildType
+
+builtin_errors.listen(builtin_error_metrics.count)  # this server's /metrics counts its undefined calls
 
 log = logging.getLogger("regokite.audit")
 FIELD_MANAGER = "regokite-audit"

@@ -45,11 +45,14 @@ from regokite.bundle import Bundle
 from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_changes
 from regokite.controllers.hooks import ResolvedHook, evaluate_hook
 from regokite.controllers.schema import DEFAULT_HOOK_TIMEOUT, HookTarget
-from regokite.engine import EngineSettings, open_engine
+from regokite.engine import EngineSettings, builtin_errors, open_engine
 from regokite.errors import HookError, RegokiteError
+from regokite.ops import builtin_error_metrics
 from regokite.ops import controller_metrics as metrics
 from regokite.ops import logging as ops_logging
 from regokite.ops.watchdog import Overdue, Watchdog
+
+builtin_errors.listen(builtin_error_metrics.count)  # this server's /metrics counts its undefined calls
 
 log = logging.getLogger("regokite.controller")
 START_SECONDS = 120.0  # a worker must have built its engine by then
