@@ -173,9 +173,9 @@ class Reloader:
             return
         await self.loader.load(candidate)  # the set served meanwhile keeps its data: swapped in loaded
         metrics.policy_reloads.labels("success").inc()
-        self.state.swap(candidate)
-        log.info("policies reloaded", extra={"policies": [p.name for p in candidate.policies]})
         assert snapshot is not None
+        self.state.swap(candidate, files_read_at=snapshot.read_on_the_wall_clock())
+        log.info("policies reloaded", extra={"policies": [p.name for p in candidate.policies]})
         await asyncio.to_thread(self.saved, snapshot)
 
     def _build(self) -> tuple[PolicySet | str, Snapshot | None]:

@@ -87,3 +87,7 @@ class Snapshot:
     fingerprint: tuple
     bundle: Bundle
     gatekeeper: GatekeeperSources = field(default_factory=GatekeeperSources)  # templates, constraints beside it
+
+    def read_on_the_wall_clock(self) -> float:
+        """When it was read, as time.time() (to compare with files' mtimes: /readyz's reload.files_read_at)."""
+        return time.time() - (time.monotonic() - self.read_at)

@@ -162,7 +162,9 @@ def test_policy_changes_are_picked_up_and_a_broken_one_keeps_the_last_good_set(s
     with server.client() as c:
         assert post(c, "/validate", doc).json()["response"]["allowed"] is True
         (policies / "replicas.rego").write_text(REPLICAS.replace("> 3", "> 2"))
+        written = (policies / "replicas.rego").stat().st_mtime
         wait_until(lambda: post(c, "/validate", doc).json()["response"]["allowed"] is False)
+        wait_until(lambda: c.get("/readyz").json()["reload"]["files_read_at"] >= written)  # read after the write
 
         (policies / "replicas.rego").write_text("package admission.replicas\n\ndeny contains msg if {\n")
         wait_until(lambda: c.get("/readyz").json()["reload"]["ok"] is False)
