@@ -29,6 +29,7 @@ class AdmissionSettings:
     workers: int = 1
     deadline_seconds: float = 3.0
     watchdog_seconds: float = 5.0  # a worker on one review this long is replaced; 0 = never
+    shutdown_delay: float = 0.0  # Gatekeeper's --shutdown-delay: serve this long after SIGTERM, then stop
     worker_memory_bytes: int = 256 * 2**20  # a worker resident past this is replaced; 0 = never
     max_body_bytes: int = 8 * 1024 * 1024
     reload_interval: float = 1.0
