@@ -39,6 +39,8 @@ OPA_ERRS: dict[str, tuple[str, Any]] = {
     "replace": ('replace(input.a, input.b, "x")', {"a": 5, "b": "y"}),
     "replace of an empty string": ('replace(input.a, input.b, "x")', {"a": 5, "b": ""}),
     "regex.split": ('regex.split(input.a, "x")', {"a": "["}),
+    "json.patch": ("json.patch(input.a, input.b)", {"a": {"k": 1}, "b": [{"op": "remove", "path": "/j"}]}),
+    "object.subset": ("object.subset(input.a, input.b)", {"a": 1, "b": "x"}),
 }
 # builtins OPA never fails, whose calls the embedded engine refuses where it cannot answer as OPA
 REFUSED: dict[str, tuple[str, Any]] = {

@@ -74,7 +74,7 @@ def decide(
     policies start after the budget is spent. `on_policy` hears each policy's
     name before it runs (the watchdog's view of a worker).
     """
-    if mode == "validate" and only is None:
+    if mode == "validate" and only is None and review.process == "webhook":  # the webhook's, not audit's or gator's
         refused = policy_objects_refusal(policy_set, review)
         if refused is not None:
             return refused

@@ -67,6 +67,7 @@ class AdmissionSettings:
             source=self.policies,
             gatekeeper_sources=snapshot.gatekeeper,
             mutation_annotations=self.mutation_annotations,
+            replicate_path=self.replicate_path,
         )
         for problem in policy_set.problems:
             log.error("gatekeeper resource not loaded", extra={"error": problem})

@@ -41,7 +41,7 @@ def test_a_builtin_error_is_undefined_as_in_opa(ref: str, value: Any) -> None:
 
 
 def test_strict_the_builtin_error_is_an_error() -> None:
-    with pytest.raises(EvaluationError, match="invalid regex"):
+    with pytest.raises(EvaluationError, match="error parsing regexp"):
         open_engine(Bundle((Module("p.rego", RULES),))).evaluate("data.p.bad_regex")
 
 

@@ -392,7 +392,7 @@ def test_disable_http_send(bats: Bats) -> None:
     regokite refuses it at apply with why (as Gatekeeper did with validate-template-rego, before 3.16): a
     template that would not compile never reaches the cluster. Its constraint is refused either way."""
     done = bats.run("apply", "-f", bats.file("templates/use_http_send_template.yaml"))
-    assert done.returncode != 0 and "http.send is not enabled" in done.stderr, done.stderr
+    assert done.returncode != 0 and "undefined function http.send" in done.stderr, done.stderr
     done = bats.run("apply", "-f", bats.file("bad/bad_http_send.yaml"))
     assert done.returncode != 0
 

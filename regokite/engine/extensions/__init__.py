@@ -33,11 +33,13 @@ from regokite.engine.extensions import (
     jwt_sign,
     lookup,
     private_keys,
+    regexes,
     rounding,
     runtime,
     schemas,
     strings,
     templates,
+    times,
     units,
     yamlcheck,
 )
@@ -46,6 +48,7 @@ from regokite.engine.extensions.external_data import MUTATION_NAME, ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 from regokite.engine.extensions.internal import (
     ARITH,
+    FAIL,
     HTTP_SEND_OFF,
     LENIENT,
     NUMBER_TEXT,
@@ -73,6 +76,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **jwt_sign.BUILTINS,
     **lookup.BUILTINS,
     **private_keys.BUILTINS,
+    **regexes.BUILTINS,
     **rounding.BUILTINS,
     **runtime.BUILTINS,
     **schemas.BUILTINS,
@@ -81,6 +85,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **graphql.BUILTINS,
     **strings.BUILTINS,
     **templates.BUILTINS,
+    **times.BUILTINS,
     **units.BUILTINS,
     **yamlcheck.BUILTINS,
 }
@@ -142,6 +147,11 @@ def _http_send_off(_request: object) -> object:
     )
 
 
+def _fail(message: object) -> object:
+    """Always the builtin's error: a routed builtin regorus left undefined where OPA errs (rewrite.routes)."""
+    raise BuiltinError(str(message))
+
+
 def _lenient(name: object, arguments: object) -> list[object]:
     """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
 
@@ -172,6 +182,7 @@ INTERNAL: dict[str, Internal] = {
     REPLACE_EMPTY: Internal(2, strings.replace_empty, "builtin", guarded=True),
     SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
     STRLEN: Internal(1, _strlen, "none"),
+    FAIL: Internal(1, _fail, "builtin"),
     LENIENT: Internal(2, _lenient, "none", guarded=True),
     UNORDERED: Internal(1, _unordered, "always"),
     TEMPLATE: Internal(1, interpolation.template, "always"),

@@ -46,7 +46,8 @@ def rewrite(run: Pass) -> Changes:
             continue
         functions = rules[tree.package] | tree.aliases() | tree.import_names()
         wanted = {(loc.line, loc.col) for loc in at if loc.file == engine_name(target.module)}
-        yield target.identity, _changes(tree, functions, wanted, back)
+        if wanted:  # no call of this module erred: nothing to walk
+            yield target.identity, _changes(tree, functions, wanted, back)
 
 
 def _changes(tree: Parsed, functions: set[str], wanted: set[tuple[int, int]], back: Columns) -> list[Change]:

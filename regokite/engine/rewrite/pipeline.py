@@ -10,6 +10,8 @@ is rewritten in a later round). Every stage can be turned off by name
 
 from __future__ import annotations
 
+import functools
+
 from regokite.bundle import Module
 from regokite.engine.extensions.internal import TEMPLATE
 from regokite.engine.rewrite import (
@@ -79,13 +81,38 @@ STAGES: tuple[Stage, ...] = (
 NAMES = frozenset(stage.name for stage in STAGES)
 
 
+# the first stage that reads `options.lenient`: the stages before it leave the same modules for every lenient set
+_LENIENT_FROM = next(i for i, stage in enumerate(STAGES) if stage.name == "LenientCalls")
+
+
 def run(
     modules: tuple[Module, ...], options: Options, without: frozenset[str] = frozenset()
 ) -> tuple[tuple[Module, ...], Columns]:
-    """Every stage of STAGES but those named in `without`, in order; the modules as rewritten and the map back."""
-    current = list(modules)
+    """Every stage of STAGES but those named in `without`, in order; the modules as rewritten and the map back.
+
+    A serving path that meets a new erring place asks again with one more lenient location: the
+    stages before LenientCalls are not run again for it (`_before`, cached without the lenient set)."""
+    done, maps = _before(modules, options.mockable, without)
+    current, chain = list(done), list(maps)
+    _stages(current, chain, STAGES[_LENIENT_FROM:], options, without)
+    return tuple(current), Columns.chain(*chain)
+
+
+@functools.lru_cache(maxsize=16)
+def _before(
+    modules: tuple[Module, ...], mockable: frozenset[str], without: frozenset[str]
+) -> tuple[tuple[Module, ...], tuple[Columns, ...]]:
+    current: list[Module] = list(modules)
     maps: list[Columns] = []
-    for stage in STAGES:
+    _stages(current, maps, STAGES[:_LENIENT_FROM], Options(frozenset(), mockable), without)
+    return tuple(current), tuple(maps)
+
+
+def _stages(
+    current: list[Module], maps: list[Columns], stages: tuple[Stage, ...], options: Options, without: frozenset[str]
+) -> None:
+    """Run `stages` on `current` in place, appending each change's map back to `maps`."""
+    for stage in stages:
         if stage.name in without or not stage.applies(options):
             continue
         pending = frozenset(range(len(current)))
@@ -96,7 +123,6 @@ def run(
                 break
             maps.append(moves)
             pending = changed
-    return tuple(current), Columns.chain(*maps)
 
 
 def _apply(current: list[Module], found: Changes) -> tuple[Columns, frozenset[int]]:

@@ -19,12 +19,3 @@ CASES = frozenset({
     "gatekeeper external data validation and mutation test", "namespace object access - Rego engine test",
     "constraint template operations test", "gatekeeper expansion test", "shutdown delay",
 })  # fmt: skip
-
-# offline steps that are the webhook's enforcement point (a scoped action at validation.gatekeeper.sh, the
-# Config's exclusions for the webhook): `regokite check` decides as gator, so they are judged on the API server
-WEBHOOK_STEPS = frozenset({
-    "required labels warn and dryrun test/scoped denies and warns",
-    "config namespace exclusion test (exact match)/admitted after it",
-    "config namespace exclusion test (prefix match)/admitted after it",
-    "config namespace exclusion test (suffix match)/admitted after it",
-})  # fmt: skip
