@@ -121,17 +121,21 @@ class Shutdown:
     def __init__(self, delay: float, children: dict[int, int]) -> None:
         self.delay, self.children = delay, children  # children: the supervisor's, pid -> slot
         self.at: float | None = None
-        self.stopping = False
+        self.stopping = self.announced = False
 
     def signalled(self, _signum: int, _frame: object) -> None:
         if self.at is None and self.delay > 0:
-            self.at = time.monotonic() + self.delay
-            log.info("shutting down once the delay ends; serving meanwhile", extra={"seconds": self.delay})
+            self.at = time.monotonic() + self.delay  # no logging here: the handler may interrupt a log call
         else:
             self.stop()
 
     def when_due(self) -> None:
-        if self.at is not None and not self.stopping and time.monotonic() >= self.at:
+        if self.at is None or self.stopping:
+            return
+        if not self.announced:
+            self.announced = True
+            log.info("shutting down once the delay ends; serving meanwhile", extra={"seconds": self.delay})
+        if time.monotonic() >= self.at:
             self.stop()
 
     def stop(self) -> None:
