@@ -1,5 +1,6 @@
-"""trace, indexof_n, time.add_date, sprintf, object.subset and json.patch beside OPA's evaluator
-(tests/opa_oracle.py): every case of CASES differed from OPA, or answered where OPA errs, on the code before."""
+"""Builtins beside OPA's evaluator (tests/opa_oracle.py): trace, indexof_n, time.add_date,
+time.parse_duration_ns, sprintf, semver, base64.is_valid, net.cidr_is_valid, object.subset and json.patch. Every
+case of CASES differed from OPA, or answered where OPA errs, on the code before."""
 
 from __future__ import annotations
 
@@ -34,6 +35,19 @@ CASES = [
     ('x := sprintf("%+v|%+.2v|%#v|%#v", [3, 3.14159, "a", [1]])', None),
     # an integer with a precision is padded with spaces, a string's %x precision counts bytes
     ('x := sprintf("%05.0d|%09.5d|%.1x|%-6.2X", [0, 12345678, "é", "é日"])', None),
+    # semver: a leading v, leading zeros, empty pre-release or metadata; is_valid of a non-string is false
+    ("x := semver.is_valid(input)", "v1.2.3"),
+    ("x := semver.is_valid(input)", 1),
+    ("x := [semver.is_valid(input)]", []),
+    ('x := semver.compare(input, "1.2.3")', "v1.2.3"),
+    # time.parse_duration_ns: OPA 1.20 reads days, weeks and 365-day years too (regorus: "unknown unit")
+    ("x := time.parse_duration_ns(input)", "1.5d2h"),
+    ("x := time.parse_duration_ns(input)", "-1y1w"),
+    # base64.is_valid and net.cidr_is_valid of a non-string are false (regorus erred)
+    ("x := base64.is_valid(input)", 1),
+    ("x := [base64.is_valid(input), base64.is_valid(input.a)]", {"a": "YQ=="}),
+    ("x := net.cidr_is_valid(input)", ["10.0.0.0/8"]),
+    ('x := [net.cidr_is_valid(input.a), net.cidr_is_valid("10.0.0.0/33")]', {"a": "10.0.0.0/8"}),
     # object.subset: two objects, sets, arrays, or an array and a set; anything else an error
     (SUBSET, [-2.25, "a"]),
     (SUBSET, [{"a": 1}, [1]]),
@@ -130,4 +144,59 @@ def test_object_subset_answers_as_opa_on_random_values() -> None:
         if (ours := opa_oracle.answer(mine, f"data.p.r{n}", {"i": 0, "j": 1}))
         != (theirs := opa_oracle.answer(opa, f"data.p.r{n}", {"i": 0, "j": 1}))
     ]
+    assert not different
+
+
+def test_semver_answers_as_opa_on_random_versions() -> None:
+    """(the leading zeros and empty sections: tests/engine/test_opa_conformance.py's semver-strict cases)"""
+    rng = random.Random(3)
+    bundle = Bundle(
+        (Module("p.rego", "package p\n\nv := semver.is_valid(input[0])\n\nc := semver.compare(input[0], input[1])\n"),)
+    )
+    mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
+    # no leading zero nor empty section: OPA's conformance suite pins them invalid, OPA 1.20.2 took them
+    parts = ["0", "1", "10", "v1", "+1", "-1", "", "a", "9223372036854775808", "2"]
+    labels = ["", "-a", "-1", "-0a", "-a.1", "-1.a", "-a..b", "+b", "+01", "+b.c", "-rc.1+m", "-é", "-a-b", "-1.2.3"]
+    different = []
+    for _ in range(300):
+        versions = [
+            rng.choice(["", "v"])
+            + ".".join(rng.choice(parts) for _ in range(rng.choice([2, 3, 3, 3, 4])))
+            + rng.choice(labels)
+            for _ in range(2)
+        ]
+        operands: list[Any] = versions if rng.random() < 0.9 else [rng.choice([1, None, ["1.2.3"]]), versions[1]]
+        for ref in ("data.p.v", "data.p.c"):
+            ours, theirs = (opa_oracle.answer(engine, ref, operands) for engine in (mine, opa))
+            if ours != theirs:
+                different.append((ref, operands, ours, theirs))
+    assert not different
+
+
+def test_parse_duration_answers_as_opa_on_random_durations() -> None:
+    rng = random.Random(7)
+    bundle = Bundle((Module("p.rego", "package p\n\nx := time.parse_duration_ns(input)\n"),))
+    mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
+    numbers = [
+        "0",
+        "1",
+        "1.5",
+        ".5",
+        "5.",
+        ".",
+        "",
+        "9223372036854775807",
+        "106751",
+        "0.000000001",
+        "1.99999999999999999999",
+    ]
+    units = ["ns", "us", "\u00b5s", "\u03bcs", "ms", "s", "m", "h", "d", "w", "y", "D", "", "x", "mo"]
+    different = []
+    for _ in range(400):
+        text = rng.choice(["", "", "-", "+"]) + "".join(
+            rng.choice(numbers) + rng.choice(units) for _ in range(rng.randint(1, 3))
+        )
+        ours, theirs = (opa_oracle.answer(engine, "data.p.x", text) for engine in (mine, opa))
+        if ours != theirs:
+            different.append((text, ours, theirs))
     assert not different

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, int_operand, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, int_operand, string_operand, type_name
 
 NAME = "time.add_date"
 _NS_PER_DAY = 86_400 * 10**9
@@ -121,4 +121,89 @@ def _civil(days: int) -> tuple[int, int, int]:
     return year_of_era + era * 400 + (month <= 2), month, day
 
 
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {NAME: (4, add_date)}
+_GO_UNITS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9}
+_GO_UNITS["h"] = 3600 * 10**9
+# OPA's second reading, where Go's fails: days, weeks, 365-day years, and no Greek mu
+_OPA_UNITS = {k: v for k, v in _GO_UNITS.items() if k != "\u03bcs"} | {"d": 86400 * 10**9, "w": 7 * 86400 * 10**9}
+_OPA_UNITS["y"] = 365 * 86400 * 10**9
+_DIGITS = frozenset("0123456789")
+
+
+def parse_duration_ns(value: Any) -> int:
+    """Go's time.ParseDuration, and where it fails OPA 1.20's reading with days, weeks and 365-day years
+    (`1d`, `1.5w`, `1y`; regorus knew no `d`) but without `\u03bcs`: each `[digits][.digits]unit`, a
+    fraction scaled as Go's float64, within int64."""
+    text = string_operand("time.parse_duration_ns", value, 1)
+    try:
+        return _duration(text, _GO_UNITS)
+    except BuiltinError:
+        return _duration(text, _OPA_UNITS)
+
+
+def _duration(text: str, units: dict[str, int]) -> int:
+    invalid = BuiltinError(f'time: invalid duration "{text}"')
+    rest, negative = text, text[:1] == "-"
+    if rest[:1] in ("-", "+"):
+        rest = rest[1:]
+    if rest == "0":
+        return 0
+    if not rest:
+        raise invalid
+    total = 0
+    while rest:
+        if not (rest[0] == "." or rest[0] in _DIGITS):
+            raise invalid
+        whole, after = _leading_int(rest, invalid)
+        fraction, scale, digits = 0, 1.0, len(after) != len(rest)
+        if after[:1] == ".":
+            fraction, scale, tail = _leading_fraction(after[1:])
+            digits, after = digits or len(tail) != len(after) - 1, tail
+        if not digits:
+            raise invalid
+        end = next((i for i, c in enumerate(after) if c == "." or c in _DIGITS), len(after))
+        unit = units.get(after[:end])
+        if unit is None:
+            raise BuiltinError(f'time: {"missing" if end == 0 else "unknown"} unit in duration "{text}"')
+        rest = after[end:]
+        if whole > 2**63 // unit:
+            raise invalid
+        amount = whole * unit
+        if fraction:
+            amount += int(float(fraction) * (float(unit) / scale))
+        total += amount
+        if amount > 2**63 or total > 2**63:
+            raise invalid
+    if not negative and total > 2**63 - 1:
+        raise invalid
+    return -total if negative else total
+
+
+def _leading_int(text: str, overflow: BuiltinError) -> tuple[int, str]:
+    """Go's leadingInt: the leading digits' value (0 for none) and the rest; past 2^63 an error."""
+    i, number = 0, 0
+    while i < len(text) and text[i] in _DIGITS:
+        if number > 2**63 // 10:
+            raise overflow
+        number = number * 10 + ord(text[i]) - 48
+        if number > 2**63:
+            raise overflow
+        i += 1
+    return number, text[i:]
+
+
+def _leading_fraction(text: str) -> tuple[int, float, str]:
+    """Go's leadingFraction: the leading digits' value and scale (digits past 63 bits dropped), the rest."""
+    i, number, scale, overflow = 0, 0, 1.0, False
+    while i < len(text) and text[i] in _DIGITS:
+        digit, i = ord(text[i]) - 48, i + 1
+        if overflow or number > (2**63 - 1) // 10 or number * 10 + digit > 2**63:
+            overflow = True
+            continue
+        number, scale = number * 10 + digit, scale * 10
+    return number, scale, text[i:]
+
+
+BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
+    NAME: (4, add_date),
+    "time.parse_duration_ns": (1, parse_duration_ns),
+}

@@ -63,7 +63,11 @@ ROUTED = {
     "yaml.marshal": 1,
     "json.patch": 2,
     "object.subset": 2,
+    "base64.is_valid": 1,
+    "net.cidr_is_valid": 1,
 }
+# false for a non-string, as OPA's (regorus errs): regorus's answer for a string
+_FALSE_UNLESS_STRING = frozenset({"base64.is_valid", "net.cidr_is_valid"})
 ALWAYS_ROUTED = frozenset(ROUTED)
 ROUTE = "__rk_b_"
 _NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | COMPREHENSIONS
@@ -194,6 +198,8 @@ def _wrapper(builtin: str, arity: int, v0: bool, name: str) -> str:
         return helpers.rego("ordering", v0, name=name, builtin=builtin, ordered=ordered, unordered=UNORDERED)
     if builtin == "replace" and arity == 3:
         return helpers.rego("replace", v0, name=name, replace_empty=REPLACE_EMPTY)
+    if builtin in _FALSE_UNLESS_STRING and arity == 1:
+        return helpers.rego("string_or", v0, name=name, string=f"{builtin}(a0)", other="false")
     if builtin in ("json.patch", "object.subset") and arity == 2:
         return helpers.rego(builtin.replace(".", "_"), v0, name=name, fail=FAIL)
     if builtin == "regex.split" and arity == 2:
