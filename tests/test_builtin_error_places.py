@@ -22,6 +22,7 @@ from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
 from regokite.bundle import Bundle, Module
 from regokite.cli import main
+from regokite.engine import EngineSettings
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.engine.rewrite import ALWAYS_ROUTED
 from regokite.errors import EvaluationError, Location
@@ -227,10 +228,10 @@ def test_a_builtin_put_in_by_a_with_names_that_with() -> None:
 
 
 def test_an_admission_policys_routed_builtin_error_fails_closed_naming_the_call(tmp_path: Path) -> None:
+    """Under --strict-builtin-errors (by default the call is undefined: tests/admission/test_builtin_errors.py)."""
     rego = "package admission.p\n\ndeny contains msg if {\n    n := count(input.request.object.spec.replicas)\n"
     (tmp_path / "p.rego").write_text(rego + '    msg := sprintf("%d", [n])\n}\n')
-    decision = decide(
-        load_policy_set([str(tmp_path)]), parse_review(json.dumps(review(deployment())).encode()), mode="validate"
-    )
+    policies = load_policy_set([str(tmp_path)], EngineSettings(strict_builtin_errors=True))
+    decision = decide(policies, parse_review(json.dumps(review(deployment())).encode()), mode="validate")
     assert not decision.verdict.allowed and decision.outcomes[0].decision == "error"
     assert "p.rego:4:10" in decision.verdict.messages[0]

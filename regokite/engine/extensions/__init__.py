@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import regorus
 
 from regokite import input_guard
+from regokite.engine import builtin_errors
 from regokite.engine.extensions import (
     arithmetic,
     arrays,
@@ -31,6 +32,7 @@ from regokite.engine.extensions import (
     interpolation,
     jwt,
     jwt_sign,
+    keypairs,
     lookup,
     private_keys,
     regexes,
@@ -61,6 +63,7 @@ from regokite.engine.extensions.internal import (
     UNORDERED,
     YAML_PLAIN,
 )
+from regokite.errors import engine_diagnostic
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
 
@@ -75,6 +78,7 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **certificates.BUILTINS,
     **jwt.BUILTINS,
     **jwt_sign.BUILTINS,
+    **keypairs.BUILTINS,
     **lookup.BUILTINS,
     **private_keys.BUILTINS,
     **regexes.BUILTINS,
@@ -173,9 +177,15 @@ def _lenient(name: object, arguments: object) -> list[object]:
         found = engine.eval_query(f"__value := {name}({operands})")["result"]
     except (KeyboardInterrupt, SystemExit, Refusal):
         raise  # a Refusal: OPA answers where this engine cannot, so it is no builtin error to make undefined
-    except BaseException:  # the builtin's error, whatever its type (a panic included): undefined
+    except BaseException as exc:  # the builtin's error, whatever its type (a panic included): undefined
+        builtin_errors.swallowed(name, _error_text(exc))
         return []
     return [found[0]["bindings"]["__value"]] if found else []
+
+
+def _error_text(exc: BaseException) -> str:
+    """A builtin's error as the log reads it: regorus's message without its source excerpt."""
+    return engine_diagnostic(str(exc))[0]
 
 
 INTERNAL: dict[str, Internal] = {
