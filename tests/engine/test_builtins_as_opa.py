@@ -1,6 +1,6 @@
 """Builtins beside OPA's evaluator (tests/opa_oracle.py): trace, indexof_n, time.add_date,
-time.parse_duration_ns, sprintf, semver, base64.is_valid, net.cidr_is_valid, object.subset and json.patch. Every
-case of CASES differed from OPA, or answered where OPA errs, on the code before."""
+time.parse_duration_ns, sprintf, json.marshal, semver, base64.is_valid, net.cidr_is_valid, object.subset and
+json.patch. Every case of CASES differed from OPA, or answered where OPA errs, on the code before."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ CASES = [
     # time.parse_duration_ns: OPA 1.20 reads days, weeks and 365-day years too (regorus: "unknown unit")
     ("x := time.parse_duration_ns(input)", "1.5d2h"),
     ("x := time.parse_duration_ns(input)", "-1y1w"),
+    # json.marshal: a key that is no string is ordered by its JSON text, as Go's map[string] (regorus: as values)
+    ('x := json.marshal({9: "a", 10: "b", "a": {{}: 1, {"name": null}: 2}})', None),
+    ('x := json.marshal_with_options({true: 1, "a": 2, null: 3, 1: 4, [1]: 5}, {"pretty": true})', None),
     # base64.is_valid and net.cidr_is_valid of a non-string are false (regorus erred)
     ("x := base64.is_valid(input)", 1),
     ("x := [base64.is_valid(input), base64.is_valid(input.a)]", {"a": "YQ=="}),

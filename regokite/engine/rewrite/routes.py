@@ -192,7 +192,10 @@ def _wrapper(builtin: str, arity: int, v0: bool, name: str) -> str:
             "checked_call", v0, name=name, operands=operands, value="yaml.marshal(a0)", check=f"{YAML_PLAIN}(a0)"
         )
     if builtin.startswith("json.marshal"):
-        return helpers.rego("json_marshal", v0, name=name, operands=operands, builtin=builtin)
+        # an object key that is no string is written as its JSON text, ordered as Go orders a map[string] (regorus
+        # ordered keys as values: 9 before 10): the value goes through its own JSON, where each key is that text
+        keyed = operands.replace("a0", "json.unmarshal(json.marshal(a0))", 1)
+        return helpers.rego("json_marshal", v0, name=name, operands=operands, builtin=builtin, keyed=keyed)
     if builtin in _ORDERING and arity == 1:
         ordered = _ORDERING[builtin].format("__rk_b_ordered(a0)")
         return helpers.rego("ordering", v0, name=name, builtin=builtin, ordered=ordered, unordered=UNORDERED)
