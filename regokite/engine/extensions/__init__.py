@@ -142,8 +142,9 @@ def _http_send_off(_request: object) -> object:
     )
 
 
-def _lenient(name: object, arguments: object) -> list[object]:
+def _lenient(name: object, arguments: object, place: object) -> list[object]:
     """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
+    `place`: the call's FILE:LINE:COL as written (rewrite.lenient), for whoever reports the errors swallowed.
 
     regorus has no switch for it, so the call is made here: an extension of
     regokite's directly, one of regorus's on an engine of its own.
@@ -172,7 +173,7 @@ INTERNAL: dict[str, Internal] = {
     REPLACE_EMPTY: Internal(2, strings.replace_empty, "builtin", guarded=True),
     SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
     STRLEN: Internal(1, _strlen, "none"),
-    LENIENT: Internal(2, _lenient, "none", guarded=True),
+    LENIENT: Internal(3, _lenient, "none", guarded=True),
     UNORDERED: Internal(1, _unordered, "always"),
     TEMPLATE: Internal(1, interpolation.template, "always"),
     TEXT: Internal(2, interpolation.text, "always"),
