@@ -389,3 +389,15 @@ def test_an_integer_beyond_64_bits_computed_as_opa(expression: str) -> None:
 def test_an_integer_beyond_64_bits_regorus_would_hold_is_refused(rule: str) -> None:
     with pytest.raises(PolicyLoadError, match="beyond 64 bits"):
         EmbeddedEngine(Bundle((Module("p.rego", f"package p\n\n{rule}\n"),)))
+
+
+@pytest.mark.parametrize("rule", ["x := 1e400 != 1", "x := 1%s0 > 1" % ("0" * 400)])
+def test_an_integer_beyond_a_double_is_refused_not_a_crash(rule: str) -> None:
+    """Numbers reads every number token of the text (to spare a tree walk where none is held otherwise): one
+    beyond a double's range (inf) is refused at load, as the others a double cannot hold."""
+    with pytest.raises(PolicyLoadError, match=r"beyond 64 bits|not held exactly|out of range"):
+        EmbeddedEngine(Bundle((Module("p.rego", f"package p\n\n{rule}\n"),)))
+
+
+def test_a_long_digit_string_is_no_number() -> None:
+    same('package p\n\nx := "%s"\n' % ("1" * 400))

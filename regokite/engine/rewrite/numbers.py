@@ -23,6 +23,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from regokite.bundle import Module
 from regokite.engine.extensions.arithmetic import exact_value
 from regokite.engine.extensions.common import BuiltinError
 from regokite.engine.extensions.formatting import sprintf
@@ -31,10 +32,18 @@ from regokite.engine.rewrite.edits import Change, refusal, trimmed
 from regokite.engine.rewrite.tree import Node, body, extent, fcn_name, kind
 
 _INTEGER = re.compile(rb"-?[0-9]+")
+_NUMBER = re.compile(rb"-?[0-9][0-9_]*(?:\.[0-9_]+)?(?:[eE][+-]?[0-9]+)?")  # every number literal's text, and more
 _UNKNOWN = object()  # not a constant
 _MOST_ITEMS = 10_000
 _ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b}
 _ORDER = {"Lt": "__lt__", "Le": "__le__", "Gt": "__gt__", "Ge": "__ge__", "Eq": "__eq__", "Ne": "__ne__"}
+
+
+def wanted(module: Module) -> bool:
+    """Whether the text holds a number regorus would hold otherwise (maybe in a string or a name: the tree
+    decides then). Most modules hold none, and spare the walk of their tree."""
+    numbers = (m[0] for m in _NUMBER.finditer(module.text.encode()))
+    return any(_held_otherwise(n) is not None or _held_otherwise(n.lstrip(b"-")) is not None for n in numbers)
 
 
 def rewrite(target: Target) -> list[Change]:
@@ -195,7 +204,8 @@ def _outermost(changes: list[Change]) -> list[Change]:
 def _held_otherwise(text: bytes) -> str | None:
     """Why regorus would hold the literal `text` otherwise than OPA, or None."""
     if _INTEGER.fullmatch(text):
-        if not -(2**63) <= int(text) < 2**64 and int(float(text)) != int(text):
+        value, double = int(text), float(text)  # a double beyond its range is inf
+        if not -(2**63) <= value < 2**64 and not (math.isfinite(double) and int(double) == value):
             return (
                 f"the integer {text.decode()} is beyond 64 bits and not a double, which the embedded engine "
                 "would round: write it as a string, or use --engine opa"
