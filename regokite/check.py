@@ -5,7 +5,9 @@ the server's own decision code (`admission.decide`: `match`, enforcement,
 failure policy): mutating policies and Gatekeeper's mutators first, then the
 validating policies on the mutated object, as the API server calls them.
 Gatekeeper's constraints are judged as gator judges them (its enforcement
-point `gator.gatekeeper.sh`: scoped actions for gator, every operation).
+point `gator.gatekeeper.sh`: scoped actions for gator, every operation, no
+Config exclusions), or at another point (`--enforcement-point`): the
+webhook's replays what the admission server would decide.
 Policies that read cluster data see the input's other objects, and the
 objects of `--data` files, in kube-mgmt's layout, as the server's replicated
 data would hold them once applied.
@@ -54,6 +56,9 @@ class Manifest:
     warnings: list[str] = field(default_factory=list)
     mutated: dict[str, Any] | None = None  # the object as the mutating policies left it, when they changed it
     details: list[dict[str, Any]] = field(default_factory=list)  # constraints' violations that carry details
+    # violations under an action that neither refuses nor warns (dryrun, or one only gator reads), each
+    # `[policy] message (action)`: gator test prints every violation, and fails only on deny
+    reported: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -83,6 +88,7 @@ class Manifest:
             "warnings": self.warnings,
             **({"mutated": self.mutated} if self.mutated is not None else {}),
             **({"details": self.details} if self.details else {}),
+            **({"reported": self.reported} if self.reported else {}),
         }
 
 
@@ -160,8 +166,11 @@ def _namespaced(obj: dict[str, Any], namespace: str | None) -> dict[str, Any]:
     return {**obj, "metadata": {**meta, "namespace": namespace}}
 
 
-def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterable[Manifest] = ()) -> None:
-    """Decide every manifest; each sees the others and `existing` as replicated data, not itself."""
+def check(
+    policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterable[Manifest] = (), process: str = "gator"
+) -> None:
+    """Decide every manifest; each sees the others and `existing` as replicated data, not itself.
+    `process` is the Gatekeeper process judging them (gator's point, or the webhook's or audit's)."""
     store = ReplicaStore()
     for m in (*existing, *manifests):
         _put(store, m)
@@ -171,11 +180,11 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
         try:
             group, _, version = manifest.object["apiVersion"].rpartition("/")
             resource = (group, version, guess_resource(manifest.kind))
-            review = creation_review(manifest.object, resource, f"check-{i}", process="gator")
+            review = creation_review(manifest.object, resource, f"check-{i}", process=process)
             mutation = decide(policy_set, review, mode="mutate").verdict
             if mutation.allowed and mutation.patch:  # mutating webhooks run before validating ones
                 manifest.mutated = jsonpatch.apply_patch(manifest.object, mutation.patch)
-                review = creation_review(manifest.mutated, resource, f"check-{i}", process="gator")
+                review = creation_review(manifest.mutated, resource, f"check-{i}", process=process)
             decision = decide(policy_set, review, mode="validate")
             verdict = decision.verdict
             manifest.details = [
@@ -183,6 +192,12 @@ def check(policy_set: PolicySet, manifests: Sequence[Manifest], existing: Iterab
                 for o in decision.outcomes
                 for message, details in zip(o.messages, o.details, strict=False)
                 if details is not None
+            ]
+            manifest.reported = [
+                f"[{o.policy}] {m} ({o.action})"
+                for o in decision.outcomes
+                if o.decision == "dryrun"
+                for m in o.messages
             ]
             if not mutation.allowed:  # a policy with deny and patch answers in both modes: once each
                 verdict.allowed = False
@@ -207,12 +222,13 @@ def _remove(store: ReplicaStore, m: Manifest) -> None:
 
 
 def render_pretty(manifests: Sequence[Manifest]) -> str:
-    """conftest-like: one line per failure or warning, then a summary."""
+    """conftest-like: one line per failure, warning or reported violation, then a summary."""
     lines = []
     for m in manifests:
         where = f"{m.source}[{m.document}] - {m.ref()}"
         lines += [f"FAIL - {where} - {msg}" for msg in m.failures]
         lines += [f"WARN - {where} - {msg}" for msg in m.warnings]
+        lines += [f"NOTE - {where} - {msg}" for msg in m.reported]
     failures = sum(len(m.failures) for m in manifests)
     warnings = sum(len(m.warnings) for m in manifests)
     refused = sum(1 for m in manifests if m.failures)

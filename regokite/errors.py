@@ -125,6 +125,11 @@ class EvaluationError(RegokiteError):
         super().__init__(f"evaluating {query}: {message}{where}")
 
 
+class EvaluationRefused(EvaluationError):
+    """The engine cannot answer as OPA would (a Refusal of the embedded engine's) or has not the data
+    to: never the policy's own error, which OPA raises too (Gatekeeper makes that one a violation)."""
+
+
 class EngineUnavailable(RegokiteError):
     """The engine cannot be reached (sidecar OPA down) or lost its state."""
 

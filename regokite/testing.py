@@ -26,7 +26,6 @@ from enum import Enum
 from regokite.bundle import Bundle, Module
 from regokite.engine import Engine, EngineSettings, open_engine
 from regokite.engine.embedded import print_log
-from regokite.engine.lenient import Lenient
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 from regokite.gatekeeper.constraints import read_sources
 from regokite.gatekeeper.expansion import generated_modules
@@ -94,16 +93,14 @@ def run_tests(
     PolicyLoadError when the files do not load.
 
     As `opa test`, a builtin's error makes its call undefined unless
-    `strict_builtin_errors` (regorus has no such switch: `engine.lenient`).
+    `strict_builtin_errors`.
     """
-    settings = engine or EngineSettings()
+    settings = replace(engine or EngineSettings(), strict_builtin_errors=strict_builtin_errors)
     selector = re.compile(run) if run else None
     bundle, cases = discover(with_gatekeeper_rego(settings.load(paths, as_bundle=as_bundle, ignore=ignore), paths))
     opened = open_engine(bundle, settings) if engine_for is None else engine_for(bundle)
     results: list[TestResult] = []
     with _printed() as printed:
-        if engine_for is None and not strict_builtin_errors:
-            opened = Lenient(bundle, settings, opened, retrying=printed.clear)
         for case in cases:
             if selector and not selector.search(case.ref):
                 continue
@@ -185,7 +182,7 @@ def with_gatekeeper_rego(bundle: Bundle, paths: Sequence[str]) -> Bundle:
     return Bundle((*bundle.modules, *generated), bundle.data, bundle.roots) if generated else bundle
 
 
-def _run_one(engine: Engine | Lenient, case: TestCase) -> TestResult:
+def _run_one(engine: Engine, case: TestCase) -> TestResult:
     started = time.perf_counter_ns()
     if case.with_cases:
         return TestResult(case.package, case.name, case.file, case.line, Outcome.ERROR, error=_CASES)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 from agreement import AGREEMENT
@@ -64,9 +65,9 @@ def make_engine(engine_kind: str, request: pytest.FixtureRequest) -> Iterator[Ca
         standin = request.getfixturevalue("opa_standin")
         standin.clear()
 
-    def make(bundle: Bundle) -> Engine:
+    def make(bundle: Bundle, *, strict_builtin_errors: bool = False) -> Engine:
         settings = EngineSettings(engine_kind) if standin is None else EngineSettings(engine_kind, standin.url)
-        engine = open_engine(bundle, settings)
+        engine = open_engine(bundle, replace(settings, strict_builtin_errors=strict_builtin_errors))
         engines.append(engine)
         return engine
 

@@ -7,7 +7,13 @@ Rego v1 only, so v0 bundles stay with regorus wherever this is used.
 
 Semantics are OPA's: the bundle is compiled when it is built (type errors and
 undefined functions refuse it, as `PUT /v1/policies` does), and builtin errors
-are fatal, as regokite asks of a sidecar OPA (`?strict-builtin-errors=true`).
+are fatal (`?strict-builtin-errors=true`) unless `strict_builtin_errors=False`.
+The library always evaluates strictly, but OPA's strict evaluation is its
+default one with the first builtin error returned at the end instead of the
+results (topdown's Query.Iter): the default's answer is the value a builtin
+registered for it (`__regokite_capture`) receives at the end of the query,
+whenever the error OPA returns is a builtin's (`eval_builtin_error`,
+`eval_type_error`); any other error stays the error.
 `query` returns OPA's bindings only (`[{"bindings": {...}}]`): the library
 gives no expression values.
 
@@ -33,6 +39,8 @@ from regokite.errors import EvaluationError, Location, PolicyLoadError
 
 # "prepare_error: bundle activation failed: 2 errors occurred: a.rego:3: rego_type_error: ..."
 _ONE_ERROR = re.compile(r"(?P<file>[^\s:][^:]*):(?P<row>\d+): (?P<code>rego_\w+|eval_\w+): (?P<message>.*)")
+BUILTIN_ERRORS = ("eval_builtin_error", "eval_type_error")  # the codes of OPA's builtinErrors
+_CAPTURE = "__regokite_capture"
 
 
 class OracleEngine:
@@ -41,14 +49,17 @@ class OracleEngine:
     name = "opa-go"
     capabilities: frozenset = frozenset()  # no data.inventory view, and no kind open_engine builds
 
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: Bundle, *, strict_builtin_errors: bool = True) -> None:
         v0 = [m.path for m in bundle.modules if m.v0]
         if v0:
             raise ValueError(f"OPA's library parses Rego v1 only; v0 modules: {', '.join(v0)}")
         self.bundle = bundle
+        self.strict_builtin_errors = strict_builtin_errors
         self._lock = threading.Lock()  # one ctypes handle: one call at a time
         self._opa = OpaEngine()
         self._packages: dict[str, tuple[Any, Any]] = {}  # package -> (the input, its document)
+        self._captured: list[Any] = []
+        self._opa.register_function(_CAPTURE, self._capture, arity=1)
         try:
             for module in bundle.modules:
                 self._opa.add_policy(module.path, module.text)
@@ -82,6 +93,8 @@ class OracleEngine:
         return value
 
     def _document(self, ref: str, path: str, input: Any) -> Any:
+        if not self.strict_builtin_errors:
+            return self._default_document(ref, input)
         with self._lock:
             try:
                 return self._opa.eval_document(path, None if input is UNDEFINED else input)
@@ -90,6 +103,22 @@ class OracleEngine:
             except OpaError as exc:
                 error = evaluation_error(ref, exc)
         raise error
+
+    def _capture(self, value: Any) -> bool:
+        self._captured.append(value)
+        return True
+
+    def _default_document(self, ref: str, input: Any) -> Any:
+        """`ref` as OPA's default evaluation answers it: see the module's docstring."""
+        with self._lock:
+            self._captured.clear()
+            try:
+                self._opa.eval_query(f"{_CAPTURE}({ref})", None if input is UNDEFINED else input)
+            except OpaError as exc:
+                if errors_of(exc)[0]["code"] not in BUILTIN_ERRORS:
+                    error = evaluation_error(ref, exc)
+                    raise error from None
+            return self._captured[0] if self._captured else UNDEFINED
 
     def bind(self, input: Any) -> _Bound:
         return _Bound(self, input)
@@ -170,9 +199,13 @@ def answer(engine: Any, ref: str, input: Any) -> Any:
     return "<undefined>" if value is UNDEFINED else value
 
 
-def both(text: str, input: Any = None, ref: str = "data.p.x", others: Sequence[str] = ()) -> tuple[Any, Any]:
-    """The embedded engine's answer and OPA's for `ref` of one module, `p.rego`, beside the modules `others`."""
+def both(
+    text: str, input: Any = None, ref: str = "data.p.x", others: Sequence[str] = (), *, strict: bool = True
+) -> tuple[Any, Any]:
+    """The embedded engine's answer and OPA's for `ref` of one module, `p.rego`, beside the modules `others`
+    (`strict`: both with strict builtin errors)."""
     from regokite.engine.embedded import EmbeddedEngine
 
     bundle = Bundle((Module("p.rego", text), *(Module(f"other{i}.rego", t) for i, t in enumerate(others))))
-    return answer(EmbeddedEngine(bundle), ref, input), answer(OracleEngine(bundle), ref, input)
+    regokite = EmbeddedEngine(bundle, strict_builtin_errors=strict)
+    return answer(regokite, ref, input), answer(OracleEngine(bundle, strict_builtin_errors=strict), ref, input)

@@ -13,9 +13,9 @@ Which engine evaluates: for Rego v1 (the default) OPA's own Go engine
 v1 only), and then it proves the wiring but not OPA's semantics. Known places
 where it is cruder than OPA, for both:
 
-* builtin errors are always fatal, as if every request asked for
-  `?strict-builtin-errors` (OPA's `/v1/query` has no such switch and treats a
-  failing builtin as undefined);
+* builtin errors in ad-hoc queries are fatal (OPA's `/v1/query` has no
+  strict switch and treats a failing builtin as undefined); the data API
+  honours `?strict-builtin-errors` as OPA does (without it, OPA's default);
 * v0 only: a module is checked by regorus's parser; errors OPA's compiler
   reports at `PUT` time (unsafe variables, type errors, recursion, data/rule
   path conflicts) surface here at evaluation time, as a 500;
@@ -285,7 +285,7 @@ class OpaStandin:
 
     # ------------------------------------------------------------------ evaluation
 
-    def engine(self, *, for_query: bool = False) -> Engine:
+    def engine(self, *, for_query: bool = False, strict: bool = True) -> Engine:
         """This handler thread's engine for the current state: OPA's for v1 documents, else regorus.
 
         Ad-hoc queries stay with regorus: OPA's library answers them with
@@ -295,7 +295,7 @@ class OpaStandin:
         dropped there, so each handler thread keeps its own, in a thread-local
         that dies with the thread.
         """
-        kind = "regorus" if for_query or self.v0_compatible else "opa"
+        kind = ("regorus" if for_query or self.v0_compatible else "opa") + ("-strict" if strict or for_query else "")
         cached = getattr(self._local, kind, None)
         with self._lock:
             generation = self._generation
@@ -304,16 +304,20 @@ class OpaStandin:
             modules = tuple(Module(i, raw, v0=self.v0_compatible) for i, raw in self._policies.items())
             data = json.loads(json.dumps(self._data))
         bundle = Bundle(modules, data)
-        engine = EmbeddedEngine(bundle) if kind == "regorus" else OracleEngine(bundle)
+        strict = strict or for_query
+        if kind.startswith("regorus"):
+            engine: Engine = EmbeddedEngine(bundle, strict_builtin_errors=strict)
+        else:
+            engine = OracleEngine(bundle, strict_builtin_errors=strict)
         setattr(self._local, kind, (generation, engine))
         return engine
 
-    def evaluate(self, path: list[str], input: Any) -> Any:
+    def evaluate(self, path: list[str], input: Any, *, strict: bool = False) -> Any:
         if self.delay:
             time.sleep(self.delay)
         ref = _data_ref(path)
         try:
-            return self.engine().evaluate(ref, input)
+            return self.engine(strict=strict).evaluate(ref, input)
         except EvaluationError as exc:
             error = _eval_error(_detached(exc))
         raise error
@@ -452,6 +456,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
 
     def _v1_data(self, s: OpaStandin, method: str, path: list[str], params: dict, body: bytes):
+        strict = params.get("strict-builtin-errors", ["false"])[-1] != "false"  # OPA: present, or true
         if method == "PUT":
             value = _decode(body)
             status = s.put_data(path, value, if_none_match=self.headers.get("If-None-Match") == "*")
@@ -465,14 +470,14 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "GET":
             raw_inputs = params.get("input")
             value_in = _decode(raw_inputs[-1].encode()) if raw_inputs else UNDEFINED
-            return self._send_json(200, _data_response(s.evaluate(path, value_in)))
+            return self._send_json(200, _data_response(s.evaluate(path, value_in, strict=strict)))
         if method == "POST":
             request = _decode(body) if body.strip() else {}
             if not isinstance(request, dict):
                 raise OpaError(400, "invalid_parameter", "body contains malformed input document")
             value_in = request.get("input")
             missing = value_in is None  # Go decodes `"input": null` to a nil pointer too
-            result = _data_response(s.evaluate(path, UNDEFINED if missing else value_in))
+            result = _data_response(s.evaluate(path, UNDEFINED if missing else value_in, strict=strict))
             if missing:
                 result["warning"] = {"code": "api_usage_warning", "message": MSG_INPUT_KEY_MISSING}
             return self._send_json(200, result)

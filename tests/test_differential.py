@@ -356,10 +356,12 @@ def test_known_difference_the_rvm_cannot_tell_an_error_from_no_match() -> None:
     """Why the admission path does not use regorus's faster RVM (`regorus.Program` + `Rvm`).
 
     On a `deny` body that fails (divide by zero) the interpreter raises, as
-    OPA does with strict builtin errors, and regokite refuses the request;
-    the RVM answers exactly what it answers when the body simply does not
-    match, so no fallback rule can recover the error: using it would fail
-    open. This test notices when a regorus release changes that.
+    OPA does with strict builtin errors: regokite refuses the request under
+    --strict-builtin-errors, and by default learns from the error which call
+    to make undefined (engine/lenient.py). The RVM answers exactly what it
+    answers when the body simply does not match, so neither is possible: an
+    error that is not a builtin's would fail open. This test notices when a
+    regorus release changes that.
     """
     text = 'package p\n\nimport rego.v1\n\ndeny contains msg if {\n\tx := 1 / input.n\n\tmsg := sprintf("%v", [x])\n}\n'
 

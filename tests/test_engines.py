@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from regokite.bundle import Bundle, Module, load_bundle
-from regokite.engine import UNDEFINED
+from regokite.engine import UNDEFINED, builtin_errors
 from regokite.engine.embedded import EmbeddedEngine
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 from regokite.input_guard import MAX_DEPTH, InputRejected
@@ -377,8 +377,26 @@ def test_query_with_null_input_sees_a_null_input(decisions):
 # ---------------------------------------------------------------------- errors
 
 
-def test_division_by_zero_is_an_evaluation_error_naming_its_location(make_engine):
+def test_division_by_zero_is_undefined_as_in_opas_default(make_engine):
+    """OPA's default evaluation (`opa eval`, its REST API without strict-builtin-errors, Gatekeeper): a
+    builtin's error makes its call undefined. Fails on the code before (an evaluation error)."""
     engine = make_engine(bundle_of(("policies/errors.rego", ERRORS)))
+    heard: list[builtin_errors.UndefinedCall] = []
+    builtin_errors.listen(heard.append)
+    try:
+        assert engine.evaluate("data.test.errors.ratio", {"n": 1, "d": 0}) is UNDEFINED
+        assert engine.evaluate("data.test.errors.ratio", {"n": 6, "d": 3}) == 2
+        assert engine.bind({"n": 1, "d": 0}).evaluate("data.test.errors.ratio") is UNDEFINED
+    finally:
+        builtin_errors.unlisten(heard.append)
+    # each reported, naming the place (OPA: the line), the package and the builtin
+    assert [(c.place.split(":")[:2], c.policy, c.builtin) for c in heard] == [
+        (["policies/errors.rego", "5"], "test.errors", "div")
+    ] * 2, heard
+
+
+def test_strict_division_by_zero_is_an_evaluation_error_naming_its_location(make_engine):
+    engine = make_engine(bundle_of(("policies/errors.rego", ERRORS)), strict_builtin_errors=True)
     assert engine.evaluate("data.test.errors.ratio", {"n": 6, "d": 3}) == 2
     with pytest.raises(EvaluationError) as caught:
         engine.evaluate("data.test.errors.ratio", {"n": 1, "d": 0})

@@ -92,3 +92,36 @@ def test_version_and_help_list_subcommands(capsys: pytest.CaptureFixture[str]) -
         main(["--help"])
     out = capsys.readouterr().out
     assert "test" in out and "eval" in out
+
+
+MIXED = """package mixed
+
+ratios contains r if {
+	some d in input.divisors
+	r := 12 / d
+}
+
+valid := regex.match(input.pattern, "a")
+"""
+
+
+def test_eval_makes_a_builtin_error_undefined_as_opa_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`opa eval` without --strict-builtin-errors: the erring call is undefined and the rest answers (OPA's
+    oracle decides); its stdout is OPA's, and stderr names the call's place. Failed on the code before
+    (exit 2, an error)."""
+    from opa_oracle import OracleEngine
+
+    from regokite.bundle import Bundle, Module
+
+    (tmp_path / "p.rego").write_text(MIXED)
+    (tmp_path / "in.json").write_text('{"divisors": [4, 0, 3], "pattern": "["}')
+    oracle = OracleEngine(Bundle((Module("p.rego", MIXED),)), strict_builtin_errors=False)
+    wanted = oracle.evaluate("data.mixed", {"divisors": [4, 0, 3], "pattern": "["})
+    assert wanted == {"ratios": [3, 4]}
+    assert main(["eval", "-d", str(tmp_path), "-i", str(tmp_path / "in.json"), "--format", "pretty", "data.mixed"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == wanted
+    assert "p.rego:5:" in err and "p.rego:8:" in err and "divide by zero" in err and "error parsing regexp" in err
+    argv = ["eval", "--strict-builtin-errors", "-d", str(tmp_path), "-i", str(tmp_path / "in.json"), "data.mixed"]
+    assert main(argv) == 2
+    assert "divide by zero" in capsys.readouterr().err

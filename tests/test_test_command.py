@@ -329,3 +329,13 @@ def test_what_a_test_prints_shows_below_it_as_opa_test(tmp_path: Path, capsys: p
     captured = capsys.readouterr()
     assert "data.t.test_p: FAIL (" in captured.out and "\n\n  seen 1\n\n" in captured.out
     assert "hidden" not in captured.out + captured.err
+
+
+def test_a_test_that_meets_a_builtin_error_prints_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The evaluation that met the error is run again with the call undefined; what the first run printed
+    goes with it, as OPA, which evaluates (and prints) once."""
+    text = 'package t\n\ntest_p if {\n\tprint("before")\n\tnot regex.match("[", "a")\n\tfalse\n}\n'
+    write(tmp_path, {"t.rego": text})
+    assert main(["test", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert out.count("before") == 1, out

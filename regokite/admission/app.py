@@ -46,6 +46,7 @@ class ServingState:
     max_body_bytes: int = 8 * 1024 * 1024
     reload_error: str | None = None
     reloaded_at: float = field(default_factory=time.time)
+    files_read_at: float = field(default_factory=time.time)  # when the files of the set served were read
     tls_error: str | None = None
     watch: Callable[[str | None], None] = lambda _policy: None  # the watchdog's tracker for this worker
     replica: Replicator | ReplicaFeed | None = None  # the cluster data policies read, when they read any
@@ -53,10 +54,11 @@ class ServingState:
     # --log-denies / --emit-admission-events: hears each review's decision (Gatekeeper's violation reports)
     on_decision: Callable[[Review, Decision, PolicySet], None] | None = None
 
-    def swap(self, new: PolicySet) -> None:
+    def swap(self, new: PolicySet, files_read_at: float | None = None) -> None:
         old, self.policy_set = self.policy_set, new
         self.reload_error = None
         self.reloaded_at = time.time()
+        self.files_read_at = self.reloaded_at if files_read_at is None else files_read_at
         metrics.policies_loaded.set(len(new.policies))
         metrics.policy_reload_healthy.set(1)
         if old is not new:
@@ -267,7 +269,12 @@ def _readiness(state: ServingState) -> JSONResponse:
         "status": "ok",
         "engine": current.engine.name,
         "policies": [p.name for p in current.policies],
-        "reload": {"ok": state.reload_error is None, "error": state.reload_error, "at": state.reloaded_at},
+        "reload": {
+            "ok": state.reload_error is None,
+            "error": state.reload_error,
+            "at": state.reloaded_at,
+            "files_read_at": state.files_read_at,  # a file changed after it is not served yet
+        },
     }
     if current.not_served:
         detail["not_served"] = dict(current.not_served)  # --local: they read cluster data

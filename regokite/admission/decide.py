@@ -27,6 +27,7 @@ from regokite.errors import RegokiteError
 from regokite.gatekeeper.exempt import IGNORE_LABEL, Exemptions
 from regokite.gatekeeper.expansion import MESSAGE_PREFIX
 from regokite.gatekeeper.match import NamespaceUnknown, namespace_object, review_namespace
+from regokite.gatekeeper.violations import evaluation_violation
 
 Mode = Literal["validate", "mutate"]
 
@@ -74,7 +75,7 @@ def decide(
     policies start after the budget is spent. `on_policy` hears each policy's
     name before it runs (the watchdog's view of a worker).
     """
-    if mode == "validate" and only is None:
+    if mode == "validate" and only is None and review.process == "webhook":  # the webhook's, not audit's or gator's
         refused = policy_objects_refusal(policy_set, review)
         if refused is not None:
             return refused
@@ -83,16 +84,20 @@ def decide(
     original = review.object
     working = original
     inputs = _Inputs(policy_set, review)
+    evaluated: list[_Evaluated] = []  # applied once all ran: a constraint's evaluation error is its kind's
     for policy in select(policy_set, mode, only):
         started = time.monotonic()
         actions = policy.actions_at(review.process)
         if not actions or not policy.judges_operation(review.process, review.operation):
             continue  # not applied by this process (scoped enforcement points), nor to this operation
+        done = _Evaluated(policy, actions)
         try:
             if not policy.match.applies_to(review):
                 continue
         except NamespaceUnknown as exc:  # a constraint's namespaceSelector without its Namespace
-            outcomes.append(_unmatched(policy, verdict, exc, review.process, actions))
+            done.unmatched = exc
+        evaluated.append(done)
+        if done.unmatched is not None:
             continue
         if on_policy is not None:
             on_policy(policy.name)
@@ -103,15 +108,13 @@ def decide(
                 raise DeadlineExceeded("evaluation deadline passed before this policy ran")
             bound = inputs.bound(policy, working)
             with call_deadline(deadline):  # external_data calls end within the webhook's budget
-                result = _evaluate(policy, bound, mode, review.uid)
+                done.result = _evaluate(policy, bound, mode, review.uid)
             if mode == "mutate" and policy.enforcement != "dryrun":
-                working = _mutate(policy, working, result)
+                working = _mutate(policy, working, done.result)
         except (RegokiteError, PolicyOutputError) as exc:
-            outcome = _failed(policy, verdict, str(exc))
-        else:
-            outcome = _apply(policy, verdict, result, actions)
-        outcome.seconds = time.monotonic() - started
-        outcomes.append(outcome)
+            done.error, done.violation = str(exc), _violation(policy, policy_set, exc)
+        done.seconds = time.monotonic() - started
+    outcomes += _applied(evaluated, verdict, review.process)
     if mode == "validate" and policy_set.expands and isinstance(original, dict):
         outcomes += judge_expanded(policy_set, review, verdict, only)
     if mode == "mutate" and verdict.allowed and working is not original and original is not None:
@@ -166,25 +169,31 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
         bound = policy_set.engine.bind(with_namespace(child.raw, namespace[1]))
         prefix = MESSAGE_PREFIX.format(resultant["template"])
         override = resultant["enforcementAction"]  # the ExpansionTemplate's, over the constraint's
+        evaluated: list[_Evaluated] = []
         for policy in constraints:
             applied = replace(policy, enforcement=override) if override else policy
-            actions = (override,) if override else policy.actions_at(review.process)
+            done = _Evaluated(applied, (override,) if override else policy.actions_at(review.process), prefix=prefix)
             try:
                 skipped = policy.match.skipped(review.process)  # type: ignore[union-attr]
                 if not policy.match.matches(child.request, source="Generated", skipped=skipped):  # type: ignore[call-arg]
                     continue
+            except NamespaceUnknown as exc:  # its namespaceSelector without the Namespace
+                done.unmatched = exc
+            evaluated.append(done)
+            if done.unmatched is not None:
+                continue
+            try:
                 if policy.name in policy_set.unavailable:
                     raise RegokiteError(policy_set.unavailable[policy.name])
                 required_namespace(policy, namespace, review.process)
-                result = _evaluate(policy, bound, "validate", child.uid)
+                done.result = _evaluate(policy, bound, "validate", child.uid)
+                done.result.denials = [f"{prefix} {m}" for m in done.result.denials]
             except NamespaceUnknown as exc:
-                outcomes.append(_unmatched(applied, verdict, exc, review.process, actions, prefix))
-                continue
+                done.unmatched = exc
             except (RegokiteError, PolicyOutputError) as exc:
-                outcomes.append(_failed(applied, verdict, f"{prefix} {exc}"))
-                continue
-            result.denials = [f"{prefix} {m}" for m in result.denials]
-            outcomes.append(_apply(applied, verdict, result, actions))
+                violation = _violation(policy, policy_set, exc)
+                done.error, done.violation = f"{prefix} {exc}", violation and f"{prefix} {violation}"
+        outcomes += _applied(evaluated, verdict, review.process)
     return outcomes
 
 
@@ -335,6 +344,49 @@ def _apply(policy: AdmissionPolicy, verdict: Verdict, result: PolicyResult, acti
         verdict.messages.extend(f"{tag} {m}" for m in result.denials)
         outcome.decision = "denied"
     return outcome
+
+
+@dataclass
+class _Evaluated:
+    """One policy's evaluation, before it is applied to the verdict."""
+
+    policy: AdmissionPolicy
+    actions: tuple[str, ...]
+    seconds: float = 0.0
+    result: PolicyResult | None = None
+    error: str | None = None  # it failed: fail closed as its failure_policy says
+    violation: str | None = None  # a constraint's evaluation error, as Gatekeeper's driver answers it (violations)
+    unmatched: NamespaceUnknown | None = None  # it could not tell whether it matches
+    prefix: str = ""  # an expanded resource's `[Implied by <template>]`
+
+
+def _violation(policy: AdmissionPolicy, policy_set: PolicySet, error: Exception) -> str | None:
+    if policy.constraint_kind is None:
+        return None
+    return evaluation_violation(error, policy_set.engine.strict_builtin_errors)
+
+
+def _applied(evaluated: list[_Evaluated], verdict: Verdict, process: str) -> list[PolicyOutcome]:
+    """The evaluations applied to `verdict` in order; where one constraint's evaluation failed, each
+    constraint of its kind has that failure as its one violation (Gatekeeper evaluates a kind at once)."""
+    failed_kinds: dict[str, str] = {}
+    for done in evaluated:
+        if done.violation is not None and done.policy.constraint_kind is not None:
+            failed_kinds.setdefault(done.policy.constraint_kind, done.violation)
+    outcomes = []
+    for done in evaluated:
+        violation = failed_kinds.get(done.policy.constraint_kind or "")
+        if done.unmatched is not None:
+            outcome = _unmatched(done.policy, verdict, done.unmatched, process, done.actions, done.prefix)
+        elif violation is not None and (done.error is None or done.violation is not None):
+            outcome = _apply(done.policy, verdict, PolicyResult(denials=[violation], details=[None]), done.actions)
+        elif done.error is not None:
+            outcome = _failed(done.policy, verdict, done.error)
+        else:
+            outcome = _apply(done.policy, verdict, done.result or PolicyResult(), done.actions)
+        outcome.seconds = done.seconds
+        outcomes.append(outcome)
+    return outcomes
 
 
 def _unmatched(

@@ -20,7 +20,7 @@ from typing import Any
 
 from regokite.admission.match import Match, MatchError, parse_match
 from regokite.bundle import Bundle, Module
-from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceRef, parse_resource
+from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceRef, parse_resource, replica_root
 from regokite.engine import UNDEFINED, Capability, Engine, EngineSettings, open_engine
 from regokite.errors import PolicyLoadError, RegokiteError
 from regokite.gatekeeper.constraints import (
@@ -138,10 +138,14 @@ class PolicySet:
     sync_excluded: tuple[str, ...] = ()  # namespaces a Config keeps out of replication (processes: sync)
     # Gatekeeper's objects applied to the cluster, checked at /validate with what this set serves
     policy_objects: PolicyObjects = field(default_factory=PolicyObjects)
+    replica_root: tuple[str, ...] = ("kubernetes",)  # where the generated Rego reads the replica
 
     def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
         """Evaluate on `store`'s objects; as `data.inventory` too when a template reads it
         (`stepped`: loaded whole only by the engine's `load_replica`, outside reviews)."""
+        if store.root != self.replica_root:  # the mutators' namespaceSelectors would find no Namespace
+            where, built = ".".join(store.root), ".".join(self.replica_root)
+            raise RegokiteError(f"the replica is at data.{where}, the policies were built for data.{built}")
         if self.reads_inventory and Capability.INVENTORY not in self.engine.capabilities:
             raise RegokiteError("Gatekeeper templates reading data.inventory need the embedded engine")
         self.engine.follow(InventoryView(store) if self.reads_inventory else store, stepped=stepped)
@@ -187,12 +191,19 @@ def _selects_namespaces(policy: AdmissionPolicy) -> bool:
 
 
 def load_policy_set(
-    paths: Sequence[str], engine: EngineSettings | None = None, *, mutation_annotations: bool = False
+    paths: Sequence[str],
+    engine: EngineSettings | None = None,
+    *,
+    mutation_annotations: bool = False,
+    replicate_path: str = "kubernetes",
 ) -> PolicySet:
     """Load, compile and inspect `paths` for the engine `engine` builds (default: the embedded one);
     raises RegokiteError naming what is wrong."""
     engine = engine or EngineSettings()
-    return build_policy_set(engine.load(paths), engine, source=paths, mutation_annotations=mutation_annotations)
+    bundle = engine.load(paths)
+    return build_policy_set(
+        bundle, engine, source=paths, mutation_annotations=mutation_annotations, replicate_path=replicate_path
+    )
 
 
 def build_policy_set(
@@ -202,12 +213,14 @@ def build_policy_set(
     source: Sequence[str] = (),
     gatekeeper_sources: GatekeeperSources | None = None,
     mutation_annotations: bool = False,
+    replicate_path: str = "kubernetes",
 ) -> PolicySet:
     """Compile and inspect a loaded bundle (the admission server rebuilds its last good one this way).
 
     Gatekeeper templates and constraints come from `gatekeeper_sources`, or
     are read from the `source` roots when none are given; `mutation_annotations`
-    is Gatekeeper's --mutation-annotations.
+    is Gatekeeper's --mutation-annotations; `replicate_path` is where the set
+    will follow the replica (mutators' namespaceSelectors read it there).
     """
     bundle = bundle.without_tests()
     engine = engine or EngineSettings()  # one object: the engine's external_data sees these Providers
@@ -227,7 +240,9 @@ def build_policy_set(
     text += constraint_rules(gatekeeper, len(wanted))
     mutation_slot = len(wanted) + len(gatekeeper.constraints)
     expansions, cycles = without_cycles(sources.expansions)
-    mutation = generated_modules(sources.mutators, expansions, sources.mutation_excluded, mutation_annotations)
+    mutation = generated_modules(
+        sources.mutators, expansions, sources.mutation_excluded, mutation_annotations, replicate_path
+    )
     if sources.mutators:
         text += "\n".join(["", *decision_rule(f"mutate_{mutation_slot}")])
     expands = bool(expansions or sources.broken_expansions)
@@ -265,6 +280,7 @@ def build_policy_set(
         tuple(expanded),
         sync_excluded=sources.excluded_from("sync"),
         policy_objects=PolicyObjects(gatekeeper.schemas, engine),
+        replica_root=replica_root(replicate_path),
     )
 
 

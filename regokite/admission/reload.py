@@ -139,12 +139,18 @@ class Reloader:
         loader: ReplicaLoader,
     ) -> None:
         self.settings, self.state, self.tls, self.saved, self.loader = settings, state, tls, saved, loader
-        self._policies = served.fingerprint
+        self._policies: tuple | None = served.fingerprint  # None: read them again
         self._certs = tls_fingerprint
 
     async def run(self) -> None:
+        """Check for good. A check that raises ends the worker (the supervisor replaces it), as the
+        ReplicaLoader's: a worker whose reloader had stopped would serve its last set for good."""
         while True:
-            await self.check()
+            try:
+                await self.check()
+            except Exception:
+                log.exception("reloading the policy files failed: the worker exits, to be replaced")
+                os._exit(1)
             await asyncio.sleep(self.settings.reload_interval)
 
     async def check(self) -> None:
@@ -159,6 +165,8 @@ class Reloader:
 
     async def reload_policies(self) -> None:
         candidate, snapshot = await asyncio.to_thread(self._build)
+        if candidate is None:  # a file went while read: read them all again at the next check
+            return
         if isinstance(candidate, PolicySet):
             try:
                 self.state.replica, candidate = follow_cluster(self.settings, self.state.replica, candidate)
@@ -173,25 +181,31 @@ class Reloader:
             return
         await self.loader.load(candidate)  # the set served meanwhile keeps its data: swapped in loaded
         metrics.policy_reloads.labels("success").inc()
-        self.state.swap(candidate)
-        log.info("policies reloaded", extra={"policies": [p.name for p in candidate.policies]})
         assert snapshot is not None
+        self.state.swap(candidate, files_read_at=snapshot.read_on_the_wall_clock())
+        log.info("policies reloaded", extra={"policies": [p.name for p in candidate.policies]})
         await asyncio.to_thread(self.saved, snapshot)
 
-    def _build(self) -> tuple[PolicySet | str, Snapshot | None]:
+    def _build(self) -> tuple[PolicySet | str | None, Snapshot | None]:
         """Read, load and check a policy set on a worker thread; a failure comes back as its message.
 
         Not as the exception: its traceback's frames hold the regorus engines
         this thread prepared, and they must be dropped on this thread.
         """
-        read_at, self._policies = time.monotonic(), fingerprint(self.settings.policies)
+        read_at, files = time.monotonic(), fingerprint(self.settings.policies)
+        self._policies = files
         try:
-            snapshot = Snapshot(read_at, self._policies, self.settings.bundle(), read_sources(self.settings.policies))
+            snapshot = Snapshot(read_at, files, self.settings.bundle(), read_sources(self.settings.policies))
             candidate = self.settings.build(snapshot)
         except RegokiteError as exc:
             # the frames' locals go now, on this thread, cycles through the exception included
             traceback.clear_frames(exc.__traceback__)
             return str(exc), None
+        except OSError as exc:  # a writer replacing files (`regokite gatekeeper` removes one per object)
+            traceback.clear_frames(exc.__traceback__)
+            log.info("a policy file went while read; reading them again", extra={"error": str(exc)})
+            self._policies = None
+            return None, None
         candidate.engine.release_thread()
         return candidate, snapshot
 

@@ -29,6 +29,7 @@ class AdmissionSettings:
     workers: int = 1
     deadline_seconds: float = 3.0
     watchdog_seconds: float = 5.0  # a worker on one review this long is replaced; 0 = never
+    shutdown_delay: float = 0.0  # Gatekeeper's --shutdown-delay: serve this long after SIGTERM, then stop
     worker_memory_bytes: int = 256 * 2**20  # a worker resident past this is replaced; 0 = never
     max_body_bytes: int = 8 * 1024 * 1024
     reload_interval: float = 1.0
@@ -66,6 +67,7 @@ class AdmissionSettings:
             source=self.policies,
             gatekeeper_sources=snapshot.gatekeeper,
             mutation_annotations=self.mutation_annotations,
+            replicate_path=self.replicate_path,
         )
         for problem in policy_set.problems:
             log.error("gatekeeper resource not loaded", extra={"error": problem})
@@ -87,3 +89,7 @@ class Snapshot:
     fingerprint: tuple
     bundle: Bundle
     gatekeeper: GatekeeperSources = field(default_factory=GatekeeperSources)  # templates, constraints beside it
+
+    def read_on_the_wall_clock(self) -> float:
+        """When it was read, as time.time() (to compare with files' mtimes: /readyz's reload.files_read_at)."""
+        return time.time() - (time.monotonic() - self.read_at)

@@ -114,6 +114,37 @@ def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> bo
     return True
 
 
+class Shutdown:
+    """SIGTERM or SIGINT: the workers are stopped after --shutdown-delay, serving meanwhile (a Pod being deleted is
+    called until its endpoint goes), or on a second signal at once, as Gatekeeper's."""
+
+    def __init__(self, delay: float, children: dict[int, int]) -> None:
+        self.delay, self.children = delay, children  # children: the supervisor's, pid -> slot
+        self.at: float | None = None
+        self.stopping = self.announced = False
+
+    def signalled(self, _signum: int, _frame: object) -> None:
+        if self.at is None and self.delay > 0:
+            self.at = time.monotonic() + self.delay  # no logging here: the handler may interrupt a log call
+        else:
+            self.stop()
+
+    def when_due(self) -> None:
+        if self.at is None or self.stopping:
+            return
+        if not self.announced:
+            self.announced = True
+            log.info("shutting down once the delay ends; serving meanwhile", extra={"seconds": self.delay})
+        if time.monotonic() >= self.at:
+            self.stop()
+
+    def stop(self) -> None:
+        self.stopping = True
+        for pid in self.children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+
 def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_good: LastGood) -> int:
     """Fork the workers and replace any that die, stay stuck on one review or outgrow their memory; pass SIGTERM on.
 
@@ -125,7 +156,7 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
     allowances = Allowances(workers)  # memory each worker may hold beyond the limit for its replica
     children: dict[int, int] = {}
     killed: dict[int, str] = {}  # pid -> why the supervisor killed it
-    stopping = False
+    shutdown = Shutdown(settings.shutdown_delay, children)
 
     def spawn(slot: int) -> None:
         if slot == FEEDER:
@@ -147,20 +178,14 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
             os._exit(0)
         children[pid] = slot
 
-    def stop(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, shutdown.signalled)
+    signal.signal(signal.SIGINT, shutdown.signalled)
     if settings.replica_feed is not None:
         spawn(FEEDER)
     for slot in range(workers):
         spawn(slot)
     while children:
+        shutdown.when_due()
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
@@ -173,7 +198,7 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
         slot = children.pop(pid, None)
         forget_process(pid)
         reason = killed.pop(pid, None)
-        if slot is None or stopping:
+        if slot is None or shutdown.stopping:
             continue
         if slot == FEEDER:
             log.error("replica feeder exited; restarting it", extra={"pid": pid, "status": _describe(status)})

@@ -65,6 +65,7 @@ def run_worker(
         replica=replica,
         exemptions=settings.exemptions,
         on_decision=_violation_reporter(settings),
+        files_read_at=start.read_on_the_wall_clock(),  # a worker started from the last good files: when read
     )
     loader = ReplicaLoader(state, watch, allowance)
     reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved, loader)

@@ -99,7 +99,9 @@ class Audit:
 
     def load(self) -> None:
         """(Re)load the policies: a failure keeps the last good set (and is raised on the first load)."""
-        policy_set = load_policy_set(self.settings.policies, self.settings.engine)
+        policy_set = load_policy_set(
+            self.settings.policies, self.settings.engine, replicate_path=self.settings.replicate_path
+        )
         every: list[tuple[str, str, ResourceRef]] | None = None
 
         def every_kind() -> list[tuple[str, str, ResourceRef]]:  # discovered once a load, when a constraint asks

@@ -100,6 +100,14 @@ class Change:
     created: bool
 
 
+def replica_root(path: str) -> Path:
+    """Where `--replicate-path` puts replicated objects in data (`a/b` or `a.b`: data.a.b)."""
+    root = tuple(p for p in path.replace(".", "/").split("/") if p)
+    if not root:
+        raise ReplicationError("the replication path must not be empty")
+    return root
+
+
 class ReplicaStore:
     """Replicated objects under `root`, with a bounded log of changes by generation.
 
@@ -112,9 +120,7 @@ class ReplicaStore:
     holds_text = False  # objects held as Python values (TextReplicaStore: as their JSON text)
 
     def __init__(self, root: str = "kubernetes", *, log_size: int = 10_000, max_lag: float = 0.0) -> None:
-        self.root: Path = tuple(p for p in root.replace(".", "/").split("/") if p)
-        if not self.root:
-            raise ReplicationError("the replication path must not be empty")
+        self.root: Path = replica_root(root)
         self.max_lag = max_lag
         self.lock = threading.Lock()
         self.document: dict[str, Any] = {}

@@ -70,6 +70,14 @@ def add_parser(sub: Any) -> None:
     add_external_data_args(adm)
     adm.add_argument("--log-denies", action="store_true", help="log each constraint violation, as Gatekeeper's flag")
     adm.add_argument(
+        "--shutdown-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep serving this long after SIGTERM before stopping, so the API server stops calling a Pod being"
+        " deleted before it goes (Gatekeeper's flag; its default is 10); a second signal stops at once",
+    )
+    adm.add_argument(
         "--mutation-annotations",
         action="store_true",
         help="a mutated object records its mutators (gatekeeper.sh/mutations) and a mutation-id, as Gatekeeper's flag",
@@ -146,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         deadline_seconds=args.deadline,
         watchdog_seconds=args.watchdog,
+        shutdown_delay=args.shutdown_delay,
         worker_memory_bytes=args.worker_memory_limit,
         max_body_bytes=args.max_body_bytes,
         reload_interval=args.reload_interval,

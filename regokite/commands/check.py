@@ -7,6 +7,9 @@ from typing import Any
 
 from regokite.commands.options import add_bundle_args, add_policies_arg, engine_settings
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.enforcement import GATOR, POINT_OF_PROCESS
+
+POINTS = {point: process for process, point in POINT_OF_PROCESS.items()}  # the process judging at each point
 
 
 def add_parser(sub: Any) -> None:
@@ -22,6 +25,18 @@ def add_parser(sub: Any) -> None:
     )
     chk.add_argument("--namespace", default="default", help="for namespaced objects that name none")
     chk.add_argument("--format", choices=["pretty", "json", "yaml"], default="pretty")
+    chk.add_argument(
+        "--enforcement-point",
+        choices=sorted(POINTS),
+        default=GATOR,
+        help="the Gatekeeper enforcement point constraints are judged at (scopedEnforcementActions, a template's"
+        " operations, the Config's exclusions): gator's, as `gator test`, or the admission webhook's or audit's",
+    )
+    chk.add_argument(
+        "--mutation-annotations",
+        action="store_true",
+        help="a mutated object records its mutators, as the admission server's flag (Gatekeeper's) has it",
+    )
     add_bundle_args(chk)
     chk.set_defaults(func=run)
 
@@ -34,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
     if not manifests:  # as gator test
         raise RegokiteError("no input data identified")
     existing = check.read_manifests(args.data, args.namespace)
-    policy_set = load_policy_set(args.policies, engine_settings(args))
+    policy_set = load_policy_set(args.policies, engine_settings(args), mutation_annotations=args.mutation_annotations)
     try:
-        check.check(policy_set, manifests, existing)
+        check.check(policy_set, manifests, existing, POINTS[args.enforcement_point])
     finally:
         policy_set.close()
     render = {"json": check.render_json, "yaml": check.render_yaml}.get(args.format, check.render_pretty)

@@ -41,6 +41,12 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--engine", choices=list(KINDS), default="embedded")
     p.add_argument("--opa-url", default=OPA_URL, help="sidecar OPA address")
+    p.add_argument(
+        "--strict-builtin-errors",
+        action="store_true",
+        help="a builtin's error is the evaluation's error (default, as OPA and Gatekeeper: the call is undefined, "
+        "and logged)",
+    )
     add_bundle_args(p)
 
 
@@ -72,6 +78,7 @@ def engine_settings(
         opa_url=getattr(args, "opa_url", OPA_URL),
         v0_compatible=getattr(args, "v0_compatible", False),
         extensions=extension_options(args, deadline, client_cert),
+        strict_builtin_errors=getattr(args, "strict_builtin_errors", False),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
@@ -40,8 +41,12 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from regokite import testing
+    from regokite.engine import builtin_errors
     from regokite.errors import PolicyLoadError
 
+    quiet = args.log_level.lower() != "debug"  # as opa test, which prints no builtin error it made undefined
+    level = builtin_errors.log.level
+    builtin_errors.log.setLevel(logging.ERROR if quiet else level)
     try:
         results = testing.run_tests(
             args.paths,
@@ -54,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     except PolicyLoadError as exc:  # as opa test: what does not load is exit 1, on stderr
         print(exc, file=sys.stderr)
         return 1
+    finally:
+        builtin_errors.log.setLevel(level)
     if args.format == "json":
         print(testing.format_json(results))
     elif results:

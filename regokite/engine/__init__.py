@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 from regokite.bundle import Bundle, load_bundle, load_paths
 from regokite.clusterdata.store import ReplicaStore
 from regokite.engine.extensions import ExtensionOptions
-from regokite.errors import Location, frames_released
+from regokite.errors import frames_released
 
 
 class _Undefined:
@@ -81,6 +81,9 @@ class EngineSettings:
     opa_url: str = OPA_URL  # --opa-url: where a sidecar engine listens
     v0_compatible: bool = False  # --v0-compatible: how the policy files are parsed
     extensions: ExtensionOptions = field(default_factory=ExtensionOptions)  # the embedded engine's extra builtins
+    # --strict-builtin-errors: a builtin's error is the evaluation's error; by default the call is
+    # undefined, as OPA's default (`opa eval`, its REST API, Gatekeeper), and reported (builtin_errors)
+    strict_builtin_errors: bool = False
 
     def __post_init__(self) -> None:
         capabilities_of(self.kind)  # an unknown kind is refused here, before anything is loaded
@@ -119,6 +122,7 @@ class Engine(Protocol):
     name: str
     capabilities: frozenset[Capability]
     bundle: Bundle
+    strict_builtin_errors: bool  # a builtin's error is an error (else the call is undefined, as OPA's default)
 
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
         """Value of `ref` (e.g. `data.admission.x.deny`), or UNDEFINED."""
@@ -164,20 +168,17 @@ def rule_ref(path: str) -> str:
 
 
 @frames_released  # a refused bundle's check engines go on this thread
-def open_engine(
-    bundle: Bundle, settings: EngineSettings | None = None, *, lenient: frozenset[Location] = frozenset()
-) -> Engine:
+def open_engine(bundle: Bundle, settings: EngineSettings | None = None) -> Engine:
     """Build the engine `settings` choose (default: the embedded one) for `bundle`: the one place an
     engine is built. The settings' extensions configure the embedded engine's extension builtins (a
-    sidecar OPA has its own); `lenient`, the builtin calls it answers undefined where they err
-    (`regokite test`, as `opa test`)."""
+    sidecar OPA has its own); a builtin's error is undefined unless `strict_builtin_errors`."""
     settings = settings or EngineSettings()
     if settings.kind == "embedded":
         from regokite.engine.embedded import EmbeddedEngine
 
-        return EmbeddedEngine(bundle, settings.extensions, lenient=lenient)
+        return EmbeddedEngine(bundle, settings.extensions, strict_builtin_errors=settings.strict_builtin_errors)
     if settings.kind == "opa":
         from regokite.engine.opa import OpaEngine
 
-        return OpaEngine(bundle, settings.opa_url)
+        return OpaEngine(bundle, settings.opa_url, strict_builtin_errors=settings.strict_builtin_errors)
     raise AssertionError(f"engine {settings.kind!r} has capabilities but no constructor in open_engine")

@@ -75,9 +75,9 @@ def _v0(bundle: Bundle, file: str) -> bool:
 
 def _unavailable(builtin: str) -> str:
     if builtin in SILENTLY_UNDEFINED:
-        return (
-            f"{builtin} is not enabled in the embedded engine: allow the hosts it may call with "
-            "--allow-http-send HOST[:PORT], or use --engine opa"
+        return (  # OPA's (and Gatekeeper's, --disable-opa-builtin) words first
+            f"undefined function {builtin}: not enabled in the embedded engine: allow the hosts it may call "
+            "with --allow-http-send HOST[:PORT], or use --engine opa"
         )
     return (
         f"builtin {builtin} is not available in the embedded engine: use --engine opa "

@@ -20,30 +20,42 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import regorus
 
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import Change, ReplicaStore, check_replica_root, creations
-from regokite.engine import KINDS, UNDEFINED, first_value, object_keys, rewrite, rule_ref
+from regokite.engine import KINDS, UNDEFINED, builtin_errors, first_value, object_keys, rewrite, rule_ref
 from regokite.engine.capabilities import check_arguments, check_builtins, check_data_paths
 from regokite.engine.catalog import extension_only
 from regokite.engine.extensions import ExtensionOptions, install, provided
+from regokite.engine.extensions.common import Refusal
+from regokite.engine.lenient import ROUNDS, Places, Variant, undefined_calls
 from regokite.engine.rewrite import Columns, check_shadowing
-from regokite.errors import EvaluationError, Location, PolicyLoadError, engine_diagnostic, frames_released
+from regokite.errors import (
+    EvaluationError,
+    EvaluationRefused,
+    Location,
+    PolicyLoadError,
+    engine_diagnostic,
+    frames_released,
+)
 from regokite.ops import logging as ops_logging
 
 _UNDEFINED_JSON = '"<undefined>"'
+_REFUSAL = f"Python error: {Refusal.__name__}: "  # how regorus words an extension's Refusal
 
 # regorus captures a Rust backtrace for every evaluation error when
 # RUST_BACKTRACE is set, which costs milliseconds on the fail-closed path and
 # buries the message; panics keep their backtraces.
 os.environ.setdefault("RUST_LIB_BACKTRACE", "0")
 
+
+T = TypeVar("T")
 
 _prepared = threading.local()  # .engines: {id(EmbeddedEngine): _Prepared}
 
@@ -58,12 +70,13 @@ REVIEW_MERGES = 100
 
 
 class _Prepared:
-    """A thread's prepared engine, and the replica generation its data holds."""
+    """A thread's prepared engine, the engine holding its data (and no modules) it was cloned from, the
+    variant of the modules it holds, and the replica generation its data holds."""
 
-    __slots__ = ("engine", "generation", "load_failure", "loading", "owner", "reloaded_at")
+    __slots__ = ("data", "engine", "generation", "load_failure", "loading", "owner", "reloaded_at", "variant")
 
-    def __init__(self, owner: weakref.ref, engine: regorus.Engine) -> None:
-        self.owner, self.engine, self.generation = owner, engine, 0
+    def __init__(self, owner: weakref.ref, data: regorus.Engine, engine: regorus.Engine, variant: Variant) -> None:
+        self.owner, self.data, self.engine, self.variant, self.generation = owner, data, engine, variant, 0
         self.reloaded_at = time.monotonic()
         self.loading = False  # a load in steps is under way (load_replica)
         self.load_failure: str | None = None  # the last load in steps failed: evaluations fail closed
@@ -81,12 +94,20 @@ class EmbeddedEngine:
     capabilities = KINDS[name]
 
     def __init__(
-        self, bundle: Bundle, options: ExtensionOptions | None = None, *, lenient: frozenset[Location] = frozenset()
+        self,
+        bundle: Bundle,
+        options: ExtensionOptions | None = None,
+        *,
+        strict_builtin_errors: bool = True,
+        lenient: frozenset[Location] = frozenset(),
     ) -> None:
-        """`lenient`: the builtin calls at these locations are undefined where they err, as in OPA
-        without `strict-builtin-errors` (regokite test finds them: `testing`)."""
+        """`strict_builtin_errors`: a builtin's error is the evaluation's error; otherwise the call is
+        undefined, as OPA's default (lenient.py). The engine's own default is strict, as the OPA oracle
+        the tests compare it with; `open_engine` passes the process's setting (OPA's default).
+        `lenient`: builtin calls made undefined where they err from the start (the rewrite's tests)."""
         self.bundle = bundle
         self.options = options or ExtensionOptions()
+        self.strict_builtin_errors = strict_builtin_errors
         self._prints = PrintLog(bundle)
         self._replica: ReplicaStore | None = None
         self._stepped = False  # the replica is loaded whole only by load_replica, never in an evaluation
@@ -107,10 +128,16 @@ class EmbeddedEngine:
             error = rewrite.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
         if error is not None:
             raise error
-        self._modules: tuple[Module, ...] = modules
-        self._columns: Columns = read_as_opa
-        self._places = _Places(self._columns, bundle)
+        self._lenient = Places(Variant(lenient, modules, read_as_opa), self._variant)
         self._base()  # prepare now, so a bad bundle fails here and not on first use
+
+    def _variant(self, lenient: frozenset[Location]) -> Variant:
+        """The modules with the builtin calls at `lenient` undefined where they err (checked at load
+        already: the lenient rewrite adds calls of a builtin the engine has)."""
+        modules, read_as_opa = rewrite.rewrite(
+            self.bundle.modules, lenient=lenient, mockable=extension_only(self.options)
+        )
+        return Variant(lenient, modules, read_as_opa)
 
     def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
         """Evaluate with `store`'s objects in `data`.
@@ -165,7 +192,7 @@ class EmbeddedEngine:
             entry.loading = False
 
     def _load_steps(self, entry: _Prepared, store: ReplicaStore) -> Iterator[None]:
-        fresh = entry.engine.clone()  # compiled modules shared; the data its own
+        fresh = entry.data.clone()  # the extensions shared; the data its own
         fresh.clear_data()
         if self.bundle.data:
             fresh.add_data(self.bundle.data)
@@ -178,23 +205,32 @@ class EmbeddedEngine:
                     log.error("replica load failed; evaluations fail until a load completes", extra={"error": failure})
                 entry.load_failure = failure
                 return
-        _settle(fresh)
-        entry.engine, entry.generation, entry.load_failure = fresh, generation, None
+        entry.data, entry.generation, entry.load_failure = fresh, generation, None
+        entry.engine = self._compiled(fresh, entry.variant)
 
-    def _prepare(self) -> regorus.Engine:
-        engine = rewrite.new_engine()
-        engine.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
-        install(engine, self.options)  # clones share the extension callables
-        add_modules(engine, self._modules)
+    def _prepare(self) -> _Prepared:
+        data = rewrite.new_engine()
+        data.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
+        install(data, self.options)  # clones share the extension callables
         if self.bundle.data:
-            engine.add_data(self.bundle.data)
-        # The first evaluation compiles the modules. Doing it here, on the engine
-        # every evaluation clones, makes clones start compiled: about 0.09 ms
-        # instead of 1 ms per evaluation of the policies/ bundle.
+            data.add_data(self.bundle.data)
+        variant = self._lenient.current
+        return _Prepared(weakref.ref(self), data, self._compiled(data, variant), variant)
+
+    def _compiled(self, data: regorus.Engine, variant: Variant) -> regorus.Engine:
+        """A clone of `data` (its data shared, not loaded again) holding `variant`'s modules, compiled.
+
+        The first evaluation compiles the modules. Doing it here, on the engine
+        every evaluation clones, makes clones start compiled: about 0.09 ms
+        instead of 1 ms per evaluation of the policies/ bundle. It also does the
+        work regorus redoes after the data changed (_settle).
+        """
+        engine = data.clone()
+        add_modules(engine, variant.modules)
         _, failure = attempt(engine.eval_query, "true")
         if failure is not None:
             message, location = engine_diagnostic(failure)
-            location = self._columns.original(location)
+            location = variant.columns.original(location)
             module = self.bundle.module(location.file) if location else None
             raise PolicyLoadError(message, location, module.line(location.line) if module and location else None)
         return engine
@@ -205,17 +241,21 @@ class EmbeddedEngine:
         if entry is None or entry.owner() is not self:
             for key in [k for k, e in table.items() if e.owner() is None]:
                 del table[key]  # engines of collected EmbeddedEngines, dropped on their own thread
-            entry = table[id(self)] = _Prepared(weakref.ref(self), self._prepare())
+            entry = table[id(self)] = self._prepare()
         return entry
 
-    def _base(self) -> regorus.Engine:
+    def _base(self) -> tuple[Variant, regorus.Engine]:
+        """The calling thread's engine, caught up with the replica and with the lenient places found."""
         entry = self._entry()
         if self._replica is not None and entry.generation != self._replica.generation:
             self._catch_up(entry, self._replica)
             if entry.load_failure is not None:  # the data changed and could not be loaded: decide on none of it
                 failure = f"the cluster data could not be loaded into the engine: {entry.load_failure}"
-                raise EvaluationError("data", failure)
-        return entry.engine
+                raise EvaluationRefused("data", failure)
+        variant = self._lenient.current
+        if entry.variant is not variant:  # places found since (here or on another thread): same data, new modules
+            entry.engine, entry.variant = self._compiled(entry.data, variant), variant
+        return variant, entry.engine
 
     def _catch_up(self, entry: _Prepared, store: ReplicaStore) -> None:
         changes = store.changes_since(entry.generation)
@@ -223,36 +263,62 @@ class EmbeddedEngine:
             return  # new objects merged; or stepped: a whole load is load_replica's to do, outside evaluations
         if not _reload_due(entry, store, changes):
             return
-        engine = entry.engine
-        engine.clear_data()
+        data = entry.data
+        data.clear_data()
         if self.bundle.data:
-            engine.add_data(self.bundle.data)
-        entry.generation = store.full(lambda document: _add_data(engine, store.loadable(store.rooted(document))))
-        _settle(engine)
+            data.add_data(self.bundle.data)
+        entry.generation = store.full(lambda document: _add_data(data, store.loadable(store.rooted(document))))
+        entry.engine = self._compiled(data, entry.variant)
 
-    def _fresh(self, input: Any) -> regorus.Engine:
-        if input is not UNDEFINED:
-            input_guard.check(input)  # regorus segfaults or silently rounds on what it refuses
-        engine = self._base().clone()
+    def _fresh(self, input: Any) -> tuple[Variant, regorus.Engine]:
+        variant, base = self._base()
+        engine = base.clone()
         if input is not UNDEFINED:
             engine.set_input(input)
-        return engine
+        return variant, engine
 
     @frames_released
     def evaluate(self, ref: str, input: Any = UNDEFINED) -> Any:
-        return _evaluate(self._fresh(input), rule_ref(ref), self._prints, self._places)
+        return self.bind(input).evaluate(ref)
 
     @frames_released
     def bind(self, input: Any) -> _Bound:
-        return _Bound(self._fresh(input), self._prints, self._places)
+        if input is not UNDEFINED:
+            input_guard.check(input)  # regorus segfaults or silently rounds on what it refuses
+        return _Bound(self, input)
 
     @frames_released
     def query(self, query: str, input: Any = UNDEFINED) -> list[dict[str, Any]]:
-        try:
-            read = rewrite.query(query)
-        except ValueError as exc:  # a template string OPA would not read either
-            raise EvaluationError(query, str(exc)) from None
-        return _query(self._fresh(input), query, self._prints, self._places, read)
+        return self.bind(input).query(query)
+
+    def answered(self, bound: _Bound, query: str, run: Callable[[regorus.Engine, Columns], T | _Failed]) -> T:
+        """`run` on `bound`'s engine; where a builtin call errs and the engine is not strict, again on
+        the variant with that call undefined where it errs (lenient.py), as often as new places err.
+        Every builtin error made undefined is reported (builtin_errors); what a failed attempt printed
+        goes with its clone (OPA evaluates once, and prints once)."""
+        found: list[tuple[Location, str]] = []
+        builtin_errors.drain()
+        for _ in range(ROUNDS):
+            answer = run(bound.engine, bound.variant.columns)
+            if not isinstance(answer, _Failed):
+                self._report(bound.variant, found)
+                return answer
+            refused = _REFUSAL in answer.message  # OPA answers where this engine cannot: never undefined
+            strict = self.strict_builtin_errors or refused
+            if strict or self._lenient.covering(*answer, bound.variant) is None:
+                self._prints.drain(bound.engine)  # what it printed before the error that stands
+                self._report(bound.variant, [f for f in found if f[0] != answer.location])
+                error = EvaluationRefused if refused else EvaluationError
+                raise error(query, answer.message, self.bundle.placed(answer.location))
+            found.append((answer.location, answer.message))  # type: ignore[arg-type]  # covering: a location
+            bound.variant, bound.engine = self._fresh(bound.input)
+        raise EvaluationError(query, f"more than {ROUNDS} places where a builtin erred in one evaluation")
+
+    def _report(self, variant: Variant, found: list[tuple[Location, str]]) -> None:
+        swallowed = builtin_errors.drain()
+        if found or swallowed:
+            for call in undefined_calls(variant, found, swallowed, self._prints.packages, self.bundle.placed):
+                builtin_errors.report(call)
 
     def release_thread(self) -> None:
         """Drop the calling thread's prepared engine (it can never be used elsewhere)."""
@@ -265,16 +331,27 @@ class EmbeddedEngine:
 
 class _Bound:
     """A clone with the input already converted: converting a large
-    AdmissionReview costs more than evaluating a small policy."""
+    AdmissionReview costs more than evaluating a small policy. Where a builtin
+    errs (not strict), the clone of the variant making it undefined there."""
 
-    def __init__(self, engine: regorus.Engine, prints: PrintLog, columns: _Places) -> None:
-        self._engine = engine
-        self._prints = prints
-        self._columns = columns
+    def __init__(self, owner: EmbeddedEngine, input: Any) -> None:
+        self._owner = owner
+        self.input = input
+        self.variant, self.engine = owner._fresh(input)
 
     @frames_released
     def evaluate(self, ref: str) -> Any:
-        return _evaluate(self._engine, rule_ref(ref), self._prints, self._columns)
+        ref, prints = rule_ref(ref), self._owner._prints
+        return self._owner.answered(self, ref, lambda engine, columns: _evaluate(engine, ref, prints, columns))
+
+    @frames_released
+    def query(self, query: str) -> list[dict[str, Any]]:
+        try:
+            read = rewrite.query(query)
+        except ValueError as exc:  # a template string OPA would not read either
+            raise EvaluationError(query, str(exc)) from None
+        prints = self._owner._prints
+        return self._owner.answered(self, query, lambda engine, columns: _query(engine, query, prints, columns, read))
 
 
 class PrintLog:
@@ -287,7 +364,7 @@ class PrintLog:
     """
 
     def __init__(self, bundle: Bundle) -> None:
-        self._packages = {m.path: m.package for m in bundle.modules}
+        self.packages = {m.path: m.package for m in bundle.modules}
 
     def drain(self, engine: regorus.Engine) -> None:
         for printed in engine.take_prints():
@@ -297,7 +374,7 @@ class PrintLog:
                 "policy print",
                 extra={
                     **ops_logging.context(),
-                    "policy": self._packages.get(file, ""),
+                    "policy": self.packages.get(file, ""),
                     "location": f"{file}:{line}" if found else "",
                     "output": text,
                 },
@@ -309,25 +386,22 @@ print_log = logging.getLogger("regokite.policy.print")
 log = logging.getLogger("regokite.engine")
 
 
-class _Places:
-    """Where an evaluation error is: back through the rewrites, then in the file that holds the
-    module (a template's Rego: its ConstraintTemplate's file, line and column)."""
+class _Failed(NamedTuple):
+    """An evaluation's error as regorus gave it, located in the modules as written."""
 
-    def __init__(self, columns: Columns, bundle: Bundle) -> None:
-        self._columns, self._bundle = columns, bundle
-
-    def original(self, location: Location | None) -> Location | None:
-        return self._bundle.placed(self._columns.original(location))
+    message: str
+    location: Location | None
 
 
-def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: _Places) -> Any:
+def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Columns) -> Any:
     raw, failure = _call(engine.eval_rule_as_json, ref)
-    prints.drain(engine)
-    if failure is not None:
+    if failure is not None:  # its prints are logged if the error stands (EmbeddedEngine.answered)
         message, location = failure
         if "not a valid rule path" not in message:
-            raise EvaluationError(ref, message, columns.original(location))
-        return first_value(_query(engine, ref, prints, columns))  # a package or a base document
+            return _Failed(message, columns.original(location))
+        results = _query(engine, ref, prints, columns)  # a package or a base document
+        return results if isinstance(results, _Failed) else first_value(results)
+    prints.drain(engine)
     # regorus's marker for undefined; a rule whose value is that very string
     # is not worth a second query on every undefined decision.
     if raw == _UNDEFINED_JSON:
@@ -336,14 +410,14 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: _Plac
 
 
 def _query(
-    engine: regorus.Engine, query: str, prints: PrintLog, columns: _Places, read: str | None = None
-) -> list[dict[str, Any]]:
+    engine: regorus.Engine, query: str, prints: PrintLog, columns: Columns, read: str | None = None
+) -> list[dict[str, Any]] | _Failed:
     """`read`: the query as regorus reads it (rewrite.query), where not as written (`query`, for errors)."""
     raw, failure = _call(engine.eval_query_as_json, read or query)
-    prints.drain(engine)
     if failure is not None:
         message, location = failure
-        raise EvaluationError(query, message, columns.original(location))
+        return _Failed(message, columns.original(location))
+    prints.drain(engine)
     return _as_opa_writes(query, raw, json.loads(raw)).get("result", [])
 
 
@@ -440,9 +514,10 @@ def _merge_creations(entry: _Prepared, store: ReplicaStore, changes: list[Change
     data = store.loadable(store.rooted(creations(changes)))
     if most is not None and isinstance(data, str) and len(data) > LOAD_STEP_BYTES:
         return False
-    _, failure = attempt(_add_data, entry.engine, data)
-    if failure is not None:
-        return False
+    for engine in (entry.data, entry.engine):  # the same objects in both: a new variant is compiled on the data
+        _, failure = attempt(_add_data, engine, data)
+        if failure is not None:
+            return False
     entry.generation += len(changes)
     _settle(entry.engine)
     return True

@@ -11,9 +11,13 @@ behind, and last writes a marker document, `data.system.regokite`, recording
 what it pushed. OPA's REST API has no transactions: during a push (start-up,
 or repairing a restarted OPA) answers can mix old and new modules.
 
-Evaluations go to `POST /v1/data/<path>?strict-builtin-errors=true` (the same
-"a failing builtin is an error" behaviour as the embedded engine), or to
-`POST /v1/query` for anything that is not a plain `data` reference.
+Evaluations go to `POST /v1/data/<path>?strict-builtin-errors=true`, or to
+`POST /v1/query` for anything that is not a plain `data` reference. Unless the
+engine is strict, an evaluation that OPA answers with a builtin error
+(`eval_builtin_error`, `eval_type_error`) is asked again without the switch,
+OPA's default, and that first error is reported (builtin_errors): OPA's API
+tells nothing of the builtin errors its default evaluation made undefined, so
+only the first of an evaluation is seen.
 
 OPA keeps policies in memory, so a restarted sidecar answers every reference
 with "undefined" — which an admission policy reads as "no deny": fail open.
@@ -28,9 +32,9 @@ started with `--v0-compatible` — and under that flag, v1 modules must carry
 
 Known differences from the embedded engine: OPA's `/v1/query` has no
 strict-builtin-errors switch, so in an ad-hoc query that is not a plain
-reference, a failing builtin (e.g. division by zero) is undefined rather than
-an error; and `data.system.regokite` (the marker) is visible to a query of
-`data` or `data.system`.
+reference, a failing builtin (e.g. division by zero) is undefined, even when
+the engine is strict, and is not reported; and `data.system.regokite` (the
+marker) is visible to a query of `data` or `data.system`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -51,7 +56,8 @@ from opa_client.errors import DeletePolicyError, RegoParseError, TypeException
 from regokite import input_guard
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, check_replica_root, jsonable
-from regokite.engine import KINDS, UNDEFINED, first_value, rule_ref
+from regokite.engine import KINDS, UNDEFINED, builtin_errors, first_value, rule_ref
+from regokite.engine.builtin_errors import UndefinedCall
 from regokite.engine.query_plan import QueryPlan, data_api_path
 from regokite.errors import (
     EngineUnavailable,
@@ -67,6 +73,7 @@ POLICY_PREFIX = "regokite/"
 MARKER_PATH = ("system", "regokite")
 QUERY_FILE = "<query.rego>"  # the file name the embedded engine gives an ad-hoc query
 _V0_HINT_NEEDLES = ("`if` keyword is required", "`contains` keyword is required")
+BUILTIN_ERROR_CODES = ("eval_builtin_error", "eval_type_error")  # topdown's codes for what a builtin returns
 
 
 def policy_id(module_path: str) -> str:
@@ -88,8 +95,10 @@ class OpaEngine:
         timeout: float = 2.0,
         token: str | None = None,
         pool_size: int = 16,
+        strict_builtin_errors: bool = True,
     ) -> None:
         self.bundle = bundle
+        self.strict_builtin_errors = strict_builtin_errors
         self.url = url.rstrip("/")
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -243,7 +252,13 @@ class OpaEngine:
     def _eval_path(self, ref: str, path: str, body: bytes) -> Any:
         response = self._request("POST", f"/v1/data/{path}?strict-builtin-errors=true", body)
         if response.status != 200:
-            raise self._answer_error(ref, response)
+            error = self._answer_error(ref, response)
+            if self.strict_builtin_errors or not isinstance(error, EvaluationError) or not _builtin_error(response):
+                raise error
+            builtin_errors.report(self._undefined_call(error))
+            response = self._request("POST", f"/v1/data/{path}", body)  # OPA's default: the call undefined
+            if response.status != 200:
+                raise self._answer_error(ref, response)
         document = _loads(response.data)
         return document.get("result", UNDEFINED)  # no "result" key: undefined; null is null
 
@@ -428,6 +443,14 @@ class OpaEngine:
                 message += f" (and {len(errors) - 1} more error(s))"
         return EvaluationError(query, message, location)
 
+    def _undefined_call(self, error: EvaluationError) -> UndefinedCall:
+        """The builtin error OPA reported, as a call its default evaluation made undefined."""
+        module = self.bundle.module(error.location.file) if error.location else None
+        named = re.match(r"([\w.]+): ", error.message)  # OPA's words: "regex.match: error parsing regexp..."
+        return UndefinedCall(
+            str(error.location or ""), module.package if module else "", named[1] if named else "", error.message
+        )
+
     def _unprefix(self, message: str) -> str:
         """OPA names modules by policy id in messages too; name them by path."""
         if POLICY_PREFIX not in message:
@@ -559,6 +582,13 @@ def _dumps(value: Any) -> bytes:
 
 
 _NO_DEFAULT = object()
+
+
+def _builtin_error(response: Any) -> bool:
+    """Whether OPA's error answer is a builtin's (its default evaluation makes the call undefined)."""
+    body = _loads(response.data, default=None)
+    errors = body.get("errors") if isinstance(body, dict) else None
+    return bool(errors) and isinstance(errors[0], dict) and errors[0].get("code") in BUILTIN_ERROR_CODES
 
 
 def _loads(data: bytes, default: Any = _NO_DEFAULT) -> Any:

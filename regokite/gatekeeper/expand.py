@@ -26,6 +26,7 @@ from regokite.gatekeeper.expansion import (
     is_expansion_template,
     refuse_cycles,
 )
+from regokite.gatekeeper.inventory import namespaces
 from regokite.gatekeeper.mutation.mutators import is_mutator
 
 
@@ -41,17 +42,15 @@ def expand(sources: GatekeeperSources, objects: Sequence[dict[str, Any]]) -> lis
     except ExpansionError as exc:
         raise RegokiteError(f"error expanding resources: {exc}") from None
     modules = generated_modules(sources.mutators, sources.expansions)
-    namespaces = {
-        o["metadata"]["name"]: o for o in objects if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
-    }
-    engine = open_engine(Bundle(modules, {"kubernetes": {"namespaces": namespaces}}))
+    given = namespaces(objects)
+    engine = open_engine(Bundle(modules, {"kubernetes": {"namespaces": given}}))
     out: list[dict[str, Any]] = []
     try:
         for obj in objects:
             if is_mutator(obj) or is_expansion_template(obj):
                 continue
             try:
-                results = expand_resource(engine, _request(obj), namespaces)
+                results = expand_resource(engine, _request(obj), given)
             except ExpansionFailed as exc:
                 raise RegokiteError(f"error expanding resources: {exc}") from None
             out += [r["object"] for r in results]

@@ -154,11 +154,12 @@ def generated_modules(
     templates: Sequence[ExpansionTemplate],
     excluded: Sequence[str] = (),
     annotate: bool = False,
+    replicate_path: str = "kubernetes",
 ) -> tuple[Module, ...]:
     """The Rego of Gatekeeper's mutators and ExpansionTemplates: library, mutators, system, expansion;
-    `excluded`: namespaces the mutation webhook skips; `annotate`: Gatekeeper's --mutation-annotations.
-    The templates must form no cycle."""
-    mutation = mutation_modules(mutators, excluded, annotate)
+    `excluded`: namespaces the mutation webhook skips; `annotate`: Gatekeeper's --mutation-annotations;
+    `replicate_path`: where the replicated Namespaces are. The templates must form no cycle."""
+    mutation = mutation_modules(mutators, excluded, annotate, replicate_path)
     if not templates:
         return mutation
     names = [t.name for t in templates]
@@ -167,7 +168,7 @@ def generated_modules(
     if in_cycles(templates):
         raise ExpansionError(f"ExpansionTemplates {', '.join(sorted(in_cycles(templates)))}: {CYCLE}")
     expansion = expansion_module(templates, SYSTEM if mutation else None)
-    return (*(mutation or (library_module(),)), expansion)
+    return (*(mutation or (library_module(replicate_path),)), expansion)
 
 
 def expansion_module(templates: Sequence[ExpansionTemplate], mutation: str | None) -> Module:

@@ -15,10 +15,13 @@ from typing import Any
 
 
 def path(api_version: str, kind: str, namespace: str | None, name: str) -> tuple[str, ...]:
-    """Where an object lives below `data.inventory`."""
+    """Where an object lives below `data.inventory`: by its group/version as Go prints one (`/v1`, the
+    core group written out, is `v1`)."""
+    group, _, version = api_version.rpartition("/")
+    group_version = f"{group}/{version}" if group else version
     if namespace:
-        return ("namespace", namespace, api_version, kind, name)
-    return ("cluster", api_version, kind, name)
+        return ("namespace", namespace, group_version, kind, name)
+    return ("cluster", group_version, kind, name)
 
 
 def inventory(objects: Iterable[Any], read: Callable[[Any], Mapping[str, Any]] | None = None) -> dict[str, Any]:
@@ -39,11 +42,12 @@ def inventory(objects: Iterable[Any], read: Callable[[Any], Mapping[str, Any]] |
 
 
 def namespaces(objects: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """The Namespaces among `objects` by name: what a namespaceSelector reads."""
+    """The Namespaces among `objects` by name: what a namespaceSelector reads. As Gatekeeper's namespace
+    cache, by group and kind: the core group's, whatever the version (`v1`, or `/v1` written out)."""
     return {
         (o.get("metadata") or {}).get("name", ""): o
         for o in objects
-        if o.get("kind") == "Namespace" and o.get("apiVersion") == "v1"
+        if o.get("kind") == "Namespace" and str(o.get("apiVersion", "")).rpartition("/")[0] == ""
     }
 
 

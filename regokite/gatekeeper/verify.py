@@ -27,7 +27,7 @@ from regokite import yamldoc
 from regokite.bundle import Bundle, Module
 from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
 from regokite.engine.embedded import print_log
-from regokite.errors import RegokiteError
+from regokite.errors import EvaluationError, RegokiteError
 from regokite.gatekeeper.compile import violation_ref
 from regokite.gatekeeper.constraints import prepare, read_sources
 from regokite.gatekeeper.enforcement import GATOR
@@ -42,7 +42,7 @@ from regokite.gatekeeper.match import (
     review_namespace,
 )
 from regokite.gatekeeper.resources import is_constraint, is_template, parse_constraint, parse_template, read_documents
-from regokite.gatekeeper.violations import go_duration
+from regokite.gatekeeper.violations import evaluation_violation, go_duration
 
 SUITE_GROUP = "test.gatekeeper.sh"
 SCHEMA_ERROR = "spec.parameters"  # a constraint refused by its template's parameters schema names the field
@@ -282,10 +282,17 @@ class _Judge:
 
     def _judged(self, engine: Engine, request: dict[str, Any]) -> list[str]:
         parameters = self.constraint.constraint.parameters
-        value = engine.evaluate(
-            violation_ref(self.constraint.constraint.kind),
-            {"review": request, "parameters": parameters if parameters is not None else {}},
-        )
+        try:
+            value = engine.evaluate(
+                violation_ref(self.constraint.constraint.kind),
+                {"review": request, "parameters": parameters if parameters is not None else {}},
+            )
+        except EvaluationError as exc:
+            strict = self.engine is not None and self.engine.strict_builtin_errors
+            violation = evaluation_violation(exc, strict)  # gator's driver: the template's error is a violation
+            if violation is None:
+                raise
+            return [violation]
         if value is UNDEFINED:
             return []
         messages = []

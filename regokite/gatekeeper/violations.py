@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from regokite.errors import EvaluationError
+
 CONSTRAINT_GROUP = "constraints.gatekeeper.sh"
 CONSTRAINT_VERSION = "v1beta1"
 MESSAGE_SIZE = 256  # Gatekeeper's audit cuts longer messages (status and log lines)
@@ -27,6 +29,17 @@ _ADMISSION_EVENTS = {
     "warn": ("WarningAdmission", f"{WEBHOOK} raised a warning for this request"),
     "deny": ("FailedAdmission", f"{WEBHOOK} denied request"),
 }
+
+
+def evaluation_violation(error: Exception, strict_builtin_errors: bool) -> str | None:
+    """What Gatekeeper's Rego driver answers when a constraint kind's evaluation fails: a violation whose msg
+    is the error (`<file:line:col>: <message>`), for every constraint of the kind the review matched
+    (frameworks' drivers/rego Driver.Query; builtin errors are undefined there, never errors). None for
+    a failure of regokite's own (a refusal to answer otherwise than OPA, no data, an unreachable engine,
+    a deadline), and under `strict_builtin_errors` (Gatekeeper has no such mode; its errors fail closed)."""
+    if strict_builtin_errors or type(error) is not EvaluationError:
+        return None
+    return f"{error.location}: {error.message}" if error.location else error.message
 
 
 @dataclass(frozen=True)

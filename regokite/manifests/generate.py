@@ -295,7 +295,9 @@ def gatekeeper_manifests(opts: GatekeeperOptions) -> list[Obj]:
     [syncer] = _containers(opts, sync_args, port=None, probes={}, cpu_limit="1", mounts=[shared])
     syncer["name"] = "gatekeeper-sync"
     volumes = [{"name": "gatekeeper", "emptyDir": {}}]
-    args = ["admission", "--policies", GATEKEEPER_DIR, *_replicate_flags(opts), *_exempt_flags(opts)]
+    # Gatekeeper's --shutdown-delay default: a Pod being deleted serves until its endpoint is gone
+    args = ["admission", "--policies", GATEKEEPER_DIR, "--shutdown-delay=10", *_replicate_flags(opts)]
+    args += _exempt_flags(opts)
     served, target = _webhook_server(
         opts, component, args, mounts=[shared], volumes=volumes, automount=True, webhook_name=opts.name, first=syncer
     )

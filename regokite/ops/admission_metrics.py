@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from regokite.ops import builtin_error_metrics  # noqa: F401  (this server counts them too)
 from regokite.ops.metrics import LATENCY_BUCKETS
 
 admission_requests = Counter(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from regokite.ops import builtin_error_metrics  # noqa: F401  (this server counts them too)
+
 audit_violations = Gauge(
     "regokite_audit_violations",
     "Existing objects' fail and warn results, by policy and its enforcement.",

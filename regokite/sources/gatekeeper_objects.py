@@ -26,7 +26,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,7 @@ class GatekeeperSync:
         self.listed_paths: dict[str, list[dict[str, Any]]] = {}  # mutators, expansions: as last listed
         self.served_kinds: set[str] = set()
         self.compiled: dict[str, tuple[str, str | None]] = {}  # template name -> (what compiled, its error)
+        self._statuses: list[Callable[[], None]] | None = None  # a pass's status writes, after its files
 
     def install(self) -> None:
         """Gatekeeper's CRDs (templates, Config, mutators, ExpansionTemplate, Provider, SyncSet), so they can
@@ -120,7 +121,17 @@ class GatekeeperSync:
 
     def sync_once(self) -> dict[str, str | None]:
         """One pass; returns each template's kind (its name when refused) and its error (None when it serves).
-        A refused edit of a template that served keeps its last good version, its CRD and its constraints."""
+        A refused edit of a template that served keeps its last good version, its CRD and its constraints.
+        The statuses are written after the files: an object whose status says it is enforced is in them."""
+        self._statuses = []
+        try:
+            return self._pass()
+        finally:
+            statuses, self._statuses = self._statuses, None
+            for write in statuses or ():
+                write()
+
+    def _pass(self) -> dict[str, str | None]:
         current = {d["metadata"]["name"]: d for d in self.client.get(TEMPLATES).get("items", [])}
         self.compiled = {name: known for name, known in self.compiled.items() if name in current}
         templates = pick(current, self._template_error, self.good.templates)
@@ -281,6 +292,12 @@ class GatekeeperSync:
         return [_clean(doc) for doc in configs.served.values()]
 
     def _write_pod_status(self, t: ChildType, doc: dict[str, Any], error: str | None, *, enforced: bool) -> None:
+        if self._statuses is not None:  # in a pass: once its files are written
+            self._statuses.append(lambda: self._write_pod_status_now(t, doc, error, enforced=enforced))
+        else:
+            self._write_pod_status_now(t, doc, error, enforced=enforced)
+
+    def _write_pod_status_now(self, t: ChildType, doc: dict[str, Any], error: str | None, *, enforced: bool) -> None:
         """This process's `status.byPod` entry of a constraint or Config, as Gatekeeper's webhook pod
         writes its own for every one (`enforced`: whether a version of it serves; `errors`: why an
         edit was refused), when it changes. Other entries (the audit's) are kept: the list is written
@@ -302,6 +319,12 @@ class GatekeeperSync:
                 log.warning("status not written; next pass", extra={"path": where, "error": str(exc)[:500]})
 
     def _write_status(self, path: str, doc: dict[str, Any], status: dict[str, Any]) -> None:
+        if self._statuses is not None:  # in a pass: once its files are written
+            self._statuses.append(lambda: self._write_status_now(path, doc, status))
+        else:
+            self._write_status_now(path, doc, status)
+
+    def _write_status_now(self, path: str, doc: dict[str, Any], status: dict[str, Any]) -> None:
         """A status write, when it changes; one that fails is logged and written again on the next pass."""
         if doc.get("status") == status:
             return

@@ -162,7 +162,9 @@ def test_policy_changes_are_picked_up_and_a_broken_one_keeps_the_last_good_set(s
     with server.client() as c:
         assert post(c, "/validate", doc).json()["response"]["allowed"] is True
         (policies / "replicas.rego").write_text(REPLICAS.replace("> 3", "> 2"))
+        written = (policies / "replicas.rego").stat().st_mtime
         wait_until(lambda: post(c, "/validate", doc).json()["response"]["allowed"] is False)
+        wait_until(lambda: c.get("/readyz").json()["reload"]["files_read_at"] >= written)  # read after the write
 
         (policies / "replicas.rego").write_text("package admission.replicas\n\ndeny contains msg if {\n")
         wait_until(lambda: c.get("/readyz").json()["reload"]["ok"] is False)
@@ -245,3 +247,25 @@ def _post(running, obj: dict) -> str:
             return str(post(c, "/validate", review(obj)).status_code)
         except httpx.TransportError:
             return "dropped"
+
+
+def test_a_shutdown_delay_keeps_deciding_after_sigterm_then_stops(policies: Path, tmp_path: Path) -> None:
+    """Gatekeeper's --shutdown-delay (bats 'shutdown delay'): after SIGTERM the server still decides for the delay
+    (the API server calls a Pod being deleted until its endpoint goes), then exits."""
+    with admission_server(policies, tmp_path, "--shutdown-delay", "2") as running, running.client() as c:
+        running.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        while time.monotonic() - signalled < 1.5:  # each answer a decision: fails when the server has stopped
+            assert post(c, "/validate", review(deployment(replicas=9))).json()["response"]["allowed"] is False
+        assert running.process.wait(timeout=15) == 0
+        assert time.monotonic() - signalled >= 2
+
+
+def test_a_second_signal_stops_the_server_without_waiting_for_the_delay(policies: Path, tmp_path: Path) -> None:
+    with admission_server(policies, tmp_path, "--shutdown-delay", "60") as running, running.client() as c:
+        running.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        assert post(c, "/validate", review(deployment(replicas=9))).json()["response"]["allowed"] is False
+        running.process.send_signal(signal.SIGTERM)
+        assert running.process.wait(timeout=15) == 0
+        assert time.monotonic() - signalled < 30

@@ -184,7 +184,8 @@ def test_a_hook_servers_url_runs_the_package_of_the_policy_file_named_after_it(t
 
 
 def test_a_runtime_error_in_the_policy_is_a_policy_error(tmp_path: Path) -> None:
-    engine, packages = engine_and_packages(tmp_path, 'package boom\n\nstatus := {"x": 1 / 0}\n', v0=False)
+    conflict = 'package boom\n\nstatus := {"x": 1} if input.parent\n\nstatus := {"x": 2} if input.parent\n'
+    engine, packages = engine_and_packages(tmp_path, conflict, v0=False)
     hook = resolve_hook(HookTarget("boom"), packages)
     with pytest.raises(HookError) as info:
         run_hook(

@@ -41,7 +41,6 @@ import yaml
 
 from regokite import yamldoc
 from regokite.engine import UNDEFINED, EngineSettings, open_engine
-from regokite.engine.lenient import Lenient
 from regokite.errors import RegokiteError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,11 +104,10 @@ def _solutions(case: Case, directory: Path) -> list[dict[str, Any]]:
         (directory / f"test-{index}.rego").write_text(module, encoding="utf-8")
     if spec.get("data") is not None:
         (directory / "data.json").write_text(json.dumps(spec["data"]), encoding="utf-8")
-    settings = EngineSettings(v0_compatible=case.variant == "v0")
+    # regokite eval, with --strict-builtin-errors where the case is strict (OPA's default otherwise)
+    settings = EngineSettings(v0_compatible=case.variant == "v0", strict_builtin_errors=bool(spec.get("strict_error")))
     bundle = settings.load([directory]).without_tests()
-    engine: Any = open_engine(bundle, settings)
-    if not spec.get("strict_error"):  # regokite eval without --strict-builtin-errors, as OPA's default
-        engine = Lenient(bundle, settings, engine)
+    engine = open_engine(bundle, settings)
     try:
         results = engine.query(query, input)
     finally:

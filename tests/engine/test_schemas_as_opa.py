@@ -85,6 +85,21 @@ def test_verify_schema_of_a_valid_schema_answers_as_opa(schema: Any) -> None:
     assert mine == opa == [True, None]
 
 
+@pytest.mark.parametrize(
+    "schema", [1, True, None, [1], "{", "", "true", " false ", "1", "null", "[]", '"a"', "NaN"], ids=repr
+)
+def test_verify_schema_of_what_gojsonschema_cannot_load_is_false_and_its_message(schema: Any) -> None:
+    """[false, "jsonschema: ..."] as OPA (regokite erred); a boolean schema (the string "true") is valid."""
+    mine, opa = _both("x := json.verify_schema(input.v)", {"v": schema})
+    assert mine == opa
+
+
+@pytest.mark.parametrize("schema", ["true", "false"])
+def test_match_schema_of_a_boolean_schema_answers_as_opa(schema: str) -> None:
+    mine, opa = _both("x := json.match_schema(input, s)\n\ns := " + json.dumps(schema), {"a": 1})
+    assert mine == opa
+
+
 def test_an_invalid_schema_is_an_error_in_match_schema_and_refused_in_verify_schema() -> None:
     schema = {"properties": {"id": {"type": "unknown"}}}
     module = Module("p.rego", "package p\n\nx := json.match_schema({}, input)\n\ny := json.verify_schema(input)\n")

@@ -20,6 +20,7 @@ from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.admission.review import parse_review
 from regokite.audit.scan import audit_object
 from regokite.check import Manifest, check
+from regokite.cli import main
 from regokite.clusterdata.store import ResourceRef
 from regokite.gatekeeper import lastgood
 from regokite.gatekeeper.status import constraint_statuses
@@ -195,8 +196,29 @@ def test_an_unknown_enforcement_action_is_not_enforced_by_the_webhook_nor_audite
     assert audit_object(ps, pod, PODS) == ()
     manifest = checked(ps, pod)
     assert manifest.failures == [] and manifest.warnings == []  # gator: exit 0
+    assert manifest.reported[0].startswith("[must-have-probes] Container <tomcat> in your <Pod> <test-pod1> has no")
+    assert manifest.reported[0].endswith("(foo)")  # gator prints every violation
+    ps.close()
+    (tmp_path / "again").mkdir()
+    ps = policies(tmp_path / "again", probes())
+    constraint = Manifest("foo.yaml", 0, one(probes()[1]))  # a policy object is the webhook's to refuse
+    check(ps, [constraint])
+    assert constraint.failures == []
     ps.close()
     assert lastgood.constraint_error(one(probes()[1])) == UNRECOGNIZED
+
+
+def test_check_prints_an_unknown_actions_violations_and_exits_zero(tmp_path: Path, capsys) -> None:
+    """bats "enforcementAction=[anything else] causes 0 exit status and violations output", pretty."""
+    template, constraint = probes()
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(pod_without_probes()))
+    code = main(["check", "--policies", str(template), "--policies", str(constraint), "-f", str(pod)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0].startswith(f"NOTE - {pod}[0] - Pod/default/test-pod1 - [must-have-probes] Container <tomcat>")
+    assert out[0].endswith("(foo)")
+    assert out[-1] == "1 objects, 1 allowed, 0 refused (0 failures, 0 warnings)"
 
 
 def test_verify_counts_an_unknown_actions_violations_as_gator_does(tmp_path: Path) -> None:
@@ -252,4 +274,79 @@ def test_verify_counts_gatekeepers_autorejection_when_the_namespace_is_missing(t
     ]
     write_suite(tmp_path, cases, name="namespace selected Constraint")
     result = run_suite(tmp_path / "suite.yaml")
+    assert not result.failed, format_results([result])
+
+
+def test_check_judges_at_another_point_when_asked(tmp_path: Path) -> None:
+    """`--enforcement-point validation.gatekeeper.sh` replays the admission server (the bats steps as the
+    cluster decided them): the scoped webhook actions, the template's operations, the Config's exclusions."""
+    from regokite.cli import main
+
+    for i, f in enumerate(bats(*SCOPED, UPDATE_ONLY, ALL_NS)):
+        shutil.copy(f, tmp_path / f"{i}-{f.name}")
+    cm, ns = bats("bad/bad_cm_scoped.yaml", "good/good_ns.yaml")
+
+    def check(*args: str) -> int:
+        return main(["check", "--policies", str(tmp_path), "-f", str(cm), "-f", str(ns), *args])
+
+    assert check() == 1  # gator: the UPDATE-only template judges the Namespace's CREATE; no scoped one applies
+    assert check("--enforcement-point", "validation.gatekeeper.sh") == 1  # the scoped webhook deny
+    gatekeeper_config = {
+        "apiVersion": "config.gatekeeper.sh/v1alpha1",
+        "kind": "Config",
+        "metadata": {"name": "config", "namespace": "gatekeeper-system"},
+        "spec": {"match": [{"excludedNamespaces": ["gatekeeper-test-playground-scoped"], "processes": ["webhook"]}]},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(gatekeeper_config))
+    assert check("--enforcement-point", "validation.gatekeeper.sh") == 0  # excluded ConfigMap; CREATE admitted
+    assert check() == 1  # gator reads no Config
+
+
+NEVER_VALIDATE = """
+kind: ConstraintTemplate
+apiVersion: templates.gatekeeper.sh/v1beta1
+metadata:
+  name: nevervalidate
+spec:
+  crd:
+    spec:
+      names:
+        kind: NeverValidate
+  targets:
+    - target: admission.k8s.gatekeeper.sh
+      rego: |
+        package k8snevervalidate
+        violation[{"msg": msg}] {
+          true
+          msg := "never validate"
+        }
+"""
+
+
+def test_gators_runner_table_namespace_selector(tmp_path: Path) -> None:
+    """pkg/gator/verify's runner table "namespace selector" (its fixtures re-typed here): the inventory's
+    Namespaces are written `apiVersion: /v1` (the core group spelt out), which Gatekeeper's namespace
+    cache takes by group and kind; with none, Gatekeeper's autorejection is the violation."""
+    (tmp_path / "template.yaml").write_text(NEVER_VALIDATE)
+    constraint = {
+        "kind": "NeverValidate",
+        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+        "metadata": {"name": "never-validate-namespace"},
+        "spec": {"match": {"namespaceSelector": {"matchLabels": {"bar": "qux"}}}},
+    }
+    (tmp_path / "constraint.yaml").write_text(yaml.safe_dump(constraint))
+    obj = {"kind": "Object", "apiVersion": "group.sh/v1", "metadata": {"name": "object", "namespace": "foo"}}
+    (tmp_path / "object.yaml").write_text(yaml.safe_dump(obj))
+    for name, label in (("inventory.yaml", "qux"), ("inventory-2.yaml", "bar")):
+        ns = {"kind": "Namespace", "apiVersion": "/v1", "metadata": {"name": "foo", "labels": {"bar": label}}}
+        (tmp_path / name).write_text(yaml.safe_dump(ns))
+    cases = [
+        {"name": "selected", "object": "object.yaml", "inventory": ["inventory.yaml"],
+         "assertions": [{"violations": "yes", "message": "never validate"}]},
+        {"name": "not-selected", "object": "object.yaml", "inventory": ["inventory-2.yaml"],
+         "assertions": [{"violations": "no"}]},
+        {"name": "missing-namespace", "object": "object.yaml",
+         "assertions": [{"violations": "yes", "message": "missing Namespace"}]},
+    ]  # fmt: skip
+    result = run_suite(write_suite(tmp_path, cases, name="namespace selected Constraint"))
     assert not result.failed, format_results([result])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import jsonpatch
@@ -28,7 +29,7 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9
 def policies(root: Path, *names: str, annotate: bool = True) -> PolicySet:
     for name in names:
         doc = one(bats(f"mutations/{name}")[0])
-        doc["metadata"]["generation"] = 1  # as the API server sets it on the first apply
+        doc["metadata"]["generation"] = 2  # as the API server sets it on a second apply
         (root / name).write_text(yaml.safe_dump(doc))
     return load_policy_set([str(root)], mutation_annotations=annotate)
 
@@ -55,11 +56,11 @@ def test_a_mutated_object_records_its_mutators_and_a_mutation_id(tmp_path: Path)
     ps = policies(tmp_path, "k8sownerlabel_assignmetadata.yaml", "k8sexternalip_assign.yaml")
     cm = mutated(ps, one(bats("mutations/mutate_cm.yaml")[0]))
     assert cm["metadata"]["labels"]["owner"] == "gatekeeper"
-    assert annotations(cm)["gatekeeper.sh/mutations"] == "AssignMetadata//k8sownerlabel:1"
+    assert annotations(cm)["gatekeeper.sh/mutations"] == "AssignMetadata//k8sownerlabel:2"
     assert UUID.match(annotations(cm)["gatekeeper.sh/mutation-id"])
     svc = mutated(ps, service())
     assert svc["spec"]["externalIPs"] == []
-    assert annotations(svc)["gatekeeper.sh/mutations"] == "Assign//k8sexternalip:1"
+    assert annotations(svc)["gatekeeper.sh/mutations"] == "Assign//k8sexternalip:2"
     ps.close()
 
 
@@ -94,15 +95,20 @@ def test_the_list_names_each_mutator_once_sorted(tmp_path: Path) -> None:
     ps.close()
     ps = load_policy_set([str(tmp_path)], mutation_annotations=True)
     cm = mutated(ps, one(bats("mutations/mutate_cm.yaml")[0]))
-    assert annotations(cm)["gatekeeper.sh/mutations"] == "Assign//a-cm-data:3, AssignMetadata//k8sownerlabel:1"
+    assert annotations(cm)["gatekeeper.sh/mutations"] == "Assign//a-cm-data:3, AssignMetadata//k8sownerlabel:2"
     ps.close()
 
 
-def test_the_flag_is_regokite_admissions() -> None:
-    from regokite.cli import build_parser
+def test_the_flag_is_regokite_admissions_and_checks(tmp_path: Path, capsys) -> None:
+    from regokite.cli import build_parser, main
 
     args = build_parser().parse_args(["admission", "--policies", "p", "--self-signed", "--mutation-annotations"])
     assert args.mutation_annotations is True
+    shutil.copy(bats("mutations/k8sownerlabel_assignmetadata.yaml")[0], tmp_path / "mutator.yaml")
+    cm = tmp_path / "input" / "cm.yaml"
+    cm.parent.mkdir()
+    shutil.copy(bats("mutations/mutate_cm.yaml")[0], cm)
+    assert main(["check", "--policies", str(tmp_path / "mutator.yaml"), "-f", str(cm), "--mutation-annotations"]) == 0
 
 
 def test_the_annotations_are_the_same_from_opa() -> None:
@@ -127,5 +133,5 @@ def test_the_annotations_are_the_same_from_opa() -> None:
         answers.append(result)
     assert answers[0] == answers[1]
     assert answers[0]["object"]["metadata"]["annotations"] == {
-        "gatekeeper.sh/mutations": "AssignMetadata//k8sownerlabel:0"
+        "gatekeeper.sh/mutations": "AssignMetadata//k8sownerlabel:1"  # no generation in the file: 1
     }

@@ -263,3 +263,34 @@ def test_plan_covers_a_watch_for_one_event(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "Watch deployment-scaler, Deployment shop/big, event MODIFIED" in out
     assert "patch Deployment shop/big" in out
+
+
+SIZED = """package controllers.sized
+
+children := [pod |
+	some i in numbers.range(1, to_number(input.parent.spec.replicas))
+	pod := {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": sprintf("%s-%d", [input.parent.metadata.name, i])}}
+]
+
+status := {"wanted": input.parent.spec.replicas}
+"""
+
+
+def test_a_hooks_builtin_error_is_undefined_as_in_opa(tmp_path: Path) -> None:
+    """OPA's default: `to_number("many")` is undefined, so no child (OPA's oracle); the hook answers.
+    --strict-builtin-errors: the hook fails (500), the sync with it. Failed on the code before (500)."""
+    from opa_oracle import OracleEngine
+
+    from regokite.bundle import Bundle, Module
+
+    (tmp_path / "sized.rego").write_text(SIZED)
+    parent = {**PARENT, "spec": {"replicas": "many"}}
+    request = {**REQUEST, "parent": parent}
+    oracle = OracleEngine(Bundle((Module("sized.rego", SIZED),)), strict_builtin_errors=False)
+    wanted = oracle.evaluate("data.controllers.sized.children", request)
+    assert wanted == []
+    reply = client_for(tmp_path).post("/controllers/sized", json=request)
+    assert (reply.status_code, reply.json()) == (200, {"children": wanted, "status": {"wanted": "many"}})
+    strict = TestClient(create_app(Served(loader([str(tmp_path)], EngineSettings(strict_builtin_errors=True)))))
+    failed = strict.post("/controllers/sized", json=request)
+    assert failed.status_code == 500 and "sized.rego:4" in failed.json()["message"]

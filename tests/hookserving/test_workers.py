@@ -22,7 +22,10 @@ GREETING = """package hooks.greet
 
 status := {"greeting": sprintf("%s, %s", [data.hooks.word, input.parent.spec.who])}
 
-bad := 1 / 0 if input.parent.spec.who == "zero"
+# a conflict: an evaluation error (a builtin's error would be undefined, as in OPA)
+bad := 1 if input.parent.spec.who == "zero"
+
+bad := 2 if input.parent.spec.who == "zero"
 """
 RUNAWAY = """package hooks.runaway
 

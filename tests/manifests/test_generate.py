@@ -329,7 +329,7 @@ def test_gatekeeper_runs_the_syncer_beside_the_server_with_one_webhook_for_every
     spec = pod_spec(objects)
     syncer, server = spec["containers"]
     assert syncer["args"][:3] == ["gatekeeper", "--out", generate.GATEKEEPER_DIR]
-    assert server["args"][:3] == ["admission", "--policies", generate.GATEKEEPER_DIR]
+    assert server["args"][:4] == ["admission", "--policies", generate.GATEKEEPER_DIR, "--shutdown-delay=10"]
     assert {m["name"] for m in syncer["volumeMounts"]} & {m["name"] for m in server["volumeMounts"]} >= {"gatekeeper"}
     [config] = [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
     hook, label = config["webhooks"]
@@ -340,6 +340,11 @@ def test_gatekeeper_runs_the_syncer_beside_the_server_with_one_webhook_for_every
     # Gatekeeper's namespace-label webhook, failing closed
     assert label["clientConfig"]["service"]["path"] == "/v1/admitlabel" and label["failurePolicy"] == "Fail"
     assert label["rules"][0]["resources"] == ["namespaces"]
+    # the chart's mutatingWebhookFailurePolicy (as its validatingWebhookFailurePolicy: Ignore; CheckIgnore: Fail)
+    [mutating] = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
+    assert [(h["clientConfig"]["service"]["path"], h["failurePolicy"]) for h in mutating["webhooks"]] == [
+        ("/mutate", "Ignore")
+    ]
     rules = [r for o in objects if o["kind"] == "ClusterRole" for r in o["rules"]]
     assert {"apiGroups": ["constraints.gatekeeper.sh"], "resources": ["*"], "verbs": ["get", "list", "watch"]} in rules
     with pytest.raises(RegokiteError, match="embedded engine"):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import regorus
 
 from regokite import input_guard
+from regokite.engine import builtin_errors
 from regokite.engine.extensions import (
     arithmetic,
     arrays,
@@ -31,13 +32,17 @@ from regokite.engine.extensions import (
     interpolation,
     jwt,
     jwt_sign,
+    keypairs,
     lookup,
     private_keys,
+    regexes,
     rounding,
     runtime,
     schemas,
+    semver,
     strings,
     templates,
+    times,
     units,
     yamlcheck,
 )
@@ -46,6 +51,7 @@ from regokite.engine.extensions.external_data import MUTATION_NAME, ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 from regokite.engine.extensions.internal import (
     ARITH,
+    FAIL,
     HTTP_SEND_OFF,
     LENIENT,
     NUMBER_TEXT,
@@ -57,6 +63,7 @@ from regokite.engine.extensions.internal import (
     UNORDERED,
     YAML_PLAIN,
 )
+from regokite.errors import engine_diagnostic
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
 
@@ -71,16 +78,20 @@ _BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     **certificates.BUILTINS,
     **jwt.BUILTINS,
     **jwt_sign.BUILTINS,
+    **keypairs.BUILTINS,
     **lookup.BUILTINS,
     **private_keys.BUILTINS,
+    **regexes.BUILTINS,
     **rounding.BUILTINS,
     **runtime.BUILTINS,
     **schemas.BUILTINS,
+    **semver.BUILTINS,
     **glob_intersection.BUILTINS,
     **globs.BUILTINS,
     **graphql.BUILTINS,
     **strings.BUILTINS,
     **templates.BUILTINS,
+    **times.BUILTINS,
     **units.BUILTINS,
     **yamlcheck.BUILTINS,
 }
@@ -142,6 +153,11 @@ def _http_send_off(_request: object) -> object:
     )
 
 
+def _fail(message: object) -> object:
+    """Always the builtin's error: a routed builtin regorus left undefined where OPA errs (rewrite.routes)."""
+    raise BuiltinError(str(message))
+
+
 def _lenient(name: object, arguments: object, place: object) -> list[object]:
     """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
     `place`: the call's FILE:LINE:COL as written (rewrite.lenient), for whoever reports the errors swallowed.
@@ -162,9 +178,15 @@ def _lenient(name: object, arguments: object, place: object) -> list[object]:
         found = engine.eval_query(f"__value := {name}({operands})")["result"]
     except (KeyboardInterrupt, SystemExit, Refusal):
         raise  # a Refusal: OPA answers where this engine cannot, so it is no builtin error to make undefined
-    except BaseException:  # the builtin's error, whatever its type (a panic included): undefined
+    except BaseException as exc:  # the builtin's error, whatever its type (a panic included): undefined
+        builtin_errors.swallowed(name, _error_text(exc))
         return []
     return [found[0]["bindings"]["__value"]] if found else []
+
+
+def _error_text(exc: BaseException) -> str:
+    """A builtin's error as the log reads it: regorus's message without its source excerpt."""
+    return engine_diagnostic(str(exc))[0]
 
 
 INTERNAL: dict[str, Internal] = {
@@ -173,6 +195,7 @@ INTERNAL: dict[str, Internal] = {
     REPLACE_EMPTY: Internal(2, strings.replace_empty, "builtin", guarded=True),
     SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
     STRLEN: Internal(1, _strlen, "none"),
+    FAIL: Internal(1, _fail, "builtin"),
     LENIENT: Internal(3, _lenient, "none", guarded=True),
     UNORDERED: Internal(1, _unordered, "always"),
     TEMPLATE: Internal(1, interpolation.template, "always"),

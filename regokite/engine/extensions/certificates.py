@@ -217,7 +217,7 @@ def certificate_value(cert: x509.Certificate) -> dict[str, Any]:
         "NotBefore": _time(cert.not_valid_before_utc),
         "NotAfter": _time(cert.not_valid_after_utc),
         "KeyUsage": 0,
-        "Extensions": [],
+        "Extensions": None,  # Go's nil slice: a certificate without extensions
         "ExtraExtensions": None,
         "UnhandledCriticalExtensions": None,
         "ExtKeyUsage": None,
@@ -274,7 +274,7 @@ def _add_extension(value: dict[str, Any], extension: x509.Extension[Any]) -> Non
     oid = extension.oid.dotted_string
     ext = extension.value
     raw = ext.value if isinstance(ext, x509.UnrecognizedExtension) else ext.public_bytes()
-    value["Extensions"].append({"Id": _oid(oid), "Critical": extension.critical, "Value": b64(raw)})
+    _append(value, "Extensions", [{"Id": _oid(oid), "Critical": extension.critical, "Value": b64(raw)}])
     if extension.critical and oid not in _HANDLED:
         value["UnhandledCriticalExtensions"] = [*(value["UnhandledCriticalExtensions"] or []), _oid(oid)]
     if oid == ExtensionOID.KEY_USAGE.dotted_string:

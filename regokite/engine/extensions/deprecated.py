@@ -16,6 +16,7 @@ from typing import Any
 
 import regorus
 
+from regokite.engine.extensions import regexes
 from regokite.engine.extensions.common import BuiltinError, Refusal, string_operand, type_name
 
 
@@ -115,7 +116,7 @@ def cast_object(value: Any) -> dict[Any, Any]:
 
 
 def _regorus(builtin: str) -> Callable[..., Any]:
-    """`builtin` of regorus itself (re_match is regex.match, net.cidr_overlap net.cidr_contains), on
+    """`builtin` of regorus itself (net.cidr_overlap is net.cidr_contains), on
     an engine of the calling thread's (a regorus engine is pinned to the thread that made it)."""
 
     def call(*arguments: Any) -> Any:
@@ -147,7 +148,7 @@ BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     "cast_boolean": (1, cast_boolean),
     "cast_null": (1, cast_null),
     "cast_object": (1, cast_object),
-    "re_match": (2, _regorus("regex.match")),
+    "re_match": (2, regexes.match),
     "net.cidr_overlap": (2, _regorus("net.cidr_contains")),
 }
 DEPRECATED = frozenset(BUILTINS)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from regokite.engine.extensions.common import BuiltinError, type_name
@@ -52,7 +52,13 @@ def sprintf(template: Any, arguments: Any) -> str:
         if used >= len(values):
             out.append(f"%!{verb}(MISSING)")
             continue
-        out.append(_one(values[used], verb, found["flags"], found["width"], found["precision"]))
+        flags = found["flags"]
+        if verb == "v":  # Go's %+v and %#v are plusV and sharpV: no sign; Go syntax (a string quoted)
+            flags = flags.replace("+", "")
+            if "#" in flags and isinstance(values[used], str | tuple):
+                flags = flags.replace("#", "")
+                values[used] = go_quote(values[used] if isinstance(values[used], str) else values[used][0])
+        out.append(_one(values[used], verb, flags, found["width"], found["precision"]))
         used += 1
     out.append(template[at:])
     if used < len(values):
@@ -86,22 +92,26 @@ def _one(value: Any, verb: str, flags: str, width: str | None, precision: str | 
         text = _integer(value, "d" if verb in "sv" else verb, flags, prec)
     elif isinstance(value, int):
         if verb not in _INT_VERBS:
-            return _bad(value, verb)
+            return _bad(value, verb, flags, width, precision)
         text = _integer(value, verb, flags, prec)
     elif isinstance(value, float):
         if verb not in _FLOAT_VERBS:
-            return _bad(value, verb)
+            return _bad(value, verb, flags, width, precision)
         text = _float(value, verb, flags, prec)
     else:
         if verb not in _STRING_VERBS:
-            return _bad(value, verb)
+            return _bad(value, verb, flags, width, precision)
         text = _string(value, verb, flags, prec)
     numeric = isinstance(value, float) or (isinstance(value, int) and prec is None and verb != "c")
+    if isinstance(value, int) and prec is not None:
+        flags = flags.replace("0", "")  # Go pads an integer with a precision with spaces
     return _pad(text, flags, width, numeric=numeric)
 
 
-def _bad(value: Any, verb: str) -> str:
-    return f"%!{verb}({_go_type(value)}={_one(value, 'v', '', None, None)})"
+def _bad(value: Any, verb: str, flags: str, width: str | None, precision: str | None) -> str:
+    """Go's badVerb: the operand printed with %v, under the directive's flags, width and precision
+    (`%.2f` of a string prints its first two characters)."""
+    return f"%!{verb}({_go_type(value)}={_one(value, 'v', flags, width, precision)})"
 
 
 def _pad(text: str, flags: str, width: str | None, *, numeric: bool) -> str:
@@ -145,17 +155,46 @@ def _integer(value: int, verb: str, flags: str, precision: int | None) -> str:
 
 
 def _float(value: float, verb: str, flags: str, precision: int | None) -> str:
-    if not math.isfinite(value) or "#" in flags or verb in "bxX" or (verb in "gG" and precision is not None):
+    if not math.isfinite(value) or "#" in flags or verb in "bxX":
         raise BuiltinError(f"{_NAME}: regokite does not format %{verb} of {value!r} with these flags")
     negative = math.copysign(1.0, value) < 0
     magnitude = abs(value)
-    if verb in "vgG":
+    if verb in "vgG" and precision is not None:
+        text = _general(magnitude, precision, upper=verb == "G")
+    elif verb in "vgG":
         text = _shortest(magnitude, upper=verb == "G")
     elif verb in "fF":
         text = f"{magnitude:.{6 if precision is None else precision}f}"
     else:
         text = f"{magnitude:.{6 if precision is None else precision}{verb}}"
     return _sign(negative, flags) + text
+
+
+def _general(value: float, precision: int, *, upper: bool) -> str:
+    """strconv.FormatFloat(value, 'g', precision, 64): `precision` significant digits (at least one), rounded
+    from the double's exact value, trailing zeros dropped; %e from exponent < -4 or >= the precision."""
+    prec = max(precision, 1)
+    exact = Decimal(value)
+    digits, point = "", 0
+    if exact:
+        exponent = exact.adjusted()
+        rounded = exact.scaleb(-exponent).quantize(Decimal(1).scaleb(1 - prec), rounding=ROUND_HALF_EVEN)
+        if rounded >= 10:
+            rounded, exponent = rounded.scaleb(-1), exponent + 1
+        digits = "".join(map(str, rounded.as_tuple().digits)).rstrip("0")[:prec]
+        point = exponent + 1
+    shown = prec
+    if shown > len(digits) and len(digits) >= point:
+        shown = len(digits)
+    if point - 1 < -4 or point - 1 >= shown:
+        kept = min(prec, len(digits))
+        mantissa = digits[0] + ("." + digits[1:kept].ljust(kept - 1, "0") if kept > 1 else "")
+        power = point - 1
+        return f"{mantissa}{'E' if upper else 'e'}{'-' if power < 0 else '+'}{abs(power):02d}"
+    decimals = max((len(digits) if prec > point else prec) - point, 0)
+    whole = digits[:point].ljust(point, "0") if point > 0 else "0"
+    fraction = (("0" * -point + digits) if point < 0 else digits[point:]).ljust(decimals, "0")[:decimals]
+    return whole + ("." + fraction if decimals else "")
 
 
 def _shortest(value: float, *, upper: bool, limit: int = 6) -> str:
@@ -177,6 +216,7 @@ def _shortest(value: float, *, upper: bool, limit: int = 6) -> str:
 
 
 def _string(value: str, verb: str, flags: str, precision: int | None) -> str:
+    data = value.encode()[:precision]  # %x: Go's precision counts the bytes encoded
     if precision is not None:
         value = value[:precision]
     if verb in "sv":
@@ -187,7 +227,7 @@ def _string(value: str, verb: str, flags: str, precision: int | None) -> str:
         return go_quote(value)
     if " " in flags or "#" in flags:
         raise BuiltinError(f"{_NAME}: regokite does not format %{verb} with flags {flags!r}")
-    text = value.encode().hex()
+    text = data.hex()
     return text.upper() if verb == "X" else text
 
 

@@ -12,6 +12,7 @@ STRLEN = "__regokite_strlen"  # a string's length in characters: count of a stri
 UNORDERED = "__regokite_unordered"  # sort, min, max and < where regorus would order otherwise (rewrite.routes)
 YAML_PLAIN = "__regokite_yaml_plain"  # whether regorus writes a value as YAML as OPA does (rewrite.routes)
 HTTP_SEND_OFF = "__regokite_http_send_off"  # http.send whose tests replace it, hosts not allowed (rewrite.routes)
+FAIL = "__regokite_builtin_error"  # a builtin's error where regorus is undefined and OPA errs (rewrite.routes)
 TEMPLATE = (
     "__regokite_template"  # a template string's parts joined as OPA's internal.template_string (rewrite.templates)
 )

@@ -8,7 +8,8 @@ Refusal naming why (fail closed, never a different answer): a schema using a key
 set below (combinators, `format`, which gojsonschema checks and `jsonschema` does not, regex
 dialects beyond plain patterns, remote `$ref`), a document breaking the schema in more than one
 place (gojsonschema's order of several errors is its own), and `verify_schema` of an invalid
-schema (OPA's message is gojsonschema's).
+schema object (OPA's message is gojsonschema's). A schema gojsonschema's loader cannot read is
+`[false, its message]` in verify_schema (regokite erred); a boolean schema (`"true"`) is valid.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def match_schema(document: Any, schema: Any) -> list[Any]:
     name = "json.match_schema"
     document = _operand(name, document, 1)
     schema = _operand(name, schema, 2)
+    if isinstance(schema, bool):  # a boolean schema (a string "true" or "false"): all, or nothing
+        return [True, []] if schema else [False, [_FALSE_SCHEMA]]
     validator = _validator(name, schema)
     errors = list(validator.iter_errors(document))
     if not errors:
@@ -57,16 +60,38 @@ def match_schema(document: Any, schema: Any) -> list[Any]:
 
 
 def verify_schema(schema: Any) -> list[Any]:
-    name = "json.verify_schema"
-    schema = _operand(name, schema, 1)
-    _validator(name, schema)
+    """OPA's answer for a schema gojsonschema's loader cannot read is `[false, its message]`, no error:
+    a string not JSON, a value neither a string nor an object (an array, or JSON that is neither an
+    object nor a boolean, is an invalid schema); a boolean schema is valid."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema, parse_constant=_no_constant)
+        except ValueError:
+            return [False, "jsonschema: invalid JSON string"]
+        if not isinstance(schema, dict | bool):
+            return [False, "jsonschema: schema is invalid"]
+    elif isinstance(schema, list):
+        return [False, "jsonschema: schema is invalid"]
+    elif not isinstance(schema, dict):
+        return [False, "jsonschema: wrong type, expected string or object"]
+    if isinstance(schema, dict):
+        _validator("json.verify_schema", schema)
     return [True, None]
+
+
+# gojsonschema's one error for the schema `false`
+_FALSE_SCHEMA = {
+    "desc": "False always fails validation",
+    "error": "(Root): False always fails validation",
+    "field": "(Root)",
+    "type": "false",
+}
 
 
 def _operand(name: str, value: Any, position: int) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return json.loads(value, parse_constant=_no_constant)
         except ValueError:
             raise BuiltinError(f"{name}: operand {position}: invalid JSON string") from None
     if not isinstance(value, dict):

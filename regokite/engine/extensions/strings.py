@@ -1,7 +1,7 @@
-"""substring, indexof, strings.count, strings.reverse, replace_n, split_n, upper and lower as OPA.
+"""substring, indexof, indexof_n, strings.count, strings.reverse, replace_n, split_n, upper and lower as OPA.
 
 substring takes integer operands only (regorus took 1e-07 as a length and
-answered); indexof of "" is an error in OPA (regorus answered 0);
+answered); indexof and indexof_n of "" are errors in OPA (regorus answered 0 and every index);
 strings.count of "" counts the gaps between runes (regorus panicked);
 strings.reverse of a string holding U+FFFD is an error: in OPA such a string
 may hold bytes that are not UTF-8, where its strings.reverse panics or
@@ -46,6 +46,14 @@ def indexof(value: Any, search: Any) -> int:
     if not wanted:
         raise BuiltinError("indexof: empty search character")
     return text.find(wanted)
+
+
+def indexof_n(value: Any, search: Any) -> list[int]:
+    """Every character index where `search` starts, overlapping ones too; "" is an error, as OPA's."""
+    text, wanted = string_operand("indexof_n", value, 1), string_operand("indexof_n", search, 2)
+    if not wanted:
+        raise BuiltinError("indexof_n: empty search character")
+    return [i for i in range(len(text) - len(wanted) + 1) if text.startswith(wanted, i)]
 
 
 def count(value: Any, search: Any) -> int:
@@ -135,6 +143,7 @@ BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     "lower": (1, lower),
     "substring": (3, substring),
     "indexof": (2, indexof),
+    "indexof_n": (2, indexof_n),
     "strings.count": (2, count),
     "strings.reverse": (1, reverse),
     "strings.replace_n": (2, replace_n),

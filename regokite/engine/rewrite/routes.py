@@ -19,7 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from regokite.engine.extensions.internal import HTTP_SEND_OFF, NUMBER_TEXT, REPLACE_EMPTY, STRLEN, UNORDERED, YAML_PLAIN
+from regokite.engine.extensions.internal import (
+    FAIL,
+    HTTP_SEND_OFF,
+    NUMBER_TEXT,
+    REPLACE_EMPTY,
+    STRLEN,
+    UNORDERED,
+    YAML_PLAIN,
+)
 from regokite.engine.rewrite import helpers
 from regokite.engine.rewrite.base import Changes, Pass, Target
 from regokite.engine.rewrite.edits import Change, flat, trimmed
@@ -53,7 +61,13 @@ ROUTED = {
     "replace": 3,
     "regex.split": 2,
     "yaml.marshal": 1,
+    "json.patch": 2,
+    "object.subset": 2,
+    "base64.is_valid": 1,
+    "net.cidr_is_valid": 1,
 }
+# false for a non-string, as OPA's (regorus errs): regorus's answer for a string
+_FALSE_UNLESS_STRING = frozenset({"base64.is_valid", "net.cidr_is_valid"})
 ALWAYS_ROUTED = frozenset(ROUTED)
 ROUTE = "__rk_b_"
 _NEVER_STRING = frozenset({"Array", "Set", "Object", "ArithExpr", "BinExpr"}) | COMPREHENSIONS
@@ -66,6 +80,11 @@ _ROUTE_WORDS = (*ALWAYS_ROUTED, "with")  # a module mentioning none needs no par
 # as OPA among themselves); where they meet deeper (`sort([[{1}], [{"a": 1}]])`), the call fails. Items
 # whose JSON holds no brace hold no object: they take the builtin at once (a json.marshal, about free).
 _ORDERING = {"sort": "{}", "min": "{}[0]", "max": "__rk_b_last({})"}
+# helpers appended once to each package calling the builtin (rego/<name>.rego)
+_SHARED = {
+    **dict.fromkeys(_ORDERING, "ordering_helpers"),
+    **dict.fromkeys(("json.patch", "object.subset"), "builtin_helpers"),
+}
 
 
 def route_name(builtin: str) -> str:
@@ -89,13 +108,14 @@ def rewrite(run: Pass) -> Changes:
         ]
         for _, name, path in found:
             places.setdefault(name, []).append(path)
-    ordering: set[tuple[str, ...]] = set()  # packages given the ordering helpers (once each)
+    shared: set[tuple[tuple[str, ...], str]] = set()  # (package, helpers) appended (once each)
     for target, tree in parsed:
         if target.identity in run.pending:
             changes = list(_changes(target, tree, calls_of[target.identity], routed, run.options.mockable, places))
-            if tree.package not in ordering and any(name in _ORDERING for _, name, _ in calls_of[target.identity]):
-                ordering.add(tree.package)
-                changes.append(helpers.appended(tree.source, helpers.rego("ordering_helpers", target.module.v0)))
+            for template in sorted({_SHARED[name] for _, name, _ in calls_of[target.identity] if name in _SHARED}):
+                if (tree.package, template) not in shared:
+                    shared.add((tree.package, template))
+                    changes.append(helpers.appended(tree.source, helpers.rego(template, target.module.v0)))
             yield target.identity, changes
 
 
@@ -172,12 +192,19 @@ def _wrapper(builtin: str, arity: int, v0: bool, name: str) -> str:
             "checked_call", v0, name=name, operands=operands, value="yaml.marshal(a0)", check=f"{YAML_PLAIN}(a0)"
         )
     if builtin.startswith("json.marshal"):
-        return helpers.rego("json_marshal", v0, name=name, operands=operands, builtin=builtin)
+        # an object key that is no string is written as its JSON text, ordered as Go orders a map[string] (regorus
+        # ordered keys as values: 9 before 10): the value goes through its own JSON, where each key is that text
+        keyed = operands.replace("a0", "json.unmarshal(json.marshal(a0))", 1)
+        return helpers.rego("json_marshal", v0, name=name, operands=operands, builtin=builtin, keyed=keyed)
     if builtin in _ORDERING and arity == 1:
         ordered = _ORDERING[builtin].format("__rk_b_ordered(a0)")
         return helpers.rego("ordering", v0, name=name, builtin=builtin, ordered=ordered, unordered=UNORDERED)
     if builtin == "replace" and arity == 3:
         return helpers.rego("replace", v0, name=name, replace_empty=REPLACE_EMPTY)
+    if builtin in _FALSE_UNLESS_STRING and arity == 1:
+        return helpers.rego("string_or", v0, name=name, string=f"{builtin}(a0)", other="false")
+    if builtin in ("json.patch", "object.subset") and arity == 2:
+        return helpers.rego(builtin.replace(".", "_"), v0, name=name, fail=FAIL)
     if builtin == "regex.split" and arity == 2:
         return helpers.rego("regex_split", v0, name=name)
     return helpers.rego("call", v0, name=name, operands=operands, value=f"{builtin}({operands})")

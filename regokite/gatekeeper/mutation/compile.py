@@ -337,8 +337,9 @@ def system_module(
 
 
 def mutator_string(m: Mutator) -> str:
-    """Gatekeeper's Mutator.String(): `<Kind>/<namespace>/<name>:<generation>`, as its annotations list it."""
-    generation = ((m.raw.get("metadata") or {}) if isinstance(m.raw, dict) else {}).get("generation") or 0
+    """Gatekeeper's Mutator.String(): `<Kind>/<namespace>/<name>:<generation>`, as its annotations list it
+    (a mutator read from a file without one has 1, what the API server gives an object it creates)."""
+    generation = ((m.raw.get("metadata") or {}) if isinstance(m.raw, dict) else {}).get("generation") or 1
     return f"{m.kind}/{m.namespace}/{m.name}:{generation}"
 
 
@@ -438,17 +439,21 @@ def _passes(n: int, packages: Sequence[str]) -> list[str]:
 
 
 def mutation_modules(
-    mutators: Sequence[Mutator], excluded: Sequence[str] = (), annotate: bool = False
+    mutators: Sequence[Mutator],
+    excluded: Sequence[str] = (),
+    annotate: bool = False,
+    replicate_path: str = "kubernetes",
 ) -> tuple[Module, ...]:
     """The library, a module per mutator and the system module; none without mutators. Mutators in
-    a schema conflict are left out, as Gatekeeper leaves them (conflicting() says which and why)."""
+    a schema conflict are left out, as Gatekeeper leaves them (conflicting() says which and why).
+    `replicate_path`: where namespaceSelectors find the replicated Namespaces."""
     if not mutators:
         return ()
     left_out = conflicting(mutators)
     mutators = [m for m in mutators if m.id not in left_out]
     ordered = sorted(mutators, key=lambda m: m.order)
     packages = package_names(ordered)
-    modules = [library_module()]
+    modules = [library_module(replicate_path)]
     modules += [mutator_module(m, p) for m, p in zip(ordered, packages, strict=True)]
     modules.append(system_module(ordered, packages, excluded, annotate))
     return tuple(modules)
@@ -464,5 +469,5 @@ def decision_rule(name: str) -> list[str]:
 
 
 def reads_namespaces(mutators: Sequence[Mutator]) -> bool:
-    """Whether some mutator's namespaceSelector needs the Namespaces (data.kubernetes.namespaces)."""
+    """Whether some mutator's namespaceSelector needs the replicated Namespaces."""
     return any(m.match.get("namespaceSelector") is not None for m in mutators)

@@ -6,7 +6,10 @@ location. Results are objects: `{"mutated": bool, "value": ...}` from a step
 of a walk, `{"object": ...}` or `{"error": msg}` from a whole mutator.
 """
 
+import json
+
 from regokite.bundle import Module
+from regokite.clusterdata.store import replica_root
 
 PACKAGE = "regokite_gatekeeper.mutation.lib"
 PLACEHOLDER = "__regokite_external_data__"  # the key of an external data placeholder object
@@ -87,7 +90,7 @@ match_error(m, o, ctx) := msg if {
 
 missing_namespace := "namespace selector for namespace-scoped object but missing Namespace"
 
-namespace_object(name) := data.kubernetes.namespaces[name]
+namespace_object(name) := __NAMESPACES__[name]
 
 # the namespace the criteria speak of: a Namespace's own name, else the request's
 namespace_name(o, ctx) := meta(o, "name") if is_namespace(o)
@@ -413,8 +416,14 @@ split_tag(rest) := [substring(rest, 0, i), substring(rest, i, -1)] if {
 """
 
 
-LIBRARY = _TEXT.replace("__PLACEHOLDER__", f'"{PLACEHOLDER}"')
+def library_text(replicate_path: str = "kubernetes") -> str:
+    """The library reading a namespaceSelector's Namespaces where they are replicated (`--replicate-path`)."""
+    ref = "data" + "".join(f".{p}" if p.isidentifier() else f"[{json.dumps(p)}]" for p in replica_root(replicate_path))
+    return _TEXT.replace("__PLACEHOLDER__", f'"{PLACEHOLDER}"').replace("__NAMESPACES__", f"{ref}.namespaces")
 
 
-def library_module() -> Module:
-    return Module(f"<{PACKAGE}>.rego", LIBRARY)
+LIBRARY = library_text()
+
+
+def library_module(replicate_path: str = "kubernetes") -> Module:
+    return Module(f"<{PACKAGE}>.rego", library_text(replicate_path))
