@@ -33,9 +33,7 @@ from regokite.engine.rewrite.tree import Node, body, extent, fcn_name, kind
 
 _INTEGER = re.compile(rb"-?[0-9]+")
 _EXPONENT = re.compile(rb"[eE]([+-]?[0-9]+)$")
-_MOST_DIGITS = (
-    400  # a longer literal, or a larger exponent, is not computed on exactly here (1e-99999999 takes minutes)
-)
+_MOST_DIGITS = 400  # a longer literal, or a larger exponent, is not computed on exactly (1e-99999999: minutes)
 _NUMBER = re.compile(rb"-?[0-9][0-9_]*(?:\.[0-9_]+)?(?:[eE][+-]?[0-9]+)?")  # every number literal's text, and more
 _UNKNOWN = object()  # not a constant
 _MOST_ITEMS = 10_000
