@@ -61,7 +61,7 @@ urlquery.decode_object:Q urlquery.encode:s urlquery.encode_object:o uuid.parse:s
 yaml.marshal:x yaml.unmarshal:Y graphql.is_valid:LL graphql.parse:LL graphql.parse_and_verify:LL graphql.parse_query:L
 graphql.parse_schema:L graphql.schema_is_valid:L io.jwt.encode_sign:ooo io.jwt.encode_sign_raw:sss
 providers.aws.sign_req:ooN regex.globs_match:GG strings.render_template:Ko strings.split_n:ssI
-crypto.x509.parse_rsa_private_key:s rego.metadata.chain: rego.metadata.rule:
+crypto.x509.parse_rsa_private_key:s crypto.x509.parse_keypair:ss rego.metadata.chain: rego.metadata.rule:
 """
 SIGNATURE: dict[str, str] = dict(entry.split(":") for entry in SIGNATURES.split())
 # what differs from run to run, or between two engines by design (no case can compare them), and what

@@ -1,13 +1,15 @@
 """Differential fuzzing: random Rego v1 modules and inputs, regokite's embedded engine against OPA.
 
-    python3 -m bench.rego_fuzz --seconds 600 --seed 1 [--save DIR]
+    python3 -m bench.rego_fuzz --seconds 600 --seed 1 [--save DIR] [--builtin-errors default]
 
 Each module (rules, partial sets and objects, functions, `else`, `default`,
 `some`/`every`, comprehensions, `with`, `not`, string/number/object/set
 builtins, edge values: empty, null, huge integers, decimals, unicode) is
 loaded as `regokite eval` loads it (`open_engine(bundle)`, then
-`query`) and by OPA 1.20's own evaluator (tests/opa_oracle.py, strict builtin
-errors as regokite asks of OPA); every rule is evaluated on several random
+`query`) and by OPA 1.20's own evaluator (tests/opa_oracle.py), both with
+strict builtin errors (as regokite asks of a sidecar OPA) or, with
+`--builtin-errors default`, both as OPA's default (a builtin's error makes its
+call undefined: `opa eval`, Gatekeeper, regokite's serving paths); every rule is evaluated on several random
 inputs. A module OPA refuses to compile is not a case (counted apart). Each
 case is one of:
 
@@ -53,7 +55,7 @@ from opa_oracle import OracleEngine  # noqa: E402
 
 from bench import rego_forms  # noqa: E402
 from regokite.bundle import Bundle, Module  # noqa: E402
-from regokite.engine import UNDEFINED, first_value, open_engine  # noqa: E402
+from regokite.engine import UNDEFINED, EngineSettings, first_value, open_engine  # noqa: E402
 from regokite.errors import EvaluationError, PolicyLoadError, RegokiteError  # noqa: E402
 
 CLASSES = (
@@ -412,18 +414,25 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def run_module(rng: random.Random, tally: Tally, inputs: int) -> None:
+def run_module(rng: random.Random, tally: Tally, inputs: int, strict: bool = True) -> None:
     text, names = module(rng)
-    run_bundle(tally, text, names, [random_input(rng) for _ in range(inputs)])
+    run_bundle(tally, text, names, [random_input(rng) for _ in range(inputs)], strict=strict)
 
 
 def run_bundle(
-    tally: Tally, text: str, names: list[str], inputs: list[Any], form: tuple[str, str] | None = None
+    tally: Tally,
+    text: str,
+    names: list[str],
+    inputs: list[Any],
+    form: tuple[str, str] | None = None,
+    *,
+    strict: bool = True,
 ) -> None:
-    """Each rule of the module `text` on each input, in both engines; `form` (builtin, form) counts them there."""
+    """Each rule of the module `text` on each input, in both engines, both with strict builtin errors or both
+    with OPA's default (a builtin's error makes its call undefined); `form` (builtin, form) counts them there."""
     bundle = Bundle((Module("fuzz.rego", text),))
     try:
-        oracle = OracleEngine(bundle)
+        oracle = OracleEngine(bundle, strict_builtin_errors=strict)
     except Exception:  # a compile error (PolicyLoadError), or the oracle's library refused it another way
         tally.refused_by_opa += 1
         if form:
@@ -431,7 +440,7 @@ def run_bundle(
         return
     try:
         try:
-            engine = open_engine(bundle)
+            engine = open_engine(bundle, EngineSettings(strict_builtin_errors=strict))
         except PolicyLoadError as exc:
             engine, refusal = None, cause("load: " + exc.message)
         tally.modules += 1
@@ -448,12 +457,12 @@ def run_bundle(
         oracle.close()
 
 
-def run_forms(rng: random.Random, tally: Tally, builtin: str, shapes: bool) -> None:
+def run_forms(rng: random.Random, tally: Tally, builtin: str, shapes: bool, strict: bool = True) -> None:
     """`builtin` in every calling form (and, when `shapes`, each statement shape once)."""
     cases = rego_forms.builtin_cases(rng, builtin) + (rego_forms.shape_cases(rng) if shapes else [])
     for case in cases:
         names = ["r", "r2"] if "\nr2 " in case.module else ["r"]
-        run_bundle(tally, case.module, names, list(case.inputs), (case.subject, case.form))
+        run_bundle(tally, case.module, names, list(case.inputs), (case.subject, case.form), strict=strict)
 
 
 def record(
@@ -479,10 +488,12 @@ def fuzz(
     max_modules: int | None = None,
     forms: bool = True,
     modules: bool = True,
+    strict: bool = True,
 ) -> Tally:
     """Random modules until `seconds` or `max_modules` rounds; with `forms`, after each a builtin in every
     calling form (the builtins in turn, from a place the seed picks) and every tenth time the statement
-    shapes. `modules` False: the forms alone."""
+    shapes. `modules` False: the forms alone. `strict`: both engines with strict builtin errors (as regokite
+    asks of a sidecar OPA), else both with OPA's default (`opa eval`, Gatekeeper: the erring call undefined)."""
     rng = random.Random(seed)
     tally = Tally()
     deadline = time.monotonic() + seconds
@@ -491,9 +502,9 @@ def fuzz(
     count = 0
     while time.monotonic() < deadline and (max_modules is None or count < max_modules):
         if modules:
-            run_module(rng, tally, inputs)
+            run_module(rng, tally, inputs, strict)
         if forms:
-            run_forms(rng, tally, builtins[(start + count) % len(builtins)], shapes=count % 10 == 0)
+            run_forms(rng, tally, builtins[(start + count) % len(builtins)], count % 10 == 0, strict)
         count += 1
     return tally
 
@@ -549,9 +560,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="write each finding (different, answers where OPA errors) here")
     parser.add_argument("--no-forms", action="store_true", help="random modules only, no calling forms")
     parser.add_argument("--table", type=Path, help="write the per-builtin, per-form counts here as JSON")
+    parser.add_argument(
+        "--builtin-errors",
+        choices=("strict", "default"),
+        default="strict",
+        help="strict: both engines with strict builtin errors; default: both as OPA's default (the call undefined)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
-    tally = fuzz(args.seconds, args.seed, args.inputs, forms=not args.no_forms)
+    tally = fuzz(args.seconds, args.seed, args.inputs, forms=not args.no_forms, strict=args.builtin_errors == "strict")
     print(report(tally, time.monotonic() - started, args.seed))
     if args.table:
         table = [{"subject": k[0], "form": k[1], **v} for k, v in sorted(tally.by_form.items())]
