@@ -203,3 +203,18 @@ def test_parse_duration_answers_as_opa_on_random_durations() -> None:
         if ours != theirs:
             different.append((text, ours, theirs))
     assert not different
+
+
+@pytest.mark.parametrize("text", ["1e400", "[1, 123456789012345678901234567890]", '"\\ud800"'])
+def test_json_unmarshal_of_what_only_go_reads_stays_an_error_in_opas_default_mode(text: str) -> None:
+    """OPA answers; regokite cannot hold the value: a refusal, never the undefined of a builtin error (OPA's
+    default evaluation), nor a rounded number (regorus read 123456789012345678901234567890 as a double)."""
+    mine, opa = opa_oracle.both("package p\n\nx := json.unmarshal(input)\n", text, strict=False)
+    assert (mine, opa != "<error>") == ("<error>", True)
+
+
+def test_json_unmarshal_answers_as_opa() -> None:
+    for text in ['{"a": [1, 2.5, null, "\\u00e9"], "b": 9223372036854775808}', "-0", "tru", "[1,]"]:
+        for strict in (True, False):
+            mine, opa = opa_oracle.both("package p\n\nx := json.unmarshal(input)\n", text, strict=strict)
+            assert mine == opa, (text, strict)
