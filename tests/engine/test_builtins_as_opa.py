@@ -1,6 +1,7 @@
 """Builtins beside OPA's evaluator (tests/opa_oracle.py): trace, indexof_n, time.add_date,
-time.parse_duration_ns, sprintf, json.marshal, semver, base64.is_valid, net.cidr_is_valid, object.subset and
-json.patch. Every case of CASES differed from OPA, or answered where OPA errs, on the code before."""
+time.parse_duration_ns, sprintf, json.marshal, json.unmarshal, semver, base64.is_valid, net.cidr_is_valid,
+net.cidr_contains_matches, object.subset and json.patch. Every case of CASES differed from OPA, or answered where
+OPA errs, on the code before."""
 
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ CASES = [
     ("x := [base64.is_valid(input), base64.is_valid(input.a)]", {"a": "YQ=="}),
     ("x := net.cidr_is_valid(input)", ["10.0.0.0/8"]),
     ('x := [net.cidr_is_valid(input.a), net.cidr_is_valid("10.0.0.0/33")]', {"a": "10.0.0.0/8"}),
+    # net.cidr_contains_matches parses CIDRs only when there is a pair to compare (regokite erred first)
+    ("x := net.cidr_contains_matches(input[0], input[1])", ["", -0.5]),
+    ("x := net.cidr_contains_matches(input[0], input[1])", [["x"], []]),
     # object.subset: two objects, sets, arrays, or an array and a set; anything else an error
     (SUBSET, [-2.25, "a"]),
     (SUBSET, [{"a": 1}, [1]]),
