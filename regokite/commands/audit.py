@@ -59,12 +59,44 @@ def add_parser(sub: Any) -> None:
         help="continuous mode: a full pass (log lines, constraint status) this often, besides re-auditing"
         " each change, as Gatekeeper's flag; 0: only on start and policy changes",
     )
+    add_export_args(aud)
     options.add_engine_args(aud)
     aud.set_defaults(func=run)
 
 
+def add_export_args(aud: argparse.ArgumentParser) -> None:
+    """Gatekeeper's violation export flags; the disk Connection's config (`path`, `maxAuditResults`) as flags."""
+    from regokite.audit import export
+
+    aud.add_argument(
+        "--enable-violation-export",
+        action="store_true",
+        help="write each audit run's violations as Gatekeeper's export disk driver does (JSON lines,"
+        " <export-path>/<audit-channel>/<audit id>.log), as Gatekeeper's flag",
+    )
+    aud.add_argument(
+        "--audit-channel",
+        default=export.DEFAULT_CHANNEL,
+        help="the export's channel: its directory under --export-path",
+    )
+    aud.add_argument(
+        "--export-path",
+        default=export.DEFAULT_PATH,
+        metavar="DIR",
+        help="the disk Connection's `path` (default: Gatekeeper's chart's)",
+    )
+    aud.add_argument(
+        "--export-max-audit-results",
+        type=int,
+        default=export.DEFAULT_KEPT,
+        metavar="N",
+        help=f"the disk Connection's `maxAuditResults`: runs kept, at most {export.MAX_KEPT}",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from regokite.audit import health
+    from regokite.audit.export import DiskExport
     from regokite.audit.run import Audit, AuditSettings, Continuous, render, run_once
     from regokite.kube.client import KubeClient
     from regokite.runtime.health import serve_health
@@ -87,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
             emit_audit_events=args.emit_audit_events,
             events_namespace=args.events_namespace,
             events_involved_namespace=args.audit_events_involved_namespace,
+            export=DiskExport(args.export_path, args.audit_channel, args.export_max_audit_results)
+            if args.enable_violation_export
+            else None,
         )
         audit = Audit(settings, KubeClient(args.kubeconfig))
         if not args.once:

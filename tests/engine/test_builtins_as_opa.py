@@ -1,6 +1,7 @@
 """Builtins beside OPA's evaluator (tests/opa_oracle.py): trace, indexof_n, time.add_date,
-time.parse_duration_ns, sprintf, json.marshal, semver, base64.is_valid, net.cidr_is_valid, object.subset and
-json.patch. Every case of CASES differed from OPA, or answered where OPA errs, on the code before."""
+time.parse_duration_ns, sprintf, json.marshal, json.unmarshal, semver, base64.is_valid, net.cidr_is_valid,
+net.cidr_contains_matches, object.subset and json.patch. Every case of CASES differed from OPA, or answered where
+OPA errs, on the code before."""
 
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ CASES = [
     ("x := [base64.is_valid(input), base64.is_valid(input.a)]", {"a": "YQ=="}),
     ("x := net.cidr_is_valid(input)", ["10.0.0.0/8"]),
     ('x := [net.cidr_is_valid(input.a), net.cidr_is_valid("10.0.0.0/33")]', {"a": "10.0.0.0/8"}),
+    # net.cidr_contains_matches parses CIDRs only when there is a pair to compare (regokite erred first)
+    ("x := net.cidr_contains_matches(input[0], input[1])", ["", -0.5]),
+    ("x := net.cidr_contains_matches(input[0], input[1])", [["x"], []]),
     # object.subset: two objects, sets, arrays, or an array and a set; anything else an error
     (SUBSET, [-2.25, "a"]),
     (SUBSET, [{"a": 1}, [1]]),
@@ -203,3 +207,18 @@ def test_parse_duration_answers_as_opa_on_random_durations() -> None:
         if ours != theirs:
             different.append((text, ours, theirs))
     assert not different
+
+
+@pytest.mark.parametrize("text", ["1e400", "[1, 123456789012345678901234567890]", '"\\ud800"'])
+def test_json_unmarshal_of_what_only_go_reads_stays_an_error_in_opas_default_mode(text: str) -> None:
+    """OPA answers; regokite cannot hold the value: a refusal, never the undefined of a builtin error (OPA's
+    default evaluation), nor a rounded number (regorus read 123456789012345678901234567890 as a double)."""
+    mine, opa = opa_oracle.both("package p\n\nx := json.unmarshal(input)\n", text, strict=False)
+    assert (mine, opa != "<error>") == ("<error>", True)
+
+
+def test_json_unmarshal_answers_as_opa() -> None:
+    for text in ['{"a": [1, 2.5, null, "\\u00e9"], "b": 9223372036854775808}', "-0", "tru", "[1,]"]:
+        for strict in (True, False):
+            mine, opa = opa_oracle.both("package p\n\nx := json.unmarshal(input)\n", text, strict=strict)
+            assert mine == opa, (text, strict)

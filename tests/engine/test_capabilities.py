@@ -134,7 +134,7 @@ def test_commands_exit_naming_the_builtin(tmp_path: Path, command: str, code: in
 
 def test_a_reference_and_a_parenthesis_on_the_next_line_in_brackets_are_refused_not_called() -> None:
     """OPA refuses it (a parse error), regorus reads a call. In a rule body it is two expressions,
-    as OPA reads them (tests/test_opa_syntax.py, tests/test_rewrite_stages.py)."""
+    as OPA reads them (tests/engine/rewrite/test_opa_syntax.py, test_rewrite_stages.py)."""
     error = refusal("package p\n\nok(hpa) := [hpa.spread\n\t(hpa.max - hpa.min)]\n")
     assert error.location == Location("m0.rego", 3, 13)
     assert "followed by a parenthesised expression on the next line" in error.message

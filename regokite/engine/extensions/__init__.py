@@ -158,8 +158,9 @@ def _fail(message: object) -> object:
     raise BuiltinError(str(message))
 
 
-def _lenient(name: object, arguments: object) -> list[object]:
+def _lenient(name: object, arguments: object, place: object) -> list[object]:
     """[the builtin's value], or [] where it errs (OPA's non-strict evaluation: the call is undefined).
+    `place`: the call's FILE:LINE:COL as written (rewrite.lenient), for whoever reports the errors swallowed.
 
     regorus has no switch for it, so the call is made here: an extension of
     regokite's directly, one of regorus's on an engine of its own.
@@ -195,7 +196,7 @@ INTERNAL: dict[str, Internal] = {
     SPRINTF: Internal(3, formatting.converted_sprintf, "builtin", guarded=True),
     STRLEN: Internal(1, _strlen, "none"),
     FAIL: Internal(1, _fail, "builtin"),
-    LENIENT: Internal(2, _lenient, "none", guarded=True),
+    LENIENT: Internal(3, _lenient, "none", guarded=True),
     UNORDERED: Internal(1, _unordered, "always"),
     TEMPLATE: Internal(1, interpolation.template, "always"),
     TEXT: Internal(2, interpolation.text, "always"),

@@ -100,8 +100,11 @@ def _first(name: str, value: Any) -> str:
 
 def cidr_contains_matches(cidrs: Any, cidrs_or_ips: Any) -> set[tuple[Any, Any]]:
     name = "net.cidr_contains_matches"
-    outer = [(k, _network(name, c)) for k, c in _keyed(name, cidrs)]
-    inner = [(k, _network(name, c)) for k, c in _keyed(name, cidrs_or_ips)]
+    outer, inner = list(_keyed(name, cidrs)), list(_keyed(name, cidrs_or_ips))
+    if not outer or not inner:  # OPA parses each pair: none to compare, nothing parsed (no error)
+        return set()
+    outer = [(k, _network(name, c)) for k, c in outer]
+    inner = [(k, _network(name, c)) for k, c in inner]
     return {
         (ko, ki)
         for ko, o in outer

@@ -10,14 +10,11 @@ refused (an error) rather than answered otherwise than OPA.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import regorus
-
 from regokite.engine.extensions import regexes
-from regokite.engine.extensions.common import BuiltinError, Refusal, string_operand, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, native, string_operand, type_name
 
 
 def _collection(name: str, value: Any) -> list[Any]:
@@ -115,29 +112,6 @@ def cast_object(value: Any) -> dict[Any, Any]:
     return value
 
 
-def _regorus(builtin: str) -> Callable[..., Any]:
-    """`builtin` of regorus itself (net.cidr_overlap is net.cidr_contains), on
-    an engine of the calling thread's (a regorus engine is pinned to the thread that made it)."""
-
-    def call(*arguments: Any) -> Any:
-        engines = _engines.__dict__.setdefault("by_builtin", {})
-        if builtin not in engines:
-            operands = ", ".join(f"x[{i}]" for i in range(len(arguments)))
-            engines[builtin] = regorus.Engine()
-            engines[builtin].add_policy("deprecated.rego", f"package __regokite\n\nf(x) := {builtin}({operands})\n")
-        engine = engines[builtin].clone()
-        engine.set_input(list(arguments))
-        found = engine.eval_query("__value := data.__regokite.f(input)")["result"]
-        if not found:
-            raise BuiltinError(f"{builtin}: no value")
-        return found[0]["bindings"]["__value"]
-
-    return call
-
-
-_engines = threading.local()
-
-
 BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     "any": (1, any_true),
     "all": (1, all_true),
@@ -149,6 +123,6 @@ BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     "cast_null": (1, cast_null),
     "cast_object": (1, cast_object),
     "re_match": (2, regexes.match),
-    "net.cidr_overlap": (2, _regorus("net.cidr_contains")),
+    "net.cidr_overlap": (2, native("net.cidr_contains")),
 }
 DEPRECATED = frozenset(BUILTINS)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, go_json
+from regokite.engine.extensions.common import BuiltinError, Refusal, go_json, native, string_operand
 
 # keywords checked exactly as gojsonschema; annotations that validate nothing; containers of schemas
 _CHECKED = frozenset(
@@ -256,12 +257,54 @@ def json_is_valid(value: Any) -> bool:
     return True
 
 
+_UNMARSHAL = native("json.unmarshal")
+
+
+def json_unmarshal(value: Any) -> Any:
+    """regorus's json.unmarshal where it reads the text as OPA (Go's encoding/json); what Go reads and regorus
+    cannot hold (a number beyond a double, `1e400`; an integer beyond 64 bits, which it would round) is a
+    refusal, so it stays an error under OPA's default evaluation instead of becoming undefined."""
+    text = string_operand("json.unmarshal", value, 1)
+    go_reads = True
+    try:
+        json.loads(text, parse_constant=_no_constant, parse_int=_held_int, parse_float=_held_float)
+    except _Beyond as exc:
+        raise Refusal(f"json.unmarshal: the number {exc} is beyond what this engine holds: use --engine opa") from None
+    except ValueError:
+        go_reads = False  # Go refuses it too: regorus's error is OPA's
+    try:
+        return _UNMARSHAL(text)
+    except Exception as exc:
+        if go_reads:  # a lone surrogate escape, which Go reads as U+FFFD
+            raise Refusal(
+                f"json.unmarshal: JSON that Go reads and this engine cannot ({exc}): use --engine opa"
+            ) from None
+        raise BuiltinError(f"json.unmarshal: {exc}") from None
+
+
+class _Beyond(Exception):
+    pass
+
+
+def _held_int(text: str) -> int:
+    if not -(2**63) <= int(text) < 2**64:
+        raise _Beyond(text)
+    return 0
+
+
+def _held_float(text: str) -> float:
+    if math.isinf(float(text)):
+        raise _Beyond(text)
+    return 0.0
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
 BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
     "json.is_valid": (1, json_is_valid),
+    "json.unmarshal": (1, json_unmarshal),
     "json.match_schema": (2, match_schema),
     "json.verify_schema": (1, verify_schema),
 }

@@ -1,8 +1,10 @@
 """LenientCalls: builtin calls that erred made undefined there, as OPA evaluates without strict builtin errors.
 
-`regokite test` (as `opa test`) passes the locations where builtins erred
+The serving paths and `regokite test` pass the locations where builtins erred
 (as the files were written): `b(x, y)` written there becomes
-`__regokite_lenient("b", [x, y])[0]`, undefined where the builtin errs. In a
+`__regokite_lenient("b", [x, y], "FILE:LINE:COL")[0]`, undefined where the
+builtin errs; the third operand is the call's place as written, for the log
+and the counter of the errors made undefined to name. In a
 helper placed at one of those locations, whose every line is located there,
 only the calls that answer for the builtin do (the helper's guards, such as
 `is_string(a0)`, could receive values Python cannot hold).
@@ -10,6 +12,7 @@ only the calls that answer for the builtin do (the helper's guards, such as
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from regokite.engine.extensions import INTERNAL
@@ -63,12 +66,13 @@ def _changes(tree: Parsed, functions: set[str], wanted: set[tuple[int, int]], ba
                 continue
             if placed and not _payload(placed["kind"], name, source, call):
                 continue
-            if not _erred(tree, call, wanted, back):
+            place = _erred(tree, call, wanted, back)
+            if place is None:
                 continue
             if placed and name in _TYPE_ERRORS_ONLY and len(call["params"]) == 1:
                 changes += _typed_call(source, call, _TYPE_ERRORS_ONLY[name])
             else:
-                changes += _lenient_call(source, call)
+                changes += _lenient_call(source, call, place)
     return changes
 
 
@@ -88,8 +92,8 @@ def _payload(kind: str, name: str, source: bytes, call: Node) -> bool:
     return kind == route_name(name) and not written_here(source, call)
 
 
-def _erred(tree: Parsed, call: Node, wanted: set[tuple[int, int]], back: Columns) -> bool:
-    """Whether an error was located (as the file was written) within the call's extent."""
+def _erred(tree: Parsed, call: Node, wanted: set[tuple[int, int]], back: Columns) -> Location | None:
+    """The call's place as written, where an error was located (as the file was written) within its extent."""
     start, end = call_span(call)
     name = engine_name(tree.module)
     first = back.original(Location(name, *position(tree.source, start)))
@@ -97,15 +101,15 @@ def _erred(tree: Parsed, call: Node, wanted: set[tuple[int, int]], back: Columns
     # regorus places a builtin's error at the call or at the operand it refused: every call around that
     # place is made lenient (one that does not err answers as before)
     if first is None or last is None:
-        return False
-    return any((first.line, first.col) <= place <= (last.line, last.col) for place in wanted)
+        return None
+    return first if any((first.line, first.col) <= place <= (last.line, last.col) for place in wanted) else None
 
 
-def _lenient_call(source: bytes, call: Node) -> list[Change]:
+def _lenient_call(source: bytes, call: Node, place: Location) -> list[Change]:
     start, end = call_span(call)
     paren = masked(source).find(b"(", span(call["fcn"])["end"])
     name = source[start:paren].strip()
     return [
         Change(start, paren + 1, LENIENT.encode() + b'("' + name + b'", ['),
-        Change(end - 1, end, b"])[0]"),
+        Change(end - 1, end, b"], " + json.dumps(str(place)).encode() + b")[0]"),
     ]

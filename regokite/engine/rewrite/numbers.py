@@ -23,6 +23,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from regokite.bundle import Module
 from regokite.engine.extensions.arithmetic import exact_value
 from regokite.engine.extensions.common import BuiltinError
 from regokite.engine.extensions.formatting import sprintf
@@ -31,10 +32,20 @@ from regokite.engine.rewrite.edits import Change, refusal, trimmed
 from regokite.engine.rewrite.tree import Node, body, extent, fcn_name, kind
 
 _INTEGER = re.compile(rb"-?[0-9]+")
+_EXPONENT = re.compile(rb"[eE]([+-]?[0-9]+)$")
+_MOST_DIGITS = 400  # a longer literal, or a larger exponent, is not computed on exactly (1e-99999999: minutes)
+_NUMBER = re.compile(rb"-?[0-9][0-9_]*(?:\.[0-9_]+)?(?:[eE][+-]?[0-9]+)?")  # every number literal's text, and more
 _UNKNOWN = object()  # not a constant
 _MOST_ITEMS = 10_000
 _ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b}
 _ORDER = {"Lt": "__lt__", "Le": "__le__", "Gt": "__gt__", "Ge": "__ge__", "Eq": "__eq__", "Ne": "__ne__"}
+
+
+def wanted(module: Module) -> bool:
+    """Whether the text holds a number regorus would hold otherwise (maybe in a string or a name: the tree
+    decides then). Most modules hold none, and spare the walk of their tree."""
+    numbers = (m[0] for m in _NUMBER.finditer(module.text.encode()))
+    return any(_held_otherwise(n) is not None or _held_otherwise(n.lstrip(b"-")) is not None for n in numbers)
 
 
 def rewrite(target: Target) -> list[Change]:
@@ -155,6 +166,8 @@ class _Set(list):
 
 
 def _number(text: bytes) -> Any:
+    if _huge(text):
+        return _UNKNOWN  # refused (_too_long), not computed
     if _INTEGER.fullmatch(text):
         return int(text)
     try:
@@ -192,10 +205,32 @@ def _outermost(changes: list[Change]) -> list[Change]:
     return [c for c in changes if not any(o is not c and o.start <= c.start and c.end <= o.end for o in changes)]
 
 
+def _huge(text: bytes) -> bool:
+    """Whether a number is written with more digits, or a larger exponent, than computing it exactly is worth."""
+    exponent = _EXPONENT.search(text)
+    power = exponent[1].lstrip(b"+-").lstrip(b"0") if exponent else b""
+    return len(text) > _MOST_DIGITS or len(power) > 3 or int(power or b"0") > _MOST_DIGITS
+
+
+def _too_long(text: bytes) -> str | None:
+    """_held_otherwise of a literal with more digits, or a larger exponent, than any a double holds exactly:
+    regorus's own error where a double cannot hold it at all (inf), none for a zero, else refused."""
+    mantissa = _EXPONENT.sub(b"", text)
+    if not re.search(rb"[1-9]", mantissa) or (not _INTEGER.fullmatch(text) and math.isinf(float(text))):
+        return None
+    return (
+        f"the number {text[:40].decode()}... is written with more digits than the embedded engine holds "
+        "exactly: write it as a string, or use --engine opa"
+    )
+
+
 def _held_otherwise(text: bytes) -> str | None:
     """Why regorus would hold the literal `text` otherwise than OPA, or None."""
+    if _huge(text):
+        return _too_long(text)
     if _INTEGER.fullmatch(text):
-        if not -(2**63) <= int(text) < 2**64 and int(float(text)) != int(text):
+        value, double = int(text), float(text)  # a double beyond its range is inf
+        if not -(2**63) <= value < 2**64 and not (math.isfinite(double) and int(double) == value):
             return (
                 f"the integer {text.decode()} is beyond 64 bits and not a double, which the embedded engine "
                 "would round: write it as a string, or use --engine opa"

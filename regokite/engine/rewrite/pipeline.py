@@ -48,7 +48,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("TemplateStrings", each(templates.rewrite, lambda m: "$" in m.text)),
     Stage("NotBodies", each(notbodies.rewrite, lambda m: "future.keywords" in m.text)),
     Stage("ImportsFirst", each(imports_first.rewrite)),
-    Stage("Numbers", each(numbers.rewrite)),
+    Stage("Numbers", each(numbers.rewrite, numbers.wanted)),
     Stage("SplitBodies", each(bodies.split)),
     Stage("SplitLines", each(lines.split)),
     Stage("TemplateArguments", each(templates.arguments, lambda m: TEMPLATE in m.text)),

@@ -84,27 +84,39 @@ def appended(rule: Node) -> bool:
 
 
 def objects(node: Any) -> Iterator[Node]:
-    """Every object of the tree below `node` (itself included), outermost first."""
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from objects(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from objects(value)
+    """Every object of the tree below `node` (itself included), outermost first.
+
+    A stack of its own, not nested generators (which cost each object the depth it lies at): every
+    stage walks every tree, and this is twice as fast. A parsed tree holds JSON's types only."""
+    stack = [node]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        current = pop()
+        if type(current) is dict:
+            yield current
+            extend(reversed(current.values()))
+        elif type(current) is list:
+            extend(reversed(current))
 
 
 def tagged(node: Any) -> Iterator[tuple[str, Node]]:
-    """(kind, contents) of every tagged node at or below `node`."""
-    if isinstance(node, list):
-        for item in node:
-            yield from tagged(item)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            if isinstance(value, dict) and "span" in value and key[:1].isupper():
-                yield key, value
-            if isinstance(value, dict | list):
-                yield from tagged(value)
+    """(kind, contents) of every tagged node at or below `node`, outermost first (a stack, as `objects`)."""
+    stack: list[Any] = [node]
+    pop, extend, append = stack.pop, stack.extend, stack.append
+    while stack:
+        current = pop()
+        if type(current) is tuple:  # a key of an object and its value (a parsed tree holds no tuple)
+            key, value = current
+            if type(value) is dict:
+                if "span" in value and key[:1].isupper():
+                    yield key, value
+                append(value)
+            elif type(value) is list:
+                append(value)
+        elif type(current) is dict:
+            extend(reversed(current.items()))
+        elif type(current) is list:
+            extend(reversed(current))
 
 
 def calls(node: Any) -> Iterator[Node]:

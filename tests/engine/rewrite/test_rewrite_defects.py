@@ -389,3 +389,24 @@ def test_an_integer_beyond_64_bits_computed_as_opa(expression: str) -> None:
 def test_an_integer_beyond_64_bits_regorus_would_hold_is_refused(rule: str) -> None:
     with pytest.raises(PolicyLoadError, match="beyond 64 bits"):
         EmbeddedEngine(Bundle((Module("p.rego", f"package p\n\n{rule}\n"),)))
+
+
+@pytest.mark.parametrize("rule", ["x := 1e400 != 1", "x := 1%s0 > 1" % ("0" * 400)])
+def test_an_integer_beyond_a_double_is_refused_not_a_crash(rule: str) -> None:
+    """Numbers reads every number token of the text (to spare a tree walk where none is held otherwise): one
+    beyond a double's range (inf) is refused at load, as the others a double cannot hold."""
+    with pytest.raises(PolicyLoadError, match=r"beyond 64 bits|not held exactly|out of range"):
+        EmbeddedEngine(Bundle((Module("p.rego", f"package p\n\n{rule}\n"),)))
+
+
+@pytest.mark.parametrize("text", ["1" * 400, "sha256:43e6369031ab", "1e-99999999", "0e-99999999"])
+def test_a_digit_string_is_no_number(text: str) -> None:
+    """Numbers reads the number tokens of the whole text, strings too: a hash's `43e6369031` is no literal (it
+    took minutes to compute exactly)."""
+    same(f'package p\n\nx := "{text}"\n')
+
+
+@pytest.mark.parametrize("literal", ["1e-99999999", "1e-0000000000000000000009999999999"])
+def test_a_literal_with_a_huge_exponent_is_refused_at_once(literal: str) -> None:
+    with pytest.raises(PolicyLoadError, match="more digits than the embedded engine holds exactly"):
+        EmbeddedEngine(Bundle((Module("p.rego", f"package p\n\nx := {literal} > 0\n"),)))
