@@ -16,7 +16,7 @@ import re
 from regokite.engine.extensions.internal import ARITH
 from regokite.engine.rewrite import helpers
 from regokite.engine.rewrite.base import Target
-from regokite.engine.rewrite.edits import Change, grouped, masked, operand_extent, refusal, trimmed
+from regokite.engine.rewrite.edits import Change, infix_operands, masked, trimmed
 from regokite.engine.rewrite.tree import Node, body, extent, kind, tagged
 
 _ARITH = {"Add": ("add", "+"), "Sub": ("sub", "-"), "Mul": ("mul", "*"), "Div": ("div", "/")}
@@ -48,17 +48,15 @@ def rewrite(target: Target) -> list[Change]:
         if any(start <= s and e <= end and (s, e) != (start, end) for s, e in extents):
             continue  # arithmetic inside it: that first, next round
         op, sign = _ARITH[node["op"]]
-        left, right = operand_extent(source, node["lhs"]), operand_extent(source, node["rhs"])
-        at = code.find(sign.encode(), left[1], right[0])
-        if at < 0:
-            raise refusal(
-                target.module,
-                source,
-                left[0],
-                "arithmetic that the embedded engine's 64-bit doubles may compute otherwise than OPA could "
-                "not be rewritten here: write it on a line of its own, or use --engine opa",
-            )
-        first, last = grouped(code, left[0], at, at + 1, right[1])
+        first, at, last = infix_operands(
+            target.module,
+            source,
+            code,
+            node,
+            sign,
+            "arithmetic that the embedded engine's 64-bit doubles may compute otherwise than OPA could "
+            "not be rewritten here: write it on a line of its own, or use --engine opa",
+        )
         if any(first < e and s < last for s, e in taken):
             continue  # sharing text with another rewritten here: next round
         taken.append((first, last))

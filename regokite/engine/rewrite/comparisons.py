@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from regokite.engine.extensions.internal import UNORDERED
 from regokite.engine.rewrite import helpers
 from regokite.engine.rewrite.base import Target
-from regokite.engine.rewrite.edits import Change, grouped, masked, operand_extent, refusal, trimmed
+from regokite.engine.rewrite.edits import Change, infix_operands, masked, trimmed
 from regokite.engine.rewrite.tree import Node, body, extent, kind, tagged
 
 _ORDERED = {"Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "ge"}
@@ -44,18 +44,16 @@ def rewrite(target: Target) -> list[Change]:
             continue  # a comparison inside it: that one first, next round
         op = _ORDERED[node["op"]]
         sign_text, first_of = _SIGNS[op]
-        left, right = operand_extent(source, node["lhs"]), operand_extent(source, node["rhs"])
-        sign = code.find(sign_text.encode(), left[1], right[0])
-        if sign < 0:
-            raise refusal(
-                target.module,
-                source,
-                left[0],
-                "a comparison whose sides may be a set and an object, which the embedded engine orders "
-                "otherwise than OPA, could not be rewritten here: compare values of known types, or use "
-                "--engine opa",
-            )
-        first, last = grouped(code, left[0], sign, sign + len(sign_text), right[1])
+        first, sign, last = infix_operands(
+            target.module,
+            source,
+            code,
+            node,
+            sign_text,
+            "a comparison whose sides may be a set and an object, which the embedded engine orders "
+            "otherwise than OPA, could not be rewritten here: compare values of known types, or use "
+            "--engine opa",
+        )
         if any(first < e and s < last for s, e in taken):
             continue  # sharing text with another rewritten here: next round
         taken.append((first, last))

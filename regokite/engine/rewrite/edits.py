@@ -259,3 +259,17 @@ def grouped(code: bytes, start: int, sign: int, after: int, end: int) -> tuple[i
         while code[after:end].count(opening) > code[after:end].count(closing_):
             end = code.find(closing_, end) + 1
     return start, end
+
+
+def infix_operands(
+    module: Module, source: bytes, code: bytes, node: Node, sign: str, unfound: str
+) -> tuple[int, int, int]:
+    """An infix operator's offset between its operands and their grouped extent (`first`, `at`, `last`),
+    for a stage that turns `a op b` into a call; `code` is masked(source); `unfound` is the refusal where
+    the operator's text is not between them."""
+    left, right = operand_extent(source, node["lhs"]), operand_extent(source, node["rhs"])
+    at = code.find(sign.encode(), left[1], right[0])
+    if at < 0:
+        raise refusal(module, source, left[0], unfound)
+    first, last = grouped(code, left[0], at, at + len(sign), right[1])
+    return first, at, last
