@@ -222,3 +222,12 @@ def test_json_unmarshal_answers_as_opa() -> None:
         for strict in (True, False):
             mine, opa = opa_oracle.both("package p\n\nx := json.unmarshal(input)\n", text, strict=strict)
             assert mine == opa, (text, strict)
+
+
+@pytest.mark.parametrize(("template", "operands"), [("%q", [1, 2]), ("%*d", [3, 1])])
+def test_sprintf_of_what_regokite_does_not_format_stays_an_error_in_opas_default_mode(
+    template: str, operands: list[Any]
+) -> None:
+    """A refusal (was a builtin error, so OPA's default evaluation made it undefined where OPA answers)."""
+    mine, opa = opa_oracle.both("package p\n\nx := sprintf(input[0], input[1])\n", [template, operands], strict=False)
+    assert (mine, opa != "<error>") == ("<error>", True)
