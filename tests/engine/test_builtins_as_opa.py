@@ -209,6 +209,13 @@ def test_parse_duration_answers_as_opa_on_random_durations() -> None:
     assert not different
 
 
+@pytest.mark.parametrize("rule", ["x := yaml.unmarshal(input)", "x := [yaml.unmarshal(input)]"])
+def test_yaml_unmarshal_of_several_documents_stays_an_error_in_opas_default_mode(rule: str) -> None:
+    """OPA answers the first document, regorus erred (so OPA's default evaluation made it undefined): a refusal."""
+    mine, opa = opa_oracle.both(f"package p\n\n{rule}\n", "a: 1\n---\nb: 2", strict=False)
+    assert (mine, opa != "<error>") == ("<error>", True)
+
+
 @pytest.mark.parametrize("text", ["1e400", "[1, 123456789012345678901234567890]", '"\\ud800"'])
 def test_json_unmarshal_of_what_only_go_reads_stays_an_error_in_opas_default_mode(text: str) -> None:
     """OPA answers; regokite cannot hold the value: a refusal, never the undefined of a builtin error (OPA's
