@@ -247,7 +247,8 @@ def flat_memory(
                 raise RuntimeError(f"admission server exited:\n{server.logs()[-3000:]}")
             time.sleep(0.2)
         ready = time.perf_counter() - started
-        if "ReplicaLoader" in (code / "regokite" / "admission" / "serve.py").read_text():
+        # the code under test (this tree or an older --baseline-root) loads each engine itself where it has it
+        if any("ReplicaLoader" in f.read_text() for f in (code / "regokite" / "admission").glob("*.py")):
             while marked(server.log, LOADED) < workers:  # each worker loads its engine itself: until all have
                 if server.process.poll() is not None or time.perf_counter() - started > 1800:
                     raise RuntimeError(f"engines not loaded:\n{server.logs()[-3000:]}")

@@ -58,7 +58,7 @@ and prints every replica's share and RSS.
 controller without --shards, then each `--replicas` count of --shards
 replicas, each in its own namespace: every process's RSS once ready (idle)
 and after converging the parents (now and peak), the objects its informers
-hold (with --shards, its share: kube.shard_cache) and its hook processes' RSS.
+hold (with --shards, its share: runtime.shard_cache) and its hook processes' RSS.
 """
 
 from __future__ import annotations

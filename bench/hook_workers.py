@@ -26,10 +26,10 @@ from bench.controller_converge import HEAVY
 from regokite import outline
 from regokite.bundle import load_bundle
 from regokite.clusterdata.store import ReplicaStore
+from regokite.controllers.hook_workers import HookWorkers
 from regokite.controllers.hooks import LocalHooks, resolve_hook
 from regokite.controllers.schema import HookTarget
 from regokite.engine import open_engine
-from regokite.hookserving.workers import HookWorkers
 from tests.controllers.fanout import CHILDREN, STATUS
 
 REQUEST = {

@@ -24,6 +24,18 @@ class RegokiteError(Exception):
     """Base of every error regokite reports to a user instead of a traceback."""
 
 
+class HookError(RegokiteError):
+    """A hook could not run or its response is invalid; `reason` is the Event reason."""
+
+    def __init__(self, package: str, rule: str | None, message: str, reason: str = "InvalidHookOutput") -> None:
+        self.package = package
+        self.rule = rule
+        self.message = message
+        self.reason = reason
+        where = f"{package}, rule {rule}" if rule else package
+        super().__init__(f"policy {where}: {message}")
+
+
 def release_frames(exc: BaseException) -> None:
     """Clear the locals of the finished frames `exc` (and the exceptions it chains) passed through.
 

@@ -135,3 +135,30 @@ def _port_lists(obj: Mapping[str, Any]) -> Iterator[list[Any]]:
         for container in containers if isinstance(containers, list) else ():
             if isinstance(container, dict) and isinstance(container.get("ports"), list):
                 yield container["ports"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One write: create/update (server-side apply), recreate (delete now, create on the
+    next sync), delete, adopt, release."""
+
+    verb: str
+    type: ChildType
+    namespace: str | None
+    name: str
+    body: dict[str, Any] | None = None
+    uid: str | None = None
+    reason: str = ""
+    cleanup: dict[str, Any] | None = None  # after the apply: a merge patch removing what a previous applier set
+
+    def describe(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        text = f"{self.verb} {self.type.kind} {where}"
+        return f"{text} ({self.reason})" if self.reason else text
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    type: str
+    reason: str
+    message: str

@@ -1,7 +1,9 @@
 """Kubernetes label selectors (metav1.LabelSelector): parse, match, and the query form.
 
 Shared by the admission server (a policy's objectSelector) and the
-controllers (parent selectors, claiming, decorators, related resources).
+controllers (parent selectors, claiming, decorators, related resources); and
+Gatekeeper's namespace glob, shared by its match and by replication's
+excluded namespaces.
 """
 
 from __future__ import annotations
@@ -72,6 +74,15 @@ def parse_selector(raw: Any) -> Selector:
             raise SelectorError(f"spec.selector.matchExpressions: invalid requirement {e!r}")
         exprs.append((str(e.get("key")), e["operator"], tuple(str(v) for v in e.get("values") or ())))
     return Selector(tuple(sorted(labels.items())), tuple(exprs))
+
+
+def glob_matches(pattern: str, value: str) -> bool:
+    """Gatekeeper's namespace glob: exact, `prefix*` or `*suffix`."""
+    if pattern.endswith("*"):
+        return value.startswith(pattern[:-1])
+    if pattern.startswith("*"):
+        return value.endswith(pattern[1:])
+    return value == pattern
 
 
 def selector_errors(raw: Mapping[str, Any], path: str) -> list[FieldError]:

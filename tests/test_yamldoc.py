@@ -13,7 +13,7 @@ from pathlib import Path
 
 from regokite import yamldoc
 from regokite.bundle import load_bundle
-from regokite.controllers.watch import Watch, WatchResource, override_params
+from regokite.controllers.watch.decisions import Watch, WatchResource, override_params
 from regokite.engine.embedded import EmbeddedEngine
 
 ROOT = Path(__file__).resolve().parent.parent

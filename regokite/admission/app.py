@@ -25,13 +25,17 @@ from starlette.types import Receive, Scope, Send
 from regokite.admission.decide import Decision, Mode, decide, label_verdict, select
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Review, Verdict, parse_review, response
+from regokite.engine import builtin_errors
 from regokite.gatekeeper.exempt import LABEL_WEBHOOK_PATH, Exemptions
 from regokite.kube.informer import staleness
-from regokite.kube.replica_feed import ReplicaFeed
-from regokite.kube.replicate import Replicator
 from regokite.ops import admission_metrics as metrics
+from regokite.ops import builtin_error_metrics
 from regokite.ops.logging import log_context
 from regokite.ops.metrics import exposition
+from regokite.replication.replica_feed import ReplicaFeed
+from regokite.replication.replicate import Replicator
+
+builtin_errors.listen(builtin_error_metrics.count)  # this server's /metrics counts its undefined calls
 
 log = logging.getLogger("regokite.admission")
 access_log = logging.getLogger("regokite.admission.access")

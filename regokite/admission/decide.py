@@ -174,8 +174,7 @@ def judge_expanded(policy_set: PolicySet, review: Review, verdict: Verdict, only
             applied = replace(policy, enforcement=override) if override else policy
             done = _Evaluated(applied, (override,) if override else policy.actions_at(review.process), prefix=prefix)
             try:
-                skipped = policy.match.skipped(review.process)  # type: ignore[union-attr]
-                if not policy.match.matches(child.request, source="Generated", skipped=skipped):  # type: ignore[call-arg]
+                if not policy.match.applies_to(child, source="Generated"):
                     continue
             except NamespaceUnknown as exc:  # its namespaceSelector without the Namespace
                 done.unmatched = exc
@@ -211,7 +210,7 @@ def resultant_review(review: Review, obj: dict[str, Any]) -> Review:
         "object": obj,
         "oldObject": None,
     }
-    return Review({**review.raw, "request": request})
+    return Review({**review.raw, "request": request}, process=review.process)
 
 
 def _with_object(raw: dict[str, Any], obj: Any) -> dict[str, Any]:

@@ -13,12 +13,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from regokite.admission.review import OPERATIONS, Review
 from regokite.errors import show
 from regokite.fields import known_fields, namespace_lists, strings
 from regokite.selectors import parse_selector
+
+
+class Matcher(Protocol):
+    """Whether a policy judges a review: a policy's own `match` (`Match`) or a Gatekeeper constraint's
+    (`regokite.gatekeeper.match.ConstraintMatch`). `source` is Gatekeeper's: `Original` for a request,
+    `Generated` for a resource an ExpansionTemplate made of one."""
+
+    def applies_to(self, review: Review, source: str = "Original") -> bool: ...
 
 
 class MatchError(ValueError):
@@ -81,7 +89,8 @@ class Match:
     namespace_selector: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
-    def applies_to(self, review: Review) -> bool:
+    def applies_to(self, review: Review, source: str = "Original") -> bool:
+        """A policy's own match judges an expanded resource as it would a request (`source` aside)."""
         req = review.request
         if not any(rule.matches(req) for rule in self.rules):
             return False

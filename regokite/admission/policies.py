@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from regokite.admission.match import Match, MatchError, parse_match
+from regokite.admission.match import Match, Matcher, MatchError, parse_match
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceRef, parse_resource, replica_root
 from regokite.engine import UNDEFINED, Capability, Engine, EngineSettings, open_engine
@@ -63,7 +63,7 @@ FAILURE_POLICIES = ("Fail", "Ignore")
 class AdmissionPolicy:
     name: str
     documents: tuple[str, ...]
-    match: Match | ConstraintMatch
+    match: Matcher
     enforcement: str = "deny"
     failure_policy: str = "Fail"
     slot: int = 0  # its rules in the generated decisions module

@@ -33,10 +33,10 @@ from regokite.engine import UNDEFINED
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.constraints import read_sources
 from regokite.kube.client import KubeClient
-from regokite.kube.replica_feed import ReplicaFeed
-from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.tls import server_context
+from regokite.replication.replica_feed import ReplicaFeed
+from regokite.replication.replicate import Replicator, check_access
 
 log = logging.getLogger("regokite.admission")
 

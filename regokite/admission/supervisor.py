@@ -31,12 +31,12 @@ from regokite.admission.worker import Tls, run_worker
 from regokite.bundle import fingerprint
 from regokite.errors import RegokiteError
 from regokite.kube.client import KubeClient
-from regokite.kube.replica_feed import run_feed
-from regokite.kube.replicate import check_access
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
 from regokite.ops.tls import server_context
 from regokite.ops.watchdog import Allowances, Watchdog, resident_bytes
+from regokite.replication.replica_feed import run_feed
+from regokite.replication.replicate import check_access
 
 log = logging.getLogger("regokite.admission")
 

@@ -11,6 +11,7 @@ so in place).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import logging
 import multiprocessing
@@ -22,16 +23,18 @@ from typing import Any
 
 from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.audit import reports
+from regokite.audit.export import DiskExport
 from regokite.audit.scan import Obj, Results, Subject, audit_object, audited_resources, violations
 from regokite.bundle import fingerprint
 from regokite.clusterdata.store import ReplicaStore, ResourceRef
-from regokite.engine import UNDEFINED, Capability, EngineSettings
+from regokite.engine import UNDEFINED, Capability, EngineSettings, builtin_errors
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.crds import AUDIT_POD_ID, constraint_plural, constraint_pod_status, with_pod_entry
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP
 from regokite.gatekeeper.status import DEFAULT_VIOLATIONS_LIMIT, constraint_statuses, same_findings
 from regokite.gatekeeper.violations import (
     AuditedConstraint,
+    Violation,
     audit_id_of,
     audit_violations,
     constraint_audited,
@@ -42,11 +45,14 @@ from regokite.kube.actuator import Actuator
 from regokite.kube.client import OUTAGE_REASONS, ApiError, KubeClient, error_reason, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.kube.informer import Informer
-from regokite.kube.replicate import Replicator, check_access
 from regokite.ops import audit_metrics as metrics
+from regokite.ops import builtin_error_metrics
 from regokite.ops.logging import NAMED_FIELDS
 from regokite.ops.outage import Outage
+from regokite.replication.replicate import Replicator, check_access
 from regokite.resources import ChildType
+
+builtin_errors.listen(builtin_error_metrics.count)  # this server's /metrics counts its undefined calls
 
 log = logging.getLogger("regokite.audit")
 FIELD_MANAGER = "regokite-audit"
@@ -78,6 +84,7 @@ class AuditSettings:
     emit_audit_events: bool = False  # Gatekeeper's --emit-audit-events: an Event per constraint violation
     events_namespace: str = "gatekeeper-system"  # where they go, unless events_involved_namespace
     events_involved_namespace: bool = False
+    export: DiskExport | None = None  # Gatekeeper's --enable-violation-export, disk driver: each run's violations
 
 
 class Audit:
@@ -96,6 +103,7 @@ class Audit:
         self.discovery = Discovery(client)
         self.constraint_status: dict[str, dict[str, Any]] = {}  # as last written, by constraint name
         self.outage = Outage(log, "audit report and status writes")
+        self.started: float | None = None  # the last pass's start: its audit id, the status' auditTimestamp
 
     def load(self) -> None:
         """(Re)load the policies: a failure keeps the last good set (and is raised on the first load)."""
@@ -230,7 +238,10 @@ class Audit:
         constraint only in files, not in the cluster) is skipped until the next full write."""
         assert self.policy_set is not None
         kinds = {p.name: p.constraint_kind for p in self.policy_set.policies if p.constraint_kind}
-        statuses = constraint_statuses(kinds, self.findings.values(), limit=self.settings.constraint_violations_limit)
+        # as Gatekeeper: auditTimestamp is the audit's id (its start), the id its log lines and export carry
+        started = None if self.started is None else dt.datetime.fromtimestamp(self.started, dt.UTC)
+        limit = self.settings.constraint_violations_limit
+        statuses = constraint_statuses(kinds, self.findings.values(), limit=limit, now=started)
         failed = 0
         for name, status in statuses.items():
             if changed_only and same_findings(self.constraint_status.get(name), status):
@@ -274,6 +285,7 @@ class Audit:
 
     def audit_started(self, started: float) -> None:
         """Gatekeeper's first line of a pass; every line of the pass carries its `audit_id`."""
+        self.started = started
         fields = {"event_type": "audit_started", "semantic": True, "process": "audit", "audit_id": audit_id_of(started)}
         log.info("auditing constraints and violations", extra={NAMED_FIELDS: fields})
 
@@ -295,6 +307,7 @@ class Audit:
                 if self.settings.emit_audit_events:
                     where = self.settings.events_namespace, self.settings.events_involved_namespace
                     self.actuator.record_event(event(v, "audit", *where, audit_id))
+        self._export(audit_id, [v for name in sorted(found) for v in found[name]])
         for name, c in sorted(constraints.items()):
             if found[name]:  # as Gatekeeper: only constraints with violations get the line
                 fields = constraint_audited(c.kind, name, found[name][0].action, len(found[name]), audit_id)
@@ -310,6 +323,19 @@ class Audit:
         metrics.gatekeeper_audit_duration.observe(took)
         fields = {"event_type": "audit_finished", "semantic": True, "process": "audit", "audit_id": audit_id}
         log.info("auditing is complete", extra={NAMED_FIELDS: {**fields, "duration": go_duration(took)}})
+
+    def _export(self, audit_id: str, found: list[Violation]) -> None:
+        """With --enable-violation-export, the run's file as Gatekeeper's disk driver writes it; a failed
+        write is logged and counted (as Gatekeeper's publish errors), never the end of the audit."""
+        if self.settings.export is None:
+            return
+        try:
+            written = self.settings.export.write_run(audit_id, found)
+        except OSError as exc:
+            metrics.audit_export_failures.labels(type(exc).__name__).inc()
+            log.error("failed to export audit violations", extra={"error": str(exc), "audit_id": audit_id})
+            return
+        log.info("exported audit violations", extra={"file": str(written), "violations": len(found)})
 
     def existing_reports(self) -> set[str]:
         """Namespaces that hold a regokite audit report now ("" for the cluster one)."""

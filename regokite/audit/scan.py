@@ -17,6 +17,7 @@ from regokite.admission.match import Match
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import creation_review
 from regokite.clusterdata.store import ResourceRef
+from regokite.gatekeeper.match import ConstraintMatch
 
 Obj = dict[str, Any]
 Results = tuple["Result", ...]
@@ -91,16 +92,17 @@ def audited_resources(
     for policy in policy_set.policies:
         if not policy.validating:
             continue
-        if not isinstance(policy.match, Match):
-            refs, reason = constraint_resources(policy.match, resolve_kind, every_kind)
+        match = policy.match
+        if isinstance(match, ConstraintMatch):
+            refs, reason = constraint_resources(match, resolve_kind, every_kind)
             found |= refs
             if reason:
                 skipped.append(f"{policy.name}: {reason}")
             continue
-        if not policy.match.raw:
+        if not isinstance(match, Match) or not match.raw:
             skipped.append(f"{policy.name}: no match declaration (it would have to list every resource)")
             continue
-        for rule in policy.match.rules:
+        for rule in match.rules:
             if "*" not in rule.operations and "CREATE" not in rule.operations:
                 continue
             if "*" in rule.api_groups or any(r.split("/")[0] == "*" for r in rule.resources):

@@ -10,24 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from regokite.commands.options import (
-    add_engine_args,
-    add_events_args,
-    add_external_data_args,
-    add_listen_args,
-    add_policies_arg,
-    add_replicate_args,
-    engine_settings,
-    replicate_args,
-    with_configmap_policies,
-)
+from regokite.commands import options
 from regokite.errors import RegokiteError
 
 
 def add_parser(sub: Any) -> None:
     adm = sub.add_parser("admission", help="serve validating and mutating admission webhooks over HTTPS")
-    add_policies_arg(adm, configmaps=True)
-    add_listen_args(adm, 8443)
+    options.add_policies_arg(adm, configmaps=True)
+    options.add_listen_args(adm, 8443)
     adm.add_argument("--tls-cert", metavar="FILE")
     adm.add_argument("--tls-key", metavar="FILE")
     adm.add_argument("--self-signed", action="store_true", help="make a CA and certificate; print the caBundle")
@@ -67,7 +57,7 @@ def add_parser(sub: Any) -> None:
         help="no cluster (a first run, a laptop): policies that read cluster data are not served, and say so;"
         " without it they refuse what they match when the data cannot be replicated (fail closed)",
     )
-    add_external_data_args(adm)
+    options.add_external_data_args(adm)
     adm.add_argument("--log-denies", action="store_true", help="log each constraint violation, as Gatekeeper's flag")
     adm.add_argument(
         "--shutdown-delay",
@@ -82,10 +72,10 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="a mutated object records its mutators (gatekeeper.sh/mutations) and a mutation-id, as Gatekeeper's flag",
     )
-    add_events_args(adm, "admission")
+    options.add_events_args(adm, "admission")
     _add_exempt_namespace_args(adm)
-    add_replicate_args(adm, declared=True)
-    add_engine_args(adm)
+    options.add_replicate_args(adm, declared=True)
+    options.add_engine_args(adm)
     adm.set_defaults(func=run)
 
 
@@ -146,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         _print_ca_bundle(files.ca_pem())
     settings = AdmissionSettings(
         policies=args.policies,
-        engine=engine_settings(args, args.deadline, (cert, key)),
+        engine=options.engine_settings(args, args.deadline, (cert, key)),
         host=args.host,
         port=args.port,
         tls_cert=cert,
@@ -158,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         worker_memory_bytes=args.worker_memory_limit,
         max_body_bytes=args.max_body_bytes,
         reload_interval=args.reload_interval,
-        replicate=replicate_args(args),
+        replicate=options.replicate_args(args),
         replicate_path=args.replicate_path,
         kubeconfig=args.kubeconfig,
         local=args.local,
@@ -183,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     if Capability.SIDECAR in settings.engine.capabilities and args.opa_wait > 0:
         _wait_for_opa(settings.engine.opa_url, args.opa_wait)
     try:
-        with with_configmap_policies(args):
+        with options.with_configmap_policies(args):
             settings.policies = args.policies
             return serve(settings)
     finally:

@@ -6,20 +6,12 @@ import argparse
 import os
 from typing import Any
 
-from regokite.commands.options import (
-    add_engine_args,
-    add_events_args,
-    add_external_data_args,
-    add_policies_arg,
-    engine_settings,
-    seconds,
-    with_configmap_policies,
-)
+from regokite.commands import options
 
 
 def add_parser(sub: Any) -> None:
     aud = sub.add_parser("audit", help="the admission policies on existing objects: PolicyReports, or once for CI")
-    add_policies_arg(aud, configmaps=True)
+    options.add_policies_arg(aud, configmaps=True)
     aud.add_argument("--once", action="store_true", help="one pass, print the findings, exit 1 on any fail")
     aud.add_argument("--format", choices=["pretty", "json"], default="pretty", help="with --once")
     writes = aud.add_mutually_exclusive_group()
@@ -43,8 +35,8 @@ def add_parser(sub: Any) -> None:
     aud.add_argument(
         "--metrics-port", type=int, help="serve /metrics, and /healthz and /readyz when continuous, on this port"
     )
-    add_external_data_args(aud)
-    add_events_args(aud, "audit")
+    options.add_external_data_args(aud)
+    options.add_events_args(aud, "audit")
     aud.add_argument(
         "--constraint-violations-limit",
         type=int,
@@ -61,55 +53,86 @@ def add_parser(sub: Any) -> None:
     )
     aud.add_argument(
         "--audit-interval",
-        type=seconds,
+        type=options.seconds,
         default=60.0,
         metavar="SECONDS",
         help="continuous mode: a full pass (log lines, constraint status) this often, besides re-auditing"
         " each change, as Gatekeeper's flag; 0: only on start and policy changes",
     )
-    add_engine_args(aud)
+    add_export_args(aud)
+    options.add_engine_args(aud)
     aud.set_defaults(func=run)
 
 
+def add_export_args(aud: argparse.ArgumentParser) -> None:
+    """Gatekeeper's violation export flags; the disk Connection's config (`path`, `maxAuditResults`) as flags."""
+    from regokite.audit import export
+
+    aud.add_argument(
+        "--enable-violation-export",
+        action="store_true",
+        help="write each audit run's violations as Gatekeeper's export disk driver does (JSON lines,"
+        " <export-path>/<audit-channel>/<audit id>.log), as Gatekeeper's flag",
+    )
+    aud.add_argument(
+        "--audit-channel",
+        default=export.DEFAULT_CHANNEL,
+        help="the export's channel: its directory under --export-path",
+    )
+    aud.add_argument(
+        "--export-path",
+        default=export.DEFAULT_PATH,
+        metavar="DIR",
+        help="the disk Connection's `path` (default: Gatekeeper's chart's)",
+    )
+    aud.add_argument(
+        "--export-max-audit-results",
+        type=int,
+        default=export.DEFAULT_KEPT,
+        metavar="N",
+        help=f"the disk Connection's `maxAuditResults`: runs kept, at most {export.MAX_KEPT}",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    with with_configmap_policies(args):
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
     from regokite.audit import health
+    from regokite.audit.export import DiskExport
     from regokite.audit.run import Audit, AuditSettings, Continuous, render, run_once
     from regokite.kube.client import KubeClient
-    from regokite.kube.health import serve_health
+    from regokite.runtime.health import serve_health
 
-    if args.metrics_port is not None and args.once:
-        from prometheus_client import start_http_server
+    with options.with_configmap_policies(args):
+        if args.metrics_port is not None and args.once:
+            from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port)
-    settings = AuditSettings(
-        policies=args.policies,
-        kubeconfig=args.kubeconfig,
-        engine=engine_settings(args),
-        write_reports=audit_writes_reports(args),
-        replicate_path=args.replicate_path,
-        jobs=args.jobs,
-        constraint_violations_limit=args.constraint_violations_limit,
-        page_size=args.audit_chunk_size,
-        interval=args.audit_interval,
-        emit_audit_events=args.emit_audit_events,
-        events_namespace=args.events_namespace,
-        events_involved_namespace=args.audit_events_involved_namespace,
-    )
-    audit = Audit(settings, KubeClient(args.kubeconfig))
-    if not args.once:
-        continuous = Continuous(audit)
-        if args.metrics_port is not None:
-            serve_health(args.metrics_port, "0.0.0.0", lambda: health.liveness(continuous),
-                         lambda: health.readiness(continuous))  # fmt: skip
-        return continuous.run()
-    run_once(audit)
-    print(render(audit, args.format))
-    return 1 if any(r.result == "fail" for _, results in audit.findings.values() for r in results) else 0
+            start_http_server(args.metrics_port)
+        settings = AuditSettings(
+            policies=args.policies,
+            kubeconfig=args.kubeconfig,
+            engine=options.engine_settings(args),
+            write_reports=audit_writes_reports(args),
+            replicate_path=args.replicate_path,
+            jobs=args.jobs,
+            constraint_violations_limit=args.constraint_violations_limit,
+            page_size=args.audit_chunk_size,
+            interval=args.audit_interval,
+            emit_audit_events=args.emit_audit_events,
+            events_namespace=args.events_namespace,
+            events_involved_namespace=args.audit_events_involved_namespace,
+            export=DiskExport(args.export_path, args.audit_channel, args.export_max_audit_results)
+            if args.enable_violation_export
+            else None,
+        )
+        audit = Audit(settings, KubeClient(args.kubeconfig))
+        if not args.once:
+            continuous = Continuous(audit)
+            if args.metrics_port is not None:
+                serve_health(args.metrics_port, "0.0.0.0", lambda: health.liveness(continuous),
+                             lambda: health.readiness(continuous))  # fmt: skip
+            return continuous.run()
+        run_once(audit)
+        print(render(audit, args.format))
+        return 1 if any(r.result == "fail" for _, results in audit.findings.values() for r in results) else 0
 
 
 def audit_writes_reports(args: argparse.Namespace) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from regokite.commands.options import add_bundle_args, add_policies_arg, engine_settings
+from regokite.commands import options
 from regokite.errors import RegokiteError
 from regokite.gatekeeper.enforcement import GATOR, POINT_OF_PROCESS
 
@@ -14,15 +14,12 @@ POINTS = {point: process for process, point in POINT_OF_PROCESS.items()}  # the 
 
 def add_parser(sub: Any) -> None:
     chk = sub.add_parser("check", help="offline: the admission policies on manifests, as CREATE reviews")
-    add_policies_arg(chk)
+    options.add_policies_arg(chk)
     chk.add_argument("-f", "--filename", action="append", metavar="FILE|DIR|-", help="manifests (repeatable)")
     chk.add_argument(
-        "--data",
-        action="append",
-        default=[],
-        metavar="FILE|DIR",
+        "--data", action="append", default=[], metavar="FILE|DIR",
         help="manifests of objects already in the cluster: replicated data for policies, not checked",
-    )
+    )  # fmt: skip
     chk.add_argument("--namespace", default="default", help="for namespaced objects that name none")
     chk.add_argument("--format", choices=["pretty", "json", "yaml"], default="pretty")
     chk.add_argument(
@@ -37,7 +34,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="a mutated object records its mutators, as the admission server's flag (Gatekeeper's) has it",
     )
-    add_bundle_args(chk)
+    options.add_bundle_args(chk)
     chk.set_defaults(func=run)
 
 
@@ -49,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     if not manifests:  # as gator test
         raise RegokiteError("no input data identified")
     existing = check.read_manifests(args.data, args.namespace)
-    policy_set = load_policy_set(args.policies, engine_settings(args), mutation_annotations=args.mutation_annotations)
+    policy_set = load_policy_set(
+        args.policies, options.engine_settings(args), mutation_annotations=args.mutation_annotations
+    )
     try:
         check.check(policy_set, manifests, existing, POINTS[args.enforcement_point])
     finally:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from regokite.commands.options import engine_settings
+from regokite.commands import options
 
 
 def add_parser(sub: Any) -> None:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from regokite.sources.configmap_policies import ConfigMapSync, split_namespaces
 
     namespaces = split_namespaces(args.policy_namespaces)
-    sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, engine_settings(args))
+    sync = ConfigMapSync(KubeClient(args.kubeconfig), Path(args.out), namespaces, options.engine_settings(args))
     sync.start()
     try:
         if args.once:

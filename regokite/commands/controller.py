@@ -5,21 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from regokite.commands.options import (
-    add_engine_args,
-    add_policies_arg,
-    add_replicate_args,
-    engine_settings,
-    replicate_args,
-    with_configmap_policies,
-)
+from regokite.commands import options
 
 
 def add_parser(sub: Any) -> None:
     ctl = sub.add_parser(
         "controller", help="run Metacontroller Composite/DecoratorControllers and regokite Watches whose hooks are Rego"
     )
-    add_policies_arg(ctl, configmaps=True)
+    options.add_policies_arg(ctl, configmaps=True)
     ctl.add_argument("--controllers", action="append", default=[], metavar="PATH", help="definitions file or dir")
     ctl.add_argument(
         "--watch-definitions",
@@ -44,13 +37,13 @@ def add_parser(sub: Any) -> None:
     )
     ctl.add_argument("--field-manager", default="regokite", help="field manager of every write (default regokite)")
     _add_leader_election_args(ctl)
-    add_replicate_args(ctl, kubeconfig=False)
-    add_engine_args(ctl)
+    options.add_replicate_args(ctl, kubeconfig=False)
+    options.add_engine_args(ctl)
     ctl.set_defaults(func=run)
 
 
 def _add_leader_election_args(ctl: argparse.ArgumentParser) -> None:
-    """One leader, or shards, over Leases (kube.leader, kube.shards)."""
+    """One leader, or shards, over Leases (runtime.leader, runtime.shards)."""
     le = ctl.add_argument_group(
         "leader election or sharding (coordination.k8s.io/v1 Leases)",
         "--shards splits the objects between every replica started with --shards and the same Lease name, "
@@ -68,37 +61,33 @@ def _add_leader_election_args(ctl: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with with_configmap_policies(args):
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
     from regokite.controllers.process import ControllerSettings, serve
 
-    return serve(
-        ControllerSettings(
-            policies=args.policies,
-            controllers=args.controllers,
-            kubeconfig=args.kubeconfig,
-            namespace=args.namespace,
-            workers=args.workers,
-            **({"hook_processes": args.hook_processes} if args.hook_processes else {}),
-            engine=engine_settings(args),
-            metrics_port=args.metrics_port,
-            vars=args.var,
-            field_manager=args.field_manager,
-            leader=_leader_settings(args) if args.leader_elect else None,
-            shards=_leader_settings(args) if args.shards else None,
-            watch_definitions=args.watch_definitions or not args.controllers,  # no files: the cluster's
-            replicate=replicate_args(args),
-            replicate_path=args.replicate_path,
+    with options.with_configmap_policies(args):
+        return serve(
+            ControllerSettings(
+                policies=args.policies,
+                controllers=args.controllers,
+                kubeconfig=args.kubeconfig,
+                namespace=args.namespace,
+                workers=args.workers,
+                **({"hook_processes": args.hook_processes} if args.hook_processes else {}),
+                engine=options.engine_settings(args),
+                metrics_port=args.metrics_port,
+                vars=args.var,
+                field_manager=args.field_manager,
+                leader=_leader_settings(args) if args.leader_elect else None,
+                shards=_leader_settings(args) if args.shards else None,
+                watch_definitions=args.watch_definitions or not args.controllers,  # no files: the cluster's
+                replicate=options.replicate_args(args),
+                replicate_path=args.replicate_path,
+            )
         )
-    )
 
 
 def _leader_settings(args: argparse.Namespace) -> Any:
     """The Lease options, for the leader Lease or (--shards) each replica's membership Lease."""
-    from regokite.kube.leader import LeaderSettings
+    from regokite.runtime.leader import LeaderSettings
 
     return LeaderSettings(
         name=args.leader_election_name,

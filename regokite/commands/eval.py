@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from regokite import yamldoc
-from regokite.commands.options import add_engine_args, engine_settings
+from regokite.commands import options
 from regokite.errors import RegokiteError
 
 
@@ -31,14 +31,14 @@ def add_parser(sub: Any) -> None:
     ev.add_argument("-i", "--input", metavar="FILE", help="input JSON (or .yaml) file, or - for stdin (JSON)")
     ev.add_argument("--format", choices=["json", "pretty"], default="json")
     ev.add_argument("--fail", action="store_true", help="exit 1 when the result is undefined")
-    add_engine_args(ev)
+    options.add_engine_args(ev)
     ev.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from regokite.engine import open_engine
 
-    settings = engine_settings(args)
+    settings = options.engine_settings(args)
     if not args.data and not args.bundle:
         raise RegokiteError("eval: give policy and data files with -d PATH or bundles with -b PATH")
     engine = open_engine(settings.load_files(args.data, args.bundle), settings)

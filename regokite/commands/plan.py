@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from regokite.commands.options import add_bundle_args, engine_settings
+from regokite.commands import options
 
 
 def add_parser(sub: Any) -> None:
@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
         "--event", choices=["ADDED", "MODIFIED", "DELETED", "RESYNC"], default="ADDED", help="for a Watch: the event"
     )
     plan.add_argument("--format", choices=["pretty", "json"], default="pretty")
-    add_bundle_args(plan)
+    options.add_bundle_args(plan)
     plan.set_defaults(func=run)
 
 
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         args.parent,
         args.observed,
         controller=args.controller,
-        engine=engine_settings(args),
+        engine=options.engine_settings(args),
         event=args.event,
     )
     print(json.dumps(report.as_dict(), indent=2) if args.format == "json" else report.render())

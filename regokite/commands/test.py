@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Any
 
-from regokite.commands.options import add_bundle_args, engine_settings
+from regokite.commands import options
 
 
 def add_parser(sub: Any) -> None:
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="a builtin's error is the test's error (default, as opa test: the call is undefined)",
     )
-    add_bundle_args(test)
+    options.add_bundle_args(test)
     test.set_defaults(func=run)
 
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         results = testing.run_tests(
             args.paths,
             run=args.run,
-            engine=engine_settings(args),
+            engine=options.engine_settings(args),
             strict_builtin_errors=args.strict_builtin_errors,
             as_bundle=args.bundle,
             ignore=[pattern for given in args.ignore for pattern in given.split(",") if pattern],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from regokite.commands.options import engine_settings
+from regokite.commands import options
 from regokite.errors import RegokiteError
 
 
@@ -24,6 +24,6 @@ def run(args: argparse.Namespace) -> int:
     suites = verify.find_suites(args.paths)
     if not suites:
         raise RegokiteError(f"no gator Suite ({verify.SUITE_API}) found in {', '.join(args.paths)}")
-    results = [verify.run_suite(path, run=args.run, engine=engine_settings(args)) for path in suites]
+    results = [verify.run_suite(path, run=args.run, engine=options.engine_settings(args)) for path in suites]
     print(verify.format_results(results, verbose=args.verbose))
     return 1 if any(r.failed for r in results) else 0

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from regokite.controllers import composite
-from regokite.controllers.hooks import HookError, child_name_key
-from regokite.errors import show
+from regokite.controllers.hooks import child_name_key
+from regokite.errors import HookError, show
 from regokite.resources import ChildType
+from regokite.selectors import Selector, SelectorError, parse_selector
 
 RESPONSE_FIELDS = ("relatedResources",)
 
@@ -33,7 +33,7 @@ def customize_request(controller: Mapping[str, Any], parent: Mapping[str, Any]) 
 class RelatedRule:
     api_version: str
     resource: str
-    selector: composite.Selector | None = None  # None with names; an empty selector selects everything
+    selector: Selector | None = None  # None with names; an empty selector selects everything
     namespace: str | None = None
     names: tuple[str, ...] = ()
 
@@ -87,8 +87,8 @@ def translate_related(
             if names:
                 raise bad("sets both labelSelector and names (choose one)")
             try:
-                selector = composite.parse_selector(r["labelSelector"])
-            except composite.SelectorError as exc:
+                selector = parse_selector(r["labelSelector"])
+            except SelectorError as exc:
                 raise bad(f"has an invalid labelSelector ({exc})") from None
         elif not names:
             raise bad("needs labelSelector ({} selects everything) or names")

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regokite import yamldoc
-from regokite.controllers import schema, watch
-from regokite.controllers.decorator import DecoratorController, parse_decorator
+from regokite.controllers import schema
+from regokite.controllers.decorator.decisions import DecoratorController, parse_decorator
 from regokite.controllers.schema import (  # re-exported: the records every definition is made of
     ChildResource,
     DefinitionError,
@@ -28,7 +28,8 @@ from regokite.controllers.schema import (  # re-exported: the records every defi
     HookTarget,
     ResourceRule,
 )
-from regokite.controllers.watch import Watch
+from regokite.controllers.watch import decisions as watch
+from regokite.controllers.watch.decisions import Watch
 from regokite.errors import show
 
 __all__ = ["ChildResource", "DefinitionError", "HookTarget", "Hooks", "ResourceRule"]

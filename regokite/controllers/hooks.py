@@ -24,32 +24,13 @@ from typing import Any, Protocol
 from regokite.bundle import Bundle
 from regokite.controllers.schema import HookTarget
 from regokite.engine import UNDEFINED, Engine
-from regokite.errors import RegokiteError, show
-from regokite.resources import ChildType, type_key
+from regokite.errors import HookError, RegokiteError, show
+from regokite.resources import ChildType, HookEvent, type_key
 
 __all__ = ["ChildType", "type_key"]  # re-exported: the hook contract speaks of resource types
 
 RESPONSE_FIELDS = ("children", "status", "resyncAfterSeconds", "finalized", "events")
 EVENT_TYPES = ("Normal", "Warning")
-
-
-class HookError(RegokiteError):
-    """A hook could not run or its response is invalid; `reason` is the Event reason."""
-
-    def __init__(self, package: str, rule: str | None, message: str, reason: str = "InvalidHookOutput") -> None:
-        self.package = package
-        self.rule = rule
-        self.message = message
-        self.reason = reason
-        where = f"{package}, rule {rule}" if rule else package
-        super().__init__(f"policy {where}: {message}")
-
-
-@dataclass(frozen=True)
-class HookEvent:
-    type: str
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -209,7 +190,7 @@ def evaluate_hook(engine: Engine, hook: ResolvedHook, request: Mapping[str, Any]
 
 class HookEvaluator(Protocol):
     """Where hooks are evaluated: in this process (`LocalHooks`), or in worker processes that
-    enforce each hook's timeout (`regokite.hookserving.workers.HookWorkers`, the controller's)."""
+    enforce each hook's timeout (`regokite.controllers.hook_workers.HookWorkers`, the controller's)."""
 
     @property
     def bundle(self) -> Bundle: ...

@@ -21,15 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from regokite import outline, yamldoc
-from regokite.controllers import composite, decorator, definitions, failing, sync
-from regokite.controllers import watch as watches
-from regokite.controllers.decorator import DecoratorController
+from regokite.controllers import definitions, failing, sync
+from regokite.controllers.composite import decisions as composite
+from regokite.controllers.decorator import decisions as decorator
+from regokite.controllers.decorator.decisions import DecoratorController
 from regokite.controllers.definitions import CompositeController
 from regokite.controllers.hooks import RESPONSE_FIELDS, LocalHooks, group_children, resolve_hook, run_hook, sync_request
 from regokite.controllers.schema import ResourceRule
+from regokite.controllers.watch import decisions as watches
 from regokite.engine import EngineSettings, open_engine
 from regokite.errors import RegokiteError
-from regokite.resources import ChildType
+from regokite.resources import Action, ChildType
 
 CLUSTER_SCOPED = {"namespaces", "nodes", "clusterroles", "clusterrolebindings", "persistentvolumes", "storageclasses"}
 KINDS = {
@@ -73,7 +75,7 @@ class PlanReport:
     parent: str
     children: list[dict[str, Any]]
     status: dict[str, Any] | None
-    actions: list[composite.Action]
+    actions: list[Action]
     resync_after_seconds: float | None
     finalized: bool
     finalizing: bool

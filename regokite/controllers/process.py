@@ -12,23 +12,26 @@ from typing import Any
 
 from regokite import outline
 from regokite.clusterdata.store import ReplicaStore, ResourceRef, check_replica_root
-from regokite.controllers import customize, decorator, definitions
-from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
-from regokite.engine import Capability, Engine, EngineSettings, open_engine
-from regokite.errors import RegokiteError
-from regokite.hookserving.workers import HookWorkers, usable_cpus
+from regokite.controllers import cluster_definitions, customize, definitions
+from regokite.controllers.composite.runner import CompositeRunner
+from regokite.controllers.decorator import decisions as decorator
+from regokite.controllers.decorator.runner import DecoratorRunner
+from regokite.controllers.hook_workers import HookWorkers, usable_cpus
+from regokite.controllers.hooks import RESPONSE_FIELDS, HookEvaluator, LocalHooks, ResolvedHook, resolve_hook
+from regokite.controllers.watch.runner import build_watches
+from regokite.engine import Capability, Engine, EngineSettings, builtin_errors, open_engine
+from regokite.errors import HookError, RegokiteError
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.discovery import Discovery, DiscoveryError
-from regokite.kube.leader import LeaderSettings
-from regokite.kube.manager import DEFAULT_WORKERS, Manager
-from regokite.kube.replicate import Replicator, check_access
-from regokite.kube.shards import SINGLETON, Shards, Verdict
+from regokite.ops import builtin_error_metrics
 from regokite.ops.controller_metrics import definitions_reload_errors, definitions_reloads
-from regokite.runners.composite_runner import CompositeRunner
-from regokite.runners.decorator_runner import DecoratorRunner
-from regokite.runners.watch_runner import build_watches
-from regokite.sources import cluster_definitions
+from regokite.replication.replicate import Replicator, check_access
+from regokite.runtime.leader import LeaderSettings
+from regokite.runtime.manager import DEFAULT_WORKERS, Manager
+from regokite.runtime.shards import SINGLETON, Shards, Verdict
+
+builtin_errors.listen(builtin_error_metrics.count)  # this server's /metrics counts its undefined calls
 
 log = logging.getLogger("regokite.controller")
 # definition name -> its sync, finalize and customize hooks

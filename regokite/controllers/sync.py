@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from regokite.controllers import composite
-from regokite.controllers.hooks import HookEvent, HookResponse
-from regokite.resources import ChildType
+from regokite.controllers.children import desired_status, plan_children
+from regokite.controllers.hooks import HookResponse
+from regokite.resources import Action, ChildType, HookEvent
 
 Hook = Literal["sync", "finalize"]
 
@@ -62,7 +62,7 @@ def begin(obj: Mapping[str, Any], finalizer: str, *, finalize_hook: bool, select
 class SyncPlan:
     """Everything one sync writes, in order: child actions, status, then Events and the finalizer release."""
 
-    actions: tuple[composite.Action, ...]
+    actions: tuple[Action, ...]
     status: dict[str, Any] | None  # the object's new status; None when it is already right
     events: tuple[HookEvent, ...]
     release: bool  # remove our finalizer: the finalize hook answered `finalized`
@@ -93,9 +93,9 @@ def plan(
     `desired` replaces the response's children when a rolling update holds some back;
     a composite's status gains `observedGeneration`, a decorator's is the hook's as is."""
     children = response.children if desired is None else desired
-    actions = composite.plan_children(definition, obj, types, observed, children)
+    actions = plan_children(definition, obj, types, observed, children)
     if observed_generation:
-        status = composite.desired_status(obj, response.status)
+        status = desired_status(obj, response.status)
     else:
         status = response.status if response.status is not None and response.status != obj.get("status") else None
     return SyncPlan(

@@ -19,7 +19,7 @@ from typing import Any
 
 from regokite.errors import RegokiteError
 from regokite.fields import known_fields, namespace_lists, strings
-from regokite.selectors import parse_selector
+from regokite.selectors import glob_matches, parse_selector
 
 NamespaceLookup = Callable[[str], Mapping[str, Any] | None]
 KNOWN = {"kinds", "scope", "namespaces", "excludedNamespaces", "labelSelector", "namespaceSelector", "name", "source"}
@@ -49,15 +49,6 @@ class NamespaceUnknown(RegokiteError):
         )
 
 
-def glob_matches(pattern: str, value: str) -> bool:
-    """Gatekeeper's namespace glob: exact, `prefix*` or `*suffix`."""
-    if pattern.endswith("*"):
-        return value.startswith(pattern[:-1])
-    if pattern.startswith("*"):
-        return value.endswith(pattern[1:])
-    return value == pattern
-
-
 @dataclass(frozen=True)
 class ConstraintMatch:
     kinds: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
@@ -72,8 +63,10 @@ class ConstraintMatch:
     # the Config's spec.match: namespaces each process (webhook, audit) skips before any constraint
     excluded_by_process: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    def applies_to(self, review: Any) -> bool:
-        return self.matches(review.request, skipped=self.skipped(getattr(review, "process", "webhook")))
+    def applies_to(self, review: Any, source: str = "Original") -> bool:
+        """Whether `review` (a request, or `source` Generated: a resource expanded from one) is in scope for
+        the process judging it (the Config's exclusions for `review.process`)."""
+        return self.matches(review.request, source, skipped=self.skipped(getattr(review, "process", "webhook")))
 
     def skipped(self, process: str) -> tuple[str, ...]:
         """The namespaces the Config excludes from `process` (webhook, audit)."""

@@ -4,14 +4,16 @@ Log pipelines and alerts built on Gatekeeper read these names: admission's
 `--log-denies` line (`event_type: violation`, `process: admission`, "denied
 admission: <msg>"), audit's per-violation line (`event_type:
 violation_audited`, `audit_id`), the `constraint_*` and `resource_*` fields,
-and the Events of `--emit-admission-events` (reasons `FailedAdmission`,
+the Events of `--emit-admission-events` (reasons `FailedAdmission`,
 `WarningAdmission`, `DryrunViolation`) and `--emit-audit-events`
-(`AuditViolation`), whose annotations carry the same fields.
+(`AuditViolation`), whose annotations carry the same fields, and the lines of
+`--enable-violation-export` (its ExportMsg, as Go's encoding/json writes it).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -271,6 +273,63 @@ def event(
         "lastTimestamp": stamp,
         "count": 1,
     }
+
+
+AUDIT_STARTED, AUDIT_COMPLETED = "audit is started", "audit is completed"  # the export's first and last lines
+
+
+def export_line(v: Violation, audit_id: str) -> str:
+    """A violation as Gatekeeper's audit exports it: its ExportMsg's fields in Go's order, empty ones
+    left out (`omitempty`), one line of JSON."""
+    return go_json_object(
+        {
+            "id": audit_id,
+            "details": v.details,
+            "eventType": "violation_audited",
+            "group": CONSTRAINT_GROUP,
+            "version": CONSTRAINT_VERSION,
+            "kind": v.constraint_kind,
+            "name": v.constraint_name,
+            "namespace": "",
+            "message": v.message,
+            "enforcementAction": v.action,
+            "enforcementActions": list(v.scoped_actions),
+            "constraintAnnotations": _as_map(v.constraint_annotations),
+            "resourceGroup": v.resource_group,
+            "resourceAPIVersion": v.resource_version,
+            "resourceKind": v.resource_kind,
+            "resourceNamespace": v.resource_namespace,
+            "resourceName": v.resource_name,
+            "resourceLabels": _as_map(v.resource_labels),
+        }
+    )
+
+
+def export_marker(message: str, audit_id: str) -> str:
+    """The line that opens (AUDIT_STARTED) or closes (AUDIT_COMPLETED) one audit's export."""
+    return go_json_object({"id": audit_id, "message": message})
+
+
+def go_json_object(fields: dict[str, Any]) -> str:
+    """A Go struct as encoding/json marshals it: fields in order, `omitempty` ones (None, "", empty
+    list or map; `details` only when null) left out, maps' keys sorted, <, > and & escaped."""
+    kept = {
+        k: value for k, value in fields.items() if value is not None and (k == "details" or value not in ("", [], {}))
+    }
+    return "{" + ",".join(f"{json.dumps(k)}:{_go_json(value)}" for k, value in kept.items()) + "}"
+
+
+def _go_json(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    for char, escaped in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(char, escaped)
+    return text
 
 
 def audit_id_of(started: float) -> str:

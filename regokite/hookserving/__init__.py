@@ -1,2 +1,2 @@
-"""Hooks as a service: Rego packages answered over HTTP (`server`, run by `process` for
-`regokite hooks`) and in worker processes with per-call timeouts (`workers`, used by the controller)."""
+"""Hooks as a service: Rego packages answered over HTTP (`server`, run by `process` for `regokite hooks`).
+The controller evaluates its hooks in its own worker processes (`regokite.controllers.hook_workers`)."""

@@ -13,7 +13,7 @@ from regokite.clusterdata.store import ReplicaStore, ResourceRef
 from regokite.engine import Engine, EngineSettings
 from regokite.hookserving.server import Served, create_app, loader
 from regokite.kube.client import KubeClient
-from regokite.kube.replicate import Replicator, check_access
+from regokite.replication.replicate import Replicator, check_access
 
 log = logging.getLogger("regokite.hooks")
 REPLICA_MAX_LAG = 0.5  # as the admission server: a changed object shows within this (a new one at once)

@@ -36,12 +36,16 @@ from fastapi.responses import JSONResponse, Response
 
 from regokite import input_guard, outline
 from regokite.bundle import fingerprint
-from regokite.controllers import customize, decorator
+from regokite.controllers import customize
+from regokite.controllers.decorator import decisions as decorator
 from regokite.controllers.definitions import HookTarget
-from regokite.controllers.hooks import RESPONSE_FIELDS, HookError, evaluate_hook, resolve_hook
-from regokite.engine import UNDEFINED, Engine, EngineSettings, open_engine
-from regokite.errors import RegokiteError
-from regokite.kube.replicate import Replicator
+from regokite.controllers.hooks import RESPONSE_FIELDS, evaluate_hook, resolve_hook
+from regokite.engine import UNDEFINED, Engine, EngineSettings, builtin_errors, open_engine
+from regokite.errors import HookError, RegokiteError
+from regokite.ops import builtin_error_metrics
+from regokite.replication.replicate import Replicator
+
+builtin_errors.listen(builtin_error_metrics.count)  # this server's /metrics counts its undefined calls
 
 log = logging.getLogger("regokite.hooks")
 

@@ -20,11 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from regokite.controllers.composite import Action
-from regokite.controllers.hooks import HookEvent
 from regokite.kube.client import JSON_PATCH, MERGE_PATCH, ApiError, KubeClient, resource_path
 from regokite.ops import controller_metrics as metrics
-from regokite.resources import ChildType, with_defaulted_list_keys
+from regokite.resources import Action, ChildType, HookEvent, with_defaulted_list_keys
 
 log = logging.getLogger("regokite.controller")
 FIELD_MANAGER = "regokite"

@@ -25,16 +25,13 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from regokite.kube.client import ApiError, KubeClient, WatchStream, error_reason, resource_path
 from regokite.ops import controller_metrics as metrics
 from regokite.ops.outage import Outage
 from regokite.resources import controller_ref, key_of
-
-if TYPE_CHECKING:
-    from regokite.kube.shard_cache import ShareFilter
 
 __all__ = ["ErrorEvent", "Gone", "Informer", "InformerFactory", "Key", "key_of", "staleness"]
 
@@ -43,6 +40,15 @@ log = logging.getLogger("regokite.controller")
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
 Handler = Callable[[str, Obj | None, Obj | None], None]  # (event, new, old)
+
+
+class ShareFilter(Protocol):
+    """What a cache holding only this replica's share keeps (with --shards: the shard cache's filter)."""
+
+    opened: threading.Event  # set at the first view: nothing is listed before it
+    generation: int  # counts widenings: a list made under an older one is taken again
+
+    def keeps(self, role: str, obj: Mapping[str, Any]) -> bool: ...
 
 
 class Gone(Exception):
@@ -88,7 +94,7 @@ class Informer:
         share_role: str | None = None,
     ) -> None:
         self.client = client
-        self.share_role = share_role  # kube.shard_cache: how the objects are keyed, when caching only the share
+        self.share_role = share_role  # runtime.shard_cache: how the objects are keyed, when caching only the share
         self.share: ShareFilter | None = None  # attached with --shards (before start): keep only the share
         self.page_size = page_size or None  # a list call's `limit`; 0: one unpaged list
         self.api_version = api_version
@@ -404,7 +410,7 @@ class Informer:
         if self._caught_up_at is not None and rv and rv.isdigit() and int(rv) >= self._caught_up_at:
             self.missed_since = self._caught_up_at = None
 
-    # -- a shard view change (kube.shard_cache)
+    # -- a shard view change (runtime.shard_cache)
 
     def load(self, timeout: float = 300.0) -> None:
         """After the share filter widened: the cache holds every object it now keeps. Before the first list,
@@ -495,7 +501,7 @@ def _trim(obj: Obj) -> None:
 class InformerFactory:
     """Shares one informer per (resource, namespace, selector, share role) among every controller.
 
-    In a sharded process (`sharded`), an informer asked for with a share role (kube.shard_cache) holds
+    In a sharded process (`sharded`), an informer asked for with a share role (runtime.shard_cache) holds
     only this replica's share once `use_share` attached the filter (`--shards`); one asked for without
     keeps every object, so a resource read both ways is watched twice. Otherwise roles are ignored."""
 
@@ -519,7 +525,7 @@ class InformerFactory:
         share: str | None = None,
     ) -> Informer:
         """`namespace` narrows a namespaced resource further than the factory's namespace (a Watch's);
-        `share` is the role (kube.shard_cache) by which a replica's cache may hold only its share."""
+        `share` is the role (runtime.shard_cache) by which a replica's cache may hold only its share."""
         ns = (namespace or self.namespace) if namespaced else None
         share = share if self.sharded else None
         k = (api_version, resource, ns, label_selector, field_selector, share)
@@ -564,7 +570,7 @@ class InformerFactory:
         return all(i.synced.is_set() for i in self._informers.values())
 
     def wait_synced(self, timeout: float) -> bool:
-        """Every informer listed, but those waiting for the first shard view (kube.shards loads them)."""
+        """Every informer listed, but those waiting for the first shard view (runtime.shards loads them)."""
         deadline = time.monotonic() + timeout
         waiting = [i for i in self._informers.values() if i.share is None or i.share.opened.is_set()]
         return all(inf.synced.wait(max(0.0, deadline - time.monotonic())) for inf in waiting)

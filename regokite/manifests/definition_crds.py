@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from regokite import crd
-from regokite.controllers import definitions, watch
+from regokite.controllers import definitions
+from regokite.controllers.watch import decisions as watch
 
 Obj = dict[str, Any]
 

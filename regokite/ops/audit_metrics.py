@@ -18,6 +18,11 @@ audit_write_failures = Counter(
     "Report and constraint-status writes that failed and will be retried, by target and reason.",
     ["target", "reason"],
 )
+audit_export_failures = Counter(
+    "regokite_audit_export_failures_total",
+    "Audit runs whose violation export (--enable-violation-export) failed, by error; not retried.",
+    ["reason"],
+)
 audit_pending_writes = Gauge(
     "regokite_audit_pending_writes",
     "Reports (namespaces) and constraint statuses whose current findings are not written yet.",

@@ -1,14 +1,16 @@
 """The builtin errors policies' evaluations made undefined (engine.builtin_errors), counted for /metrics.
 
-Every server's metrics module imports this, so each server process exports the counter for what its
-own evaluations met: a policy that silently stopped denying shows as a rising count.
+Every server's metrics module imports this, so each server process exports the counter; the servers
+that evaluate policies (admission app, audit run, controller process, hook workers, regokite hooks)
+register `count` with engine.builtin_errors, whose reports it counts: a policy that silently stopped
+denying shows as a rising count. Nothing here imports the engine (ops/ is below it, tests/test_layers.py).
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from typing import Protocol
 
-from regokite.engine import builtin_errors
+from prometheus_client import Counter
 
 builtin_errors_undefined = Counter(
     "regokite_policy_builtin_errors_total",
@@ -19,8 +21,13 @@ builtin_errors_undefined = Counter(
 )
 
 
-def _count(call: builtin_errors.UndefinedCall) -> None:
+class UndefinedCall(Protocol):
+    """What is counted of engine.builtin_errors.UndefinedCall."""
+
+    policy: str  # the package of the module holding the call
+    place: str  # the call's file:line:col
+
+
+def count(call: UndefinedCall) -> None:
+    """A listener of engine.builtin_errors: one more undefined call at `call`'s place."""
     builtin_errors_undefined.labels(call.policy, call.place).inc()
-
-
-builtin_errors.listen(_count)

@@ -1,3 +1,4 @@
-"""Policies and definitions read from the cluster: kube-mgmt's ConfigMaps (`configmap_policies`),
-Gatekeeper's ConstraintTemplates and Constraints (`gatekeeper_objects`), controller definitions
-(`cluster_definitions`). Each follows its objects with informers and hands on a loaded set."""
+"""Policies read from the cluster: kube-mgmt's ConfigMaps (`configmap_policies`) and Gatekeeper's
+ConstraintTemplates and Constraints (`gatekeeper_objects`). Each follows its objects with informers and
+writes a loaded set as a policy directory the servers read. (Controller definitions read from the cluster
+are `regokite.controllers.cluster_definitions`.)"""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from regokite.controllers import customize
-from regokite.controllers.hooks import ChildType, HookError
-from regokite.runners.related_resources import RelatedResources
+from regokite.controllers.hooks import ChildType
+from regokite.controllers.related_resources import RelatedResources
+from regokite.errors import HookError
 
 CM = ChildType("v1", "configmaps", "ConfigMap", namespaced=True)
 NS = ChildType("v1", "namespaces", "Namespace", namespaced=False)

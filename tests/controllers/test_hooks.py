@@ -11,7 +11,6 @@ from regokite.bundle import load_bundle
 from regokite.controllers.definitions import HookTarget
 from regokite.controllers.hooks import (
     ChildType,
-    HookError,
     LocalHooks,
     child_name_key,
     group_children,
@@ -21,6 +20,7 @@ from regokite.controllers.hooks import (
     translate_response,
 )
 from regokite.engine import open_engine
+from regokite.errors import HookError
 
 POD = ChildType("v1", "pods", "Pod", True)
 RB = ChildType("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", True)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from regokite.controllers.hooks import HookError
 from regokite.controllers.process import load_hooks
+from regokite.errors import HookError
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "policies" / "controllers" / "hello_world"
@@ -64,11 +64,11 @@ def test_definitions_from_the_server_that_cannot_run_are_refused_not_fatal() -> 
 
 
 def test_a_definition_refused_for_a_type_not_served_starts_once_it_is() -> None:
+    from regokite.controllers.cluster_definitions import ClusterDefinitions
     from regokite.controllers.process import Unserved, _now_served
     from regokite.controllers.schema import ChildResource
     from regokite.kube.discovery import Discovery, DiscoveryError
-    from regokite.sources.cluster_definitions import ClusterDefinitions
-    from tests.kube_runtime.fake import FakeKube
+    from tests.kube_api.fake import FakeKube
 
     fake = FakeKube().serve("v1", "configmaps", "ConfigMap")
     rules = [ChildResource("v1", "configmaps"), ChildResource("example.com/v1", "things")]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from regokite.controllers import sync
-from regokite.controllers.hooks import HookEvent, HookResponse
-from tests.controllers.test_composite import CM, PARENT, cm, definition, owned
+from regokite.controllers.hooks import HookResponse
+from regokite.resources import HookEvent
+from tests.controllers.test_children import CM, PARENT, cm, definition, owned
 
 F = "metacontroller.io/compositecontroller-things"
 

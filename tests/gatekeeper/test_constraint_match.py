@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from regokite.gatekeeper.match import ConstraintMatchError, NamespaceUnknown, glob_matches, parse_constraint_match
+from regokite.gatekeeper.match import ConstraintMatchError, NamespaceUnknown, parse_constraint_match
+from regokite.selectors import glob_matches
 
 POD_KINDS = {"kinds": [{"apiGroups": [""], "kinds": ["Pod"]}]}
 

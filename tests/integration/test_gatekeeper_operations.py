@@ -62,7 +62,7 @@ def test_a_config_sync_exclusion_keeps_a_namespaces_objects_out_of_replication(
 ) -> None:
     from regokite.clusterdata.store import ReplicaStore, ResourceRef
     from regokite.kube.client import KubeClient
-    from regokite.kube.replicate import Replicator
+    from regokite.replication.replicate import Replicator
 
     label = kube.unique_name("sync")
     kept, left_out = f"{label}-kept", f"{label}-out"

@@ -24,7 +24,7 @@ import pytest
 from kube import Cluster, create, get, merge_patch
 from kubernetes import client
 
-from regokite.kube.shards import object_key, owner
+from regokite.runtime.shards import object_key, owner
 from tests.controllers.fanout import CHILDREN, STATUS, controller
 from tests.controllers.process import ControllerProcess
 

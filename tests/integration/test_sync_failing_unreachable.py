@@ -20,12 +20,12 @@ from kube import create, get
 
 from regokite.controllers import failing
 from regokite.controllers.definitions import ParentResource
-from regokite.controllers.hooks import HookError
 from regokite.engine import UNDEFINED
+from regokite.errors import HookError
 from regokite.kube.client import UNANSWERED, KubeClient
-from regokite.kube.reconcile import Result
-from tests.kube_runtime.fake import ScriptedEngine
-from tests.runners.composite import configmap_runner
+from regokite.runtime.reconcile import Result
+from tests.controllers.composite.configmap_runner import configmap_runner
+from tests.kube_api.fake import ScriptedEngine
 
 ROOT = Path(__file__).resolve().parents[2]
 PARENTS = kube.helloworlds("default")

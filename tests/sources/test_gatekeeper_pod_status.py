@@ -11,7 +11,7 @@ import pytest
 from regokite.gatekeeper.crds import AUDIT_POD_ID, POD_ID
 from regokite.resources import ChildType
 from regokite.sources.gatekeeper_objects import GatekeeperSync
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 
 CONSTRAINTS = "/apis/constraints.gatekeeper.sh/v1beta1/k8srequiredlabels"
 T = ChildType("constraints.gatekeeper.sh/v1beta1", "k8srequiredlabels", "K8sRequiredLabels", False, True)

@@ -10,7 +10,7 @@ import yaml
 
 import regokite.sources.gatekeeper_objects as objects
 from regokite.sources.gatekeeper_objects import TEMPLATES, GatekeeperSync
-from tests.kube_runtime.fake import FakeKube
+from tests.kube_api.fake import FakeKube
 
 TEMPLATE = Path(__file__).parents[1] / "gatekeeper/fixtures/library/requiredlabels/template.yaml"
 

@@ -18,4 +18,5 @@ CASES = frozenset({
     "disable http.send", "external data provider crd is established", "rego v1 tests",
     "gatekeeper external data validation and mutation test", "namespace object access - Rego engine test",
     "constraint template operations test", "gatekeeper expansion test", "shutdown delay",
+    "gatekeeper export_violation test",
 })  # fmt: skip
