@@ -55,6 +55,7 @@ CASES = [
     # net.cidr_contains_matches parses CIDRs only when there is a pair to compare (regokite erred first)
     ("x := net.cidr_contains_matches(input[0], input[1])", ["", -0.5]),
     ("x := net.cidr_contains_matches(input[0], input[1])", [["x"], []]),
+    ("x := net.cidr_contains_matches(input[0], input[1])", [-1, [[1], [2]]]),
     # object.subset: two objects, sets, arrays, or an array and a set; anything else an error
     (SUBSET, [-2.25, "a"]),
     (SUBSET, [{"a": 1}, [1]]),
