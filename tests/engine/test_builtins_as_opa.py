@@ -55,6 +55,7 @@ CASES = [
     # net.cidr_contains_matches parses CIDRs only when there is a pair to compare (regokite erred first)
     ("x := net.cidr_contains_matches(input[0], input[1])", ["", -0.5]),
     ("x := net.cidr_contains_matches(input[0], input[1])", [["x"], []]),
+    ("x := net.cidr_contains_matches(input[0], input[1])", [-1, [[1], [2]]]),
     # object.subset: two objects, sets, arrays, or an array and a set; anything else an error
     (SUBSET, [-2.25, "a"]),
     (SUBSET, [{"a": 1}, [1]]),
@@ -209,6 +210,13 @@ def test_parse_duration_answers_as_opa_on_random_durations() -> None:
     assert not different
 
 
+@pytest.mark.parametrize("rule", ["x := yaml.unmarshal(input)", "x := [yaml.unmarshal(input)]"])
+def test_yaml_unmarshal_of_several_documents_stays_an_error_in_opas_default_mode(rule: str) -> None:
+    """OPA answers the first document, regorus erred (so OPA's default evaluation made it undefined): a refusal."""
+    mine, opa = opa_oracle.both(f"package p\n\n{rule}\n", "a: 1\n---\nb: 2", strict=False)
+    assert (mine, opa != "<error>") == ("<error>", True)
+
+
 @pytest.mark.parametrize("text", ["1e400", "[1, 123456789012345678901234567890]", '"\\ud800"'])
 def test_json_unmarshal_of_what_only_go_reads_stays_an_error_in_opas_default_mode(text: str) -> None:
     """OPA answers; regokite cannot hold the value: a refusal, never the undefined of a builtin error (OPA's
@@ -222,3 +230,12 @@ def test_json_unmarshal_answers_as_opa() -> None:
         for strict in (True, False):
             mine, opa = opa_oracle.both("package p\n\nx := json.unmarshal(input)\n", text, strict=strict)
             assert mine == opa, (text, strict)
+
+
+@pytest.mark.parametrize(("template", "operands"), [("%q", [1, 2]), ("%*d", [3, 1])])
+def test_sprintf_of_what_regokite_does_not_format_stays_an_error_in_opas_default_mode(
+    template: str, operands: list[Any]
+) -> None:
+    """A refusal (was a builtin error, so OPA's default evaluation made it undefined where OPA answers)."""
+    mine, opa = opa_oracle.both("package p\n\nx := sprintf(input[0], input[1])\n", [template, operands], strict=False)
+    assert (mine, opa != "<error>") == ("<error>", True)

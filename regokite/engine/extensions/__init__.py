@@ -62,6 +62,7 @@ from regokite.engine.extensions.internal import (
     TEXT,
     UNORDERED,
     YAML_PLAIN,
+    YAML_SINGLE,
 )
 from regokite.errors import engine_diagnostic
 
@@ -201,6 +202,7 @@ INTERNAL: dict[str, Internal] = {
     TEMPLATE: Internal(1, interpolation.template, "always"),
     TEXT: Internal(2, interpolation.text, "always"),
     YAML_PLAIN: Internal(1, yamlcheck.plain, "always"),
+    YAML_SINGLE: Internal(1, yamlcheck.single, "always"),
     HTTP_SEND_OFF: Internal(1, _http_send_off, "always"),
 }
 

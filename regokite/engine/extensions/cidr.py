@@ -100,8 +100,11 @@ def _first(name: str, value: Any) -> str:
 
 def cidr_contains_matches(cidrs: Any, cidrs_or_ips: Any) -> set[tuple[Any, Any]]:
     name = "net.cidr_contains_matches"
-    outer, inner = list(_keyed(name, cidrs)), list(_keyed(name, cidrs_or_ips))
-    if not outer or not inner:  # OPA parses each pair: none to compare, nothing parsed (no error)
+    outer = list(_keyed(name, cidrs))
+    if not outer:  # OPA reads the second operand for each of the first's: none, nothing read (no error)
+        return set()
+    inner = list(_keyed(name, cidrs_or_ips))
+    if not inner:  # and parses each pair's CIDRs: none to compare, nothing parsed
         return set()
     outer = [(k, _network(name, c)) for k, c in outer]
     inner = [(k, _network(name, c)) for k, c in inner]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, type_name
 
 _NAME = "sprintf"
 _VERB = re.compile(r"%(?P<flags>[-+# 0]*)(?P<width>\d+|\*)?(?:\.(?P<precision>\d*|\*))?(?P<verb>.?)", re.DOTALL)
@@ -48,7 +48,7 @@ def sprintf(template: Any, arguments: Any) -> str:
             out.append("%!(NOVERB)")
             continue
         if found["width"] == "*" or found["precision"] == "*" or verb == "[":
-            raise BuiltinError(f"{_NAME}: regokite does not format `*` widths or argument indexes")
+            raise Refusal(f"{_NAME}: regokite does not format `*` widths or argument indexes")
         if used >= len(values):
             out.append(f"%!{verb}(MISSING)")
             continue
@@ -144,7 +144,7 @@ def _integer(value: int, verb: str, flags: str, precision: int | None) -> str:
     if verb == "c" and 0 <= value <= 0x10FFFF:
         return "\ufffd" if 0xD800 <= value <= 0xDFFF else chr(value)  # Go writes a surrogate as U+FFFD
     if verb not in bases:
-        raise BuiltinError(f"{_NAME}: regokite does not format %{verb} of {value}")
+        raise Refusal(f"{_NAME}: regokite does not format %{verb} of {value}")
     digits, prefix = bases[verb]
     text = digits(abs(value))
     if precision is not None:
@@ -156,7 +156,7 @@ def _integer(value: int, verb: str, flags: str, precision: int | None) -> str:
 
 def _float(value: float, verb: str, flags: str, precision: int | None) -> str:
     if not math.isfinite(value) or "#" in flags or verb in "bxX":
-        raise BuiltinError(f"{_NAME}: regokite does not format %{verb} of {value!r} with these flags")
+        raise Refusal(f"{_NAME}: regokite does not format %{verb} of {value!r} with these flags")
     negative = math.copysign(1.0, value) < 0
     magnitude = abs(value)
     if verb in "vgG" and precision is not None:
@@ -223,10 +223,10 @@ def _string(value: str, verb: str, flags: str, precision: int | None) -> str:
         return value
     if verb == "q":
         if "#" in flags or "+" in flags:
-            raise BuiltinError(f"{_NAME}: regokite does not format %q with flags {flags!r}")
+            raise Refusal(f"{_NAME}: regokite does not format %q with flags {flags!r}")
         return go_quote(value)
     if " " in flags or "#" in flags:
-        raise BuiltinError(f"{_NAME}: regokite does not format %{verb} with flags {flags!r}")
+        raise Refusal(f"{_NAME}: regokite does not format %{verb} with flags {flags!r}")
     text = data.hex()
     return text.upper() if verb == "X" else text
 
@@ -246,7 +246,7 @@ def go_quote(text: str) -> str:
         elif char.isprintable() and not char.isspace():
             out.append(char)
         else:
-            raise BuiltinError(f"{_NAME}: regokite does not quote {char!r} as Go would")
+            raise Refusal(f"{_NAME}: regokite does not quote {char!r} as Go would")
     return "".join(out) + '"'
 
 
@@ -283,7 +283,7 @@ def _order(value: Any) -> tuple[int, Any]:
         return (2, value)
     if isinstance(value, str):
         return (3, value)
-    raise BuiltinError(f"{_NAME}: regokite does not order composite keys as OPA")
+    raise Refusal(f"{_NAME}: regokite does not order composite keys as OPA")
 
 
 def converted_sprintf(template: Any, arguments: Any, is_array: Any) -> str:

@@ -11,6 +11,7 @@ SPRINTF = "__regokite_sprintf"  # sprintf as Go's fmt (rewrite.sprintf)
 STRLEN = "__regokite_strlen"  # a string's length in characters: count of a string (rewrite.routes)
 UNORDERED = "__regokite_unordered"  # sort, min, max and < where regorus would order otherwise (rewrite.routes)
 YAML_PLAIN = "__regokite_yaml_plain"  # whether regorus writes a value as YAML as OPA does (rewrite.routes)
+YAML_SINGLE = "__regokite_yaml_single"  # whether regorus reads a YAML text as OPA: one document (rewrite.routes)
 HTTP_SEND_OFF = "__regokite_http_send_off"  # http.send whose tests replace it, hosts not allowed (rewrite.routes)
 FAIL = "__regokite_builtin_error"  # a builtin's error where regorus is undefined and OPA errs (rewrite.routes)
 TEMPLATE = (

@@ -42,6 +42,20 @@ def is_valid(value: Any) -> bool:
     return True
 
 
+def single(value: Any) -> bool:
+    """True unless `value` is YAML of several documents, where OPA's yaml.unmarshal answers the first and
+    regorus errs: then a refusal, which stays an error under OPA's default evaluation (no undefined)."""
+    if not isinstance(value, str) or ("---" not in value and "..." not in value):
+        return True
+    try:
+        documents = sum(1 for _ in yaml.safe_load_all(value))
+    except yaml.YAMLError:
+        return True  # regorus's error is OPA's
+    if documents > 1:
+        raise Refusal("yaml.unmarshal: YAML of several documents (OPA answers the first): use --engine opa")
+    return True
+
+
 def plain(value: Any) -> bool:
     """True when regorus writes `value` as YAML as OPA does; else the error saying why not."""
     if isinstance(value, dict):

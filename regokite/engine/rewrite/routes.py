@@ -27,6 +27,7 @@ from regokite.engine.extensions.internal import (
     STRLEN,
     UNORDERED,
     YAML_PLAIN,
+    YAML_SINGLE,
 )
 from regokite.engine.rewrite import helpers
 from regokite.engine.rewrite.base import Changes, Pass, Target
@@ -64,6 +65,7 @@ ROUTED = {
     "json.patch": 2,
     "object.subset": 2,
     "base64.is_valid": 1,
+    "yaml.unmarshal": 1,
     "net.cidr_is_valid": 1,
 }
 # false for a non-string, as OPA's (regorus errs): regorus's answer for a string
@@ -191,6 +193,9 @@ def _wrapper(builtin: str, arity: int, v0: bool, name: str) -> str:
         return helpers.rego(
             "checked_call", v0, name=name, operands=operands, value="yaml.marshal(a0)", check=f"{YAML_PLAIN}(a0)"
         )
+    if builtin == "yaml.unmarshal" and arity == 1:
+        check = f"{YAML_SINGLE}(a0)"
+        return helpers.rego("checked_call", v0, name=name, operands=operands, value="yaml.unmarshal(a0)", check=check)
     if builtin.startswith("json.marshal"):
         # an object key that is no string is written as its JSON text, ordered as Go orders a map[string] (regorus
         # ordered keys as values: 9 before 10): the value goes through its own JSON, where each key is that text

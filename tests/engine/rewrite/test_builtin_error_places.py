@@ -42,6 +42,7 @@ OPA_ERRS: dict[str, tuple[str, Any]] = {
     "regex.split": ('regex.split(input.a, "x")', {"a": "["}),
     "json.patch": ("json.patch(input.a, input.b)", {"a": {"k": 1}, "b": [{"op": "remove", "path": "/j"}]}),
     "object.subset": ("object.subset(input.a, input.b)", {"a": 1, "b": "x"}),
+    "yaml.unmarshal": ("yaml.unmarshal(input.a)", {"a": "a: b: c"}),
 }
 # builtins OPA never fails, whose calls the embedded engine refuses where it cannot answer as OPA
 REFUSED: dict[str, tuple[str, Any]] = {
