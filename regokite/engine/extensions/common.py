@@ -67,6 +67,17 @@ def object_operand(name: str, value: Any, position: int) -> dict[Any, Any]:
     return value
 
 
+def json_object(text: str, failure: str) -> dict[str, Any]:
+    """`text` parsed as a JSON object, else a BuiltinError `failure: why` (a JWS header, a JWK set)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise BuiltinError(f"{failure}: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise BuiltinError(f"{failure}: not an object")
+    return parsed
+
+
 def base64url_decode(text: str) -> bytes:
     """OPA's base64url.decode: padding optional."""
     padded = text + "=" * (-len(text) % 4)

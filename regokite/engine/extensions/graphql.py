@@ -375,19 +375,12 @@ def _root_fields(selections: Any, query: Any) -> set[str]:
 # --- operands ---
 
 
-def _query_operand(name: str, value: Any, position: int) -> Any:
+def _document_operand(name: str, value: Any, position: int, *, schema: bool) -> Any:
+    """A query or schema operand: GraphQL text, or an AST object (printed back to text first)."""
     if isinstance(value, str):
-        return _parse(value, schema=False)
+        return _parse(value, schema=schema)
     if isinstance(value, dict):
-        return _parse(_readable(_query_text, value), schema=False)
-    raise BuiltinError(f"{name}: operand {position} must be one of {{object, string}} but got {type_name(value)}")
-
-
-def _schema_operand(name: str, value: Any, position: int) -> Any:
-    if isinstance(value, str):
-        return _parse(value, schema=True)
-    if isinstance(value, dict):
-        return _parse(_readable(_sdl, value), schema=True)
+        return _parse(_readable(_sdl if schema else _query_text, value), schema=schema)
     raise BuiltinError(f"{name}: operand {position} must be one of {{object, string}} but got {type_name(value)}")
 
 
@@ -568,27 +561,28 @@ def _failed(name: str, exc: _Invalid) -> BuiltinError:
     return BuiltinError(f"{name}: {exc} in GraphQL string")
 
 
-def parse_query(query: Any) -> dict[str, Any]:
-    if not isinstance(query, str):
-        raise BuiltinError(f"graphql.parse_query: operand 1 must be string but got {type_name(query)}")
+def _parsed_document(name: str, text: Any, *, schema: bool) -> dict[str, Any]:
+    """graphql.parse_query and graphql.parse_schema: one operand check and error form, two document kinds."""
+    if not isinstance(text, str):
+        raise BuiltinError(f"{name}: operand 1 must be string but got {type_name(text)}")
+    document = _schema_document if schema else _query_document
     try:
-        return _pruned(_query_document(_parse(query, schema=False)))
+        return _pruned(document(_parse(text, schema=schema)))
     except _Invalid as exc:
-        raise _failed("graphql.parse_query", exc) from None
+        raise _failed(name, exc) from None
+
+
+def parse_query(query: Any) -> dict[str, Any]:
+    return _parsed_document("graphql.parse_query", query, schema=False)
 
 
 def parse_schema(schema: Any) -> dict[str, Any]:
-    if not isinstance(schema, str):
-        raise BuiltinError(f"graphql.parse_schema: operand 1 must be string but got {type_name(schema)}")
-    try:
-        return _pruned(_schema_document(_parse(schema, schema=True)))
-    except _Invalid as exc:
-        raise _failed("graphql.parse_schema", exc) from None
+    return _parsed_document("graphql.parse_schema", schema, schema=True)
 
 
 def _verified(name: str, query: Any, schema: Any) -> list[Any]:
-    query_document = _query_operand(name, query, 1)
-    schema_document = _schema_operand(name, schema, 2)
+    query_document = _document_operand(name, query, 1, schema=False)
+    schema_document = _document_operand(name, schema, 2, schema=True)
     _validate(_schema(schema_document), query_document)
     return [_pruned(_query_document(query_document)), _pruned(_schema_document(schema_document))]
 
@@ -621,7 +615,7 @@ def is_valid(query: Any, schema: Any) -> bool:
 
 def schema_is_valid(schema: Any) -> bool:
     try:
-        _schema(_schema_operand("graphql.schema_is_valid", schema, 1))
+        _schema(_document_operand("graphql.schema_is_valid", schema, 1, schema=True))
     except (_Invalid, BuiltinError) as exc:
         if isinstance(exc, Refusal):
             raise

@@ -21,7 +21,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed, encode_dss_signature
 
-from regokite.engine.extensions.common import BuiltinError, base64url_decode, object_operand, string_operand
+from regokite.engine.extensions.common import (
+    BuiltinError,
+    base64url_decode,
+    json_object,
+    object_operand,
+    string_operand,
+)
 
 _HASHES: dict[str, type[hashes.HashAlgorithm]] = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
 _ALGORITHMS = {f"{family}{bits}" for family in ("RS", "PS", "ES", "HS") for bits in _HASHES} | {"EdDSA"}
@@ -156,12 +162,7 @@ def verification_keys(text: str) -> list[Key]:
                 what = "certificate" if kind == "CERTIFICATE" else "public key"
                 raise BuiltinError(f"failed to parse a PEM {what}: {exc}") from None
             raise BuiltinError("failed to extract a Key from the PEM certificate")
-    try:
-        parsed = json.loads(text)
-    except ValueError as exc:
-        raise BuiltinError(f"failed to parse a JWK key (set): {exc}") from None
-    if not isinstance(parsed, dict):
-        raise BuiltinError("failed to parse a JWK key (set): not an object")
+    parsed = json_object(text, "failed to parse a JWK key (set)")
     jwks = parsed.get("keys") if "keys" in parsed else [parsed]
     if not isinstance(jwks, list):
         raise BuiltinError("failed to parse a JWK key (set): keys is not an array")

@@ -20,7 +20,14 @@ from typing import Any
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa, utils
 
-from regokite.engine.extensions.common import BuiltinError, base64url_decode, go_json, object_operand, string_operand
+from regokite.engine.extensions.common import (
+    BuiltinError,
+    base64url_decode,
+    go_json,
+    json_object,
+    object_operand,
+    string_operand,
+)
 
 _BITS = {
     "256": (hashes.SHA256, hashlib.sha256),
@@ -44,12 +51,7 @@ def encode_sign(header: Any, payload: Any, key: Any) -> str:
 
 def _signed(header: str, payload: str, jwk_text: str) -> str:
     jwk = _first_jwk(jwk_text)
-    try:
-        fields = json.loads(header)
-    except ValueError as exc:
-        raise BuiltinError(f"invalid JWS header: {exc}") from None
-    if not isinstance(fields, dict):
-        raise BuiltinError("invalid JWS header: not an object")
+    fields = json_object(header, "invalid JWS header")
     alg = fields.get("alg")
     if not isinstance(alg, str) or alg not in _SIGNERS:
         raise BuiltinError("unknown signature algorithm")
