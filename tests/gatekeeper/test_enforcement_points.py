@@ -28,6 +28,7 @@ from regokite.gatekeeper.verify import counts, format_results, run_suite
 from regokite.gatekeeper.violations import AuditedConstraint, audit_violations
 from tests.admission.reviews import review
 from tests.gatekeeper.suites import write_suite
+from tests.gatekeeper.template_text import template_yaml
 from tests.gatekeeper.upstream import upstream_dir
 
 CONFIGMAPS = ResourceRef("", "v1", "configmaps", True)
@@ -302,25 +303,17 @@ def test_check_judges_at_another_point_when_asked(tmp_path: Path) -> None:
     assert check() == 1  # gator reads no Config
 
 
-NEVER_VALIDATE = """
-kind: ConstraintTemplate
-apiVersion: templates.gatekeeper.sh/v1beta1
-metadata:
-  name: nevervalidate
-spec:
-  crd:
-    spec:
-      names:
-        kind: NeverValidate
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      rego: |
-        package k8snevervalidate
-        violation[{"msg": msg}] {
-          true
-          msg := "never validate"
-        }
-"""
+NEVER_VALIDATE = template_yaml(
+    "NeverValidate",
+    """\
+package k8snevervalidate
+violation[{"msg": msg}] {
+  true
+  msg := "never validate"
+}
+""",
+    "templates.gatekeeper.sh/v1beta1",
+)
 
 
 def test_gators_runner_table_namespace_selector(tmp_path: Path) -> None:

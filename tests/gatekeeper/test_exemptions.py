@@ -14,27 +14,23 @@ from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
 from regokite.gatekeeper.exempt import IGNORE_LABEL, Exemptions
 from tests.admission.reviews import review
+from tests.gatekeeper.template_text import template_yaml
 
-PROTECTED = """\
-apiVersion: templates.gatekeeper.sh/v1beta1
-kind: ConstraintTemplate
-metadata:
-  name: k8sprotected
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sProtected
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      rego: |
-        package k8sprotected
+PROTECTED = (
+    template_yaml(
+        "K8sProtected",
+        """\
+package k8sprotected
 
-        violation[{"msg": msg}] {
-          input.review.object.metadata.labels.protected == "true"
-          input.review.operation == "DELETE"
-          msg := sprintf("%v is protected", [input.review.object.metadata.name])
-        }
+violation[{"msg": msg}] {
+  input.review.object.metadata.labels.protected == "true"
+  input.review.operation == "DELETE"
+  msg := sprintf("%v is protected", [input.review.object.metadata.name])
+}
+""",
+        "templates.gatekeeper.sh/v1beta1",
+    )
+    + """\
 ---
 apiVersion: constraints.gatekeeper.sh/v1beta1
 kind: K8sProtected
@@ -49,6 +45,7 @@ spec:
       matchLabels:
         protected: "true"
 """
+)
 
 
 def namespace(name: str, **labels: str) -> dict:

@@ -20,6 +20,7 @@ from regokite.admission.policies import load_policy_set
 from regokite.check import Manifest, check
 from regokite.gatekeeper.compile import template_modules
 from regokite.gatekeeper.constraints import read_sources
+from tests.gatekeeper.template_text import template_yaml
 from tests.gatekeeper.upstream import gatekeeper_library
 
 # each needs a rewrite: count / to_number / units (routed builtins), arithmetic, `not`
@@ -99,33 +100,28 @@ def test_each_module_has_an_identity_of_its_own_whatever_file_holds_it(tmp_path:
     assert not any("templates.yaml" in p for p in paths)
 
 
-BOOM = """\
-apiVersion: templates.gatekeeper.sh/v1
-kind: ConstraintTemplate
-metadata:
-  name: k8sboom
-spec:
-  crd:
-    spec:
-      names:
-        kind: K8sBoom
-  targets:
-    - target: admission.k8s.gatekeeper.sh
-      rego: |
-        package k8sboom
+BOOM = (
+    template_yaml(
+        "K8sBoom",
+        """\
+package k8sboom
 
-        violation[{"msg": msg}] {
-          msg := sprintf("n %v", [n])
-        }
+violation[{"msg": msg}] {
+  msg := sprintf("n %v", [n])
+}
 
-        n = input.review.object.metadata.name
-        n = "other"
+n = input.review.object.metadata.name
+n = "other"
+""",
+    )
+    + """\
 ---
 apiVersion: constraints.gatekeeper.sh/v1beta1
 kind: K8sBoom
 metadata:
   name: boom
 """
+)
 
 
 def test_an_evaluation_error_names_the_place_in_the_template_file(tmp_path: Path) -> None:
