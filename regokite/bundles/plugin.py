@@ -166,7 +166,7 @@ class BundlePlugin:
         status.last_request = time.time()
         metrics.last_request.labels(name).set(status.last_request)
         try:
-            reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, True))
+            reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, False))
         except DownloadError as exc:
             self._failed(name, exc, exc.code)
             return next_delay(source, failures + 1, False)
