@@ -53,6 +53,8 @@ DOWNLOADER = -2  # and for the bundle downloader
 
 def serve(settings: AdmissionSettings) -> int:
     """Load once to fail fast, bind, then fork the workers and watch over them."""
+    if not settings.bundles.downloaded:
+        return _serve(settings, None)
     store = Path(tempfile.mkdtemp(prefix="regokite-bundles-"))
     try:
         settings, plugin = _activate_bundles(settings, store)
@@ -61,11 +63,9 @@ def serve(settings: AdmissionSettings) -> int:
         shutil.rmtree(store, ignore_errors=True)
 
 
-def _activate_bundles(settings: AdmissionSettings, store: Path) -> tuple[AdmissionSettings, BundlePlugin | None]:
+def _activate_bundles(settings: AdmissionSettings, store: Path) -> tuple[AdmissionSettings, BundlePlugin]:
     """The downloaded bundles active before anything is served (from disk when persisted, else from their
     service, waiting for it): nothing decides on policies not loaded yet."""
-    if not settings.bundles.downloaded:
-        return settings, None
     settings = replace(settings, bundles=replace(settings.bundles, store=str(store)))
     plugin = BundlePlugin(
         settings.bundles.config, store, partial(_check_bundles, settings), v0_compatible=settings.engine.v0_compatible
@@ -78,11 +78,11 @@ def _activate_bundles(settings: AdmissionSettings, store: Path) -> tuple[Admissi
 
 
 def _check_bundles(settings: AdmissionSettings, bundles: list[LoadedBundle]) -> None:
-    """What a worker would build from these bundles, built and dropped: a bundle that does not load is refused
-    before it is activated."""
+    """What a worker would build from these bundles, built (by the embedded engine: a sidecar OPA would take
+    them as its policies) and dropped: a bundle that does not load is refused before it is activated."""
     base = settings.engine.load(settings.policies) if settings.policies else None
     snapshot = Snapshot(time.monotonic(), (), combine(bundles, base), read_sources(settings.policies))
-    settings.build(snapshot).close()
+    replace(settings, engine=settings.engine.checking()).build(snapshot).close()
 
 
 def _serve(settings: AdmissionSettings, plugin: BundlePlugin | None) -> int:

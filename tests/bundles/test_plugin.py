@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from regokite.bundles.archive import LoadedBundle, combine
-from regokite.bundles.config import BundleSource, ClientTls, OpaConfig, parse_config
+from regokite.bundles.config import BundleSource, ClientTls, OpaConfig, Polling, parse_config
 from regokite.bundles.plugin import BundlePlugin, read_status, read_store
 from regokite.engine import UNDEFINED
 from regokite.engine.embedded import EmbeddedEngine
@@ -176,7 +176,7 @@ def test_bearer_token_and_client_certificate(tmp_path: Path) -> None:
             replace(doc, services={"acme": replace(with_cert, bearer_token="x")}), tmp_path / "s2", loads
         )
         no_token.poll("authz")
-        assert "server replied with not authorized" in no_token.status["authz"].message
+        assert "server replied with Unauthorized" in no_token.status["authz"].message
         no_cert = BundlePlugin(doc, tmp_path / "s3", loads)
         no_cert.poll("authz")
         assert no_cert.status["authz"].code == "bundle_error" and not no_cert.ready()
@@ -210,3 +210,58 @@ def test_two_bundles_with_overlapping_roots_are_not_both_active(tmp_path: Path) 
 
 def test_no_decision_before_the_bundles_are_in() -> None:
     assert EmbeddedEngine(combine([])).evaluate("data.authz.allow", {"user": "alice"}) is UNDEFINED
+
+
+def test_delays_are_opas() -> None:
+    """A draw between min and max after a success, none while the server long-polls, OPA's backoff from 100 ms
+    after failures, never past max."""
+    import random
+
+    from regokite.bundles.download import next_delay
+
+    source = BundleSource("b", "s", "r", Polling(10, 20, 30))
+    rng = random.Random(1)
+    draws = [next_delay(source, 0, False, rng) for _ in range(200)]
+    assert all(10 <= d <= 20 for d in draws) and max(draws) - min(draws) > 5
+    assert next_delay(source, 0, True, rng) == 0.0
+    assert 0.08 <= next_delay(source, 1, False, rng) <= 0.12
+    assert next_delay(source, 50, False, rng) <= 20
+
+
+def test_bundles_pulled_from_an_oci_registry_with_its_token_flow(tmp_path: Path) -> None:
+    """OPA's OCI downloader: the manifest's tar+gzip layer is the bundle, its digest the ETag (an unchanged
+    digest is not pulled again), Docker's token flow asked with the service's credentials."""
+    with BundleService(tmp_path / "svc", token="s3cret", registry_token="registry-token") as service:
+        service.push("org/authz", "1.0", authz("r1", ["alice"]))
+        doc = config(service, signing={"keyid": "global"})
+        registry = replace(doc.services["acme"], type="oci")
+        source = replace(doc.bundles["authz"], resource="127.0.0.1/org/authz:1.0")
+        plugin = BundlePlugin(
+            replace(doc, services={"acme": registry}, bundles={"authz": source}), tmp_path / "s", loads
+        )
+        plugin.activate_all(timeout=10)
+        assert allowed(plugin.store, "alice") and plugin.status["authz"].active_revision == "r1"
+        blobs = sum(1 for path, code in service.codes if "/blobs/" in path and code == 200)
+        plugin.poll("authz")  # the same digest: the blob is not pulled again
+        assert sum(1 for path, code in service.codes if "/blobs/" in path and code == 200) == blobs
+        service.push("org/authz", "1.0", authz("r2", ["bob"]))
+        plugin.poll("authz")
+        assert allowed(plugin.store, "bob") and plugin.status["authz"].active_revision == "r2"
+        service.push("org/authz", "1.0", authz("r3", ["mallory"], key=make_key("ES256")))
+        plugin.poll("authz")
+        assert "failed to verify" in plugin.status["authz"].message and allowed(plugin.store, "bob")
+
+
+@pytest.mark.parametrize(
+    ("resource", "parsed"),
+    [
+        ("ghcr.io/org/policy:1.0", ("org/policy", "1.0")),
+        ("localhost:5000/policy", ("policy", "latest")),
+        ("org/policy@sha256:abc", ("org/policy", "sha256:abc")),
+        ("org/policy", ("org/policy", "latest")),
+    ],
+)
+def test_image_references(resource: str, parsed: tuple[str, str]) -> None:
+    from regokite.bundles.oci import parse_reference
+
+    assert parse_reference(resource) == parsed
