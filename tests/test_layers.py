@@ -92,6 +92,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "regokite.yamldoc",
             "regokite.input_guard",
             "regokite.bundle",
+            "regokite.bundles",
             "regokite.ops",
             "regokite.clusterdata",
         ),
