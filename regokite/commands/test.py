@@ -63,13 +63,13 @@ def run(args: argparse.Namespace) -> int:
     from regokite.engine.coverage import CoverageLog, threshold_error
     from regokite.errors import PolicyLoadError
 
+    if args.coverage and args.bench:  # as opa test
+        print("coverage reporting is not supported when benchmarking tests", file=sys.stderr)
+        return 1
+    coverage = CoverageLog() if args.coverage else None
     quiet = args.log_level.lower() != "debug"  # as opa test, which prints no builtin error it made undefined
     level = builtin_errors.log.level
     builtin_errors.log.setLevel(logging.ERROR if quiet else level)
-    coverage = CoverageLog() if args.coverage else None
-    if coverage is not None and args.bench:  # as opa test
-        print("coverage reporting is not supported when benchmarking tests", file=sys.stderr)
-        return 1
     try:
         results = testing.run_tests(
             args.paths,
