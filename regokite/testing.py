@@ -27,7 +27,7 @@ from regokite.benchmark import BenchResult
 from regokite.bundle import Bundle, Module
 from regokite.engine import Engine, EngineSettings, open_engine
 from regokite.engine.coverage import CoverageLog
-from regokite.engine.embedded import EmbeddedEngine, print_log
+from regokite.engine.embedded import print_log
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 from regokite.gatekeeper.constraints import read_sources
 from regokite.gatekeeper.expansion import generated_modules
@@ -110,13 +110,9 @@ def run_tests(
     bundle, cases = discover(with_gatekeeper_rego(loaded, paths))
     if coverage is not None:
         coverage.track(loaded.modules)  # the report is over the files as written, not the generated ones
-        if settings.kind != "embedded" or engine_for is not None:
-            raise PolicyLoadError("--coverage needs the embedded engine (a sidecar OPA reports no coverage here)")
-        opened: Engine = EmbeddedEngine(
-            bundle, settings.extensions, strict_builtin_errors=settings.strict_builtin_errors, coverage=coverage
-        )
-    else:
-        opened = open_engine(bundle, settings) if engine_for is None else engine_for(bundle)
+        if engine_for is not None:
+            raise ValueError("coverage is gathered by the engine open_engine builds, not by engine_for's")
+    opened = open_engine(bundle, settings, coverage=coverage) if engine_for is None else engine_for(bundle)
     results: list[TestResult] = []
     with _printed() as printed:
         for case in cases:

@@ -286,5 +286,5 @@ def test_threshold_100_fails_on_an_uncovered_line(tmp_path):
 
 def test_coverage_needs_the_embedded_engine(tmp_path):
     (tmp_path / "p_test.rego").write_text("package p\n\ntest_a if true\n")
-    with pytest.raises(PolicyLoadError, match="--coverage needs the embedded engine"):
+    with pytest.raises(PolicyLoadError, match="the opa engine reports no coverage: use the embedded engine"):
         testing.run_tests([str(tmp_path)], engine=EngineSettings(kind="opa"), coverage=CoverageLog())
