@@ -34,6 +34,7 @@ from regokite import __version__
 from regokite.bundles.archive import LoadedBundle, combine, read_archive
 from regokite.bundles.config import BundleSource, OpaConfig
 from regokite.bundles.download import DownloadError, Reply, fetch, next_delay, tls_context
+from regokite.bundles.oci import fetch_oci
 from regokite.errors import RegokiteError, release_frames
 from regokite.ops import bundle_metrics as metrics
 
@@ -166,7 +167,10 @@ class BundlePlugin:
         status.last_request = time.time()
         metrics.last_request.labels(name).set(status.last_request)
         try:
-            reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, False))
+            if service.type == "oci":
+                reply = fetch_oci(service, source, self._etags.get(name))
+            else:
+                reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, False))
         except DownloadError as exc:
             self._failed(name, exc, exc.code)
             return next_delay(source, failures + 1, False)

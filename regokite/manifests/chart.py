@@ -5,7 +5,7 @@ and definitions can tell (each policy's webhook, least-privilege RBAC, the polic
 `regokite manifests <role> ... --helm-values`, built here from the generator's own objects, so the
 chart never recomputes it. tests/charts compares both renderings object by object.
 
-    python -m regokite.manifests.chart [CHART_DIR]   # crds/ and ci/<role>-values.yaml (default charts/regokite)
+    python -m regokite.manifests.chart [CHART_DIR]   # crds/, ci/<role>-values.yaml, docs/helm.md's values table
 """
 
 from __future__ import annotations
@@ -205,7 +205,54 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         print(path)
+    doc = ROOT / "docs" / "helm.md"
+    doc.write_text(with_values_table(doc.read_text(encoding="utf-8"), target), encoding="utf-8")
+    print(doc)
     return 0
+
+
+# ---------------------------------------------------------------------------- values table
+
+TABLE_BEGIN = "<!-- values table: python -m regokite.manifests.chart writes it -->"
+TABLE_END = "<!-- end of the values table -->"
+
+
+def values_table(chart_dir: Path) -> str:
+    """docs/helm.md's table: every value the schema allows, its type and its default in values.yaml."""
+    import json
+
+    from regokite import yamldoc
+
+    schema = json.loads((chart_dir / "values.schema.json").read_text(encoding="utf-8"))
+    [defaults] = yamldoc.load_all((chart_dir / "values.yaml").read_text(encoding="utf-8"))
+    rows = ["| value | type | default |", "|---|---|---|"]
+
+    def walk(props: Obj, values: Any, prefix: str) -> None:
+        for key, spec in props.items():
+            default = values.get(key) if isinstance(values, dict) else None
+            if key == "global":
+                continue
+            nested = spec.get("properties")
+            leaf = key.endswith(("Selector", "esources")) or key == "podSecurityContext"
+            if nested and isinstance(default, dict) and not leaf:
+                walk(nested, default, f"{prefix}{key}.")
+                continue
+            enum = ", ".join(json.dumps(v) for v in spec.get("enum", ()))
+            kind = spec.get("type") or (f"one of {enum}" if enum else "object")
+            shown = json.dumps(default, separators=(",", ":"))
+            shown = shown if len(shown) <= 80 else "(see values.yaml)"
+            kind = "/".join(kind) if isinstance(kind, list) else kind
+            rows.append(f"| `{prefix}{key}` | {kind} | `{shown}` |")
+
+    walk(schema["properties"], defaults, "")
+    return "\n".join([TABLE_BEGIN, *rows, TABLE_END])
+
+
+def with_values_table(doc: str, chart_dir: Path) -> str:
+    """`doc` with its values table replaced by the current one."""
+    head, _, rest = doc.partition(TABLE_BEGIN)
+    _, _, tail = rest.partition(TABLE_END)
+    return head + values_table(chart_dir) + tail
 
 
 if __name__ == "__main__":

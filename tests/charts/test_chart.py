@@ -153,3 +153,8 @@ def test_the_layers_of_knobs_apply_in_the_same_order_in_both(tmp_path: Path) -> 
     assert (knobbed["timeoutSeconds"], knobbed["failurePolicy"]) == (9, "Ignore")
     assert knobbed["objectSelector"]["matchLabels"] == {"app": "global", "tier": "x"}  # a later layer wins a key
     assert [c["name"] for c in knobbed["matchConditions"]] == ["global", "own", "values"]
+
+
+def test_the_docs_values_table_is_current() -> None:
+    doc = (CHART.parents[1] / "docs" / "helm.md").read_text(encoding="utf-8")
+    assert chart.values_table(CHART) in doc, "run `python -m regokite.manifests.chart`"
