@@ -24,11 +24,10 @@ import re
 import ssl
 import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 from regokite.bundles.config import BundleSource, Service
-from regokite.bundles.download import DownloadError, Reply, tls_context
+from regokite.bundles.download import DownloadError, Reply, open_url
 
 BUNDLE_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 MANIFESTS = ", ".join(
@@ -83,8 +82,7 @@ class _Registry:
 
     def __init__(self, service: Service, name: str) -> None:
         self.service, self.name = service, name
-        self.authorization = service.authorization()
-        self.context = tls_context(service) if service.url.startswith("https://") else None
+        self.authorization: str | None = None  # a registry token, once its realm gave one
 
     def json(self, path: str, accept: str) -> Any:
         body = self.get(path, accept, 4 * 2**20)
@@ -107,21 +105,14 @@ class _Registry:
             raise self._error(path, exc) from None
 
     def _get(self, path: str, accept: str, limit: int) -> bytes:
-        headers = {**self.service.headers, "Accept": accept}
-        if self.authorization:
-            headers["Authorization"] = self.authorization
-        request = urllib.request.Request(self.service.url + path, headers=headers)
+        url = self.service.url + path
         try:
-            with urllib.request.urlopen(
-                request, timeout=self.service.response_header_timeout_seconds, context=self.context
-            ) as response:
+            with open_url(self.service, url, {"Accept": accept}, authorization=self.authorization) as response:
                 body = response.read(limit + 1)
         except urllib.error.HTTPError:
-            raise
+            raise  # the caller reads its challenge
         except (urllib.error.URLError, OSError, ssl.SSLError) as exc:
-            raise DownloadError(
-                f"bundle {self.name}: {self.service.url}{path}: {getattr(exc, 'reason', exc)}"
-            ) from None
+            raise DownloadError(f"bundle {self.name}: {url}: {getattr(exc, 'reason', exc)}") from None
         if len(body) > limit:
             raise DownloadError(f"bundle {self.name}: {path}: larger than {limit} bytes")
         return body
@@ -133,14 +124,8 @@ class _Registry:
         if not realm.startswith(("http://", "https://")):
             raise DownloadError(f"bundle {self.name}: the registry's challenge has no realm: {challenge}")
         url = realm + "?" + urllib.parse.urlencode(fields)
-        headers = {"Authorization": self.service.authorization() or ""} if self.service.authorization() else {}
-        context = tls_context(self.service) if url.startswith("https://") else None
         try:
-            with urllib.request.urlopen(
-                urllib.request.Request(url, headers=headers),
-                timeout=self.service.response_header_timeout_seconds,
-                context=context,
-            ) as response:
+            with open_url(self.service, url) as response:
                 answer = json.loads(response.read(2**20))
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise DownloadError(f"bundle {self.name}: token from {realm}: {getattr(exc, 'reason', exc)}") from None

@@ -22,7 +22,6 @@ import os
 import threading
 import time
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from typing import Any
 from regokite import __version__
 from regokite.bundles.archive import LoadedBundle, combine, read_archive
 from regokite.bundles.config import BundleSource, OpaConfig
-from regokite.bundles.download import DownloadError, Reply, fetch, next_delay, tls_context
+from regokite.bundles.download import DownloadError, Reply, fetch, next_delay, open_url
 from regokite.bundles.oci import fetch_oci
 from regokite.errors import RegokiteError, release_frames
 from regokite.ops import bundle_metrics as metrics
@@ -276,14 +275,8 @@ class BundlePlugin:
     def _post_status(self, service_name: str, partition: str | None, document: dict[str, Any]) -> None:
         service = self.config.service(service_name)
         url = f"{service.url}/status" + (f"/{partition}" if partition else "")
-        headers = {**service.headers, "Content-Type": "application/json"}
-        authorization = service.authorization()
-        if authorization:
-            headers["Authorization"] = authorization
-        request = urllib.request.Request(url, json.dumps(document).encode(), headers, method="POST")
-        context = tls_context(service) if url.startswith("https://") else None
         try:
-            with urllib.request.urlopen(request, timeout=service.response_header_timeout_seconds, context=context):
+            with open_url(service, url, {"Content-Type": "application/json"}, data=json.dumps(document).encode()):
                 pass
         except (OSError, ValueError) as exc:
             log.warning("status update not delivered", extra={"url": url, "error": str(exc)})
