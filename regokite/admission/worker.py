@@ -65,6 +65,7 @@ def run_worker(
         replica=replica,
         exemptions=settings.exemptions,
         on_decision=_violation_reporter(settings),
+        source_checks=settings.source_checks,
         files_read_at=start.read_on_the_wall_clock(),  # a worker started from the last good files: when read
         bundle_status=settings.bundles.status if settings.bundles.downloaded else None,
     )
