@@ -189,7 +189,7 @@ class Shutdown:
         if self.at is None and self.delay > 0:
             self.at = time.monotonic() + self.delay  # no logging here: the handler may interrupt a log call
             for pid, slot in list(self.children.items()):  # not ready from now on (/readyz 503), still deciding
-                if slot != FEEDER:
+                if slot >= 0:  # workers only: the feeder and downloader die of SIGUSR1
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGUSR1)
         else:
