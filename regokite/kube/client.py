@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
-import json
 import logging
 import math
 import os
@@ -30,6 +29,7 @@ from urllib.parse import quote, urlencode, urljoin
 import urllib3
 from kubernetes import client, config
 
+from regokite import jsoncodec
 from regokite.errors import RegokiteError
 from regokite.ops import api_metrics
 from regokite.ops.outage import Outage
@@ -203,7 +203,7 @@ class KubeClient:
         for auth in self.api.configuration.auth_settings().values():  # renews expiring credentials first
             headers[auth["key"]] = auth["value"]
         if body is not None and not isinstance(body, str | bytes):
-            body = json.dumps(body)
+            body = jsoncodec.dumps(body)
         if isinstance(timeout, tuple):
             limit = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         else:
@@ -258,7 +258,7 @@ class KubeClient:
         return self.request(
             "PATCH",
             path,
-            json.dumps(obj),
+            jsoncodec.dumps(obj),
             query={"fieldManager": manager, "force": "true" if force else None},
             content_type=APPLY_PATCH,
             parse=parse,
@@ -294,7 +294,7 @@ class WatchStream:
                         break
                     buf = rest
                     if line.strip():
-                        yield loads(line)
+                        yield jsoncodec.loads(line)
         finally:
             self.close()
 
@@ -322,20 +322,11 @@ def retry_after(status: int, header: str | None) -> float | None:
     return min(max(seconds, 0.0), RETRY_AFTER_MAX_WAIT)
 
 
-def loads(data: bytes) -> Any:
-    """`json.loads(data)` for the API server's answers: an object's text (`{` then not a NUL) is UTF-8,
-    as json.loads would detect, decoded here without its detection (a sixth of a watch event's
-    decoding in a controller's profile); anything else goes through json.loads's detection."""
-    if data[:1] == b"{" and data[1:2] != b"\x00":
-        return json.loads(data.decode("utf-8", "surrogatepass"))
-    return json.loads(data)
-
-
 def _json(data: bytes) -> Any:
     if not data:
         return {}
     try:
-        return loads(data)
+        return jsoncodec.loads(data)
     except ValueError:
         return data.decode(errors="replace")
 
