@@ -93,6 +93,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "regokite.input_guard",
             "regokite.jsoncodec",
             "regokite.bundle",
+            "regokite.bundles",
             "regokite.ops",
             "regokite.clusterdata",
         ),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
+from regokite.admission.webhook_knobs import WebhookSettings, settings_from_values
 from regokite.engine import KINDS
 from regokite.manifests import generate
 
@@ -51,6 +53,19 @@ def _serving_options(p: argparse.ArgumentParser, *, timeout: int) -> None:
     tls.add_argument("--cert-manager", action="store_true", help="a cert-manager Certificate; CA injected")
     tls.add_argument("--ca-bundle-file", metavar="PEM", help="the CA that signed the serving certificate")
     p.add_argument("--timeout-seconds", type=int, default=timeout, help=f"webhook timeoutSeconds (default {timeout})")
+    p.add_argument(
+        "--failure-policy",
+        choices=["Fail", "Ignore"],
+        help="the validating webhooks' failurePolicy, unless a policy declares its own (default: the policy's, "
+        + ("Fail" if timeout == 5 else "Ignore")
+        + ")",
+    )
+    p.add_argument(
+        "--values",
+        metavar="FILE",
+        help="the Helm chart's values file: its webhook knobs (validatingWebhook*, mutatingWebhook*, "
+        "exemptNamespaces, webhookPolicies) apply as they do in charts/regokite",
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -219,9 +234,23 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         "cert_manager": args.cert_manager,
         "ca_bundle": generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
         "timeout_seconds": args.timeout_seconds,
+        "webhook_settings": _webhook_settings(args),
         "replicate": args.replicate,
         "replicate_cluster": args.replicate_cluster,
     }
+
+
+def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
+    """--values' webhook knobs, --failure-policy over them."""
+    from regokite import yamldoc
+
+    values: dict[str, Any] = {}
+    if args.values:
+        loaded = list(yamldoc.load_all(Path(args.values).read_text(encoding="utf-8")))
+        values = loaded[0] if loaded and isinstance(loaded[0], dict) else {}
+    if args.failure_policy:
+        values["validatingWebhookFailurePolicy"] = args.failure_policy
+    return settings_from_values(values, args.values or "--failure-policy")
 
 
 def _check_policies(args: argparse.Namespace) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from regokite import __version__, yamldoc
+from regokite.admission.webhook_knobs import WebhookSettings
 from regokite.clusterdata.store import ResourceRef, guess_resource, parse_resource
 from regokite.engine import Capability, EngineSettings, capabilities_of
 from regokite.errors import RegokiteError
@@ -60,6 +61,7 @@ class AdmissionOptions(Common):
     cert_manager: bool = False
     ca_bundle: str | None = None  # base64 PEM; a placeholder when neither this nor cert_manager
     timeout_seconds: int = 5
+    webhook_settings: WebhookSettings = field(default_factory=WebhookSettings)  # the users' knobs
     opa_wait: float = 30.0
     replicate: list[str] = field(default_factory=list)  # --replicate flags, beside what policies declare
     replicate_cluster: list[str] = field(default_factory=list)
@@ -213,6 +215,7 @@ def _webhook_server(
         ca_bundle=None if opts.cert_manager else (opts.ca_bundle or w.placeholder_ca_bundle()),
         cert_manager_certificate=f"{opts.namespace}/{opts.name}" if opts.cert_manager else None,
         timeout_seconds=opts.timeout_seconds,
+        settings=opts.webhook_settings,
     )
     return objects, target
 

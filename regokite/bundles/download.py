@@ -1,0 +1,113 @@
+"""One request to a bundle service, as OPA's downloader makes it (download/download.go).
+
+`GET <service url>/<resource>` with the service's headers and credentials
+(bearer token, client certificate), its CA, `If-None-Match` with the last
+ETag (304: not modified) and, for long polling, `Prefer: wait=<seconds>`; a
+server that holds long polls answers with the content type
+`application/vnd.openpolicyagent.bundles`, else polling stays periodic. The
+delays between requests are OPA's: after a success a uniform draw between
+min_delay_seconds and max_delay_seconds (none when long polling), after a
+failure an exponential backoff from 100 ms capped at max_delay_seconds.
+"""
+
+from __future__ import annotations
+
+import random
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from regokite.bundles.config import BundleSource, Service
+from regokite.errors import RegokiteError
+
+LONG_POLL_CONTENT_TYPE = "application/vnd.openpolicyagent.bundles"
+MIN_RETRY_DELAY = 0.1  # OPA's minRetryDelay
+_CHUNK = 1 << 16
+
+
+class DownloadError(RegokiteError):
+    """The service did not give a bundle: unreachable, refused, or an HTTP error (`code` set then)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A bundle (`blob`, with its `etag`), or `blob` None: not modified since `etag`."""
+
+    blob: bytes | None
+    etag: str | None
+    long_polling: bool = False  # the server holds long polls
+
+
+def tls_context(service: Service) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=service.ca_cert)
+    if service.allow_insecure_tls:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if service.client_tls is not None:
+        tls = service.client_tls
+        context.load_cert_chain(tls.cert, tls.private_key, password=tls.private_key_passphrase)
+    return context
+
+
+def fetch(service: Service, source: BundleSource, etag: str | None, *, long_poll: bool = False) -> Reply:
+    """One GET of the bundle; `long_poll`: ask the server to hold the request (Prefer: wait)."""
+    url = f"{service.url}/{source.resource.lstrip('/')}"
+    headers = dict(service.headers)
+    authorization = service.authorization()
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    if etag:
+        headers["If-None-Match"] = etag
+    timeout = service.response_header_timeout_seconds
+    wait = source.polling.long_polling_timeout_seconds
+    if long_poll and wait:
+        headers["Prefer"] = f"wait={wait}"
+        timeout += wait
+    request = urllib.request.Request(url, headers=headers)
+    context = tls_context(service) if url.startswith("https://") else None
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+            blob = _read_limited(response, source.size_limit_bytes, source.name)
+            holds = response.headers.get("Content-Type", "").startswith(LONG_POLL_CONTENT_TYPE)
+            return Reply(blob, response.headers.get("ETag"), holds)
+    except urllib.error.HTTPError as exc:
+        holds = (exc.headers.get("Content-Type") or "").startswith(LONG_POLL_CONTENT_TYPE)
+        if exc.code == 304:
+            return Reply(None, etag, holds)
+        raise DownloadError(f"bundle {source.name}: {url}: server replied with {_said(exc.code)}", exc.code) from None
+    except (urllib.error.URLError, OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DownloadError(f"bundle {source.name}: {url}: {reason}") from None
+
+
+def _said(code: int) -> str:
+    return {401: "not authorized", 403: "forbidden", 404: "not found"}.get(code, f"HTTP {code}")
+
+
+def _read_limited(response: object, limit: int, name: str) -> bytes:
+    """The body, refused past the bundle's size_limit_bytes (a compressed bundle is no larger than that)."""
+    chunks, total = [], 0
+    while chunk := response.read(_CHUNK):  # type: ignore[attr-defined]
+        total += len(chunk)
+        if total > limit:
+            raise DownloadError(f"bundle {name}: larger than size_limit_bytes ({limit})")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def next_delay(source: BundleSource, failures: int, long_polling: bool, rng: random.Random | None = None) -> float:
+    """Seconds to the next request: OPA's jittered delay after a success (0 when the server long-polls),
+    its backoff after `failures` failures in a row."""
+    rng = rng or random.Random()
+    low, high = source.polling.min_delay_seconds, source.polling.max_delay_seconds
+    if failures:
+        base = min(float(high), MIN_RETRY_DELAY * 2 ** (failures - 1))
+        return min(float(high), base * rng.uniform(0.8, 1.2))  # OPA's DefaultBackoff: factor 2, jitter 0.2
+    if long_polling and source.polling.long_polling_timeout_seconds:
+        return 0.0
+    return low + rng.random() * (high - low)
