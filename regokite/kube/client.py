@@ -31,6 +31,7 @@ from kubernetes import client, config
 
 from regokite import jsoncodec
 from regokite.errors import RegokiteError
+from regokite.kube.connections import Connections
 from regokite.ops import api_metrics
 from regokite.ops.outage import Outage
 
@@ -147,6 +148,10 @@ class KubeClient:
         self.host = cfg.host
         self._prefix = urllib3.util.parse_url(cfg.host).path or ""  # a host behind a path (a proxy's)
         self._pool: urllib3.HTTPConnectionPool | None = None  # the API server's, once known (see _send)
+        # every request but a watch, where they are the same as urllib3's (kube.connections)
+        manager = self.api.rest_client.pool_manager
+        usable = Connections.usable(cfg, manager)
+        self._connections = Connections(cfg.host, cfg, pool_size) if usable else None
         # called before every write (method, path); raises to refuse it (leader election)
         self.write_guard: Callable[[str, str], None] | None = None
         self._closed = threading.Event()  # ends Retry-After waits
@@ -155,6 +160,8 @@ class KubeClient:
 
     def close(self) -> None:
         self._closed.set()
+        if self._connections is not None:
+            self._connections.close()
         self.api.close()
 
     def _answered(self, send: Callable[[], Any], what: str) -> Any:
@@ -204,6 +211,8 @@ class KubeClient:
             headers[auth["key"]] = auth["value"]
         if body is not None and not isinstance(body, str | bytes):
             body = jsoncodec.dumps(body)
+        if self._connections is not None and isinstance(timeout, float | int):  # an answer read whole
+            return self._send_whole(method, target, body, headers, timeout)
         if isinstance(timeout, tuple):
             limit = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         else:
@@ -224,6 +233,23 @@ class KubeClient:
             method, url, sent["body"], sent["headers"] = _redirected(method, url, location, resp.status, body, headers)
             return manager.urlopen(method, url, **sent)
         return resp
+
+    def _send_whole(
+        self, method: str, target: str, body: str | bytes | None, headers: dict[str, str], timeout: float
+    ) -> Any:
+        """A request whose answer is read whole, on kube.connections' keep-alive connections; a redirect
+        (not the API server's way; a proxy's) is followed as urllib3's manager follows it."""
+        assert self._connections is not None
+        sent = body.encode() if isinstance(body, str) else body  # as urllib3 encodes a text
+        answer = self._connections.request(method, target, sent, headers, timeout)
+        location = answer.get_redirect_location()
+        if not location:
+            return answer
+        url = self.host + target
+        method, url, body, headers = _redirected(method, url, location, answer.status, body, headers)
+        manager = self.api.rest_client.pool_manager
+        limit = urllib3.Timeout(total=timeout)
+        return manager.urlopen(method, url, body=body, headers=headers, timeout=limit, preload_content=False)
 
     def request(
         self,
