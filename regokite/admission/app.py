@@ -57,6 +57,8 @@ class ServingState:
     exemptions: Exemptions = field(default_factory=Exemptions)  # --exempt-namespace*: who may carry the ignore label
     # --log-denies / --emit-admission-events: hears each review's decision (Gatekeeper's violation reports)
     on_decision: Callable[[Review, Decision, PolicySet], None] | None = None
+    # the bundle plugin's status (OPA's status API document), when bundles are downloaded
+    bundle_status: Callable[[], dict[str, Any] | None] | None = None
 
     def swap(self, new: PolicySet, files_read_at: float | None = None) -> None:
         old, self.policy_set = self.policy_set, new
@@ -284,6 +286,9 @@ def _readiness(state: ServingState) -> JSONResponse:
         detail["not_served"] = dict(current.not_served)  # --local: they read cluster data
     if state.tls_error:
         detail["tls"] = {"ok": False, "error": state.tls_error}
+    if state.bundle_status is not None:
+        # OPA's bundle status: revisions, downloads and activations, and why the last attempt failed
+        detail["bundles"] = (state.bundle_status() or {}).get("bundles", {})
     if state.replica is not None:
         missing = _cluster_data_missing(state, current)
         ready = missing is None

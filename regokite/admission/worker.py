@@ -66,6 +66,7 @@ def run_worker(
         exemptions=settings.exemptions,
         on_decision=_violation_reporter(settings),
         files_read_at=start.read_on_the_wall_clock(),  # a worker started from the last good files: when read
+        bundle_status=settings.bundles.status if settings.bundles.downloaded else None,
     )
     loader = ReplicaLoader(state, watch, allowance)
     reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved, loader)

@@ -147,6 +147,14 @@ def _member_path(name: str, raw: str) -> str:
 
 
 def _loaded(name: str, files: Mapping[str, bytes], v0_compatible: bool, size: int) -> LoadedBundle:
+    """Delta bundles, Wasm modules and plans are refused: served without them, the bundle would decide
+    otherwise than in OPA (a delta bundle would replace the policies with nothing)."""
+    for path in files:
+        base = path.rsplit("/", 1)[-1]
+        if path == "patch.json":
+            raise BundleError(f"bundle {name}: delta bundles (patch.json) are not supported")
+        if base in ("policy.wasm", "plan.json"):
+            raise BundleError(f"bundle {name}: {path}: Wasm modules and plans are not served")
     manifest = _manifest(name, files.get(MANIFEST))
     modules: list[Module] = []
     data: dict[str, Any] = {}

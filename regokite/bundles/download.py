@@ -2,12 +2,14 @@
 
 `GET <service url>/<resource>` with the service's headers and credentials
 (bearer token, client certificate), its CA, `If-None-Match` with the last
-ETag (304: not modified) and, for long polling, `Prefer: wait=<seconds>`; a
-server that holds long polls answers with the content type
-`application/vnd.openpolicyagent.bundles`, else polling stays periodic. The
-delays between requests are OPA's: after a success a uniform draw between
-min_delay_seconds and max_delay_seconds (none when long polling), after a
-failure an exponential backoff from 100 ms capped at max_delay_seconds.
+ETag (304: not modified) and `Prefer: modes=snapshot` (regokite takes no
+delta bundles). A server that answers with the content type
+`application/vnd.openpolicyagent.bundles` holds long polls: the requests
+after it add `wait=<long_polling_timeout_seconds>`, and a 304 keeps that
+state. The delays between requests are OPA's: after a success a uniform draw
+between min_delay_seconds and max_delay_seconds (none when long polling),
+after a failure OPA's DefaultBackoff from 100 ms (factor 1.6, jitter 0.2)
+capped at max_delay_seconds.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import ssl
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from http import HTTPStatus
 
 from regokite.bundles.config import BundleSource, Service
 from regokite.errors import RegokiteError
@@ -65,28 +68,28 @@ def fetch(service: Service, source: BundleSource, etag: str | None, *, long_poll
         headers["If-None-Match"] = etag
     timeout = service.response_header_timeout_seconds
     wait = source.polling.long_polling_timeout_seconds
+    headers["Prefer"] = "modes=snapshot"
     if long_poll and wait:
-        headers["Prefer"] = f"wait={wait}"
+        headers["Prefer"] += f";wait={wait}"
         timeout += wait
     request = urllib.request.Request(url, headers=headers)
     context = tls_context(service) if url.startswith("https://") else None
     try:
         with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             blob = _read_limited(response, source.size_limit_bytes, source.name)
-            holds = response.headers.get("Content-Type", "").startswith(LONG_POLL_CONTENT_TYPE)
+            holds = response.headers.get("Content-Type", "") == LONG_POLL_CONTENT_TYPE
             return Reply(blob, response.headers.get("ETag"), holds)
     except urllib.error.HTTPError as exc:
-        holds = (exc.headers.get("Content-Type") or "").startswith(LONG_POLL_CONTENT_TYPE)
-        if exc.code == 304:
-            return Reply(None, etag, holds)
-        raise DownloadError(f"bundle {source.name}: {url}: server replied with {_said(exc.code)}", exc.code) from None
+        if exc.code == 304:  # no content type on a 304 (RFC 7232): the long-polling state stays
+            return Reply(None, exc.headers.get("ETag") or etag, long_poll)
+        try:
+            said = HTTPStatus(exc.code).phrase  # OPA's http.StatusText
+        except ValueError:
+            said = f"HTTP {exc.code}"
+        raise DownloadError(f"bundle {source.name}: {url}: server replied with {said}", exc.code) from None
     except (urllib.error.URLError, OSError, ssl.SSLError) as exc:
         reason = getattr(exc, "reason", exc)
         raise DownloadError(f"bundle {source.name}: {url}: {reason}") from None
-
-
-def _said(code: int) -> str:
-    return {401: "not authorized", 403: "forbidden", 404: "not found"}.get(code, f"HTTP {code}")
 
 
 def _read_limited(response: object, limit: int, name: str) -> bytes:
@@ -106,8 +109,8 @@ def next_delay(source: BundleSource, failures: int, long_polling: bool, rng: ran
     rng = rng or random.Random()
     low, high = source.polling.min_delay_seconds, source.polling.max_delay_seconds
     if failures:
-        base = min(float(high), MIN_RETRY_DELAY * 2 ** (failures - 1))
-        return min(float(high), base * rng.uniform(0.8, 1.2))  # OPA's DefaultBackoff: factor 2, jitter 0.2
+        backoff = min(float(high), MIN_RETRY_DELAY * 1.6 ** (failures - 1))
+        return min(float(high), backoff * rng.uniform(0.8, 1.2))
     if long_polling and source.polling.long_polling_timeout_seconds:
         return 0.0
     return low + rng.random() * (high - low)

@@ -103,7 +103,7 @@ class BundleStatus:
         if self.code:
             shown.update(code=self.code, message=self.message, errors=self.errors)
             if self.http_code is not None:
-                shown["http_code"] = str(self.http_code)
+                shown["http_code"] = self.http_code
         if self.size:
             shown["size"] = self.size
         return shown
@@ -166,7 +166,7 @@ class BundlePlugin:
         status.last_request = time.time()
         metrics.last_request.labels(name).set(status.last_request)
         try:
-            reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, True))
+            reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, False))
         except DownloadError as exc:
             self._failed(name, exc, exc.code)
             return next_delay(source, failures + 1, False)
@@ -224,6 +224,19 @@ class BundlePlugin:
             metrics.active_revision.labels(name, previous).set(0)
         metrics.active_revision.labels(name, loaded.manifest.revision).set(1)
         log.info("bundle activated", extra={"bundle": name, "revision": loaded.manifest.revision})
+
+    def publish_metrics(self) -> None:
+        """The gauges of this process from the status (a new downloader process: the last one's went with it)."""
+        for name, status in self.status.items():
+            for gauge, at in (
+                (metrics.last_request, status.last_request),
+                (metrics.last_success_download, status.last_successful_download),
+                (metrics.last_success_activation, status.last_successful_activation),
+            ):
+                if at is not None:
+                    gauge.labels(name).set(at)
+            if name in self.active:
+                metrics.active_revision.labels(name, status.active_revision).set(1)
 
     def _failed(self, name: str, error: Exception, http_code: int | None = None) -> None:
         self.status[name].failed(error, http_code)

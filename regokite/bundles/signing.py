@@ -68,7 +68,7 @@ def verify_bundle(
         return
     if signing is None:
         raise SignatureError(f"bundle {name}: verification key not provided (the bundle is signed; configure signing)")
-    listed = _verified_payload(_token(signatures, name), signing, keys, name)
+    listed = verified_files(_token(signatures, name), signing, keys, name)
     for path, blob in sorted(files.items()):
         if path == SIGNATURES_FILE:
             continue
@@ -100,8 +100,9 @@ def _token(signatures: bytes, name: str) -> str:
     return tokens[0]
 
 
-def _verified_payload(token: str, signing: Signing, keys: Mapping[str, Key], name: str) -> dict[str, dict]:
-    """The payload's files by name, once the token's signature and scope check out."""
+def verified_files(token: str, signing: Signing, keys: Mapping[str, Key], name: str) -> dict[str, dict]:
+    """The payload's files by name, once the token's signature and scope check out (`name`: the bundle's, for
+    the errors)."""
     parts = token.split(".")
     if len(parts) != 3:
         raise SignatureError(f"bundle {name}: the signature is not a compact JWS (three parts)")

@@ -76,6 +76,7 @@ def add_parser(sub: Any) -> None:
     _add_exempt_namespace_args(adm)
     options.add_replicate_args(adm, declared=True)
     options.add_engine_args(adm)
+    options.add_bundle_service_args(adm)
     adm.set_defaults(func=run)
 
 
@@ -169,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
             max_requests=args.max_requests_per_connection,
             max_header_bytes=args.max_header_bytes,
         ),
+        bundles=options.served_bundles(args),
     )
     if Capability.SIDECAR in settings.engine.capabilities and args.opa_wait > 0:
         _wait_for_opa(settings.engine.opa_url, args.opa_wait)

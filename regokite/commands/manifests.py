@@ -8,7 +8,7 @@ from typing import Any
 
 from regokite.admission.webhook_knobs import WebhookSettings, settings_from_values
 from regokite.engine import KINDS
-from regokite.manifests import generate
+from regokite.manifests import chart, generate
 
 
 def _common(p: argparse.ArgumentParser, default_name: str, *, scaled: bool = True) -> None:
@@ -29,6 +29,18 @@ def _placement(p: argparse.ArgumentParser, default_name: str, *, scaled: bool = 
         "--name", default=default_name, help=f"name of the Deployment, Service, ... (default {default_name})"
     )
     p.add_argument("--image", default=generate.DEFAULT_IMAGE)
+    p.add_argument(
+        "--values",
+        metavar="FILE",
+        help="the Helm chart's values file: logLevel, the audit's and the webhooks' knobs (validatingWebhook*, "
+        "mutatingWebhook*, exemptNamespaces, webhookPolicies) apply as they do in charts/regokite",
+    )
+    p.add_argument(
+        "--helm-values",
+        action="store_true",
+        help="print, instead of the manifests, the values charts/regokite needs to render the same objects "
+        "(what is computed from the policies: webhooks, RBAC, policy files)",
+    )
     if scaled:
         p.add_argument("--replicas", type=int, default=2)
         p.add_argument("--workers", type=int, default=2)
@@ -59,12 +71,6 @@ def _serving_options(p: argparse.ArgumentParser, *, timeout: int) -> None:
         help="the validating webhooks' failurePolicy, unless a policy declares its own (default: the policy's, "
         + ("Fail" if timeout == 5 else "Ignore")
         + ")",
-    )
-    p.add_argument(
-        "--values",
-        metavar="FILE",
-        help="the Helm chart's values file: its webhook knobs (validatingWebhook*, mutatingWebhook*, "
-        "exemptNamespaces, webhookPolicies) apply as they do in charts/regokite",
     )
 
 
@@ -173,17 +179,21 @@ def _controller_options(ctl: argparse.ArgumentParser) -> None:
 
 
 def _cmd_gatekeeper(args: argparse.Namespace) -> int:
+    values = _values(args)
     opts = generate.GatekeeperOptions(
         **_placed(args),
         **_serving(args),
         config_namespace=args.config_namespace,
-        operations=("CREATE", "UPDATE", *dict.fromkeys(args.operation)),
+        operations=("CREATE", "UPDATE", *dict.fromkeys([*args.operation, *chart.gatekeeper_operations(values)])),
         exempt_namespaces=(
             *args.exempt_namespace,
-            *(f"{p}*" for p in args.exempt_namespace_prefix),
+            *(values.get("exemptNamespaces") or []),
+            *(f"{p}*" for p in [*args.exempt_namespace_prefix, *(values.get("exemptNamespacePrefixes") or [])]),
             *(f"*{s}" for s in args.exempt_namespace_suffix),
         ),
     )
+    if args.helm_values:
+        return _print_values(chart.gatekeeper_values(opts))
     header = (
         "regokite in Gatekeeper's role (`regokite manifests gatekeeper`): apply ConstraintTemplates, Constraints"
         "\nand the Config with kubectl. Grant reads of what the Config syncs with --replicate/--replicate-cluster."
@@ -193,11 +203,17 @@ def _cmd_gatekeeper(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    values = _values(args)
     opts = generate.AuditOptions(
         **_shared(args, _check_policies(args)),
         metrics_port=args.metrics_port,
         include_crds=args.include_crds,
+        audit_interval=values.get("auditInterval"),
+        constraint_violations_limit=values.get("constraintViolationsLimit"),
+        audit_chunk_size=values.get("auditChunkSize"),
     )
+    if args.helm_values:
+        return _print_values(chart.audit_values(opts))
     header = "regokite audit manifests (`regokite manifests audit`): PolicyReports of what already violates."
     print(generate.to_yaml(generate.audit_manifests(opts), header), end="")
     return 0
@@ -223,6 +239,7 @@ def _placed(args: argparse.Namespace) -> dict[str, Any]:
         "include_namespace": not args.no_namespace,
         "name": args.name,
         "image": args.image,
+        "log_level": _values(args).get("logLevel"),
     }
 
 
@@ -240,14 +257,25 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
-    """--values' webhook knobs, --failure-policy over them."""
+def _print_values(values: dict[str, Any]) -> int:
+    header = "Values for charts/regokite computed from the policies (`regokite manifests ... --helm-values`)."
+    print(generate.to_yaml([values], header), end="")
+    return 0
+
+
+def _values(args: argparse.Namespace) -> dict[str, Any]:
+    """The --values file (the chart's values), {} without one."""
     from regokite import yamldoc
 
-    values: dict[str, Any] = {}
-    if args.values:
-        loaded = list(yamldoc.load_all(Path(args.values).read_text(encoding="utf-8")))
-        values = loaded[0] if loaded and isinstance(loaded[0], dict) else {}
+    if not args.values:
+        return {}
+    loaded = list(yamldoc.load_all(Path(args.values).read_text(encoding="utf-8")))
+    return dict(loaded[0]) if loaded and isinstance(loaded[0], dict) else {}
+
+
+def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
+    """--values' webhook knobs, --failure-policy over them."""
+    values = _values(args)
     if args.failure_policy:
         values["validatingWebhookFailurePolicy"] = args.failure_policy
     return settings_from_values(values, args.values or "--failure-policy")
@@ -269,6 +297,8 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         **_serving(args),
         opa_wait=args.opa_wait,
     )
+    if args.helm_values:
+        return _print_values(chart.admission_values(opts))
     header = "regokite admission manifests (`regokite manifests admission`)."
     if not (opts.cert_manager or opts.ca_bundle):
         header += (
@@ -298,6 +328,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         replicate_cluster=args.replicate_cluster,
         watch_definitions=args.watch_definitions or not args.controllers,
     )
+    if args.helm_values:
+        return _print_values(chart.controller_values(opts))
     header = "regokite controller manifests (`regokite manifests controller`); RBAC computed from the definitions."
     print(generate.to_yaml(generate.controller_manifests(opts), header), end="")
     return 0

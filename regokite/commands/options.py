@@ -110,8 +110,8 @@ def with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
     `regokite configmaps`)."""
     namespaces = getattr(args, "policy_namespaces", None)
     if not namespaces:
-        if not args.policies:
-            raise RegokiteError("give --policies DIR or --policy-namespaces NS (or both)")
+        if not args.policies and not (getattr(args, "bundle", None) or getattr(args, "config_file", None)):
+            raise RegokiteError("give --policies DIR, --policy-namespaces NS, --bundle or --config-file")
         yield
         return
     from regokite.kube.client import KubeClient
@@ -123,6 +123,34 @@ def with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
     with followed_in_process(client, namespaces, engine_settings(args), directory=kept) as out:
         args.policies = [*args.policies, str(out)]
         yield
+
+
+def add_bundle_service_args(p: argparse.ArgumentParser) -> None:
+    """OPA's bundles: `--bundle` files, directories and URLs, and OPA's configuration file."""
+    group = p.add_argument_group("OPA bundles (docs/switching/opa-bundles.md)")
+    group.add_argument(
+        "--bundle",
+        action="append",
+        default=[],
+        metavar="PATH_OR_URL",
+        help="serve a bundle (repeatable): a .tar.gz or bundle directory, reloaded when it changes, or an"
+        " http(s) URL polled as a bundle service with OPA's defaults",
+    )
+    group.add_argument(
+        "--config-file",
+        metavar="FILE",
+        help="OPA's configuration file: services, bundles (polled, verified, persisted), keys, status,"
+        " decision_logs, labels, persistence_directory; keys regokite does not serve are refused by name",
+    )
+
+
+def served_bundles(args: argparse.Namespace) -> Any:
+    """`--bundle` and `--config-file` read (the configuration file once, here)."""
+    from regokite.bundles.served import ServedBundles
+
+    return ServedBundles.given(
+        getattr(args, "bundle", []) or [], getattr(args, "config_file", None), v0_compatible=args.v0_compatible
+    )
 
 
 def add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False, kubeconfig: bool = True) -> None:

@@ -103,8 +103,15 @@ class EngineSettings:
     def load_files(
         self, plain: Sequence[str | os.PathLike[str]], bundles: Sequence[str | os.PathLike[str]] = ()
     ) -> Bundle:
-        """`opa eval -d PLAIN -b BUNDLE`: plain files as OPA's loader reads them, and bundle roots."""
-        return load_paths(plain, bundles, v0_compatible=self.v0_compatible)
+        """`opa eval -d PLAIN -b BUNDLE`: plain files as OPA's loader reads them, and bundle roots (a
+        `.tar.gz` as `opa build` makes it, its roots checked; a signed one is refused: no keys here)."""
+        from regokite.bundles.archive import combine, read_bundle_path
+
+        archives = [str(b) for b in bundles if str(b).endswith(".tar.gz")]
+        base = load_paths(plain, [b for b in bundles if str(b) not in archives], v0_compatible=self.v0_compatible)
+        if not archives:
+            return base
+        return combine([read_bundle_path(a, a, v0_compatible=self.v0_compatible) for a in archives], base)
 
     def checking(self) -> EngineSettings:
         """These settings for the embedded engine: a load check before policies are served, which

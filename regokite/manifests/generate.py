@@ -51,6 +51,7 @@ class Common:
     replicas: int = 2
     include_namespace: bool = True
     baked_policies: bool = False  # policies in the image at /policies, not in a ConfigMap
+    log_level: str | None = None  # regokite --log-level (the chart's logLevel); None: regokite's default
 
 
 @dataclass
@@ -103,7 +104,7 @@ def _replicate_flags(opts: AdmissionOptions | ControllerOptions) -> list[str]:
     ]
 
 
-def _policy_mount(opts: Common, name: str, component: str) -> tuple[list[Obj], list[Obj], list[str], list[Obj]]:
+def policy_mount(opts: Common, name: str, component: str) -> tuple[list[Obj], list[Obj], list[str], list[Obj]]:
     """(objects, volumes, --policies args, volumeMounts) for the policies of `opts`."""
     if opts.baked_policies:
         return [], [], ["--policies", "/policies"], []
@@ -150,7 +151,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         objects += rbac.rbac_objects(
             perms, name=opts.name, namespace=opts.namespace, service_account=opts.name, labels=w.labels(component)
         )
-    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    cm_objects, volumes, policy_args, mounts = policy_mount(opts, opts.name, component)
     objects += cm_objects
     args = ["admission", *policy_args, *_engine_args(opts)]
     args += _replicate_flags(opts)
@@ -371,19 +372,18 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         )
     cm_objects, volumes, policy_args, mounts = [], [], [], []
     if opts.policies or opts.baked_policies:  # else every policy comes from the ConfigMaps
-        cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+        cm_objects, volumes, policy_args, mounts = policy_mount(opts, opts.name, component)
     policy_args += [a for ns in opts.policy_namespaces for a in ("--policy-namespaces", ns)]
     if opts.policy_namespaces:  # in the /tmp emptyDir: a container restart serves a refused ConfigMap's last good
         policy_args += ["--policy-namespaces-dir", CONFIGMAP_POLICIES_DIR]
-    definitions_text = yaml.safe_dump_all(raw_definitions, sort_keys=False)
-    defs = w.mounted_files(
-        f"{opts.name}-definitions",
-        opts.namespace,
-        component,
-        "definitions",
-        [("controllers.yaml", definitions_text)],
-    )
-    objects += [*cm_objects, defs.config_map]
+    objects += cm_objects
+    if opts.controllers:  # else the definitions are read from the API server
+        definitions_text = yaml.safe_dump_all(raw_definitions, sort_keys=False)
+        files = [("controllers.yaml", definitions_text)]
+        defs = w.mounted_files(f"{opts.name}-definitions", opts.namespace, component, "definitions", files)
+        objects.append(defs.config_map)
+        volumes = [*volumes, defs.volume]
+        mounts = [*mounts, {"name": "definitions", "mountPath": CONTROLLERS_DIR, "readOnly": True}]
     args = _controller_args(opts, policy_args)
     containers = _containers(
         opts,
@@ -394,7 +394,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
             "readinessProbe": w.probe("/readyz", "metrics", period=5),
         },
         cpu_limit="1",
-        mounts=[*mounts, {"name": "definitions", "mountPath": CONTROLLERS_DIR, "readOnly": True}],
+        mounts=mounts,
         env=w.pod_env(),
     )
     replicas = opts.replicas if opts.leader_elect or opts.shards else 1
@@ -406,7 +406,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
             replicas=replicas,
             service_account=opts.name,
             containers=containers,
-            volumes=[*volumes, defs.volume, w.tmp_volume()],
+            volumes=[*volumes, w.tmp_volume()],
             automount_token=True,
         )
     )
@@ -478,6 +478,22 @@ class AuditOptions(Common):
     replicas: int = 1  # two auditors would both write every report
     metrics_port: int = 9090
     include_crds: bool = True
+    audit_interval: int | None = None  # None: regokite audit's defaults (Gatekeeper's)
+    constraint_violations_limit: int | None = None
+    audit_chunk_size: int | None = None
+
+
+def audit_flags(opts: AuditOptions) -> list[str]:
+    """--audit-interval, --constraint-violations-limit, --audit-chunk-size where set."""
+    flags = []
+    for flag, value in (
+        ("--audit-interval", opts.audit_interval),
+        ("--constraint-violations-limit", opts.constraint_violations_limit),
+        ("--audit-chunk-size", opts.audit_chunk_size),
+    ):
+        if value is not None:
+            flags += [flag, str(value)]
+    return flags
 
 
 def audit_manifests(opts: AuditOptions) -> list[Obj]:
@@ -509,11 +525,11 @@ def audit_manifests(opts: AuditOptions) -> list[Obj]:
     )
     if opts.include_crds:
         objects += report_crds()
-    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    cm_objects, volumes, policy_args, mounts = policy_mount(opts, opts.name, component)
     objects += cm_objects
     containers = _containers(
         opts,
-        ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port)],
+        ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port), *audit_flags(opts)],
         port={"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"},
         probes={"livenessProbe": w.probe("/healthz", "metrics"), "readinessProbe": w.probe("/readyz", "metrics")},
         cpu_limit="1",
@@ -548,6 +564,8 @@ def _containers(
     env: list[Obj] | None = None,
 ) -> list[Obj]:
     """The regokite container (read-only root, a writable /tmp), and the OPA sidecar with --engine opa."""
+    if opts.log_level:
+        args = ["--log-level", opts.log_level.lower(), *args]
     container: Obj = {"name": "regokite", "image": opts.image, "imagePullPolicy": "IfNotPresent", "args": args}
     if env is not None:
         container["env"] = env

@@ -120,6 +120,8 @@ def go_quote(text: str) -> str:
     (unicode.IsPrint: letters, marks, numbers, punctuation, symbols, the ASCII space) is str.isprintable, judged
     by Python's Unicode database: a rune it does not assign is escaped, as Go escapes one its own tables do not
     assign either (see `unassigned_rune` for the runes Go's newer tables may print)."""
+    if text.isascii() and text.isprintable():  # most strings: only `"` and `\` escaped
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     out = ['"']
     for char in text:
         if char in ('"', "\\"):
@@ -142,4 +144,6 @@ def unassigned_rune(text: str) -> str | None:
     """The first rune of `text` Python's Unicode database does not assign, or a lone surrogate (no Go string
     holds one). go_quote cannot judge these as Go does: Go's tables may be newer (Go 1.24's are Unicode 15.0,
     Python 3.11's 14.0, which leaves 4482 runes Go prints and go_quote escapes)."""
+    if text.isascii():
+        return None
     return next((char for char in text if unicodedata.category(char) in ("Cn", "Cs")), None)

@@ -1,5 +1,5 @@
 """A bundle service for the tests: HTTPS with a CA of its own, bundles at `/bundles/<name>` with ETags
-(304 on If-None-Match), an optional bearer token and client certificate, long polling (`Prefer: wait=N`
+(304 on If-None-Match), an optional bearer token and client certificate, long polling (`Prefer: ...;wait=N`
 held until the bundle changes, answered with OPA's long-polling content type), and `POST /status`
 recorded."""
 
@@ -102,7 +102,7 @@ def _handler(service: BundleService) -> type[BaseHTTPRequestHandler]:
             if not self._authorized():
                 return
             name = self.path.removeprefix("/bundles/")
-            wait = re.fullmatch(r"wait=(\d+)", self.headers.get("Prefer", ""))
+            wait = re.search(r"(?:^|;)\s*wait=(\d+)", self.headers.get("Prefer", ""))
             known = self.headers.get("If-None-Match")
             with service.changed:
                 if service.long_polling and wait and known:
@@ -114,7 +114,7 @@ def _handler(service: BundleService) -> type[BaseHTTPRequestHandler]:
             if blob is None:
                 self._reply(404, b"{}")
             elif known == _etag(blob):
-                self._reply(304, b"", {"ETag": known, **kind})
+                self._reply(304, b"", {"ETag": known})  # no Content-Type on a 304
             else:
                 self._reply(200, blob, {"ETag": _etag(blob), **(kind or {"Content-Type": "application/gzip"})})
 

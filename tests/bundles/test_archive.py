@@ -81,6 +81,12 @@ def test_bundles_with_overlapping_roots_are_not_served_together() -> None:
         combine([c, no_manifest])
 
 
+@pytest.mark.parametrize(("path", "said"), [("patch.json", "delta bundles"), ("x/policy.wasm", "Wasm modules")])
+def test_what_regokite_cannot_serve_in_a_bundle_is_refused(path: str, said: str) -> None:
+    with pytest.raises(BundleError, match=said):
+        read_archive("b", tarball({**bundle_files({}), path: b"{}"}))
+
+
 def test_package_paths_as_roots_see_them() -> None:
     assert package_path('a.b["c-d"].e') == ("a", "b", "c-d", "e")
 
@@ -168,3 +174,13 @@ def test_the_tests_signatures_verify_in_opa(algorithm: str) -> None:
     engine = opa_oracle.OracleEngine(Bundle((module,)))
     assert engine.evaluate("data.p.x", {"token": token, "key": key.public_pem}) is True
     assert engine.evaluate("data.p.x", {"token": token[:-4] + "AAAA", "key": key.public_pem}) is False
+
+
+def test_eval_takes_a_built_bundle_as_opa_eval_b(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from regokite.cli import main
+
+    archive = tmp_path / "bundle.tar.gz"
+    archive.write_bytes(build({"authz/p.rego": POLICY}, {"authz": {"admin": "alice"}}, {"roots": ["authz"]}))
+    (tmp_path / "in.json").write_text('{"user": "alice"}')
+    assert main(["eval", "-b", str(archive), "-i", str(tmp_path / "in.json"), "data.authz.allow"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"][0]["expressions"][0]["value"] is True

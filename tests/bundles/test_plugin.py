@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from regokite.bundles.archive import LoadedBundle, combine
-from regokite.bundles.config import BundleSource, ClientTls, OpaConfig, parse_config
+from regokite.bundles.config import BundleSource, ClientTls, OpaConfig, Polling, parse_config
 from regokite.bundles.plugin import BundlePlugin, read_status, read_store
 from regokite.engine import UNDEFINED
 from regokite.engine.embedded import EmbeddedEngine
@@ -176,7 +176,7 @@ def test_bearer_token_and_client_certificate(tmp_path: Path) -> None:
             replace(doc, services={"acme": replace(with_cert, bearer_token="x")}), tmp_path / "s2", loads
         )
         no_token.poll("authz")
-        assert "server replied with not authorized" in no_token.status["authz"].message
+        assert "server replied with Unauthorized" in no_token.status["authz"].message
         no_cert = BundlePlugin(doc, tmp_path / "s3", loads)
         no_cert.poll("authz")
         assert no_cert.status["authz"].code == "bundle_error" and not no_cert.ready()
@@ -210,3 +210,19 @@ def test_two_bundles_with_overlapping_roots_are_not_both_active(tmp_path: Path) 
 
 def test_no_decision_before_the_bundles_are_in() -> None:
     assert EmbeddedEngine(combine([])).evaluate("data.authz.allow", {"user": "alice"}) is UNDEFINED
+
+
+def test_delays_are_opas() -> None:
+    """A draw between min and max after a success, none while the server long-polls, OPA's backoff from 100 ms
+    after failures, never past max."""
+    import random
+
+    from regokite.bundles.download import next_delay
+
+    source = BundleSource("b", "s", "r", Polling(10, 20, 30))
+    rng = random.Random(1)
+    draws = [next_delay(source, 0, False, rng) for _ in range(200)]
+    assert all(10 <= d <= 20 for d in draws) and max(draws) - min(draws) > 5
+    assert next_delay(source, 0, True, rng) == 0.0
+    assert 0.08 <= next_delay(source, 1, False, rng) <= 0.12
+    assert next_delay(source, 50, False, rng) <= 20
