@@ -5,8 +5,10 @@ timeouts and refusals as the client's callers classify them."""
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,19 +16,23 @@ import urllib3
 
 from regokite.kube.client import error_reason
 from regokite.kube.connections import Connections
+from regokite.ops import tls
 
 Script = Callable[[socket.socket, int], bool]  # (connection, request number on it) -> keep the connection
 
 
-def _config() -> SimpleNamespace:
-    return SimpleNamespace(tls_server_name=None, retries=urllib3.Retry(3), socket_options=None, assert_hostname=None)
+def _config(**tls: object) -> SimpleNamespace:
+    return SimpleNamespace(
+        tls_server_name=None, retries=urllib3.Retry(3), socket_options=None, assert_hostname=None, **tls
+    )
 
 
 class Server:
     """Accepts connections; each request read is answered by `script` (which may close instead)."""
 
-    def __init__(self, script: Script) -> None:
-        self.script, self.accepted, self.requests = script, 0, []
+    def __init__(self, script: Script, tls: ssl.SSLContext | None = None) -> None:
+        self.script, self.accepted, self.requests, self.tls = script, 0, [], tls
+        self.peer_certs: list[dict] = []
         self.closed = threading.Semaphore(0)  # released as each connection ends
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
@@ -43,7 +49,12 @@ class Server:
 
     def _connection(self, conn: socket.socket) -> None:
         try:
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+                self.peer_certs.append(conn.getpeercert())
             self._answer(conn)
+        except ssl.SSLError:  # a client that refused our certificate
+            return
         finally:
             conn.close()
             self.closed.release()
@@ -174,3 +185,46 @@ def test_a_server_that_is_not_there_is_a_connection_failure() -> None:
     with pytest.raises(ConnectionError) as failed:
         connections.request("GET", "/", None, {}, 5)
     assert error_reason(failed.value) == "connection"
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> SimpleNamespace:
+    """A CA, the API server's certificate for kube.test (not 127.0.0.1), a client certificate."""
+    ca = tls.new_ca("test CA")
+    files = SimpleNamespace(ca=tmp_path / "ca.crt", cert=tmp_path / "server.crt", key=tmp_path / "server.key")
+    files.ca.write_bytes(tls.pem(ca[0]))
+    for name, host in (("server", "kube.test"), ("client", "regokite")):
+        cert, key = tls.issue(ca, [host])
+        (tmp_path / f"{name}.crt").write_bytes(cert)
+        (tmp_path / f"{name}.key").write_bytes(key)
+    files.client_cert, files.client_key = tmp_path / "client.crt", tmp_path / "client.key"
+    return files
+
+
+def _tls_server(files: SimpleNamespace) -> Server:
+    context = tls.server_context(files.cert, files.key)
+    context.verify_mode = ssl.CERT_REQUIRED  # as the API server asks for a client certificate
+    context.load_verify_locations(files.ca)
+    return Server(lambda conn, n: conn.sendall(ok()) is None, context)
+
+
+def _tls_config(files: SimpleNamespace, **changes: object) -> SimpleNamespace:
+    config = _config(ssl_ca_cert=str(files.ca), ca_cert_data=None, verify_ssl=True)
+    config.cert_file, config.key_file = str(files.client_cert), str(files.client_key)
+    vars(config).update(changes)
+    return config
+
+
+def test_tls_verifies_the_server_as_the_kubeconfig_says_and_presents_the_client_certificate(tls_files) -> None:
+    server = _tls_server(tls_files)
+    url = f"https://127.0.0.1:{server.port}"
+    try:
+        named = Connections(url, _tls_config(tls_files, tls_server_name="kube.test"), 2)
+        assert named.request("GET", "/", None, {}, 5).status == 200
+        assert server.peer_certs[-1]["subject"] == ((("commonName", "regokite"),),)
+        with pytest.raises(ssl.SSLCertVerificationError):  # the certificate names kube.test, not 127.0.0.1
+            Connections(url, _tls_config(tls_files), 2).request("GET", "/", None, {}, 5)
+        unverified = Connections(url, _tls_config(tls_files, verify_ssl=False), 2)  # insecure-skip-tls-verify
+        assert unverified.request("GET", "/", None, {}, 5).status == 200
+    finally:
+        server.sock.close()
