@@ -1,7 +1,9 @@
 """A small REST client over the `kubernetes` package's auth and TLS, speaking plain dicts.
 
 The generated model classes are slow to build for every watched object and
-lossy for custom resources, so everything here is raw JSON in and out.
+lossy for custom resources, so everything here is raw JSON in and out
+(regokite.jsoncodec). Requests whose answer is read whole go over
+kube.connections' kept-alive connections, watches over urllib3's pool.
 
 An API server that is starting or overloaded answers 503 or 429 with
 `Retry-After`: as client-go does, the request is sent again after the time it
