@@ -153,7 +153,9 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         )
     cm_objects, volumes, policy_args, mounts = policy_mount(opts, opts.name, component)
     objects += cm_objects
-    args = ["admission", *policy_args, *_engine_args(opts)]
+    # as Gatekeeper's --shutdown-delay: a Pod being deleted serves until its endpoint is gone (a rolling update
+    # loses no review); terminationGracePeriodSeconds (30) leaves the reviews in flight time to finish after it
+    args = ["admission", *policy_args, *_engine_args(opts), "--shutdown-delay=10"]
     args += _replicate_flags(opts)
     if Capability.SIDECAR in capabilities_of(opts.engine):
         args += ["--opa-wait", f"{opts.opa_wait:g}"]
