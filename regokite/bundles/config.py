@@ -6,7 +6,7 @@ decision logger. OPA's defaults and checks are OPA's (download/config.go,
 plugins/bundle/config.go, keys/keys.go): polling 60-120 s, `resource`
 `bundles/<name>`, one service used when a bundle names none, `${VAR}`
 replaced from the environment. A key OPA has and regokite does not serve
-(discovery, plugins, OAuth2 credentials, OCI services, ...) is refused by
+(discovery, plugins, OAuth2 credentials, ...) is refused by
 its name: a configuration is never half read.
 """
 
@@ -61,6 +61,7 @@ class Service:
     name: str
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    type: str = "http"  # or "oci": an OCI registry (regokite.bundles.oci)
     bearer_token: str | None = None  # the token, read from token_path when given there
     bearer_token_path: str | None = None
     bearer_scheme: str = "Bearer"
@@ -238,7 +239,7 @@ _SERVICE_KEYS = {
     "allow_insecure_tls",
     "response_header_timeout_seconds",
 }
-_REFUSED_SERVICE = {"type": "service types other than HTTP (OCI registries)", "keys": "per-service keys"}
+_REFUSED_SERVICE = {"keys": "per-service keys"}
 _REFUSED_CREDENTIALS = {
     "oauth2": "OAuth2 credentials",
     "s3_signing": "AWS S3 signing",
@@ -251,8 +252,9 @@ _REFUSED_CREDENTIALS = {
 def _service(name: str, spec: Any) -> Service:
     where = f"services.{name}"
     spec = _object(spec, where)
-    if spec.get("type") == "oci":
-        raise ConfigError(f"{where}.type: oci: regokite does not download bundles from OCI registries")
+    kind = spec.get("type", "http")
+    if kind not in ("http", "oci"):
+        raise ConfigError(f"{where}.type: {kind!r}: regokite knows http and oci services")
     _only(spec, where, _SERVICE_KEYS, _REFUSED_SERVICE)
     url = _string(spec.get("url"), f"{where}.url").rstrip("/")
     if not url.startswith(("http://", "https://")):
@@ -280,6 +282,7 @@ def _service(name: str, spec: Any) -> Service:
         name,
         url,
         headers,
+        kind,
         bearer_token=bearer.get("token"),
         bearer_token_path=bearer.get("token_path"),
         bearer_scheme=bearer.get("scheme", "Bearer"),

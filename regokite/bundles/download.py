@@ -18,8 +18,10 @@ import random
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Any
 
 from regokite.bundles.config import BundleSource, Service
 from regokite.errors import RegokiteError
@@ -57,25 +59,39 @@ def tls_context(service: Service) -> ssl.SSLContext:
     return context
 
 
+def open_url(
+    service: Service,
+    url: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    data: bytes | None = None,
+    authorization: str | None = None,
+    timeout: float | None = None,
+) -> Any:
+    """urlopen with the service's headers, its credentials (its bearer token unless `authorization`), its CA and
+    client certificate; a POST when there is `data`."""
+    sent = {**service.headers, **(headers or {})}
+    authorization = authorization or service.authorization()
+    if authorization:
+        sent["Authorization"] = authorization
+    request = urllib.request.Request(url, data, sent, method="POST" if data is not None else "GET")
+    context = tls_context(service) if url.startswith("https://") else None
+    return urllib.request.urlopen(request, timeout=timeout or service.response_header_timeout_seconds, context=context)
+
+
 def fetch(service: Service, source: BundleSource, etag: str | None, *, long_poll: bool = False) -> Reply:
     """One GET of the bundle; `long_poll`: ask the server to hold the request (Prefer: wait)."""
     url = f"{service.url}/{source.resource.lstrip('/')}"
-    headers = dict(service.headers)
-    authorization = service.authorization()
-    if authorization is not None:
-        headers["Authorization"] = authorization
+    headers = {"Prefer": "modes=snapshot"}
     if etag:
         headers["If-None-Match"] = etag
     timeout = service.response_header_timeout_seconds
     wait = source.polling.long_polling_timeout_seconds
-    headers["Prefer"] = "modes=snapshot"
     if long_poll and wait:
         headers["Prefer"] += f";wait={wait}"
         timeout += wait
-    request = urllib.request.Request(url, headers=headers)
-    context = tls_context(service) if url.startswith("https://") else None
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+        with open_url(service, url, headers, timeout=timeout) as response:
             blob = _read_limited(response, source.size_limit_bytes, source.name)
             holds = response.headers.get("Content-Type", "") == LONG_POLL_CONTENT_TYPE
             return Reply(blob, response.headers.get("ETag"), holds)

@@ -22,7 +22,6 @@ import os
 import threading
 import time
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,8 @@ from typing import Any
 from regokite import __version__
 from regokite.bundles.archive import LoadedBundle, combine, read_archive
 from regokite.bundles.config import BundleSource, OpaConfig
-from regokite.bundles.download import DownloadError, Reply, fetch, next_delay, tls_context
+from regokite.bundles.download import DownloadError, Reply, fetch, next_delay, open_url
+from regokite.bundles.oci import fetch_oci
 from regokite.errors import RegokiteError, release_frames
 from regokite.ops import bundle_metrics as metrics
 
@@ -166,9 +166,12 @@ class BundlePlugin:
         status.last_request = time.time()
         metrics.last_request.labels(name).set(status.last_request)
         try:
-            reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, False))
-        except DownloadError as exc:
-            self._failed(name, exc, exc.code)
+            if service.type == "oci":
+                reply = fetch_oci(service, source, self._etags.get(name))
+            else:
+                reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, False))
+        except RegokiteError as exc:  # the service's answer, or its credentials (a token file gone)
+            self._failed(name, exc, exc.code if isinstance(exc, DownloadError) else None)
             return next_delay(source, failures + 1, False)
         status.last_successful_request = time.time()
         self._long_polling[name] = reply.long_polling
@@ -272,16 +275,10 @@ class BundlePlugin:
     def _post_status(self, service_name: str, partition: str | None, document: dict[str, Any]) -> None:
         service = self.config.service(service_name)
         url = f"{service.url}/status" + (f"/{partition}" if partition else "")
-        headers = {**service.headers, "Content-Type": "application/json"}
-        authorization = service.authorization()
-        if authorization:
-            headers["Authorization"] = authorization
-        request = urllib.request.Request(url, json.dumps(document).encode(), headers, method="POST")
-        context = tls_context(service) if url.startswith("https://") else None
         try:
-            with urllib.request.urlopen(request, timeout=service.response_header_timeout_seconds, context=context):
+            with open_url(service, url, {"Content-Type": "application/json"}, data=json.dumps(document).encode()):
                 pass
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RegokiteError) as exc:
             log.warning("status update not delivered", extra={"url": url, "error": str(exc)})
 
     def activate_all(self, timeout: float | None = None) -> None:
@@ -314,7 +311,12 @@ class BundlePlugin:
         source = self.sources[name]
         delay = next_delay(source, 0, self._long_polling.get(name, False))
         while not stop.wait(delay):
-            delay = self.poll(name, failures)
+            try:
+                delay = self.poll(name, failures)
+            except Exception as exc:  # a bug must not end this bundle's polling for good, silently
+                log.exception("polling a bundle failed", extra={"bundle": name})
+                self._failed(name, exc)
+                delay = next_delay(source, failures + 1, False)
             failures = 0 if not self.status[name].code else failures + 1
 
 

@@ -5,7 +5,7 @@ and definitions can tell (each policy's webhook, least-privilege RBAC, the polic
 `regokite manifests <role> ... --helm-values`, built here from the generator's own objects, so the
 chart never recomputes it. tests/charts compares both renderings object by object.
 
-    python -m regokite.manifests.chart [CHART_DIR]   # crds/, ci/<role>-values.yaml, docs/helm.md's values table
+    python -m regokite.manifests.chart [CHART_DIR]   # crds/, ci/, files/, docs/helm.md's values table
 """
 
 from __future__ import annotations
@@ -189,6 +189,8 @@ def crd_files() -> dict[str, Obj]:
 def files() -> dict[str, str]:
     """Path under the chart -> content."""
     out = {f"crds/{name}": generate.to_yaml([crd], HEADER) for name, crd in crd_files().items()}
+    # the alert rules, read by templates/prometheusrule.yaml with .Files.Get (their {{ $labels }} stay text)
+    out["files/prometheus-rules.yaml"] = (ROOT / "deploy" / "monitoring" / "prometheus-rules.yaml").read_text()
     for role, values in ci_values().items():
         out[f"ci/{role}-values.yaml"] = generate.to_yaml([values], HEADER)
     return out

@@ -11,6 +11,7 @@ constraint kind (`/validate/<kind lowercased>`) for the API groups their
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -116,6 +117,66 @@ def _label_webhook(target: WebhookTarget) -> dict[str, Any]:
     hook = render_webhook(base, "validate", replace(target, settings=WebhookSettings()))
     hook["matchPolicy"] = "Exact"
     return hook
+
+
+SOURCES_PATH = "/v1/admitsource"  # regokite.sources.applied answers it
+# kube-mgmt's labels (regokite.sources.configmap_policies follows ConfigMaps carrying them)
+CONFIGMAP_LABELS = (("policy", ("openpolicyagent.org/policy", "rego")), ("data", ("openpolicyagent.org/data", "opa")))
+DEFINITION_RULES = (
+    ("metacontroller.k8s.io", ["compositecontrollers", "decoratorcontrollers"]),
+    ("regokite.dev", ["watches"]),
+)
+
+
+def policy_source_configuration(target: WebhookTarget, namespaces: Sequence[str], definitions: bool) -> dict[str, Any]:
+    """The webhooks that refuse at apply what a server would refuse to load (`/v1/admitsource`): policy and data
+    ConfigMaps of `namespaces` (`*`: all), each webhook limited by an objectSelector to its label so the
+    cluster's other ConfigMaps never reach it; with `definitions`, CompositeControllers, DecoratorControllers
+    and Watches, whose hooks the server resolves in the policies it serves. failurePolicy Fail: only these
+    objects wait on the server, and one that reaches a server anyway is refused there (the last good set
+    keeps serving)."""
+    hooks = []
+    rule = {"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
+    named = [] if "*" in namespaces else [{"key": NAME_LABEL, "operator": "In", "values": sorted(set(namespaces))}]
+    for what, (key, value) in CONFIGMAP_LABELS if namespaces else ():
+        hooks.append(_source_webhook(f"{what}-configmaps", [rule], target, named, {"matchLabels": {key: value}}))
+    if definitions:
+        rules = [
+            {
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": [group],
+                "apiVersions": ["v1alpha1"],
+                "resources": plurals,
+            }
+            for group, plurals in DEFINITION_RULES
+        ]
+        hooks.append(_source_webhook("definitions", rules, target, [], None))
+    metadata: dict[str, Any] = {
+        "name": f"{target.name}-policy-sources",
+        "labels": {"app.kubernetes.io/name": "regokite"},
+    }
+    if target.cert_manager_certificate:
+        metadata["annotations"] = {"cert-manager.io/inject-ca-from": target.cert_manager_certificate}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": hooks,
+    }
+
+
+def _source_webhook(
+    name: str,
+    rules: list[dict[str, Any]],
+    target: WebhookTarget,
+    namespaces: list[dict[str, Any]],
+    objects: dict[str, Any] | None,
+) -> dict[str, Any]:
+    base = webhook_base(AdmissionPolicy(name, (), Match(), failure_policy="Fail"), "validate", rules=rules)
+    base.update(path=SOURCES_PATH, name=f"{name}.{target.name}.regokite.dev", namespaceExpressions=namespaces)
+    if objects is not None:
+        base["objectSelector"] = objects
+    return render_webhook(base, "validate", replace(target, settings=WebhookSettings()))
 
 
 def _webhooks(policies: list[AdmissionPolicy], mode: str, target: WebhookTarget) -> list[dict[str, Any]]:

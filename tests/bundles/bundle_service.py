@@ -1,7 +1,8 @@
 """A bundle service for the tests: HTTPS with a CA of its own, bundles at `/bundles/<name>` with ETags
 (304 on If-None-Match), an optional bearer token and client certificate, long polling (`Prefer: ...;wait=N`
 held until the bundle changes, answered with OPA's long-polling content type), and `POST /status`
-recorded."""
+recorded. It is an OCI registry too (`push`: `/v2/<repository>/manifests/<tag>` and `/blobs/<digest>`),
+with Docker's token flow when `registry_token` is set (a 401 challenge naming `/token`)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,22 @@ from regokite.ops import tls
 
 class BundleService:
     def __init__(
-        self, directory: Path, *, token: str | None = None, client_ca: bool = False, long_polling: bool = False
+        self,
+        directory: Path,
+        *,
+        token: str | None = None,
+        client_ca: bool = False,
+        long_polling: bool = False,
+        registry_token: str | None = None,
     ) -> None:
-        self.directory, self.token, self.long_polling = directory, token, long_polling
+        self.directory, self.token, self.long_polling, self.registry_token = (
+            directory,
+            token,
+            long_polling,
+            registry_token,
+        )
+        self.images: dict[str, bytes] = {}  # "<repository>:<tag>" -> manifest
+        self.blobs: dict[str, bytes] = {}  # "sha256:<hex>" -> blob
         self.ca = tls.new_ca("bundle service CA")
         cert, key = tls.issue(self.ca, ["127.0.0.1", "localhost"])
         directory.mkdir(parents=True, exist_ok=True)
@@ -58,6 +72,22 @@ class BundleService:
         with self.changed:
             self.bundles[name] = blob
             self.changed.notify_all()
+
+    def push(self, repository: str, tag: str, bundle: bytes) -> str:
+        """An image as `opa build` + `oras push` make it: a config and the bundle as a tar+gzip layer."""
+        config = b"{}"
+        layer, config_digest = (f"sha256:{hashlib.sha256(b).hexdigest()}" for b in (bundle, config))
+        self.blobs.update({layer: bundle, config_digest: config})
+        manifest = {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": 2},
+            "layers": [
+                {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": layer, "size": len(bundle)}
+            ],
+        }
+        self.images[f"{repository}:{tag}"] = json.dumps(manifest).encode()
+        return layer
 
     def answered(self, code: int) -> int:
         """Bundle requests answered with `code`."""
@@ -98,7 +128,29 @@ def _handler(service: BundleService) -> type[BaseHTTPRequestHandler]:
             self._reply(401, b'{"code": "unauthorized"}')
             return False
 
+        def _registry(self) -> None:
+            repository, kind, reference = re.fullmatch(r"/v2/(.+)/(manifests|blobs)/(.+)", self.path).groups()
+            if service.registry_token and self.headers.get("Authorization") != f"Bearer {service.registry_token}":
+                realm = f'Bearer realm="{service.url}/token",service="test",scope="repository:{repository}:pull"'
+                self._reply(401, b"{}", {"WWW-Authenticate": realm})
+                return
+            found = (
+                service.images.get(f"{repository}:{reference}") if kind == "manifests" else service.blobs.get(reference)
+            )
+            if found is None:
+                self._reply(404, b"{}")
+            else:
+                self._reply(200, found, {"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
+
         def do_GET(self) -> None:
+            if self.path.startswith("/token?"):
+                if self._authorized():
+                    self._reply(200, json.dumps({"token": service.registry_token}).encode())
+                return
+            if self.path.startswith("/v2/"):
+                if service.registry_token or self._authorized():
+                    self._registry()
+                return
             if not self._authorized():
                 return
             name = self.path.removeprefix("/bundles/")

@@ -90,7 +90,7 @@ def test_a_bundle_without_a_service_takes_the_only_one() -> None:
         ({"discovery": {}}, "discovery: regokite does not serve discovery bundles"),
         ({"plugins": {}}, "plugins: regokite does not serve custom plugins"),
         ({"nonsense": 1}, "nonsense: not a key of OPA's configuration"),
-        ({"services": {"s": {"url": "http://x", "type": "oci"}}}, "services.s.type: oci: regokite does not download"),
+        ({"services": {"s": {"url": "http://x", "type": "s3"}}}, "services.s.type: 's3': regokite knows http and oci"),
         (
             {"services": {"s": {"url": "http://x", "credentials": {"oauth2": {}}}}},
             "services.s.credentials.oauth2: regokite does not support OAuth2 credentials",

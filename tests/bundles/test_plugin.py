@@ -226,3 +226,60 @@ def test_delays_are_opas() -> None:
     assert next_delay(source, 0, True, rng) == 0.0
     assert 0.08 <= next_delay(source, 1, False, rng) <= 0.12
     assert next_delay(source, 50, False, rng) <= 20
+
+
+def test_bundles_pulled_from_an_oci_registry_with_its_token_flow(tmp_path: Path) -> None:
+    """OPA's OCI downloader: the manifest's tar+gzip layer is the bundle, its digest the ETag (an unchanged
+    digest is not pulled again), Docker's token flow asked with the service's credentials."""
+    with BundleService(tmp_path / "svc", token="s3cret", registry_token="registry-token") as service:
+        service.push("org/authz", "1.0", authz("r1", ["alice"]))
+        doc = config(service, signing={"keyid": "global"})
+        registry = replace(doc.services["acme"], type="oci")
+        source = replace(doc.bundles["authz"], resource="127.0.0.1/org/authz:1.0")
+        plugin = BundlePlugin(
+            replace(doc, services={"acme": registry}, bundles={"authz": source}), tmp_path / "s", loads
+        )
+        plugin.activate_all(timeout=10)
+        assert allowed(plugin.store, "alice") and plugin.status["authz"].active_revision == "r1"
+        blobs = sum(1 for path, code in service.codes if "/blobs/" in path and code == 200)
+        plugin.poll("authz")  # the same digest: the blob is not pulled again
+        assert sum(1 for path, code in service.codes if "/blobs/" in path and code == 200) == blobs
+        service.push("org/authz", "1.0", authz("r2", ["bob"]))
+        plugin.poll("authz")
+        assert allowed(plugin.store, "bob") and plugin.status["authz"].active_revision == "r2"
+        service.push("org/authz", "1.0", authz("r3", ["mallory"], key=make_key("ES256")))
+        plugin.poll("authz")
+        assert "failed to verify" in plugin.status["authz"].message and allowed(plugin.store, "bob")
+
+
+@pytest.mark.parametrize(
+    ("resource", "parsed"),
+    [
+        ("ghcr.io/org/policy:1.0", ("org/policy", "1.0")),
+        ("localhost:5000/policy", ("policy", "latest")),
+        ("org/policy@sha256:abc", ("org/policy", "sha256:abc")),
+        ("org/policy", ("org/policy", "latest")),
+    ],
+)
+def test_image_references(resource: str, parsed: tuple[str, str]) -> None:
+    from regokite.bundles.oci import parse_reference
+
+    assert parse_reference(resource) == parsed
+
+
+def test_a_token_file_gone_is_a_failed_poll_not_a_dead_poller(tmp_path: Path) -> None:
+    with BundleService(tmp_path / "svc", token="s3cret") as service:
+        service.put("authz", authz("r1", ["alice"]))
+        doc = config(service, **SIGNED)
+        token_file = tmp_path / "token"
+        token_file.write_text("s3cret")
+        acme = replace(doc.services["acme"], bearer_token=None, bearer_token_path=str(token_file))
+        plugin = BundlePlugin(replace(doc, services={"acme": acme}), tmp_path / "store", loads)
+        plugin.activate_all(timeout=10)
+        token_file.unlink()
+        plugin.poll("authz")
+        assert "token_path" in plugin.status["authz"].message and allowed(plugin.store, "alice")
+        token_file.write_text("s3cret")  # a rotated token is read at the next request
+        service.put("authz", authz("r2", ["bob"]))
+        plugin.poll("authz")
+        assert allowed(plugin.store, "bob")
