@@ -185,3 +185,13 @@ def test_the_webhook_servers_keep_serving_until_their_endpoint_is_gone() -> None
         if o["kind"] == "PodDisruptionBudget"
     }
     assert budgets == {d["metadata"]["name"] for d in servers}
+
+
+@pytest.mark.parametrize("namespaces", [["team-a", "team-b"], ["*"]])
+def test_policy_configmaps_and_definitions_are_checked_at_apply_in_both(namespaces: list[str]) -> None:
+    values = {"gatekeeper": {"enabled": False}, "validatingWebhookFailurePolicy": "Ignore"}  # no knob applies there
+    options = {**ADMISSION, "policy_namespaces": namespaces, "check_definitions": True}
+    objects, helm_values = generated("admission", values, **options)
+    expected, got = comparable(objects), comparable(render(merged(values, helm_values)))
+    assert ("ValidatingWebhookConfiguration", "regokite-policy-sources") in got
+    assert got == expected
