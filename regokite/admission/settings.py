@@ -15,6 +15,7 @@ from regokite.clusterdata.store import ResourceRef
 from regokite.engine import EngineSettings
 from regokite.gatekeeper.constraints import GatekeeperSources, read_sources
 from regokite.gatekeeper.exempt import Exemptions
+from regokite.sources.applied import SourceChecks
 
 log = logging.getLogger("regokite.admission")
 
@@ -51,6 +52,7 @@ class AdmissionSettings:
     # set by `serve`: where the feeder process serves the replica (Unix socket, key); None: no credentials
     replica_feed: tuple[str, bytes] | None = None
     bundles: ServedBundles = field(default_factory=ServedBundles)  # --bundle, --config-file
+    source_checks: SourceChecks | None = None  # what /v1/admitsource checks (ConfigMaps, controller definitions)
 
     def read(self) -> Snapshot:
         """The policy files as they are now (the fingerprint taken first, so a change while reading shows next time)."""

@@ -170,8 +170,8 @@ class BundlePlugin:
                 reply = fetch_oci(service, source, self._etags.get(name))
             else:
                 reply = fetch(service, source, self._etags.get(name), long_poll=self._long_polling.get(name, False))
-        except DownloadError as exc:
-            self._failed(name, exc, exc.code)
+        except RegokiteError as exc:  # the service's answer, or its credentials (a token file gone)
+            self._failed(name, exc, exc.code if isinstance(exc, DownloadError) else None)
             return next_delay(source, failures + 1, False)
         status.last_successful_request = time.time()
         self._long_polling[name] = reply.long_polling
@@ -278,7 +278,7 @@ class BundlePlugin:
         try:
             with open_url(service, url, {"Content-Type": "application/json"}, data=json.dumps(document).encode()):
                 pass
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RegokiteError) as exc:
             log.warning("status update not delivered", extra={"url": url, "error": str(exc)})
 
     def activate_all(self, timeout: float | None = None) -> None:
@@ -311,7 +311,12 @@ class BundlePlugin:
         source = self.sources[name]
         delay = next_delay(source, 0, self._long_polling.get(name, False))
         while not stop.wait(delay):
-            delay = self.poll(name, failures)
+            try:
+                delay = self.poll(name, failures)
+            except Exception as exc:  # a bug must not end this bundle's polling for good, silently
+                log.exception("polling a bundle failed", extra={"bundle": name})
+                self._failed(name, exc)
+                delay = next_delay(source, failures + 1, False)
             failures = 0 if not self.status[name].code else failures + 1
 
 

@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from regokite.engine import Capability
     from regokite.gatekeeper.exempt import Exemptions
     from regokite.ops.tls import self_signed
+    from regokite.sources.applied import SourceChecks
 
     cert, key = args.tls_cert, args.tls_key
     if args.self_signed:
@@ -175,8 +176,10 @@ def run(args: argparse.Namespace) -> int:
     if Capability.SIDECAR in settings.engine.capabilities and args.opa_wait > 0:
         _wait_for_opa(settings.engine.opa_url, args.opa_wait)
     try:
-        with options.with_configmap_policies(args):
+        with options.with_configmap_policies(args) as configmaps:
             settings.policies = args.policies
+            directory, namespaces = configmaps or (None, [])
+            settings.source_checks = SourceChecks(settings.engine, directory, tuple(namespaces))
             return serve(settings)
     finally:
         if metrics_dir:

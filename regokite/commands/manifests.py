@@ -83,6 +83,20 @@ def add_parser(sub: Any) -> None:
     _serving_options(adm, timeout=5)
     adm.add_argument("--opa-wait", type=float, default=30.0, metavar="SECONDS", help="wait this long for the sidecar")
     _replicate_options(adm, "policies' `replicate` declarations need no flag")
+    adm.add_argument(
+        "--policy-namespaces",
+        action="append",
+        default=[],
+        metavar="NS[,NS...]",
+        help="the server follows kube-mgmt's labelled policy and data ConfigMaps there (* for all), and a webhook"
+        " refuses at apply one that would not load (repeatable)",
+    )
+    adm.add_argument(
+        "--check-definitions",
+        action="store_true",
+        help="a webhook refuses at apply a CompositeController, DecoratorController or Watch whose hooks are not in"
+        " the served policies (serve the controller's --policies and --policy-namespaces)",
+    )
     adm.set_defaults(func=_cmd_admission)
 
     gk = kinds.add_parser(
@@ -296,6 +310,8 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         **_shared(args, _check_policies(args)),
         **_serving(args),
         opa_wait=args.opa_wait,
+        policy_namespaces=[n.strip() for value in args.policy_namespaces for n in value.split(",") if n.strip()],
+        check_definitions=args.check_definitions,
     )
     if args.helm_values:
         return _print_values(chart.admission_values(opts))

@@ -104,15 +104,15 @@ def extension_options(
 
 
 @contextlib.contextmanager
-def with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
+def with_configmap_policies(args: argparse.Namespace) -> Iterator[tuple[Path, list[str]] | None]:
     """With `--policy-namespaces`: kube-mgmt's labelled ConfigMaps, followed on a thread of this
     process, become one more `--policies` directory (the same checks and status annotations as
-    `regokite configmaps`)."""
+    `regokite configmaps`). Yields the ConfigMaps' directory and namespaces (None without)."""
     namespaces = getattr(args, "policy_namespaces", None)
     if not namespaces:
         if not args.policies and not (getattr(args, "bundle", None) or getattr(args, "config_file", None)):
             raise RegokiteError("give --policies DIR, --policy-namespaces NS, --bundle or --config-file")
-        yield
+        yield None
         return
     from regokite.kube.client import KubeClient
     from regokite.sources.configmap_policies import followed_in_process, split_namespaces
@@ -122,7 +122,7 @@ def with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
     namespaces = split_namespaces(namespaces)
     with followed_in_process(client, namespaces, engine_settings(args), directory=kept) as out:
         args.policies = [*args.policies, str(out)]
-        yield
+        yield out, namespaces
 
 
 def add_bundle_service_args(p: argparse.ArgumentParser) -> None:

@@ -66,6 +66,10 @@ class AdmissionOptions(Common):
     opa_wait: float = 30.0
     replicate: list[str] = field(default_factory=list)  # --replicate flags, beside what policies declare
     replicate_cluster: list[str] = field(default_factory=list)
+    # checked at apply (/v1/admitsource): kube-mgmt's ConfigMaps the server follows there (* all), and
+    # CompositeControllers, DecoratorControllers and Watches against the policies it serves
+    policy_namespaces: list[str] = field(default_factory=list)
+    check_definitions: bool = False
 
 
 @dataclass
@@ -143,7 +147,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
     finally:
         policy_set.close()
     replicated = sorted({*_replicated(opts), *policy_set.replicate})
-    objects = _prelude(opts, opts.name, component, automount=bool(replicated))
+    objects = _prelude(opts, opts.name, component, automount=bool(replicated or opts.policy_namespaces))
     if replicated:
         perms = rbac.Permissions()
         for ref in replicated:
@@ -153,15 +157,32 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         )
     cm_objects, volumes, policy_args, mounts = policy_mount(opts, opts.name, component)
     objects += cm_objects
-    args = ["admission", *policy_args, *_engine_args(opts)]
+    if opts.policy_namespaces:
+        objects += rbac.configmap_policy_objects(
+            opts.policy_namespaces, name=opts.name, namespace=opts.namespace, service_account=opts.name,
+            labels=w.labels(component),
+        )  # fmt: skip
+        policy_args += [a for ns in opts.policy_namespaces for a in ("--policy-namespaces", ns)]
+        policy_args += ["--policy-namespaces-dir", CONFIGMAP_POLICIES_DIR]
+    # as Gatekeeper's --shutdown-delay: a Pod being deleted serves until its endpoint is gone (a rolling update
+    # loses no review); terminationGracePeriodSeconds (30) leaves the reviews in flight time to finish after it
+    args = ["admission", *policy_args, *_engine_args(opts), "--shutdown-delay=10"]
     args += _replicate_flags(opts)
     if Capability.SIDECAR in capabilities_of(opts.engine):
         args += ["--opa-wait", f"{opts.opa_wait:g}"]
     served, target = _webhook_server(
-        opts, component, args, mounts=mounts, volumes=volumes, automount=bool(replicated), webhook_name="regokite"
+        opts,
+        component,
+        args,
+        mounts=mounts,
+        volumes=volumes,
+        automount=bool(replicated or opts.policy_namespaces),
+        webhook_name="regokite",
     )
     objects += served
     objects += webhooks.webhook_configurations(policies, target)
+    if opts.policy_namespaces or opts.check_definitions:
+        objects.append(webhooks.policy_source_configuration(target, opts.policy_namespaces, opts.check_definitions))
     return objects
 
 

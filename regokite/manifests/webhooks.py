@@ -11,6 +11,7 @@ constraint kind (`/validate/<kind lowercased>`) for the API groups their
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -116,6 +117,75 @@ def _label_webhook(target: WebhookTarget) -> dict[str, Any]:
     hook = render_webhook(base, "validate", replace(target, settings=WebhookSettings()))
     hook["matchPolicy"] = "Exact"
     return hook
+
+
+SOURCES_PATH = "/v1/admitsource"  # regokite.sources.applied answers it
+# kube-mgmt's labels (regokite.sources.configmap_policies follows ConfigMaps carrying them)
+CONFIGMAP_LABELS = (("policy", ("openpolicyagent.org/policy", "rego")), ("data", ("openpolicyagent.org/data", "opa")))
+DEFINITION_RULES = (
+    ("metacontroller.k8s.io", ["compositecontrollers", "decoratorcontrollers"]),
+    ("regokite.dev", ["watches"]),
+)
+
+
+def policy_source_configuration(target: WebhookTarget, namespaces: Sequence[str], definitions: bool) -> dict[str, Any]:
+    """The webhooks that refuse at apply what a server would refuse to load (`/v1/admitsource`): policy and data
+    ConfigMaps of `namespaces` (`*`: all), each webhook limited by an objectSelector to its label so the
+    cluster's other ConfigMaps never reach it; with `definitions`, CompositeControllers, DecoratorControllers
+    and Watches, whose hooks the server resolves in the policies it serves. failurePolicy Fail: only these
+    objects wait on the server, and one that reaches a server anyway is refused there (the last good set
+    keeps serving)."""
+    target = replace(target, settings=WebhookSettings())  # no knob: these fail closed, for these objects only
+    hooks = [
+        render_webhook(base, "validate", target) for base in policy_source_bases(target.name, namespaces, definitions)
+    ]
+    metadata: dict[str, Any] = {
+        "name": f"{target.name}-policy-sources",
+        "labels": {"app.kubernetes.io/name": "regokite"},
+    }
+    if target.cert_manager_certificate:
+        metadata["annotations"] = {"cert-manager.io/inject-ca-from": target.cert_manager_certificate}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": hooks,
+    }
+
+
+def policy_source_bases(server: str, namespaces: Sequence[str], definitions: bool) -> list[dict[str, Any]]:
+    """`policy_source_configuration`'s webhooks before rendering (the chart's admission.webhooks.sources)."""
+    bases = []
+    rule = {"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
+    named = [] if "*" in namespaces else [{"key": NAME_LABEL, "operator": "In", "values": sorted(set(namespaces))}]
+    for what, (key, value) in CONFIGMAP_LABELS if namespaces else ():
+        bases.append(_source_base(f"{what}-configmaps", [rule], server, named, {"matchLabels": {key: value}}))
+    if definitions:
+        rules = [
+            {
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": [group],
+                "apiVersions": ["v1alpha1"],
+                "resources": plurals,
+            }
+            for group, plurals in DEFINITION_RULES
+        ]
+        bases.append(_source_base("definitions", rules, server, [], None))
+    return bases
+
+
+def _source_base(
+    name: str,
+    rules: list[dict[str, Any]],
+    server: str,
+    namespaces: list[dict[str, Any]],
+    objects: dict[str, Any] | None,
+) -> dict[str, Any]:
+    base = webhook_base(AdmissionPolicy(name, (), Match(), failure_policy="Fail"), "validate", rules=rules)
+    base.update(path=SOURCES_PATH, name=f"{name}.{server}.regokite.dev", namespaceExpressions=namespaces)
+    if objects is not None:
+        base["objectSelector"] = objects
+    return base
 
 
 def _webhooks(policies: list[AdmissionPolicy], mode: str, target: WebhookTarget) -> list[dict[str, Any]]:

@@ -265,3 +265,21 @@ def test_image_references(resource: str, parsed: tuple[str, str]) -> None:
     from regokite.bundles.oci import parse_reference
 
     assert parse_reference(resource) == parsed
+
+
+def test_a_token_file_gone_is_a_failed_poll_not_a_dead_poller(tmp_path: Path) -> None:
+    with BundleService(tmp_path / "svc", token="s3cret") as service:
+        service.put("authz", authz("r1", ["alice"]))
+        doc = config(service, **SIGNED)
+        token_file = tmp_path / "token"
+        token_file.write_text("s3cret")
+        acme = replace(doc.services["acme"], bearer_token=None, bearer_token_path=str(token_file))
+        plugin = BundlePlugin(replace(doc, services={"acme": acme}), tmp_path / "store", loads)
+        plugin.activate_all(timeout=10)
+        token_file.unlink()
+        plugin.poll("authz")
+        assert "token_path" in plugin.status["authz"].message and allowed(plugin.store, "alice")
+        token_file.write_text("s3cret")  # a rotated token is read at the next request
+        service.put("authz", authz("r2", ["bob"]))
+        plugin.poll("authz")
+        assert allowed(plugin.store, "bob")
