@@ -252,7 +252,10 @@ async def _review(state: ServingState, request: Request, mode: Mode, policy: str
     answer = response(review, decision.verdict)
     elapsed = time.monotonic() - started
     if state.decision_log is not None:
-        _log_decision(state.decision_log, endpoint, review, decision, elapsed)
+        try:
+            _log_decision(state.decision_log, endpoint, review, decision, elapsed)
+        except Exception:  # a decision log must never change the answer
+            log.exception("decision log failed", extra={"uid": review.uid})
     _record(endpoint, decision, elapsed)
     _log_access(review.summary(), endpoint, decision, elapsed)
     return Response(json.dumps(answer), media_type="application/json")
