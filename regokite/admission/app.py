@@ -62,6 +62,7 @@ class ServingState:
     # the bundle plugin's status (OPA's status API document), when bundles are downloaded
     bundle_status: Callable[[], dict[str, Any] | None] | None = None
     source_checks: SourceChecks | None = None  # /v1/admitsource: ConfigMaps and controller definitions
+    stopping: Callable[[], bool] = lambda: False  # SIGTERM received: deciding through --shutdown-delay, not ready
 
     def swap(self, new: PolicySet, files_read_at: float | None = None) -> None:
         old, self.policy_set = self.policy_set, new
@@ -325,6 +326,9 @@ def _readiness(state: ServingState) -> JSONResponse:
             if state.replica.ready():
                 detail["replication"]["loading"] = missing  # listed, not yet in the engine whole
             return JSONResponse(detail, status_code=503)
+    if state.stopping():  # still deciding, but no longer to be sent reviews (a Pod being deleted)
+        detail["status"] = "shutting down"
+        return JSONResponse(detail, status_code=503)
     return JSONResponse(detail)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from regokite.admission.policies import PolicySet
 from regokite.admission.reload import LastGood, unreplicated
 from regokite.admission.settings import AdmissionSettings, Snapshot
-from regokite.admission.worker import Tls, run_worker
+from regokite.admission.worker import STOPPING, Tls, run_worker
 from regokite.bundle import fingerprint
 from regokite.bundles.archive import LoadedBundle, combine
 from regokite.bundles.plugin import BundlePlugin
@@ -188,6 +188,10 @@ class Shutdown:
     def signalled(self, _signum: int, _frame: object) -> None:
         if self.at is None and self.delay > 0:
             self.at = time.monotonic() + self.delay  # no logging here: the handler may interrupt a log call
+            for pid, slot in list(self.children.items()):  # not ready from now on (/readyz 503), still deciding
+                if slot >= 0:  # workers only: the feeder and downloader die of SIGUSR1
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGUSR1)
         else:
             self.stop()
 
@@ -237,6 +241,9 @@ def _supervise(
         if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGUSR1, lambda *_: STOPPING.set())
+            if shutdown.at is not None:  # a replacement forked during --shutdown-delay
+                STOPPING.set()
             try:
                 saved, allowance = partial(last_good.save, slot), allowances.setter(slot)
                 run_worker(settings, sock, tls, start, watchdog.tracker(slot), saved, allowance)
