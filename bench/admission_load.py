@@ -61,6 +61,7 @@ from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
 from tests.admission.server import admission_server
+from tests.decisionlogs.sink import Sink
 
 # The test helper polls the policy dir every 0.2 s; measure what users run.
 PRODUCTION_RELOAD = ("--reload-interval", "1")
@@ -510,35 +511,9 @@ def split_by_wait(requests: list[tuple[float, float]], watch: CpuWatch) -> dict[
     }
 
 
-class _Sink:
-    """A decision log service in this process: counts the events of the gzip'd batches it is sent."""
-
-    def __init__(self) -> None:
-        import gzip
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.events = 0
-        sink = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                sink.events += len(json.loads(gzip.decompress(body)))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 def compare_decision_logs(args: argparse.Namespace, raw: dict[str, float]) -> None:
     """One worker's open loop at half its saturation (measured with logging off), logging off then on."""
-    sink = _Sink()
+    sink = Sink()
     rate = args.rate
     latencies: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -565,8 +540,8 @@ def compare_decision_logs(args: argparse.Namespace, raw: dict[str, float]) -> No
             time.sleep(2.5)  # the worker's last upload (max_delay) reaches the sink before counting
     on, off = latencies["on"], latencies["off"]
     print(f"on / off: p50 {on['p50'] / off['p50']:.2f}x, p99 {on['p99'] / off['p99']:.2f}x; "
-          f"raw decision p50 {raw['p50']:.3f} ms; events the sink received: {sink.events}")  # fmt: skip
-    sink.server.shutdown()
+          f"raw decision p50 {raw['p50']:.3f} ms; events the sink received: {len(sink.events())}")  # fmt: skip
+    sink.close()
 
 
 def main() -> None:

@@ -5,12 +5,8 @@ retries after a failed upload, and one event per admission review."""
 from __future__ import annotations
 
 import asyncio
-import gzip
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -25,6 +21,7 @@ from regokite.decisionlogs.logger import DecisionLogger
 from regokite.engine import open_engine
 from tests.admission.reviews import REPLICAS, deployment, review
 from tests.admission.server import admission_server
+from tests.decisionlogs.sink import Sink
 
 SYSTEM_LOG = """package system.log
 
@@ -36,44 +33,6 @@ mask contains {"op": "upsert", "path": "/input/request/userInfo/username", "valu
 
 mask contains "/input/not/there"
 """
-
-
-class Sink:
-    """A decision log service: records each POST's (headers, gzip'd body); answers `failures` 500s first."""
-
-    def __init__(self, failures: int = 0) -> None:
-        self.batches: list[tuple[dict[str, str], bytes]] = []
-        self.failures = failures
-        self.attempts = 0
-        sink = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                sink.attempts += 1
-                if sink.failures:
-                    sink.failures -= 1
-                    self.send_response(500)
-                else:
-                    sink.batches.append((dict(self.headers), body))
-                    self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def events(self) -> list[dict]:
-        return [e for _, body in self.batches for e in json.loads(gzip.decompress(body))]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -230,3 +189,17 @@ def test_the_admission_server_logs_each_review_to_the_configured_service(tmp_pat
     assert logged["input"]["request"]["userInfo"]["username"] == "***"
     assert logged["masked"] == ["/input/request/userInfo/username"]
     assert [p["policy"] for p in logged["result"]["policies"]] == ["admission.replicas"]
+
+
+def test_console_writes_each_event_as_a_log_line(caplog) -> None:
+    document = parse_config({"decision_logs": {"console": True, "reporting": {"min_delay_seconds": 0.05,
+                                                                              "max_delay_seconds": 0.1}}})  # fmt: skip
+    logger = DecisionLogger(dl_config.parse(document.decision_logs, document.services), lambda: None)
+    sent = [an_event(n) for n in range(3)]
+    with caplog.at_level("INFO", logger="regokite.decisions"):
+        for entry in sent:
+            logger.record(entry)
+        logger.close()
+    lines = [r for r in caplog.records if r.name == "regokite.decisions"]
+    assert [r.getMessage() for r in lines] == ["Decision Log"] * 3
+    assert [r.decision["decision_id"] for r in lines] == [e["decision_id"] for e in sent]
