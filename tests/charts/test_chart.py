@@ -40,7 +40,7 @@ KNOBS = {
     },
     "auditInterval": 30,
     "constraintViolationsLimit": 5,
-    "auditChunkSize": 0,
+    "auditChunkSize": 1000000,  # Helm reads numbers as doubles: "1e+06" unless the chart makes it an integer
 }
 
 
