@@ -98,7 +98,7 @@ class CoverageLog:
         value = _value(module, source, body(spec["head"]).get("assign") or {"value": body(spec["head"]).get("key")})
         if not spec["bodies"]:
             mark = self._mark(head, name, value)
-            return [Change(at := _end(source, spec["head"]), at, f" if {{ {mark} }}".encode())]
+            return [Change(at := _end(source, spec["head"]), at, _body(module, mark))]
         changes = []
         for each in spec["bodies"]:
             rows, this = head, value
@@ -112,7 +112,7 @@ class CoverageLog:
                 first = position(source, stmts[0]["span"]["start"])[0]
                 self._entered.setdefault(name, set()).add((module.path, first))
             if not stmts:
-                changes.append(Change(at := _after_else(source, each), at, f" if {{ {mark} }}".encode()))
+                changes.append(Change(at := _after_else(source, each), at, _body(module, mark)))
                 continue
             start, end = each["query"]["span"]["start"], _end(source, stmts[-1])
             if source[start : start + 1] == b"{":
@@ -216,6 +216,11 @@ def _end(source: bytes, node: Node) -> int:
             last = source.index(b")", inner["span"]["start"]) + 1
         end = max(end, last)
     return end
+
+
+def _body(module: Module, mark: str) -> bytes:
+    """A body holding only the call, for a rule written without one (v0 has no `if` unless imported)."""
+    return f" {{ {mark} }}".encode() if module.v0 else f" if {{ {mark} }}".encode()
 
 
 def _value(module: Module, source: bytes, assign: Node | None) -> str:

@@ -283,3 +283,62 @@ def test_coverage_needs_the_embedded_engine(tmp_path):
     (tmp_path / "p_test.rego").write_text("package p\n\ntest_a if true\n")
     with pytest.raises(PolicyLoadError, match="the opa engine reports no coverage: use the embedded engine"):
         testing.run_tests([str(tmp_path)], engine=EngineSettings(kind="opa"), coverage=CoverageLog())
+
+
+V0 = """package p
+
+default allow = false
+
+x = 1
+
+allow {
+	input.user == "admin"
+}
+
+f(a) = "big" {
+	a > 10
+} else = "small"
+
+test_allow {
+	allow with input as {"user": "admin"}
+	x == 1
+	f(1) == "small"
+}
+"""
+
+V1_TWIN = """package p
+
+default allow := false
+
+x := 1
+
+allow if {
+	input.user == "admin"
+}
+
+f(a) := "big" if {
+	a > 10
+} else := "small"
+
+test_allow if {
+	allow with input as {"user": "admin"}
+	x == 1
+	f(1) == "small"
+}
+"""
+
+
+def test_a_v0_module_covers_the_rows_of_its_v1_twin(tmp_path):
+    """v0 has no `if`: a rule without a body gets `{ call }` (OPA's library reads v1 only: the twin, row
+    for row, is what it reports on)."""
+    (tmp_path / "v0").mkdir()
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v0" / "p.rego").write_text(V0)
+    (tmp_path / "v1" / "p.rego").write_text(V1_TWIN)
+    log = CoverageLog()
+    results = testing.run_tests([str(tmp_path / "v0")], engine=EngineSettings(v0_compatible=True), coverage=log)
+    assert [r.outcome for r in results] == [testing.Outcome.PASS]
+    _, _, opa = both([str(tmp_path / "v1")])
+    ((_, theirs),) = opa.items()
+    ((_, ours),) = covered_rows(log.report()).items()
+    assert ours == theirs
