@@ -5,7 +5,7 @@ and definitions can tell (each policy's webhook, least-privilege RBAC, the polic
 `regokite manifests <role> ... --helm-values`, built here from the generator's own objects, so the
 chart never recomputes it. tests/charts compares both renderings object by object.
 
-    python -m regokite.manifests.chart [CHART_DIR]   # crds/, ci/<role>-values.yaml, docs/helm.md's values table
+    python -m regokite.manifests.chart [CHART_DIR]   # crds/, ci/, files/, docs/helm.md's values table
 """
 
 from __future__ import annotations
@@ -83,11 +83,13 @@ def admission_values(opts: generate.AdmissionOptions) -> Obj:
             "opaWait": opts.opa_wait,
             "replicate": opts.replicate,
             "replicateCluster": opts.replicate_cluster,
+            "policyNamespaces": opts.policy_namespaces,
             "policies": _policies(opts, "admission"),
             "rbac": rbac_entries(objects, opts.name, opts.namespace),
             "webhooks": {
                 "validating": webhooks.webhook_bases([p for p in policies if p.validating], "validate"),
                 "mutating": webhooks.webhook_bases([p for p in policies if p.mutating], "mutate"),
+                "sources": webhooks.policy_source_bases("regokite", opts.policy_namespaces, opts.check_definitions),
             },
         },
     }
@@ -189,6 +191,8 @@ def crd_files() -> dict[str, Obj]:
 def files() -> dict[str, str]:
     """Path under the chart -> content."""
     out = {f"crds/{name}": generate.to_yaml([crd], HEADER) for name, crd in crd_files().items()}
+    # the alert rules, read by templates/prometheusrule.yaml with .Files.Get (their {{ $labels }} stay text)
+    out["files/prometheus-rules.yaml"] = (ROOT / "deploy" / "monitoring" / "prometheus-rules.yaml").read_text()
     for role, values in ci_values().items():
         out[f"ci/{role}-values.yaml"] = generate.to_yaml([values], HEADER)
     return out

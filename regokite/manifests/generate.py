@@ -164,7 +164,9 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         )  # fmt: skip
         policy_args += [a for ns in opts.policy_namespaces for a in ("--policy-namespaces", ns)]
         policy_args += ["--policy-namespaces-dir", CONFIGMAP_POLICIES_DIR]
-    args = ["admission", *policy_args, *_engine_args(opts)]
+    # as Gatekeeper's --shutdown-delay: a Pod being deleted serves until its endpoint is gone (a rolling update
+    # loses no review); terminationGracePeriodSeconds (30) leaves the reviews in flight time to finish after it
+    args = ["admission", *policy_args, *_engine_args(opts), "--shutdown-delay=10"]
     args += _replicate_flags(opts)
     if Capability.SIDECAR in capabilities_of(opts.engine):
         args += ["--opa-wait", f"{opts.opa_wait:g}"]

@@ -40,7 +40,7 @@ KNOBS = {
     },
     "auditInterval": 30,
     "constraintViolationsLimit": 5,
-    "auditChunkSize": 0,
+    "auditChunkSize": 1000000,  # Helm reads numbers as doubles: "1e+06" unless the chart makes it an integer
 }
 
 
@@ -158,3 +158,50 @@ def test_the_layers_of_knobs_apply_in_the_same_order_in_both(tmp_path: Path) -> 
 def test_the_docs_values_table_is_current() -> None:
     doc = (CHART.parents[1] / "docs" / "helm.md").read_text(encoding="utf-8")
     assert chart.values_table(CHART) in doc, "run `python -m regokite.manifests.chart`"
+
+
+def test_the_alert_rules_ship_as_a_prometheus_rule_when_asked() -> None:
+    [rules] = yamldoc.load_all((CHART.parents[1] / "deploy" / "monitoring" / "prometheus-rules.yaml").read_text())
+    asked = [o for o in render({"metrics": {"prometheusRule": {"enabled": True}}}) if o["kind"] == "PrometheusRule"]
+    assert [rule["spec"]["groups"] for rule in asked] == [rules["groups"]]
+    assert not [o for o in render({}) if o["kind"] == "PrometheusRule"]
+
+
+def test_the_webhook_servers_keep_serving_until_their_endpoint_is_gone() -> None:
+    """A rolling update loses no review: each server waits --shutdown-delay after SIGTERM (its endpoint leaves
+    the Service meanwhile), inside the grace period, and never runs alone into an eviction (a PDB)."""
+    objects = render(merged(ci_values("admission"), {"gatekeeper": {"enabled": True}}))
+    servers = [o for o in objects if o["kind"] == "Deployment"]
+    assert len(servers) == 2
+    for deployment in servers:
+        pod = deployment["spec"]["template"]["spec"]
+        [server] = [c for c in pod["containers"] if c["name"] == "regokite"]
+        [delay] = [float(a.split("=")[1]) for a in server["args"] if a.startswith("--shutdown-delay=")]
+        assert 0 < delay < pod["terminationGracePeriodSeconds"] - 5
+        assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    budgets = {
+        o["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"]
+        for o in objects
+        if o["kind"] == "PodDisruptionBudget"
+    }
+    assert budgets == {d["metadata"]["name"] for d in servers}
+
+
+@pytest.mark.parametrize("namespaces", [["team-a", "team-b"], ["*"]])
+def test_policy_configmaps_and_definitions_are_checked_at_apply_in_both(namespaces: list[str]) -> None:
+    values = {"gatekeeper": {"enabled": False}, "validatingWebhookFailurePolicy": "Ignore"}  # no knob applies there
+    options = {**ADMISSION, "policy_namespaces": namespaces, "check_definitions": True}
+    objects, helm_values = generated("admission", values, **options)
+    expected, got = comparable(objects), comparable(render(merged(values, helm_values)))
+    assert ("ValidatingWebhookConfiguration", "regokite-policy-sources") in got
+    assert got == expected
+
+
+def test_the_command_prints_the_values_the_chart_takes(capsys: pytest.CaptureFixture) -> None:
+    from regokite.cli import main
+
+    argv = ["manifests", "admission", *(a for p in chart.ADMISSION_POLICIES for a in ("--policies", p))]
+    assert main([*argv, "--baked-policies", "--helm-values"]) == 0
+    [printed] = yamldoc.load_all(capsys.readouterr().out)
+    assert printed["admission"] == ci_values("admission")["admission"]
+    assert_lint_clean(printed)

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
 from fractions import Fraction
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, type_name
 from regokite.engine.extensions.internal import ARITH
 
 _NAMES = {"+": "plus", "-": "minus", "*": "mul", "/": "div"}
@@ -116,6 +115,7 @@ def number_text(value: object, marshalled: object) -> object:
     return number
 
 
+@builtin("sum")
 def total(collection: object) -> int | float:
     """OPA's sum: integers added exactly, anything else in big.Float's 64 bits item by item (a set's
     numbers in their order), written back as the shortest decimal; regorus added doubles
@@ -129,6 +129,7 @@ def total(collection: object) -> int | float:
     return _held("sum", _shortest(accumulated))
 
 
+@builtin("product")
 def product(collection: object) -> int | float:
     """OPA's product: integers multiplied exactly, anything else into an accumulator of 53 bits (a
     double's) whose factors are read at 64 bits; regorus multiplied doubles (`product([0.1, 0.1,
@@ -153,9 +154,6 @@ def _numbers(name: str, collection: object) -> list[Fraction]:
     if any(isinstance(item, bool) or not isinstance(item, int | float) for item in items):
         raise BuiltinError(f"{name}: operand 1 must be array of numbers")
     return [exact_value(item) for item in (items if isinstance(collection, list) else sorted(items))]
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {"sum": (1, total), "product": (1, product)}
 
 
 def _rounded(x: Fraction, bits: int = _BITS) -> Fraction:
