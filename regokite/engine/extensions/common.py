@@ -33,6 +33,11 @@ class Conflict(Refusal):
     """OPA's own evaluation error (its eval_conflict_error), not a builtin's: an error in every mode."""
 
 
+class Panic(Refusal):
+    """Where OPA's builtin panics in Go (an integer that wraps, an index out of range): its evaluator reports
+    the panic as an error, in every mode."""
+
+
 _TYPE_NAMES = {bool: "boolean", str: "string", list: "array", dict: "object", set: "set", frozenset: "set"}
 
 
