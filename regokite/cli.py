@@ -13,6 +13,7 @@ from regokite import __version__
 from regokite.commands import (
     admission,
     audit,
+    bench,
     capabilities,
     check,
     configmaps,
@@ -29,8 +30,8 @@ from regokite.commands import (
 from regokite.errors import RegokiteError
 
 # in the order `regokite --help` lists them
-COMMANDS = (test, verify, expand, gatekeeper, configmaps, eval, admission, check, audit, controller, hooks, plan,
-            capabilities, manifests)  # fmt: skip
+COMMANDS = (test, verify, expand, gatekeeper, configmaps, eval, bench, admission, check, audit, controller, hooks,
+            plan, capabilities, manifests)  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):

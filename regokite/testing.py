@@ -23,8 +23,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from regokite.benchmark import BenchResult
 from regokite.bundle import Bundle, Module
 from regokite.engine import Engine, EngineSettings, open_engine
+from regokite.engine.coverage import CoverageLog
 from regokite.engine.embedded import print_log
 from regokite.errors import EvaluationError, Location, PolicyLoadError
 from regokite.gatekeeper.constraints import read_sources
@@ -54,6 +56,7 @@ class TestResult:
     duration_ns: int = 0
     error: str | None = None
     output: tuple[str, ...] = ()  # what the test print()ed, as OPA shows it below the test
+    benchmarks: tuple[BenchResult, ...] = ()  # `--bench`: the passing test measured, once per --count
 
     @property
     def ref(self) -> str:
@@ -85,6 +88,8 @@ def run_tests(
     strict_builtin_errors: bool = False,
     as_bundle: bool = False,
     ignore: Sequence[str] = (),
+    coverage: CoverageLog | None = None,
+    bench: Callable[[str, Callable[[], object]], tuple[BenchResult, ...]] | None = None,
 ) -> list[TestResult]:
     """Load `paths` (as `opa test` does, or `as_bundle` as `opa test --bundle`) and run the selected tests.
 
@@ -94,11 +99,20 @@ def run_tests(
 
     As `opa test`, a builtin's error makes its call undefined unless
     `strict_builtin_errors`.
+
+    `coverage` gathers what the tests evaluate (the embedded engine only: `CoverageLog.report`
+    then gives OPA's report over the files loaded). `bench` measures each test that passed, as
+    `opa test --bench` does (given its name and the evaluation to repeat).
     """
     settings = replace(engine or EngineSettings(), strict_builtin_errors=strict_builtin_errors)
     selector = re.compile(run) if run else None
-    bundle, cases = discover(with_gatekeeper_rego(settings.load(paths, as_bundle=as_bundle, ignore=ignore), paths))
-    opened = open_engine(bundle, settings) if engine_for is None else engine_for(bundle)
+    loaded = settings.load(paths, as_bundle=as_bundle, ignore=ignore)
+    bundle, cases = discover(with_gatekeeper_rego(loaded, paths))
+    if coverage is not None:
+        coverage.track(loaded.modules)  # the report is over the files as written, not the generated ones
+        if engine_for is not None:
+            raise ValueError("coverage is gathered by the engine open_engine builds, not by engine_for's")
+    opened = open_engine(bundle, settings, coverage=coverage) if engine_for is None else engine_for(bundle)
     results: list[TestResult] = []
     with _printed() as printed:
         for case in cases:
@@ -108,7 +122,11 @@ def run_tests(
                 results.append(TestResult(case.package, case.name, case.file, case.line, Outcome.SKIPPED))
                 continue
             printed.clear()
-            results.append(replace(_run_one(opened, case), output=tuple(printed)))
+            result = replace(_run_one(opened, case), output=tuple(printed))
+            if bench is not None and result.outcome is Outcome.PASS:
+                ref = f"data.{case.package}.{case.rule}"
+                result = replace(result, benchmarks=bench(case.ref, lambda: opened.evaluate(ref)))  # noqa: B023
+            results.append(result)
     return results
 
 
@@ -286,3 +304,15 @@ def format_json(results: Sequence[TestResult]) -> str:
             entry["output"] = base64.b64encode("".join(f"{line}\n" for line in r.output).encode()).decode()
         entries.append(entry)
     return json.dumps(entries, indent=2)
+
+
+def format_bench(results: Sequence[TestResult]) -> str:
+    """`opa test --bench`'s lines: each benchmark as Go prints one (name, runs, ns/op and the rest), then
+    the tests that did not pass and the counts as without --bench."""
+    out = []
+    for r in results:
+        for b in r.benchmarks:
+            memory = "" if b.python_peak_bytes is None else f"\t{b.python_peak_bytes} python_peak_B/op"
+            out.append(f"{r.ref}\t{b.n:>10}\t{b.ns_per_op:>12} ns/op\t{b.p50_ns} p50_ns\t{b.p99_ns} p99_ns{memory}")
+    failed = [r for r in results if r.outcome is not Outcome.PASS]
+    return "\n".join([*out, format_pretty(failed) if failed else format_pretty(results).split("\n")[-1]])

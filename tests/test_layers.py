@@ -92,6 +92,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "regokite.yamldoc",
             "regokite.input_guard",
             "regokite.bundle",
+            "regokite.bundles",
             "regokite.ops",
             "regokite.clusterdata",
         ),
@@ -104,7 +105,10 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "controllers": (("regokite.controllers",), ("engine",)),  # their decisions; their runners are frontends
     "admission": (("regokite.admission",), ("gatekeeper",)),  # its decisions; its server is a frontend
     "audit": (("regokite.audit",), ("admission",)),  # what to audit and the findings; its runner is a frontend
-    "offline": (("regokite.check", "regokite.testing", "regokite.manifests"), ("audit", "controllers")),
+    "offline": (
+        ("regokite.check", "regokite.testing", "regokite.manifests", "regokite.benchmark"),
+        ("audit", "controllers"),
+    ),
     # API machinery: the only code that talks to the API server
     "kube": (("regokite.kube",), ("vocabulary",)),
     # what runs controllers and replicates data on the machinery

@@ -34,6 +34,8 @@ from regokite.ops.logging import log_context
 from regokite.ops.metrics import exposition
 from regokite.replication.replica_feed import ReplicaFeed
 from regokite.replication.replicate import Replicator
+from regokite.sources.applied import WEBHOOK_PATH as SOURCES_WEBHOOK_PATH
+from regokite.sources.applied import SourceChecks
 
 builtin_errors.listen(builtin_error_metrics.count)  # this server's /metrics counts its undefined calls
 
@@ -57,6 +59,10 @@ class ServingState:
     exemptions: Exemptions = field(default_factory=Exemptions)  # --exempt-namespace*: who may carry the ignore label
     # --log-denies / --emit-admission-events: hears each review's decision (Gatekeeper's violation reports)
     on_decision: Callable[[Review, Decision, PolicySet], None] | None = None
+    # the bundle plugin's status (OPA's status API document), when bundles are downloaded
+    bundle_status: Callable[[], dict[str, Any] | None] | None = None
+    source_checks: SourceChecks | None = None  # /v1/admitsource: ConfigMaps and controller definitions
+    stopping: Callable[[], bool] = lambda: False  # SIGTERM received: deciding through --shutdown-delay, not ready
 
     def swap(self, new: PolicySet, files_read_at: float | None = None) -> None:
         old, self.policy_set = self.policy_set, new
@@ -162,21 +168,30 @@ def create_app(state: ServingState, lifespan: Callable[[FastAPI], Any] | None = 
         app.router.routes.append(Route(f"/{mode}", review_route(mode), methods=["POST"]))
         app.router.routes.append(Route(f"/{mode}/{{policy:path}}", review_route(mode), methods=["POST"]))
 
-    async def label_endpoint(request: Request) -> Response:
-        """Gatekeeper's namespace-label webhook: only exempt namespaces may carry its ignore label."""
-        try:
-            review = parse_review(await _read_body(request, state.max_body_bytes))
-        except BodyTooLarge as exc:
-            return _error(400, "too_large", str(exc))
-        except BadReview as exc:
-            return _error(400, "malformed", f"not an AdmissionReview: {exc}")
-        except ClientDisconnect:
-            return _error(400, "disconnected", "client disconnected before sending the whole body")
-        verdict = label_verdict(review, state.exemptions)
-        access_log.info("review", extra={**review.summary(), "endpoint": "admitlabel", "allowed": verdict.allowed})
-        return Response(json.dumps(response(review, verdict)), media_type="application/json")
+    def checking(endpoint: str, verdict_of: Callable[[Review], Verdict]) -> Callable[[Request], Awaitable[Response]]:
+        """A webhook that checks the object itself, before and beside any policy: Gatekeeper's namespace
+        label, the policy sources regokite loads."""
 
+        async def answer(request: Request) -> Response:
+            try:
+                review = parse_review(await _read_body(request, state.max_body_bytes))
+            except BodyTooLarge as exc:
+                return _error(400, "too_large", str(exc))
+            except BadReview as exc:
+                return _error(400, "malformed", f"not an AdmissionReview: {exc}")
+            except ClientDisconnect:
+                return _error(400, "disconnected", "client disconnected before sending the whole body")
+            verdict = verdict_of(review)
+            access_log.info("review", extra={**review.summary(), "endpoint": endpoint, "allowed": verdict.allowed})
+            return Response(json.dumps(response(review, verdict)), media_type="application/json")
+
+        return answer
+
+    # Gatekeeper's namespace-label webhook: only exempt namespaces may carry its ignore label
+    label_endpoint = checking("admitlabel", lambda review: label_verdict(review, state.exemptions))
     app.router.routes.append(Route(LABEL_WEBHOOK_PATH, label_endpoint, methods=["POST"]))
+    source_endpoint = checking("admitsource", lambda review: _source_verdict(state, review))
+    app.router.routes.append(Route(SOURCES_WEBHOOK_PATH, source_endpoint, methods=["POST"]))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -237,6 +252,13 @@ async def _review(state: ServingState, request: Request, mode: Mode, policy: str
     return Response(json.dumps(answer), media_type="application/json")
 
 
+def _source_verdict(state: ServingState, review: Review) -> Verdict:
+    """A policy or data ConfigMap, a controller definition: refused (422) when a server would not load it."""
+    checks = state.source_checks
+    refused = checks.refusal(review.request, state.policy_set.engine.bundle) if checks is not None else None
+    return Verdict() if refused is None else Verdict(allowed=False, messages=[refused], code=422)
+
+
 def _cluster_data_missing(state: ServingState, policy_set: PolicySet) -> str | None:
     """What `policy_set` still lacks of the cluster data to decide on (None: nothing): a resource whose
     initial list is not in, or the engine's first complete load since it was (see `ReplicaLoader`)."""
@@ -284,6 +306,9 @@ def _readiness(state: ServingState) -> JSONResponse:
         detail["not_served"] = dict(current.not_served)  # --local: they read cluster data
     if state.tls_error:
         detail["tls"] = {"ok": False, "error": state.tls_error}
+    if state.bundle_status is not None:
+        # OPA's bundle status: revisions, downloads and activations, and why the last attempt failed
+        detail["bundles"] = (state.bundle_status() or {}).get("bundles", {})
     if state.replica is not None:
         missing = _cluster_data_missing(state, current)
         ready = missing is None
@@ -301,6 +326,9 @@ def _readiness(state: ServingState) -> JSONResponse:
             if state.replica.ready():
                 detail["replication"]["loading"] = missing  # listed, not yet in the engine whole
             return JSONResponse(detail, status_code=503)
+    if state.stopping():  # still deciding, but no longer to be sent reviews (a Pod being deleted)
+        detail["status"] = "shutting down"
+        return JSONResponse(detail, status_code=503)
     return JSONResponse(detail)
 
 

@@ -120,6 +120,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._header_bytes = 0
         self._requests = 0
+        self._draining = False
 
     def _arm(self, phase: str, seconds: float) -> None:
         self._disarm()
@@ -174,7 +175,16 @@ class GuardedProtocol(HttpToolsProtocol):
         else:
             super().on_headers_complete()
         self._requests += 1
-        if self._requests >= self.limits.max_requests and self.cycle is not None:
+        if (self._draining or self._requests >= self.limits.max_requests) and self.cycle is not None:
+            self.cycle.keep_alive = False
+
+    def shutdown(self) -> None:
+        """The server is stopping (SIGTERM): the review being answered ends the connection (`Connection:
+        close`); an idle one stays open until its next review, answered then closed, or its keep-alive
+        timeout. uvicorn closes an idle connection at once, which can cross a review the API server is
+        sending on it: a POST it does not send again, so an error its failurePolicy turns into a refusal."""
+        self._draining = True
+        if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.keep_alive = False
 
     def on_message_complete(self) -> None:

@@ -5,7 +5,7 @@ A package is an admission policy when it defines any admission document
 `main` / `response` in the style of OPA's Kubernetes tutorial), unless it also
 answers with documents of another contract (`events`, `log`, `children`, ...)
 and has none that only admission uses: then it is a controller or watch hook. Its `match`,
-`enforcement`, `failure_policy` and `replicate` constants are evaluated at load time, so a
+`enforcement`, `failure_policy`, `webhook` and `replicate` constants are evaluated at load time, so a
 bad declaration fails the load (and a reload keeps the last good set).
 Gatekeeper Constraints in YAML beside the Rego are admission policies too,
 one per constraint, named by the constraint (regokite.gatekeeper).
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regokite.admission.match import Match, Matcher, MatchError, parse_match
+from regokite.admission.webhook_knobs import KnobError, WebhookKnobs, parse_knobs
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import ReplicaStore, ReplicationError, ResourceRef, parse_resource, replica_root
 from regokite.engine import UNDEFINED, Capability, Engine, EngineSettings, open_engine
@@ -74,6 +75,7 @@ class AdmissionPolicy:
     gatekeeper: Enforcement | None = None  # a constraint's actions at each of Gatekeeper's enforcement points
     operations: tuple[str, ...] = ()  # a constraint's template's: what the webhook judges (none: every operation)
     reads_namespace: bool = False  # a constraint's template reads input.review.namespaceObject
+    webhook: WebhookKnobs = field(default_factory=WebhookKnobs)  # its `webhook` and `failure_policy`
 
     def actions_at(self, process: str) -> tuple[str, ...]:
         """What a violation does in `process` (webhook, audit, gator): its enforcement, or a constraint's
@@ -381,7 +383,7 @@ def decisions_module(policies: Sequence[tuple[str, set[str]]]) -> str:
 
 def _inspect(engine: Engine, name: str, rules: set[str], slot: int) -> AdmissionPolicy:
     documents = tuple(d for d in (*VALIDATING, *MUTATING, *WHOLE_RESPONSE) if d in rules)
-    declared = [d for d in ("match", "enforcement", "failure_policy", "replicate") if d in rules]
+    declared = [d for d in ("match", "enforcement", "failure_policy", "webhook", "replicate") if d in rules]
     values = {d: engine.evaluate(f"data.{name}.{d}") for d in declared}
     for key, value in values.items():
         if value is UNDEFINED:
@@ -399,7 +401,12 @@ def _inspect(engine: Engine, name: str, rules: set[str], slot: int) -> Admission
             f"data.{name}.failure_policy must be one of {', '.join(FAILURE_POLICIES)}, got {failure_policy!r}"
         )
     replicate = parse_replicate(values.get("replicate"), f"data.{name}.replicate")
-    return AdmissionPolicy(name, documents, match, enforcement, failure_policy, slot, replicate)
+    try:
+        webhook = parse_knobs(values.get("webhook"), f"data.{name}.webhook")
+    except KnobError as exc:
+        raise PolicyLoadError(str(exc)) from None
+    webhook = webhook.with_failure_policy(values.get("failure_policy"))
+    return AdmissionPolicy(name, documents, match, enforcement, failure_policy, slot, replicate, webhook=webhook)
 
 
 def parse_replicate(doc: Any, where: str) -> tuple[ResourceRef, ...]:

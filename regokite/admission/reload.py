@@ -154,7 +154,7 @@ class Reloader:
             await asyncio.sleep(self.settings.reload_interval)
 
     async def check(self) -> None:
-        policies = await asyncio.to_thread(fingerprint, self.settings.policies)
+        policies = await asyncio.to_thread(fingerprint, self.settings.watched())
         if policies != self._policies:
             await asyncio.sleep(0.2)  # let an editor or a ConfigMap update finish writing
             await self.reload_policies()
@@ -192,7 +192,7 @@ class Reloader:
         Not as the exception: its traceback's frames hold the regorus engines
         this thread prepared, and they must be dropped on this thread.
         """
-        read_at, files = time.monotonic(), fingerprint(self.settings.policies)
+        read_at, files = time.monotonic(), fingerprint(self.settings.watched())
         self._policies = files
         try:
             snapshot = Snapshot(read_at, files, self.settings.bundle(), read_sources(self.settings.policies))

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from regokite.admission.connections import ConnectionLimits
 from regokite.admission.policies import PolicySet, build_policy_set
 from regokite.bundle import Bundle, fingerprint
+from regokite.bundles.served import ServedBundles
 from regokite.clusterdata.store import ResourceRef
 from regokite.engine import EngineSettings
 from regokite.gatekeeper.constraints import GatekeeperSources, read_sources
 from regokite.gatekeeper.exempt import Exemptions
+from regokite.sources.applied import SourceChecks
 
 log = logging.getLogger("regokite.admission")
 
@@ -49,14 +51,20 @@ class AdmissionSettings:
     events_involved_namespace: bool = False  # --admission-events-involved-namespace: the resource's instead
     # set by `serve`: where the feeder process serves the replica (Unix socket, key); None: no credentials
     replica_feed: tuple[str, bytes] | None = None
+    bundles: ServedBundles = field(default_factory=ServedBundles)  # --bundle, --config-file
+    source_checks: SourceChecks | None = None  # what /v1/admitsource checks (ConfigMaps, controller definitions)
 
     def read(self) -> Snapshot:
         """The policy files as they are now (the fingerprint taken first, so a change while reading shows next time)."""
-        read_at, files = time.monotonic(), fingerprint(self.policies)
+        read_at, files = time.monotonic(), fingerprint(self.watched())
         return Snapshot(read_at, files, self.bundle(), read_sources(self.policies))
 
+    def watched(self) -> list[str]:
+        """The files a reload looks at: policy directories, local bundles, the active downloaded bundles."""
+        return [*self.policies, *self.bundles.watched()]
+
     def bundle(self) -> Bundle:
-        return self.engine.load(self.policies)
+        return self.bundles.served(self.engine.load(self.policies) if self.policies or not self.bundles else None)
 
     def build(self, snapshot: Snapshot) -> PolicySet:
         """The policy set of a snapshot; Gatekeeper templates that did not load are logged (their

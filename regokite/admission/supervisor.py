@@ -12,13 +12,16 @@ per replicated resource that the workers mirror.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
 import signal
 import socket
 import ssl
+import struct
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from functools import partial
@@ -26,10 +29,13 @@ from pathlib import Path
 
 from regokite.admission.policies import PolicySet
 from regokite.admission.reload import LastGood, unreplicated
-from regokite.admission.settings import AdmissionSettings
-from regokite.admission.worker import Tls, run_worker
+from regokite.admission.settings import AdmissionSettings, Snapshot
+from regokite.admission.worker import STOPPING, Tls, run_worker
 from regokite.bundle import fingerprint
+from regokite.bundles.archive import LoadedBundle, combine
+from regokite.bundles.plugin import BundlePlugin
 from regokite.errors import RegokiteError
+from regokite.gatekeeper.constraints import read_sources
 from regokite.kube.client import KubeClient
 from regokite.ops import admission_metrics as metrics
 from regokite.ops.metrics import forget_process
@@ -42,10 +48,44 @@ log = logging.getLogger("regokite.admission")
 
 LOCAL_HINT = "with no cluster, --local serves the other policies and leaves out those that read cluster data"
 FEEDER = -1  # the supervisor's slot for the replica feeder among its children
+DOWNLOADER = -2  # and for the bundle downloader
 
 
 def serve(settings: AdmissionSettings) -> int:
     """Load once to fail fast, bind, then fork the workers and watch over them."""
+    if not settings.bundles.downloaded:
+        return _serve(settings, None)
+    store = Path(tempfile.mkdtemp(prefix="regokite-bundles-"))
+    try:
+        settings, plugin = _activate_bundles(settings, store)
+        return _serve(settings, plugin)
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def _activate_bundles(settings: AdmissionSettings, store: Path) -> tuple[AdmissionSettings, BundlePlugin]:
+    """The downloaded bundles active before anything is served (from disk when persisted, else from their
+    service, waiting for it): nothing decides on policies not loaded yet."""
+    settings = replace(settings, bundles=replace(settings.bundles, store=str(store)))
+    plugin = BundlePlugin(
+        settings.bundles.config, store, partial(_check_bundles, settings), v0_compatible=settings.engine.v0_compatible
+    )
+    plugin.start_from_disk()
+    if not plugin.ready():
+        log.info("waiting for the bundles to activate", extra={"bundles": sorted(plugin.sources)})
+        plugin.activate_all()
+    return settings, plugin
+
+
+def _check_bundles(settings: AdmissionSettings, bundles: list[LoadedBundle]) -> None:
+    """What a worker would build from these bundles, built (by the embedded engine: a sidecar OPA would take
+    them as its policies) and dropped: a bundle that does not load is refused before it is activated."""
+    base = settings.engine.load(settings.policies) if settings.policies else None
+    snapshot = Snapshot(time.monotonic(), (), combine(bundles, base), read_sources(settings.policies))
+    replace(settings, engine=settings.engine.checking()).build(snapshot).close()
+
+
+def _serve(settings: AdmissionSettings, plugin: BundlePlugin | None) -> int:
     first = settings.read()
     policy_set = settings.build(first)  # a broken policy dir stops startup with a clear error
     log.info(
@@ -68,19 +108,41 @@ def serve(settings: AdmissionSettings) -> int:
         raise RegokiteError(f"TLS: {settings.tls_cert} with {settings.tls_key}: {exc}") from None
     # Only the workers' live gauges (policies loaded, reload healthy) describe what is served.
     forget_process(os.getpid())
-    sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings.host, settings.port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
+    sock = listening_socket(settings.host, settings.port)
     log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
     snapshots = Path(tempfile.mkdtemp(prefix="regokite-policies-"))
     if feeding:
         settings = replace(settings, replica_feed=(str(snapshots / "replica.sock"), os.urandom(32)))
     try:
-        return _supervise(settings, sock, tls, LastGood(snapshots, first))
+        return _supervise(settings, sock, tls, LastGood(snapshots, first), plugin)
     finally:
         shutil.rmtree(snapshots, ignore_errors=True)
+
+
+# classic BPF for the address's SO_REUSEPORT group: `return 1`, the second listener (the newest of two)
+NEWEST_LISTENER = struct.pack("HBBI", 0x06, 0, 0, 1)  # BPF_RET | BPF_K
+SO_ATTACH_REUSEPORT_CBPF = 51  # Linux's, not in the socket module
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The socket the workers share, bound so that a new server can start on the same address while this one
+    drains (a rolling restart on one host): with SO_REUSEPORT both listen, and the group's BPF program sends
+    every new connection to the newer listener, so a server that got SIGTERM receives none it could drop
+    while it finishes the ones it has. Alone on the address (or where the kernel has no such program), it
+    gets them all."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if hasattr(socket, "SO_REUSEPORT"):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    if hasattr(socket, "SO_REUSEPORT"):
+        program = ctypes.create_string_buffer(NEWEST_LISTENER)
+        with contextlib.suppress(OSError):  # not Linux: two servers share new connections by hash
+            fprog = struct.pack("HP", 1, ctypes.addressof(program))
+            sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
+    sock.set_inheritable(True)
+    return sock
 
 
 def _check_replication(settings: AdmissionSettings, policy_set: PolicySet) -> bool:
@@ -126,6 +188,10 @@ class Shutdown:
     def signalled(self, _signum: int, _frame: object) -> None:
         if self.at is None and self.delay > 0:
             self.at = time.monotonic() + self.delay  # no logging here: the handler may interrupt a log call
+            for pid, slot in list(self.children.items()):  # not ready from now on (/readyz 503), still deciding
+                if slot >= 0:  # workers only: the feeder and downloader die of SIGUSR1
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGUSR1)
         else:
             self.stop()
 
@@ -145,7 +211,9 @@ class Shutdown:
                 os.kill(pid, signal.SIGTERM)
 
 
-def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_good: LastGood) -> int:
+def _supervise(
+    settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_good: LastGood, plugin: BundlePlugin | None = None
+) -> int:
     """Fork the workers and replace any that die, stay stuck on one review or outgrow their memory; pass SIGTERM on.
 
     Always at least one forked worker, even with --workers 1: only a process
@@ -158,9 +226,13 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
     killed: dict[int, str] = {}  # pid -> why the supervisor killed it
     shutdown = Shutdown(settings.shutdown_delay, children)
 
-    def spawn(slot: int) -> None:
+    def spawn(slot: int, restarted: bool = False) -> None:
         if slot == FEEDER:
             children[_fork_feeder(settings)] = slot
+            return
+        if slot == DOWNLOADER:
+            assert plugin is not None
+            children[_fork_downloader(plugin, restarted)] = slot
             return
         watchdog.clear(slot)
         allowances.setter(slot)(0.0)
@@ -169,6 +241,9 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
         if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGUSR1, lambda *_: STOPPING.set())
+            if shutdown.at is not None:  # a replacement forked during --shutdown-delay
+                STOPPING.set()
             try:
                 saved, allowance = partial(last_good.save, slot), allowances.setter(slot)
                 run_worker(settings, sock, tls, start, watchdog.tracker(slot), saved, allowance)
@@ -182,6 +257,8 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
     signal.signal(signal.SIGINT, shutdown.signalled)
     if settings.replica_feed is not None:
         spawn(FEEDER)
+    if plugin is not None:
+        spawn(DOWNLOADER)
     for slot in range(workers):
         spawn(slot)
     while children:
@@ -200,10 +277,11 @@ def _supervise(settings: AdmissionSettings, sock: socket.socket, tls: Tls, last_
         reason = killed.pop(pid, None)
         if slot is None or shutdown.stopping:
             continue
-        if slot == FEEDER:
-            log.error("replica feeder exited; restarting it", extra={"pid": pid, "status": _describe(status)})
+        if slot < 0:
+            what = "replica feeder" if slot == FEEDER else "bundle downloader"
+            log.error(f"{what} exited; restarting it", extra={"pid": pid, "status": _describe(status)})
             time.sleep(0.5)
-            spawn(FEEDER)
+            spawn(slot, restarted=True)
             continue
         if reason is None:
             reason = "exited"
@@ -236,6 +314,24 @@ def _fork_feeder(settings: AdmissionSettings) -> int:
     return pid
 
 
+def _fork_downloader(plugin: BundlePlugin, restarted: bool) -> int:
+    """The bundle downloader process: polls the bundle services and activates into the store the workers read."""
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        try:
+            if restarted:
+                plugin.start_from_disk()  # the store as the last downloader left it, verified again
+            plugin.publish_metrics()
+            plugin.run(threading.Event())
+        except BaseException:
+            log.exception("bundle downloader crashed")
+            os._exit(1)
+        os._exit(0)
+    return pid
+
+
 def _kill_overdue(
     settings: AdmissionSettings,
     watchdog: Watchdog,
@@ -245,7 +341,7 @@ def _kill_overdue(
 ) -> None:
     """Kill workers stuck in one review (or one step of a replica load) past the watchdog limit or
     resident past the memory limit plus their replica's allowance."""
-    slots = {slot: pid for pid, slot in children.items() if pid not in killed and slot != FEEDER}
+    slots = {slot: pid for pid, slot in children.items() if pid not in killed and slot >= 0}  # workers only
     if settings.watchdog_seconds > 0:
         message = "admission worker stuck in one review past the watchdog limit; killing and replacing it"
         watchdog.kill_overdue(slots, killed, message, log, lambda pid, _: killed.__setitem__(pid, "stuck"))

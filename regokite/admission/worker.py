@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -21,6 +22,9 @@ from regokite.admission.violation_reports import ViolationReporter
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.events import BackgroundEvents
+
+# set in a worker when its supervisor got SIGTERM (SIGUSR1 from it, or forked after): /readyz answers 503
+STOPPING = threading.Event()
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,10 @@ def run_worker(
         replica=replica,
         exemptions=settings.exemptions,
         on_decision=_violation_reporter(settings),
+        source_checks=settings.source_checks,
+        stopping=STOPPING.is_set,
         files_read_at=start.read_on_the_wall_clock(),  # a worker started from the last good files: when read
+        bundle_status=settings.bundles.status if settings.bundles.downloaded else None,
     )
     loader = ReplicaLoader(state, watch, allowance)
     reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved, loader)

@@ -76,6 +76,7 @@ def add_parser(sub: Any) -> None:
     _add_exempt_namespace_args(adm)
     options.add_replicate_args(adm, declared=True)
     options.add_engine_args(adm)
+    options.add_bundle_service_args(adm)
     adm.set_defaults(func=run)
 
 
@@ -128,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     from regokite.engine import Capability
     from regokite.gatekeeper.exempt import Exemptions
     from regokite.ops.tls import self_signed
+    from regokite.sources.applied import SourceChecks
 
     cert, key = args.tls_cert, args.tls_key
     if args.self_signed:
@@ -169,12 +171,15 @@ def run(args: argparse.Namespace) -> int:
             max_requests=args.max_requests_per_connection,
             max_header_bytes=args.max_header_bytes,
         ),
+        bundles=options.served_bundles(args),
     )
     if Capability.SIDECAR in settings.engine.capabilities and args.opa_wait > 0:
         _wait_for_opa(settings.engine.opa_url, args.opa_wait)
     try:
-        with options.with_configmap_policies(args):
+        with options.with_configmap_policies(args) as configmaps:
             settings.policies = args.policies
+            directory, namespaces = configmaps or (None, [])
+            settings.source_checks = SourceChecks(settings.engine, directory, tuple(namespaces))
             return serve(settings)
     finally:
         if metrics_dir:

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         raise RegokiteError("eval: give policy and data files with -d PATH or bundles with -b PATH")
     engine = open_engine(settings.load_files(args.data, args.bundle), settings)
     try:
-        results = engine.query(args.query, _read_input(args.input))
+        results = engine.query(args.query, read_input(args.input))
     finally:
         engine.close()
     if args.format == "json":
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if args.fail and not results else 0
 
 
-def _read_input(source: str | None) -> Any:
+def read_input(source: str | None) -> Any:
     from regokite.engine import UNDEFINED
 
     if source is None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
+from regokite.admission.webhook_knobs import WebhookSettings, settings_from_values
 from regokite.engine import KINDS
-from regokite.manifests import generate
+from regokite.manifests import chart, generate
 
 
 def _common(p: argparse.ArgumentParser, default_name: str, *, scaled: bool = True) -> None:
@@ -27,6 +29,18 @@ def _placement(p: argparse.ArgumentParser, default_name: str, *, scaled: bool = 
         "--name", default=default_name, help=f"name of the Deployment, Service, ... (default {default_name})"
     )
     p.add_argument("--image", default=generate.DEFAULT_IMAGE)
+    p.add_argument(
+        "--values",
+        metavar="FILE",
+        help="the Helm chart's values file: logLevel, the audit's and the webhooks' knobs (validatingWebhook*, "
+        "mutatingWebhook*, exemptNamespaces, webhookPolicies) apply as they do in charts/regokite",
+    )
+    p.add_argument(
+        "--helm-values",
+        action="store_true",
+        help="print, instead of the manifests, the values charts/regokite needs to render the same objects "
+        "(what is computed from the policies: webhooks, RBAC, policy files)",
+    )
     if scaled:
         p.add_argument("--replicas", type=int, default=2)
         p.add_argument("--workers", type=int, default=2)
@@ -51,6 +65,13 @@ def _serving_options(p: argparse.ArgumentParser, *, timeout: int) -> None:
     tls.add_argument("--cert-manager", action="store_true", help="a cert-manager Certificate; CA injected")
     tls.add_argument("--ca-bundle-file", metavar="PEM", help="the CA that signed the serving certificate")
     p.add_argument("--timeout-seconds", type=int, default=timeout, help=f"webhook timeoutSeconds (default {timeout})")
+    p.add_argument(
+        "--failure-policy",
+        choices=["Fail", "Ignore"],
+        help="the validating webhooks' failurePolicy, unless a policy declares its own (default: the policy's, "
+        + ("Fail" if timeout == 5 else "Ignore")
+        + ")",
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -62,6 +83,20 @@ def add_parser(sub: Any) -> None:
     _serving_options(adm, timeout=5)
     adm.add_argument("--opa-wait", type=float, default=30.0, metavar="SECONDS", help="wait this long for the sidecar")
     _replicate_options(adm, "policies' `replicate` declarations need no flag")
+    adm.add_argument(
+        "--policy-namespaces",
+        action="append",
+        default=[],
+        metavar="NS[,NS...]",
+        help="the server follows kube-mgmt's labelled policy and data ConfigMaps there (* for all), and a webhook"
+        " refuses at apply one that would not load (repeatable)",
+    )
+    adm.add_argument(
+        "--check-definitions",
+        action="store_true",
+        help="a webhook refuses at apply a CompositeController, DecoratorController or Watch whose hooks are not in"
+        " the served policies (serve the controller's --policies and --policy-namespaces)",
+    )
     adm.set_defaults(func=_cmd_admission)
 
     gk = kinds.add_parser(
@@ -158,17 +193,21 @@ def _controller_options(ctl: argparse.ArgumentParser) -> None:
 
 
 def _cmd_gatekeeper(args: argparse.Namespace) -> int:
+    values = _values(args)
     opts = generate.GatekeeperOptions(
         **_placed(args),
         **_serving(args),
         config_namespace=args.config_namespace,
-        operations=("CREATE", "UPDATE", *dict.fromkeys(args.operation)),
+        operations=("CREATE", "UPDATE", *dict.fromkeys([*args.operation, *chart.gatekeeper_operations(values)])),
         exempt_namespaces=(
             *args.exempt_namespace,
-            *(f"{p}*" for p in args.exempt_namespace_prefix),
+            *(values.get("exemptNamespaces") or []),
+            *(f"{p}*" for p in [*args.exempt_namespace_prefix, *(values.get("exemptNamespacePrefixes") or [])]),
             *(f"*{s}" for s in args.exempt_namespace_suffix),
         ),
     )
+    if args.helm_values:
+        return _print_values(chart.gatekeeper_values(opts))
     header = (
         "regokite in Gatekeeper's role (`regokite manifests gatekeeper`): apply ConstraintTemplates, Constraints"
         "\nand the Config with kubectl. Grant reads of what the Config syncs with --replicate/--replicate-cluster."
@@ -178,11 +217,17 @@ def _cmd_gatekeeper(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    values = _values(args)
     opts = generate.AuditOptions(
         **_shared(args, _check_policies(args)),
         metrics_port=args.metrics_port,
         include_crds=args.include_crds,
+        audit_interval=values.get("auditInterval"),
+        constraint_violations_limit=values.get("constraintViolationsLimit"),
+        audit_chunk_size=values.get("auditChunkSize"),
     )
+    if args.helm_values:
+        return _print_values(chart.audit_values(opts))
     header = "regokite audit manifests (`regokite manifests audit`): PolicyReports of what already violates."
     print(generate.to_yaml(generate.audit_manifests(opts), header), end="")
     return 0
@@ -208,6 +253,7 @@ def _placed(args: argparse.Namespace) -> dict[str, Any]:
         "include_namespace": not args.no_namespace,
         "name": args.name,
         "image": args.image,
+        "log_level": _values(args).get("logLevel"),
     }
 
 
@@ -219,9 +265,34 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         "cert_manager": args.cert_manager,
         "ca_bundle": generate.ca_bundle_from_file(args.ca_bundle_file) if args.ca_bundle_file else None,
         "timeout_seconds": args.timeout_seconds,
+        "webhook_settings": _webhook_settings(args),
         "replicate": args.replicate,
         "replicate_cluster": args.replicate_cluster,
     }
+
+
+def _print_values(values: dict[str, Any]) -> int:
+    header = "Values for charts/regokite computed from the policies (`regokite manifests ... --helm-values`)."
+    print(generate.to_yaml([values], header), end="")
+    return 0
+
+
+def _values(args: argparse.Namespace) -> dict[str, Any]:
+    """The --values file (the chart's values), {} without one."""
+    from regokite import yamldoc
+
+    if not args.values:
+        return {}
+    loaded = list(yamldoc.load_all(Path(args.values).read_text(encoding="utf-8")))
+    return dict(loaded[0]) if loaded and isinstance(loaded[0], dict) else {}
+
+
+def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:
+    """--values' webhook knobs, --failure-policy over them."""
+    values = _values(args)
+    if args.failure_policy:
+        values["validatingWebhookFailurePolicy"] = args.failure_policy
+    return settings_from_values(values, args.values or "--failure-policy")
 
 
 def _check_policies(args: argparse.Namespace) -> list[str]:
@@ -239,7 +310,11 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         **_shared(args, _check_policies(args)),
         **_serving(args),
         opa_wait=args.opa_wait,
+        policy_namespaces=[n.strip() for value in args.policy_namespaces for n in value.split(",") if n.strip()],
+        check_definitions=args.check_definitions,
     )
+    if args.helm_values:
+        return _print_values(chart.admission_values(opts))
     header = "regokite admission manifests (`regokite manifests admission`)."
     if not (opts.cert_manager or opts.ca_bundle):
         header += (
@@ -269,6 +344,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         replicate_cluster=args.replicate_cluster,
         watch_definitions=args.watch_definitions or not args.controllers,
     )
+    if args.helm_values:
+        return _print_values(chart.controller_values(opts))
     header = "regokite controller manifests (`regokite manifests controller`); RBAC computed from the definitions."
     print(generate.to_yaml(generate.controller_manifests(opts), header), end="")
     return 0

@@ -104,15 +104,15 @@ def extension_options(
 
 
 @contextlib.contextmanager
-def with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
+def with_configmap_policies(args: argparse.Namespace) -> Iterator[tuple[Path, list[str]] | None]:
     """With `--policy-namespaces`: kube-mgmt's labelled ConfigMaps, followed on a thread of this
     process, become one more `--policies` directory (the same checks and status annotations as
-    `regokite configmaps`)."""
+    `regokite configmaps`). Yields the ConfigMaps' directory and namespaces (None without)."""
     namespaces = getattr(args, "policy_namespaces", None)
     if not namespaces:
-        if not args.policies:
-            raise RegokiteError("give --policies DIR or --policy-namespaces NS (or both)")
-        yield
+        if not args.policies and not (getattr(args, "bundle", None) or getattr(args, "config_file", None)):
+            raise RegokiteError("give --policies DIR, --policy-namespaces NS, --bundle or --config-file")
+        yield None
         return
     from regokite.kube.client import KubeClient
     from regokite.sources.configmap_policies import followed_in_process, split_namespaces
@@ -122,7 +122,35 @@ def with_configmap_policies(args: argparse.Namespace) -> Iterator[None]:
     namespaces = split_namespaces(namespaces)
     with followed_in_process(client, namespaces, engine_settings(args), directory=kept) as out:
         args.policies = [*args.policies, str(out)]
-        yield
+        yield out, namespaces
+
+
+def add_bundle_service_args(p: argparse.ArgumentParser) -> None:
+    """OPA's bundles: `--bundle` files, directories and URLs, and OPA's configuration file."""
+    group = p.add_argument_group("OPA bundles (docs/switching/opa-bundles.md)")
+    group.add_argument(
+        "--bundle",
+        action="append",
+        default=[],
+        metavar="PATH_OR_URL",
+        help="serve a bundle (repeatable): a .tar.gz or bundle directory, reloaded when it changes, or an"
+        " http(s) URL polled as a bundle service with OPA's defaults",
+    )
+    group.add_argument(
+        "--config-file",
+        metavar="FILE",
+        help="OPA's configuration file: services, bundles (polled, verified, persisted), keys, status,"
+        " decision_logs, labels, persistence_directory; keys regokite does not serve are refused by name",
+    )
+
+
+def served_bundles(args: argparse.Namespace) -> Any:
+    """`--bundle` and `--config-file` read (the configuration file once, here)."""
+    from regokite.bundles.served import ServedBundles
+
+    return ServedBundles.given(
+        getattr(args, "bundle", []) or [], getattr(args, "config_file", None), v0_compatible=args.v0_compatible
+    )
 
 
 def add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False, kubeconfig: bool = True) -> None:

@@ -74,7 +74,7 @@ def read(client: KubeClient, discovery: Discovery, previous: ClusterDefinitions 
         for obj in items:
             problems: list[str] = []
             name = obj["metadata"]["name"]
-            definition = definitions.parse_definition(_as_written(obj), f"{t.kind.lower()}/{name}", problems)
+            definition = definitions.parse_definition(as_written(obj), f"{t.kind.lower()}/{name}", problems)
             if definition is not None and not problems:
                 found.controllers.append(definition)
             elif name in before and not isinstance(before[name], watch.Watch):
@@ -100,7 +100,7 @@ def _read_watches(client: KubeClient, discovery: Discovery, found: ClusterDefini
     for obj in items:
         problems: list[str] = []
         key = object_key(obj)
-        parsed = watch.parse_watch(_as_written(obj), f"watch/{key}", problems)
+        parsed = watch.parse_watch(as_written(obj), f"watch/{key}", problems)
         if parsed is not None and not problems:
             found.watches.append(replace(parsed, name=key))
         elif isinstance(before.get(key), watch.Watch):
@@ -153,7 +153,7 @@ def _get(refused: dict[str, Exception] | None, obj: Obj) -> list[Exception]:
     return [found] if found is not None else []
 
 
-def _as_written(obj: Obj) -> Obj:
+def as_written(obj: Obj) -> Obj:
     """The object as its author wrote it: what the API server adds is not the author's to answer for."""
     meta = {k: v for k, v in obj["metadata"].items() if k in ("name", "labels", "annotations")}
     return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": meta, "spec": obj.get("spec")}

@@ -78,7 +78,7 @@ def load_hooks(
     bundle = engine.load(policies).without_tests()
     outlines = outline.outline(bundle.modules)
     packages, files = outline.packages(outlines), outline.package_files(outlines)
-    hooks = {d.name: _resolve(d, packages, files) for d in loaded.controllers}
+    hooks = {d.name: resolve_hooks(d, packages, files) for d in loaded.controllers}
     kept = []
     for d in cluster:
         try:
@@ -88,7 +88,7 @@ def load_hooks(
                     None,
                     f"a --controllers file already defines {d.name}",
                 )
-            hooks[d.name] = _resolve(d, packages, files)
+            hooks[d.name] = resolve_hooks(d, packages, files)
             kept.append(d)
         except HookError as exc:
             if refused is not None:
@@ -97,7 +97,7 @@ def load_hooks(
     return loaded, open_engine(bundle, engine), hooks
 
 
-def _resolve(
+def resolve_hooks(
     d: Any, packages: Any, files: dict[str, str]
 ) -> tuple[ResolvedHook, ResolvedHook | None, ResolvedHook | None]:
     fields = decorator.RESPONSE_FIELDS if isinstance(d, decorator.DecoratorController) else RESPONSE_FIELDS

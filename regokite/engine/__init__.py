@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 from regokite.bundle import Bundle, load_bundle, load_paths
 from regokite.clusterdata.store import ReplicaStore
 from regokite.engine.extensions import ExtensionOptions
-from regokite.errors import frames_released
+from regokite.errors import PolicyLoadError, frames_released
 
 
 class _Undefined:
@@ -54,10 +54,11 @@ class Capability(enum.Enum):
     IN_PROCESS = "in-process"  # evaluates here, holding the GIL: more cores take worker processes, each its own
     SIDECAR = "sidecar"  # evaluates in a server beside this process, which must be deployed and reachable
     EXTERNAL_DATA = "external-data"  # has Gatekeeper's external_data builtin (a Python extension)
+    COVERAGE = "coverage"  # reports what evaluations covered, as OPA's cover tracer (engine/coverage.py)
 
 
 KINDS: Final[dict[str, frozenset[Capability]]] = {
-    "embedded": frozenset({Capability.INVENTORY, Capability.IN_PROCESS, Capability.EXTERNAL_DATA}),
+    "embedded": frozenset({Capability.INVENTORY, Capability.IN_PROCESS, Capability.EXTERNAL_DATA, Capability.COVERAGE}),
     "opa": frozenset({Capability.SIDECAR}),
 }
 
@@ -103,8 +104,15 @@ class EngineSettings:
     def load_files(
         self, plain: Sequence[str | os.PathLike[str]], bundles: Sequence[str | os.PathLike[str]] = ()
     ) -> Bundle:
-        """`opa eval -d PLAIN -b BUNDLE`: plain files as OPA's loader reads them, and bundle roots."""
-        return load_paths(plain, bundles, v0_compatible=self.v0_compatible)
+        """`opa eval -d PLAIN -b BUNDLE`: plain files as OPA's loader reads them, and bundle roots (a
+        `.tar.gz` as `opa build` makes it, its roots checked; a signed one is refused: no keys here)."""
+        from regokite.bundles.archive import combine, read_bundle_path
+
+        archives = [str(b) for b in bundles if str(b).endswith(".tar.gz")]
+        base = load_paths(plain, [b for b in bundles if str(b) not in archives], v0_compatible=self.v0_compatible)
+        if not archives:
+            return base
+        return combine([read_bundle_path(a, a, v0_compatible=self.v0_compatible) for a in archives], base)
 
     def checking(self) -> EngineSettings:
         """These settings for the embedded engine: a load check before policies are served, which
@@ -168,15 +176,19 @@ def rule_ref(path: str) -> str:
 
 
 @frames_released  # a refused bundle's check engines go on this thread
-def open_engine(bundle: Bundle, settings: EngineSettings | None = None) -> Engine:
+def open_engine(bundle: Bundle, settings: EngineSettings | None = None, *, coverage: Any = None) -> Engine:
     """Build the engine `settings` choose (default: the embedded one) for `bundle`: the one place an
     engine is built. The settings' extensions configure the embedded engine's extension builtins (a
-    sidecar OPA has its own); a builtin's error is undefined unless `strict_builtin_errors`."""
+    sidecar OPA has its own); a builtin's error is undefined unless `strict_builtin_errors`. `coverage`
+    (a coverage.CoverageLog) gathers what the evaluations cover, where the engine has Capability.COVERAGE."""
     settings = settings or EngineSettings()
+    if coverage is not None and Capability.COVERAGE not in settings.capabilities:
+        raise PolicyLoadError(f"the {settings.kind} engine reports no coverage: use the embedded engine")
     if settings.kind == "embedded":
         from regokite.engine.embedded import EmbeddedEngine
 
-        return EmbeddedEngine(bundle, settings.extensions, strict_builtin_errors=settings.strict_builtin_errors)
+        strict = settings.strict_builtin_errors
+        return EmbeddedEngine(bundle, settings.extensions, strict_builtin_errors=strict, coverage=coverage)
     if settings.kind == "opa":
         from regokite.engine.opa import OpaEngine
 

@@ -32,6 +32,7 @@ from regokite.clusterdata.store import Change, ReplicaStore, check_replica_root,
 from regokite.engine import KINDS, UNDEFINED, builtin_errors, first_value, object_keys, rewrite, rule_ref
 from regokite.engine.capabilities import check_arguments, check_builtins, check_data_paths
 from regokite.engine.catalog import extension_only
+from regokite.engine.coverage import MARKER, CoverageLog
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.extensions.common import Refusal
 from regokite.engine.lenient import ROUNDS, Places, Variant, undefined_calls
@@ -100,12 +101,15 @@ class EmbeddedEngine:
         *,
         strict_builtin_errors: bool = True,
         lenient: frozenset[Location] = frozenset(),
+        coverage: CoverageLog | None = None,
     ) -> None:
         """`strict_builtin_errors`: a builtin's error is the evaluation's error; otherwise the call is
         undefined, as OPA's default (lenient.py). The engine's own default is strict, as the OPA oracle
         the tests compare it with; `open_engine` passes the process's setting (OPA's default).
-        `lenient`: builtin calls made undefined where they err from the start (the rewrite's tests)."""
+        `lenient`: builtin calls made undefined where they err from the start (the rewrite's tests).
+        `coverage`: what every evaluation covers is gathered there (`regokite test --coverage`)."""
         self.bundle = bundle
+        self._coverage = coverage
         self.options = options or ExtensionOptions()
         self.strict_builtin_errors = strict_builtin_errors
         self._prints = PrintLog(bundle)
@@ -128,6 +132,8 @@ class EmbeddedEngine:
             error = rewrite.located(exc, read_as_opa, bundle.modules)  # raised below, outside the handler
         if error is not None:
             raise error
+        if coverage is not None:  # after the checks: they know no MARKER
+            modules, read_as_opa = coverage.instrument(modules, read_as_opa)
         self._lenient = Places(Variant(lenient, modules, read_as_opa), self._variant)
         self._base()  # prepare now, so a bad bundle fails here and not on first use
 
@@ -137,6 +143,8 @@ class EmbeddedEngine:
         modules, read_as_opa = rewrite.rewrite(
             self.bundle.modules, lenient=lenient, mockable=extension_only(self.options)
         )
+        if self._coverage is not None:
+            modules, read_as_opa = self._coverage.instrument(modules, read_as_opa)
         return Variant(lenient, modules, read_as_opa)
 
     def follow(self, store: ReplicaStore, *, stepped: bool = False) -> None:
@@ -212,6 +220,8 @@ class EmbeddedEngine:
         data = rewrite.new_engine()
         data.set_gather_prints(True)  # print() output goes to the log (PrintLog), never raw to stderr
         install(data, self.options)  # clones share the extension callables
+        if self._coverage is not None:
+            data.add_extension(MARKER, 2, self._coverage.exited)
         if self.bundle.data:
             data.add_data(self.bundle.data)
         variant = self._lenient.current
@@ -273,6 +283,8 @@ class EmbeddedEngine:
     def _fresh(self, input: Any) -> tuple[Variant, regorus.Engine]:
         variant, base = self._base()
         engine = base.clone()
+        if self._coverage is not None:
+            engine.set_enable_coverage(True)
         if input is not UNDEFINED:
             engine.set_input(input)
         return variant, engine
@@ -300,6 +312,8 @@ class EmbeddedEngine:
         builtin_errors.drain()
         for _ in range(ROUNDS):
             answer = run(bound.engine, bound.variant.columns)
+            if self._coverage is not None:
+                self._coverage.gather(bound.engine)
             if not isinstance(answer, _Failed):
                 self._report(bound.variant, found)
                 return answer

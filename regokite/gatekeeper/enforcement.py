@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from regokite.structural.field_errors import go_quote
+
 WEBHOOK = "validation.gatekeeper.sh"
 AUDIT = "audit.gatekeeper.sh"
 GATOR = "gator.gatekeeper.sh"
@@ -129,8 +131,3 @@ def unrecognized_action(action: str) -> str:
 def go_list(values: Sequence[str]) -> str:
     """A []string as Go's %v prints it."""
     return "[" + " ".join(values) + "]"
-
-
-def go_quote(text: str) -> str:
-    """A string as Go's %q prints it (the ASCII cases)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

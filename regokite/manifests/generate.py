@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from regokite import __version__, yamldoc
+from regokite.admission.webhook_knobs import WebhookSettings
 from regokite.clusterdata.store import ResourceRef, guess_resource, parse_resource
 from regokite.engine import Capability, EngineSettings, capabilities_of
 from regokite.errors import RegokiteError
@@ -50,6 +51,7 @@ class Common:
     replicas: int = 2
     include_namespace: bool = True
     baked_policies: bool = False  # policies in the image at /policies, not in a ConfigMap
+    log_level: str | None = None  # regokite --log-level (the chart's logLevel); None: regokite's default
 
 
 @dataclass
@@ -60,9 +62,14 @@ class AdmissionOptions(Common):
     cert_manager: bool = False
     ca_bundle: str | None = None  # base64 PEM; a placeholder when neither this nor cert_manager
     timeout_seconds: int = 5
+    webhook_settings: WebhookSettings = field(default_factory=WebhookSettings)  # the users' knobs
     opa_wait: float = 30.0
     replicate: list[str] = field(default_factory=list)  # --replicate flags, beside what policies declare
     replicate_cluster: list[str] = field(default_factory=list)
+    # checked at apply (/v1/admitsource): kube-mgmt's ConfigMaps the server follows there (* all), and
+    # CompositeControllers, DecoratorControllers and Watches against the policies it serves
+    policy_namespaces: list[str] = field(default_factory=list)
+    check_definitions: bool = False
 
 
 @dataclass
@@ -101,7 +108,7 @@ def _replicate_flags(opts: AdmissionOptions | ControllerOptions) -> list[str]:
     ]
 
 
-def _policy_mount(opts: Common, name: str, component: str) -> tuple[list[Obj], list[Obj], list[str], list[Obj]]:
+def policy_mount(opts: Common, name: str, component: str) -> tuple[list[Obj], list[Obj], list[str], list[Obj]]:
     """(objects, volumes, --policies args, volumeMounts) for the policies of `opts`."""
     if opts.baked_policies:
         return [], [], ["--policies", "/policies"], []
@@ -140,7 +147,7 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
     finally:
         policy_set.close()
     replicated = sorted({*_replicated(opts), *policy_set.replicate})
-    objects = _prelude(opts, opts.name, component, automount=bool(replicated))
+    objects = _prelude(opts, opts.name, component, automount=bool(replicated or opts.policy_namespaces))
     if replicated:
         perms = rbac.Permissions()
         for ref in replicated:
@@ -148,17 +155,34 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         objects += rbac.rbac_objects(
             perms, name=opts.name, namespace=opts.namespace, service_account=opts.name, labels=w.labels(component)
         )
-    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    cm_objects, volumes, policy_args, mounts = policy_mount(opts, opts.name, component)
     objects += cm_objects
-    args = ["admission", *policy_args, *_engine_args(opts)]
+    if opts.policy_namespaces:
+        objects += rbac.configmap_policy_objects(
+            opts.policy_namespaces, name=opts.name, namespace=opts.namespace, service_account=opts.name,
+            labels=w.labels(component),
+        )  # fmt: skip
+        policy_args += [a for ns in opts.policy_namespaces for a in ("--policy-namespaces", ns)]
+        policy_args += ["--policy-namespaces-dir", CONFIGMAP_POLICIES_DIR]
+    # as Gatekeeper's --shutdown-delay: a Pod being deleted serves until its endpoint is gone (a rolling update
+    # loses no review); terminationGracePeriodSeconds (30) leaves the reviews in flight time to finish after it
+    args = ["admission", *policy_args, *_engine_args(opts), "--shutdown-delay=10"]
     args += _replicate_flags(opts)
     if Capability.SIDECAR in capabilities_of(opts.engine):
         args += ["--opa-wait", f"{opts.opa_wait:g}"]
     served, target = _webhook_server(
-        opts, component, args, mounts=mounts, volumes=volumes, automount=bool(replicated), webhook_name="regokite"
+        opts,
+        component,
+        args,
+        mounts=mounts,
+        volumes=volumes,
+        automount=bool(replicated or opts.policy_namespaces),
+        webhook_name="regokite",
     )
     objects += served
     objects += webhooks.webhook_configurations(policies, target)
+    if opts.policy_namespaces or opts.check_definitions:
+        objects.append(webhooks.policy_source_configuration(target, opts.policy_namespaces, opts.check_definitions))
     return objects
 
 
@@ -213,6 +237,7 @@ def _webhook_server(
         ca_bundle=None if opts.cert_manager else (opts.ca_bundle or w.placeholder_ca_bundle()),
         cert_manager_certificate=f"{opts.namespace}/{opts.name}" if opts.cert_manager else None,
         timeout_seconds=opts.timeout_seconds,
+        settings=opts.webhook_settings,
     )
     return objects, target
 
@@ -368,19 +393,18 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         )
     cm_objects, volumes, policy_args, mounts = [], [], [], []
     if opts.policies or opts.baked_policies:  # else every policy comes from the ConfigMaps
-        cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+        cm_objects, volumes, policy_args, mounts = policy_mount(opts, opts.name, component)
     policy_args += [a for ns in opts.policy_namespaces for a in ("--policy-namespaces", ns)]
     if opts.policy_namespaces:  # in the /tmp emptyDir: a container restart serves a refused ConfigMap's last good
         policy_args += ["--policy-namespaces-dir", CONFIGMAP_POLICIES_DIR]
-    definitions_text = yaml.safe_dump_all(raw_definitions, sort_keys=False)
-    defs = w.mounted_files(
-        f"{opts.name}-definitions",
-        opts.namespace,
-        component,
-        "definitions",
-        [("controllers.yaml", definitions_text)],
-    )
-    objects += [*cm_objects, defs.config_map]
+    objects += cm_objects
+    if opts.controllers:  # else the definitions are read from the API server
+        definitions_text = yaml.safe_dump_all(raw_definitions, sort_keys=False)
+        files = [("controllers.yaml", definitions_text)]
+        defs = w.mounted_files(f"{opts.name}-definitions", opts.namespace, component, "definitions", files)
+        objects.append(defs.config_map)
+        volumes = [*volumes, defs.volume]
+        mounts = [*mounts, {"name": "definitions", "mountPath": CONTROLLERS_DIR, "readOnly": True}]
     args = _controller_args(opts, policy_args)
     containers = _containers(
         opts,
@@ -391,7 +415,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
             "readinessProbe": w.probe("/readyz", "metrics", period=5),
         },
         cpu_limit="1",
-        mounts=[*mounts, {"name": "definitions", "mountPath": CONTROLLERS_DIR, "readOnly": True}],
+        mounts=mounts,
         env=w.pod_env(),
     )
     replicas = opts.replicas if opts.leader_elect or opts.shards else 1
@@ -403,7 +427,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
             replicas=replicas,
             service_account=opts.name,
             containers=containers,
-            volumes=[*volumes, defs.volume, w.tmp_volume()],
+            volumes=[*volumes, w.tmp_volume()],
             automount_token=True,
         )
     )
@@ -475,6 +499,22 @@ class AuditOptions(Common):
     replicas: int = 1  # two auditors would both write every report
     metrics_port: int = 9090
     include_crds: bool = True
+    audit_interval: int | None = None  # None: regokite audit's defaults (Gatekeeper's)
+    constraint_violations_limit: int | None = None
+    audit_chunk_size: int | None = None
+
+
+def audit_flags(opts: AuditOptions) -> list[str]:
+    """--audit-interval, --constraint-violations-limit, --audit-chunk-size where set."""
+    flags = []
+    for flag, value in (
+        ("--audit-interval", opts.audit_interval),
+        ("--constraint-violations-limit", opts.constraint_violations_limit),
+        ("--audit-chunk-size", opts.audit_chunk_size),
+    ):
+        if value is not None:
+            flags += [flag, str(value)]
+    return flags
 
 
 def audit_manifests(opts: AuditOptions) -> list[Obj]:
@@ -506,11 +546,11 @@ def audit_manifests(opts: AuditOptions) -> list[Obj]:
     )
     if opts.include_crds:
         objects += report_crds()
-    cm_objects, volumes, policy_args, mounts = _policy_mount(opts, opts.name, component)
+    cm_objects, volumes, policy_args, mounts = policy_mount(opts, opts.name, component)
     objects += cm_objects
     containers = _containers(
         opts,
-        ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port)],
+        ["audit", *policy_args, *_engine_args(opts), "--metrics-port", str(opts.metrics_port), *audit_flags(opts)],
         port={"name": "metrics", "containerPort": opts.metrics_port, "protocol": "TCP"},
         probes={"livenessProbe": w.probe("/healthz", "metrics"), "readinessProbe": w.probe("/readyz", "metrics")},
         cpu_limit="1",
@@ -545,6 +585,8 @@ def _containers(
     env: list[Obj] | None = None,
 ) -> list[Obj]:
     """The regokite container (read-only root, a writable /tmp), and the OPA sidecar with --engine opa."""
+    if opts.log_level:
+        args = ["--log-level", opts.log_level.lower(), *args]
     container: Obj = {"name": "regokite", "image": opts.image, "imagePullPolicy": "IfNotPresent", "args": args}
     if env is not None:
         container["env"] = env

@@ -11,11 +11,13 @@ constraint kind (`/validate/<kind lowercased>`) for the API groups their
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regokite.admission.match import Match
 from regokite.admission.policies import AdmissionPolicy
+from regokite.admission.webhook_knobs import WebhookKnobs, WebhookSettings, merge_selectors, parse_knobs
 from regokite.errors import RegokiteError
 
 NAME_LABEL = "kubernetes.io/metadata.name"
@@ -34,6 +36,7 @@ class WebhookTarget:
     ca_bundle: str | None = None
     cert_manager_certificate: str | None = None
     timeout_seconds: int = 5
+    settings: WebhookSettings = field(default_factory=WebhookSettings)  # the knobs over what policies compute
 
 
 def webhook_configurations(policies: list[AdmissionPolicy], target: WebhookTarget) -> list[dict[str, Any]]:
@@ -80,25 +83,21 @@ def catch_all_configuration(
     metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/name": "regokite"}}
     if target.cert_manager_certificate:
         metadata["annotations"] = {"cert-manager.io/inject-ca-from": target.cert_manager_certificate}
-    policy = AdmissionPolicy("all", (), Match(), failure_policy="Ignore")
-    hook = _webhook(policy, mode, target)
-    clients = hook["clientConfig"]
-    if "service" in clients:
-        clients["service"]["path"] = f"/{mode}"
-    else:
-        clients["url"] = target.url.rstrip("/") + f"/{mode}"  # type: ignore[union-attr]
-    selector = _namespace_selector(None, (), (), target.namespace)
-    selector["matchExpressions"].append({"key": GATEKEEPER_IGNORE_LABEL, "operator": "DoesNotExist"})
     validating = mode == "validate"
     rule = {
-        "operations": list(operations) if validating else ["CREATE", "UPDATE"],
+        "operations": list(operations if validating else ("CREATE", "UPDATE")),
         "apiGroups": ["*"],
         "apiVersions": ["*"],
         "resources": ["*", *GATEKEEPER_SUBRESOURCES] if validating else ["*"],
         "scope": "*",
     }
+    policy = AdmissionPolicy("all", (), Match(), failure_policy="Ignore")
+    base = webhook_base(policy, mode, rules=[rule])
+    base["path"] = f"/{mode}"
+    base["namespaceExpressions"] = [{"key": GATEKEEPER_IGNORE_LABEL, "operator": "DoesNotExist"}]
     point = "validation" if mode == "validate" else "mutation"
-    hook.update(name=f"{point}.{target.name}.regokite.dev", rules=[rule], namespaceSelector=selector)
+    base["name"] = f"{point}.{target.name}.regokite.dev"
+    hook = render_webhook(base, mode, target)
     if mode == "mutate":
         hook["reinvocationPolicy"] = "Never"
     return {
@@ -112,26 +111,89 @@ def catch_all_configuration(
 def _label_webhook(target: WebhookTarget) -> dict[str, Any]:
     """Gatekeeper's check-ignore-label webhook: CREATE and UPDATE of Namespaces, failing closed."""
     policy = AdmissionPolicy("label", (), Match(), failure_policy="Fail")
-    hook = _webhook(policy, "validate", target)
-    clients = hook["clientConfig"]
-    if "service" in clients:
-        clients["service"]["path"] = "/v1/admitlabel"
-    else:
-        clients["url"] = target.url.rstrip("/") + "/v1/admitlabel"  # type: ignore[union-attr]
     rule = {"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["*"], "resources": ["namespaces"]}
-    hook.update(name=f"check-ignore-label.{target.name}.regokite.dev", rules=[rule], matchPolicy="Exact")
+    base = webhook_base(policy, "validate", rules=[rule])
+    base.update(path="/v1/admitlabel", name=f"check-ignore-label.{target.name}.regokite.dev")
+    hook = render_webhook(base, "validate", replace(target, settings=WebhookSettings()))
+    hook["matchPolicy"] = "Exact"
     return hook
 
 
+SOURCES_PATH = "/v1/admitsource"  # regokite.sources.applied answers it
+# kube-mgmt's labels (regokite.sources.configmap_policies follows ConfigMaps carrying them)
+CONFIGMAP_LABELS = (("policy", ("openpolicyagent.org/policy", "rego")), ("data", ("openpolicyagent.org/data", "opa")))
+DEFINITION_RULES = (
+    ("metacontroller.k8s.io", ["compositecontrollers", "decoratorcontrollers"]),
+    ("regokite.dev", ["watches"]),
+)
+
+
+def policy_source_configuration(target: WebhookTarget, namespaces: Sequence[str], definitions: bool) -> dict[str, Any]:
+    """The webhooks that refuse at apply what a server would refuse to load (`/v1/admitsource`): policy and data
+    ConfigMaps of `namespaces` (`*`: all), each webhook limited by an objectSelector to its label so the
+    cluster's other ConfigMaps never reach it; with `definitions`, CompositeControllers, DecoratorControllers
+    and Watches, whose hooks the server resolves in the policies it serves. failurePolicy Fail: only these
+    objects wait on the server, and one that reaches a server anyway is refused there (the last good set
+    keeps serving)."""
+    hooks = []
+    rule = {"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
+    named = [] if "*" in namespaces else [{"key": NAME_LABEL, "operator": "In", "values": sorted(set(namespaces))}]
+    for what, (key, value) in CONFIGMAP_LABELS if namespaces else ():
+        hooks.append(_source_webhook(f"{what}-configmaps", [rule], target, named, {"matchLabels": {key: value}}))
+    if definitions:
+        rules = [
+            {
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": [group],
+                "apiVersions": ["v1alpha1"],
+                "resources": plurals,
+            }
+            for group, plurals in DEFINITION_RULES
+        ]
+        hooks.append(_source_webhook("definitions", rules, target, [], None))
+    metadata: dict[str, Any] = {
+        "name": f"{target.name}-policy-sources",
+        "labels": {"app.kubernetes.io/name": "regokite"},
+    }
+    if target.cert_manager_certificate:
+        metadata["annotations"] = {"cert-manager.io/inject-ca-from": target.cert_manager_certificate}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": hooks,
+    }
+
+
+def _source_webhook(
+    name: str,
+    rules: list[dict[str, Any]],
+    target: WebhookTarget,
+    namespaces: list[dict[str, Any]],
+    objects: dict[str, Any] | None,
+) -> dict[str, Any]:
+    base = webhook_base(AdmissionPolicy(name, (), Match(), failure_policy="Fail"), "validate", rules=rules)
+    base.update(path=SOURCES_PATH, name=f"{name}.{target.name}.regokite.dev", namespaceExpressions=namespaces)
+    if objects is not None:
+        base["objectSelector"] = objects
+    return render_webhook(base, "validate", replace(target, settings=WebhookSettings()))
+
+
 def _webhooks(policies: list[AdmissionPolicy], mode: str, target: WebhookTarget) -> list[dict[str, Any]]:
-    hooks = [_webhook(p, mode, target) for p in policies if p.constraint_kind is None]
-    kinds = sorted({p.constraint_kind for p in policies if p.constraint_kind is not None})
-    for kind in kinds:
-        hooks.append(_constraint_webhook(kind, [p for p in policies if p.constraint_kind == kind], target))
+    hooks = [render_webhook(base, mode, target) for base in webhook_bases(policies, mode)]
     return hooks
 
 
-def _constraint_webhook(kind: str, constraints: list[AdmissionPolicy], target: WebhookTarget) -> dict[str, Any]:
+def webhook_bases(policies: list[AdmissionPolicy], mode: str) -> list[dict[str, Any]]:
+    """The `webhook_base` of every policy wanting `mode`, then one per constraint kind."""
+    bases = [webhook_base(p, mode) for p in policies if p.constraint_kind is None]
+    kinds = sorted({p.constraint_kind for p in policies if p.constraint_kind is not None})
+    for kind in kinds:
+        bases.append(_constraint_base(kind, [p for p in policies if p.constraint_kind == kind]))
+    return bases
+
+
+def _constraint_base(kind: str, constraints: list[AdmissionPolicy]) -> dict[str, Any]:
     """All constraints of one kind: every resource of the groups their `kinds` name."""
     groups: set[str] = set()
     for policy in constraints:
@@ -144,14 +206,10 @@ def _constraint_webhook(kind: str, constraints: list[AdmissionPolicy], target: W
         "resources": ["*"],
         "scope": "*",
     }
-    hook = _webhook(constraints[0], "validate", target, path_name=kind.lower())
-    hook.update(
-        name=f"{kind.lower()}.constraints.regokite.dev",
-        rules=[rule],
-        namespaceSelector=_namespace_selector(None, (), (), target.namespace),
-    )
-    hook.pop("objectSelector", None)
-    return hook
+    first = replace(constraints[0], match=Match(), webhook=WebhookKnobs())
+    base = webhook_base(first, "validate", path_name=kind.lower(), policy_name=kind.lower(), rules=[rule])
+    base["name"] = f"{kind.lower()}.constraints.regokite.dev"
+    return base
 
 
 def service_path(mode: str, policy: str) -> str:
@@ -169,33 +227,88 @@ def service_path(mode: str, policy: str) -> str:
     return f"/{mode}/{name}"
 
 
-def _webhook(policy: AdmissionPolicy, mode: str, target: WebhookTarget, path_name: str | None = None) -> dict[str, Any]:
-    path = service_path(mode, path_name or policy.name)
-    client: dict[str, Any]
-    if target.url:
-        client = {"url": target.url.rstrip("/") + path}
-    else:
-        client = {"service": {"name": target.service, "namespace": target.namespace, "port": target.port, "path": path}}
-    if target.ca_bundle is not None and not target.cert_manager_certificate:
-        client["caBundle"] = target.ca_bundle
-    match = policy.match
-    if not isinstance(match, Match):  # a constraint: its caller sets rules and selectors
-        match = Match()
-    webhook: dict[str, Any] = {
+def webhook_base(
+    policy: AdmissionPolicy,
+    mode: str,
+    path_name: str | None = None,
+    policy_name: str | None = None,
+    rules: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """What the policy computes of its webhook, before any knob: the chart's `admission.webhooks` entries
+    (`regokite manifests admission --helm-values`) and what `render_webhook` completes."""
+    match = policy.match if isinstance(policy.match, Match) else Match()  # a constraint: rules given
+    base: dict[str, Any] = {
         "name": f"{policy.name.replace('_', '-')}.{mode}.regokite.dev",
-        "clientConfig": client,
-        "rules": [rule.as_webhook_rule() for rule in match.rules],
-        "namespaceSelector": _namespace_selector(
-            match.namespace_selector, match.namespaces, match.excluded_namespaces, target.namespace
-        ),
+        "policy": policy_name or policy.name,
+        "path": service_path(mode, path_name or policy.name),
+        "rules": rules or [rule.as_webhook_rule() for rule in match.rules],
+        "namespaceExpressions": _namespace_selector(match.namespace_selector, match.namespaces, (), "")[
+            "matchExpressions"
+        ][:-1],
+        "excludedNamespaces": list(match.excluded_namespaces),
         "failurePolicy": policy.failure_policy,
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1", "v1beta1"],
-        "timeoutSeconds": target.timeout_seconds,
-        "matchPolicy": "Equivalent",
+        "declared": knobs_document(policy.webhook),
     }
     if match.object_selector is not None:
-        webhook["objectSelector"] = match.object_selector
+        base["objectSelector"] = dict(match.object_selector)
+    if (match.namespace_selector or {}).get("matchLabels"):
+        base["namespaceMatchLabels"] = dict(match.namespace_selector["matchLabels"])  # type: ignore[index]
+    return base
+
+
+def knobs_document(knobs: WebhookKnobs) -> dict[str, Any]:
+    """`knobs` in the values' names (what parse_knobs reads back)."""
+    doc: dict[str, Any] = {
+        "failurePolicy": knobs.failure_policy,
+        "timeoutSeconds": knobs.timeout_seconds,
+        "namespaceSelector": {"matchExpressions": list(knobs.namespace_expressions)}
+        if knobs.namespace_expressions
+        else None,
+        "objectSelector": knobs.object_selector,
+        "matchConditions": list(knobs.match_conditions),
+        "operations": list(knobs.operations),
+        "rules": list(knobs.rules),
+    }
+    return {k: v for k, v in doc.items() if v not in (None, [], {})}
+
+
+def render_webhook(base: dict[str, Any], mode: str, target: WebhookTarget) -> dict[str, Any]:
+    """A webhook of `webhook_base` under the target's knobs: global, the policy's declaration, the values'
+    entry for the policy (charts/regokite/templates/_webhooks.tpl does the same; a test compares them)."""
+    client: dict[str, Any]
+    if target.url:
+        client = {"url": target.url.rstrip("/") + base["path"]}
+    else:
+        service = {"name": target.service, "namespace": target.namespace, "port": target.port, "path": base["path"]}
+        client = {"service": service}
+    if target.ca_bundle is not None and not target.cert_manager_certificate:
+        client["caBundle"] = target.ca_bundle
+    declared = parse_knobs(base["declared"], base["policy"])
+    knobs = target.settings.for_policy(mode, base["policy"], declared)
+    rules = [dict(r) for r in knobs.rules] or [dict(r) for r in base["rules"]]
+    if knobs.operations:
+        rules = [{**r, "operations": list(knobs.operations)} for r in rules]
+    skip = sorted({*base["excludedNamespaces"], *target.settings.exempt_namespaces, target.namespace})
+    expressions = [*base["namespaceExpressions"], {"key": NAME_LABEL, "operator": "NotIn", "values": skip}]
+    webhook: dict[str, Any] = {
+        "name": base["name"],
+        "clientConfig": client,
+        "rules": rules,
+        "namespaceSelector": {
+            **({"matchLabels": base["namespaceMatchLabels"]} if "namespaceMatchLabels" in base else {}),
+            "matchExpressions": [*expressions, *knobs.namespace_expressions],
+        },
+        "failurePolicy": knobs.failure_policy or base["failurePolicy"],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1", "v1beta1"],
+        "timeoutSeconds": knobs.timeout_seconds if knobs.timeout_seconds is not None else target.timeout_seconds,
+        "matchPolicy": "Equivalent",
+    }
+    object_selector = merge_selectors(base.get("objectSelector"), knobs.object_selector)
+    if object_selector is not None:
+        webhook["objectSelector"] = object_selector
+    if knobs.match_conditions:
+        webhook["matchConditions"] = [dict(c) for c in knobs.match_conditions]
     if mode == "mutate":
         webhook["reinvocationPolicy"] = "IfNeeded"
     return webhook

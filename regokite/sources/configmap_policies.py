@@ -117,6 +117,36 @@ def status_annotation(error: str | None) -> str:
     return json.dumps(status, separators=(",", ":"))
 
 
+def load_error(sources: Mapping[str, Files], engine: EngineSettings) -> str | None:
+    """Why the files of `sources` (by ConfigMap id) do not load together (None: they do), files named
+    configmap/...: the check of every pass, and of a ConfigMap being applied (`refusal`)."""
+    with tempfile.TemporaryDirectory(prefix="regokite-configmaps-") as tmp:
+        staging = Path(tmp) / SHOWN_AS
+        for files in sources.values():
+            for path, text in files.items():
+                (staging / path).parent.mkdir(parents=True, exist_ok=True)
+                (staging / path).write_text(text, encoding="utf-8")
+        if not staging.exists():
+            return None
+        try:
+            checked = open_engine(engine.load([staging]).without_tests(), engine)
+            checked.close()
+        except RegokiteError as exc:
+            return str(exc).replace(f"{tmp}/", "")
+        return None
+
+
+def refusal(cm: Mapping[str, Any], good: Mapping[str, Files], engine: EngineSettings) -> str | None:
+    """Why a sync would refuse this ConfigMap, were it applied beside the `good` ones (`written`: what a sync
+    serves now), None when it would load or is not a policy or data ConfigMap: the same parse and compile."""
+    source, error = source_of(cm)
+    if error is not None or source is None:
+        return error
+    candidate = {i: files for i, files in good.items() if i != source.id}
+    candidate[source.id] = source.files
+    return load_error(candidate, engine.checking())
+
+
 class ConfigMapSync:
     """Follows the labelled ConfigMaps of `namespaces` (`*`: all) and keeps `out` equal to what loads."""
 
@@ -227,21 +257,7 @@ class ConfigMapSync:
                 candidate[culprit] = self.good[culprit]
 
     def _load(self, sources: dict[str, Files]) -> str | None:
-        """Why the files of `sources` do not load together (None: they do), files named configmap/..."""
-        with tempfile.TemporaryDirectory(prefix="regokite-configmaps-") as tmp:
-            staging = Path(tmp) / SHOWN_AS
-            for files in sources.values():
-                for path, text in files.items():
-                    (staging / path).parent.mkdir(parents=True, exist_ok=True)
-                    (staging / path).write_text(text, encoding="utf-8")
-            if not staging.exists():
-                return None
-            try:
-                engine = open_engine(self.engine.load([staging]).without_tests(), self.engine)
-                engine.close()
-            except RegokiteError as exc:
-                return str(exc).replace(f"{tmp}/", "")
-            return None
+        return load_error(sources, self.engine)
 
     def _write(self, files: Files) -> None:
         """Make `out` hold exactly `files`: before the first pass, a server given `--policies out`

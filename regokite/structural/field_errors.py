@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,7 +116,12 @@ _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t
 
 
 def go_quote(text: str) -> str:
-    """strconv.Quote: printable characters as they are, the rest escaped as Go escapes them."""
+    """Go's strconv.Quote: printable runes as they are, the rest escaped as Go escapes them. Go's printable
+    (unicode.IsPrint: letters, marks, numbers, punctuation, symbols, the ASCII space) is str.isprintable, judged
+    by Python's Unicode database: a rune it does not assign is escaped, as Go escapes one its own tables do not
+    assign either (see `unassigned_rune` for the runes Go's newer tables may print)."""
+    if text.isascii() and text.isprintable():  # most strings: only `"` and `\` escaped
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     out = ['"']
     for char in text:
         if char in ('"', "\\"):
@@ -132,3 +138,12 @@ def go_quote(text: str) -> str:
             out.append(f"\\U{ord(char):08x}")
     out.append('"')
     return "".join(out)
+
+
+def unassigned_rune(text: str) -> str | None:
+    """The first rune of `text` Python's Unicode database does not assign, or a lone surrogate (no Go string
+    holds one). go_quote cannot judge these as Go does: Go's tables may be newer (Go 1.24's are Unicode 15.0,
+    Python 3.11's 14.0, which leaves 4482 runes Go prints and go_quote escapes)."""
+    if text.isascii():
+        return None
+    return next((char for char in text if unicodedata.category(char) in ("Cn", "Cs")), None)

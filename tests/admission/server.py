@@ -53,10 +53,16 @@ class RunningServer:
 
 @contextlib.contextmanager
 def admission_server(
-    policies: Path | list[Path], tmp: Path, *args: str, host: str = "127.0.0.1", ready_timeout: float = 30
+    policies: Path | list[Path],
+    tmp: Path,
+    *args: str,
+    host: str = "127.0.0.1",
+    ready_timeout: float = 30,
+    port: int | None = None,
 ) -> Iterator[RunningServer]:
-    """Start the server, wait until /readyz answers, stop it with SIGTERM afterwards."""
-    port = free_port()
+    """Start the server (on a free port unless given), wait until /readyz answers, stop it with SIGTERM
+    afterwards."""
+    port = port or free_port()
     tls_dir = tmp / "tls"
     log = tmp / "admission.log"
     roots = policies if isinstance(policies, list) else [policies]

@@ -53,6 +53,7 @@ def broken(path: str, value: object) -> dict:
         (body(broken("request.object", [1])), "request.object must be an object or null"),
         (body(broken("request.object", None)), "request.object is required for CREATE"),
     ],
+    ids=lambda value: value if isinstance(value, str) else "body",  # the bodies hold random uids
 )
 def test_malformed_reviews_are_refused_with_the_reason(raw: bytes, complaint: str) -> None:
     with pytest.raises(BadReview, match=complaint):

@@ -253,8 +253,10 @@ def test_a_shutdown_delay_keeps_deciding_after_sigterm_then_stops(policies: Path
     """Gatekeeper's --shutdown-delay (bats 'shutdown delay'): after SIGTERM the server still decides for the delay
     (the API server calls a Pod being deleted until its endpoint goes), then exits."""
     with admission_server(policies, tmp_path, "--shutdown-delay", "2") as running, running.client() as c:
+        assert c.get("/readyz").status_code == 200
         running.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
+        wait_until(lambda: c.get("/readyz").status_code == 503, what="/readyz to say the server is shutting down")
         while time.monotonic() - signalled < 1.5:  # each answer a decision: fails when the server has stopped
             assert post(c, "/validate", review(deployment(replicas=9))).json()["response"]["allowed"] is False
         assert running.process.wait(timeout=15) == 0

@@ -380,7 +380,9 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("token", list(TOKENS.values()) + MALFORMED)
+@pytest.mark.parametrize(
+    "token", list(TOKENS.values()) + MALFORMED, ids=list(TOKENS) + [f"malformed-{i}" for i in range(len(MALFORMED))]
+)
 def test_decode(token):
     assert_same("io.jwt.decode(input.t)", t=token)
 

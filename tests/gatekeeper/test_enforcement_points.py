@@ -23,6 +23,7 @@ from regokite.check import Manifest, check
 from regokite.cli import main
 from regokite.clusterdata.store import ResourceRef
 from regokite.gatekeeper import lastgood
+from regokite.gatekeeper.enforcement import unrecognized_action
 from regokite.gatekeeper.status import constraint_statuses
 from regokite.gatekeeper.verify import counts, format_results, run_suite
 from regokite.gatekeeper.violations import AuditedConstraint, audit_violations
@@ -207,6 +208,12 @@ def test_an_unknown_enforcement_action_is_not_enforced_by_the_webhook_nor_audite
     assert constraint.failures == []
     ps.close()
     assert lastgood.constraint_error(one(probes()[1])) == UNRECOGNIZED
+
+
+def test_an_unknown_enforcement_action_is_quoted_as_go_quotes_it() -> None:
+    """Gatekeeper prints the action with %q: control and invisible characters escaped (were written raw)."""
+    quoted = unrecognized_action('a"\n\u200bé')
+    assert quoted.startswith('unrecognized enforcementAction: "a\\"\\n\\u200bé" is not within the supported list')
 
 
 def test_check_prints_an_unknown_actions_violations_and_exits_zero(tmp_path: Path, capsys) -> None:

@@ -25,6 +25,7 @@ from regokite.clusterdata.store import ResourceRef
 from regokite.gatekeeper.expansion import expansion_module, parse_expansion_template
 from regokite.gatekeeper.verify import format_results, run_suite
 from tests.admission.reviews import review
+from tests.gatekeeper.mutators import assign
 from tests.gatekeeper.suites import write_suite
 from tests.gatekeeper.test_enforcement_points import gatekeeper, one
 
@@ -35,17 +36,13 @@ DENIED = '[loadbalancers-must-have-env-gen] [Implied by expand-jobs] you must pr
 def labels_pods(group: str, kind: str, source: str, env: str) -> str:
     """An Assign labelling the Pod template of `kind` resources of `source` with `env`."""
     return yaml.safe_dump(
-        {
-            "apiVersion": "mutations.gatekeeper.sh/v1",
-            "kind": "Assign",
-            "metadata": {"name": f"{kind.lower()}s-label-their-pods"},
-            "spec": {
-                "applyTo": [{"groups": [group], "kinds": [kind], "versions": ["v1"]}],
-                "match": {"source": source},
-                "location": "spec.template.metadata.labels.env",
-                "parameters": {"assign": {"value": env}},
-            },
-        }
+        assign(
+            f"{kind.lower()}s-label-their-pods",
+            "spec.template.metadata.labels.env",
+            {"value": env},
+            apply_to={"groups": [group], "kinds": [kind], "versions": ["v1"]},
+            match={"source": source},
+        )
     )
 
 

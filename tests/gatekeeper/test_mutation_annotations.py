@@ -21,6 +21,7 @@ from regokite.admission.decide import decide
 from regokite.admission.policies import PolicySet, load_policy_set
 from regokite.admission.review import parse_review
 from tests.admission.reviews import review
+from tests.gatekeeper.mutators import assign
 from tests.gatekeeper.test_enforcement_points import bats, one
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -81,16 +82,13 @@ def test_without_the_flag_nothing_is_annotated(tmp_path: Path) -> None:
 def test_the_list_names_each_mutator_once_sorted(tmp_path: Path) -> None:
     """Two mutators, one applied again in a later pass: each named once, sorted, as Gatekeeper's set."""
     ps = policies(tmp_path, "k8sownerlabel_assignmetadata.yaml", "k8sexternalip_assign.yaml")
-    extra = {
-        "apiVersion": "mutations.gatekeeper.sh/v1",
-        "kind": "Assign",
-        "metadata": {"name": "a-cm-data", "generation": 3},
-        "spec": {
-            "applyTo": [{"groups": [""], "kinds": ["ConfigMap"], "versions": ["v1"]}],
-            "location": "data.checked",
-            "parameters": {"assign": {"value": "yes"}},
-        },
-    }
+    extra = assign(
+        "a-cm-data",
+        "data.checked",
+        {"value": "yes"},
+        apply_to={"groups": [""], "kinds": ["ConfigMap"], "versions": ["v1"]},
+    )
+    extra["metadata"]["generation"] = 3
     (tmp_path / "extra.yaml").write_text(yaml.safe_dump(extra))
     ps.close()
     ps = load_policy_set([str(tmp_path)], mutation_annotations=True)

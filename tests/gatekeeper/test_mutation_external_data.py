@@ -23,6 +23,7 @@ from regokite.admission.review import parse_review
 from regokite.engine import EngineSettings
 from regokite.gatekeeper.constraints import read_sources
 from tests.admission.reviews import review
+from tests.gatekeeper.mutators import assign
 from tests.gatekeeper.signature_provider import SignatureProvider
 from tests.gatekeeper.test_enforcement_points import gatekeeper
 
@@ -102,16 +103,7 @@ def test_an_item_error_or_a_system_error_refuses_in_gatekeepers_words(tmp_path: 
 def image_assign(policy: str, default: str = "") -> str:
     external = {"provider": PROVIDER, "failurePolicy": policy, **({"default": default} if default else {})}
     return yaml.safe_dump(
-        {
-            "apiVersion": "mutations.gatekeeper.sh/v1beta1",
-            "kind": "Assign",
-            "metadata": {"name": "images"},
-            "spec": {
-                "applyTo": [{"groups": [""], "kinds": ["Pod"], "versions": ["v1"]}],
-                "location": "spec.containers[name: *].image",
-                "parameters": {"assign": {"externalData": external}},
-            },
-        }
+        assign("images", "spec.containers[name: *].image", {"externalData": external}, version="v1beta1")
     )
 
 

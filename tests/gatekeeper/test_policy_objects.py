@@ -17,6 +17,7 @@ from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review, response
 from regokite.gatekeeper.policy_objects import PolicyObjects
 from regokite.ops.tls import new_ca, pem
+from tests.gatekeeper.mutators import assign
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LONG_NAME = "abignameabignameabignameabignameabignameabignameabignameabigname"  # 64 characters
@@ -143,18 +144,8 @@ def test_every_gatekeeper_object_is_checked_by_its_loader(served) -> None:
     ca = base64.b64encode(pem(new_ca("provider CA")[0])).decode()
     assert refusal(served, provider(ca)) is None
     assert "caBundle should be set" in (refusal(served, provider(None)) or "")
-    assign = {
-        "apiVersion": "mutations.gatekeeper.sh/v1",
-        "kind": "Assign",
-        "metadata": {"name": "a"},
-        "spec": {
-            "applyTo": [{"groups": [""], "versions": ["v1"], "kinds": ["Pod"]}],
-            "location": "spec.dnsPolicy",
-            "parameters": {"assign": {"value": "None"}},
-        },
-    }
-    assert refusal(served, assign) is None
-    assert "assign/a" in (refusal(served, {**assign, "spec": {**assign["spec"], "location": "spec.[bad"}}) or "")
+    assert refusal(served, assign("a", "spec.dnsPolicy", {"value": "None"})) is None
+    assert "assign/a" in (refusal(served, assign("a", "spec.[bad", {"value": "None"})) or "")
     expansion = {
         "apiVersion": "expansion.gatekeeper.sh/v1alpha1",
         "kind": "ExpansionTemplate",

@@ -36,6 +36,7 @@ from kubernetes import client
 
 from regokite.gatekeeper.verify import review_request
 from regokite.sources.gatekeeper_objects import TEMPLATES
+from tests.gatekeeper.mutators import assign
 from tests.gatekeeper.upstream import gatekeeper_library
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,17 +247,7 @@ def test_what_would_not_load_is_refused_at_apply_and_what_serves_is_untouched(ga
         assert served["spec"]["match"]["labelSelector"] == {"matchLabels": {SELECT: label}}
 
         # a mutator that does not parse
-        assign = {
-            "apiVersion": "mutations.gatekeeper.sh/v1",
-            "kind": "Assign",
-            "metadata": {"name": kube.unique_name("a")},
-            "spec": {
-                "applyTo": [{"groups": [""], "versions": ["v1"], "kinds": ["Pod"]}],
-                "location": "spec.[bad",
-                "parameters": {"assign": {"value": "None"}},
-            },
-        }
-        refused = gatekeeper.apply(yaml.safe_dump(assign))
+        refused = gatekeeper.apply(yaml.safe_dump(assign(kube.unique_name("a"), "spec.[bad", {"value": "None"})))
         assert refused.returncode != 0 and "denied the request" in refused.stderr, refused.stderr
         still_serving()
     finally:

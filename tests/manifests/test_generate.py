@@ -367,3 +367,34 @@ def test_gatekeeper_webhook_validates_delete_and_connect_and_passes_the_exempt_n
         "--exempt-namespace-suffix=-sandbox",
     } <= set(server["args"])
     assert main(["manifests", "gatekeeper", "--operation", "DELETE", "--exempt-namespace-prefix", "t-"]) == 0
+
+
+def test_policy_sources_are_checked_at_apply_only_when_asked() -> None:
+    """--policy-namespaces: the server follows those ConfigMaps (and may read and annotate them) and a webhook
+    refuses at apply a policy or data ConfigMap there that would not load, selected by its label only (failing
+    closed for those alone); --check-definitions: the same for controller definitions."""
+    assert not any(o["metadata"]["name"].endswith("policy-sources") for o in admission())
+    objects = admission(policy_namespaces=["team-a", "team-b"], check_definitions=True)
+    [sources] = [o for o in objects if o["metadata"]["name"] == "regokite-policy-sources"]
+    hooks = {h["name"].split(".")[0]: h for h in sources["webhooks"]}
+    assert sorted(hooks) == ["data-configmaps", "definitions", "policy-configmaps"]
+    assert hooks["policy-configmaps"]["objectSelector"] == {"matchLabels": {"openpolicyagent.org/policy": "rego"}}
+    assert hooks["data-configmaps"]["objectSelector"] == {"matchLabels": {"openpolicyagent.org/data": "opa"}}
+    for name in ("policy-configmaps", "data-configmaps"):
+        assert hooks[name]["rules"][0]["resources"] == ["configmaps"]
+        selected = hooks[name]["namespaceSelector"]["matchExpressions"]
+        assert {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]} in selected
+    assert [r["resources"] for r in hooks["definitions"]["rules"]] == [
+        ["compositecontrollers", "decoratorcontrollers"],
+        ["watches"],
+    ]
+    assert {h["failurePolicy"] for h in hooks.values()} == {"Fail"}
+    assert {h["clientConfig"]["service"]["path"] for h in hooks.values()} == {"/v1/admitsource"}
+    [deployment] = [o for o in objects if o["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--policy-namespaces") + 1] == "team-a"
+    roles = [o for o in objects if o["kind"] == "Role" and o["metadata"]["name"].endswith("policy-configmaps")]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    only_definitions = admission(check_definitions=True)
+    [sources] = [o for o in only_definitions if o["metadata"]["name"] == "regokite-policy-sources"]
+    assert [h["name"] for h in sources["webhooks"]] == ["definitions.regokite.regokite.dev"]

@@ -21,13 +21,14 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from regokite.engine.extensions.common import BuiltinError, Refusal, type_name
+from regokite.structural import field_errors
+from regokite.structural.field_errors import unassigned_rune
 
 _NAME = "sprintf"
 _VERB = re.compile(r"%(?P<flags>[-+# 0]*)(?P<width>\d+|\*)?(?:\.(?P<precision>\d*|\*))?(?P<verb>.?)", re.DOTALL)
 _INT_VERBS = frozenset("bcdoOqxXUv")
 _FLOAT_VERBS = frozenset("beEfFgGxXv")
 _STRING_VERBS = frozenset("sqvxX")
-_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
 def sprintf(template: Any, arguments: Any) -> str:
@@ -232,22 +233,12 @@ def _string(value: str, verb: str, flags: str, precision: int | None) -> str:
 
 
 def go_quote(text: str) -> str:
-    """Go's strconv.Quote, for the runes regokite can judge printable as Go does (ASCII and printable others)."""
-    out = ['"']
-    for char in text:
-        if char in ('"', "\\"):
-            out.append("\\" + char)
-        elif char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif " " <= char < "\x7f":
-            out.append(char)
-        elif ord(char) < 0x80 or ord(char) == 0x7F:
-            out.append(f"\\x{ord(char):02x}")
-        elif char.isprintable() and not char.isspace():
-            out.append(char)
-        else:
-            raise Refusal(f"{_NAME}: regokite does not quote {char!r} as Go would")
-    return "".join(out) + '"'
+    """Go's strconv.Quote (structural.field_errors.go_quote), refused when `text` holds a rune whose printing
+    regokite cannot judge as Go does."""
+    char = unassigned_rune(text)
+    if char is not None:
+        raise Refusal(f"{_NAME}: regokite does not quote {char!r} as Go would")
+    return field_errors.go_quote(text)
 
 
 def rego_text(value: Any) -> str:

@@ -17,7 +17,7 @@ from regokite.engine.extensions.internal import ARITH
 from regokite.engine.rewrite import helpers
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, infix_operands, masked, trimmed
-from regokite.engine.rewrite.tree import Node, body, extent, kind, tagged
+from regokite.engine.rewrite.tree import Node, Parsed, body, extent, kind, tagged
 
 _ARITH = {"Add": ("add", "+"), "Sub": ("sub", "-"), "Mul": ("mul", "*"), "Div": ("div", "/")}
 _SMALL_CALLS = frozenset({"count", "__rk_b_count"})
@@ -29,10 +29,7 @@ _CHECKS = {  # in the helper's body, not a function of their own: a call costs s
 SIGN = re.compile(rb"[\w)\]}]\s*[-+*/]")  # an operand's end, then an operator (strings masked)
 
 
-def rewrite(target: Target) -> list[Change]:
-    parsed = target.parsed()
-    if parsed is None:
-        return []
+def rewrite(target: Target, parsed: Parsed) -> list[Change]:
     source = parsed.source
     code = masked(source)
     found = []

@@ -97,3 +97,17 @@ def each(function: Callable[[Target], list[Change]], wanted: Callable[[Module], 
 
     stage.__doc__ = function.__doc__
     return stage
+
+
+def each_parsed(
+    function: Callable[[Target, Parsed], list[Change]], wanted: Callable[[Module], bool] | None = None
+) -> StageFunction:
+    """`each`, for a stage that reads a module's tree: a module regorus cannot parse is left as it is (the
+    load reports its error)."""
+
+    def changes(target: Target) -> list[Change]:
+        tree = target.parsed()
+        return [] if tree is None else function(target, tree)
+
+    changes.__doc__ = function.__doc__
+    return each(changes, wanted)

@@ -16,7 +16,7 @@ from regokite.engine.extensions.internal import UNORDERED
 from regokite.engine.rewrite import helpers
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, infix_operands, masked, trimmed
-from regokite.engine.rewrite.tree import Node, body, extent, kind, tagged
+from regokite.engine.rewrite.tree import Node, Parsed, body, extent, kind, tagged
 
 _ORDERED = {"Lt": "lt", "Le": "le", "Gt": "gt", "Ge": "ge"}
 _SIGNS = {"lt": ("<", "is_object"), "le": ("<=", "is_object"), "gt": (">", "is_set"), "ge": (">=", "is_set")}
@@ -26,10 +26,7 @@ _SCALAR_CALLS = frozenset(
 )
 
 
-def rewrite(target: Target) -> list[Change]:
-    parsed = target.parsed()
-    if parsed is None:
-        return []
+def rewrite(target: Target, parsed: Parsed) -> list[Change]:
     source, tag = parsed.source, target.tag
     found = []
     for rule in parsed.written_rules():

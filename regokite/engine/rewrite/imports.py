@@ -29,10 +29,7 @@ from regokite.errors import Location, PolicyLoadError
 _NAME = re.compile(rb"(?<![\w.$])[A-Za-z_]\w*")
 
 
-def rewrite(target: Target) -> list[Change]:
-    parsed = target.parsed()
-    if parsed is None:
-        return []
+def rewrite(target: Target, parsed: Parsed) -> list[Change]:
     return [Change(span["start"], span["end"], path) for span, path in _references(parsed)]
 
 

@@ -15,7 +15,7 @@ import re
 
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, trimmed
-from regokite.engine.rewrite.tree import call_span, calls, extent, fcn_name
+from regokite.engine.rewrite.tree import Parsed, call_span, calls, extent, fcn_name
 
 INFIX = {
     "plus": "+",
@@ -36,10 +36,7 @@ MEMBERS = {"internal.member_2": 2, "internal.member_3": 3}  # `in`: a keyword of
 CALLED = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in (*INFIX, *MEMBERS)) + r")\s*\(")
 
 
-def rewrite(target: Target) -> list[Change]:
-    tree = target.parsed()
-    if tree is None:
-        return []
+def rewrite(target: Target, tree: Parsed) -> list[Change]:
     local = tree.rule_names() | tree.import_names() | tree.aliases()
     changes: list[Change] = []
     for call in calls(tree.tree):

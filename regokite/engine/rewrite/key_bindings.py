@@ -15,15 +15,12 @@ import re
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, flat, trimmed
 from regokite.engine.rewrite.helpers import first_free
-from regokite.engine.rewrite.tree import REFS, Node, body, end_of, extent, kind, queries, tagged
+from regokite.engine.rewrite.tree import REFS, Node, Parsed, body, end_of, extent, kind, queries, tagged
 
 UNIFIES = re.compile(r"(?<![=:!<>])=(?!=)")  # `=`, not `==`, `:=`, `!=`, `<=`, `>=`
 
 
-def rewrite(target: Target) -> list[Change]:
-    tree = target.parsed()
-    if tree is None:
-        return []
+def rewrite(target: Target, tree: Parsed) -> list[Change]:
     source = tree.source
     counter = first_free(source)
     changes: list[Change] = []

@@ -12,15 +12,12 @@ import re
 from regokite.engine.rewrite import helpers
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, grouped, masked, operand_extent
-from regokite.engine.rewrite.tree import body, kind, statements, tagged
+from regokite.engine.rewrite.tree import Parsed, body, kind, statements, tagged
 
 IN = re.compile(r"\bin\b")
 
 
-def rewrite(target: Target) -> list[Change]:
-    parsed = target.parsed()
-    if parsed is None:
-        return []
+def rewrite(target: Target, parsed: Parsed) -> list[Change]:
     source, tag = parsed.source, target.tag
     standing = {
         id(body(body(s["literal"])["expr"]))

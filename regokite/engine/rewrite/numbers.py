@@ -29,7 +29,7 @@ from regokite.engine.extensions.common import BuiltinError
 from regokite.engine.extensions.formatting import sprintf
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, refusal, trimmed
-from regokite.engine.rewrite.tree import Node, body, extent, fcn_name, kind
+from regokite.engine.rewrite.tree import Node, Parsed, body, extent, fcn_name, kind
 
 _INTEGER = re.compile(rb"-?[0-9]+")
 _EXPONENT = re.compile(rb"[eE]([+-]?[0-9]+)$")
@@ -48,10 +48,7 @@ def wanted(module: Module) -> bool:
     return any(_held_otherwise(n) is not None or _held_otherwise(n.lstrip(b"-")) is not None for n in numbers)
 
 
-def rewrite(target: Target) -> list[Change]:
-    parsed = target.parsed()
-    if parsed is None:
-        return []
+def rewrite(target: Target, parsed: Parsed) -> list[Change]:
     source = parsed.source
     parents: dict[int, Node] = {}
     literals: list[Node] = []

@@ -18,15 +18,12 @@ from regokite.engine.rewrite.edits import Change, flat, masked, trimmed
 from regokite.engine.rewrite.infix import INFIX, MEMBERS
 from regokite.engine.rewrite.metadata import CALLS as METADATA
 from regokite.engine.rewrite.routes import ROUTED
-from regokite.engine.rewrite.tree import body, call_span, extent, fcn_name, kind, statements
+from regokite.engine.rewrite.tree import Parsed, body, call_span, extent, fcn_name, kind, statements
 
 _REWRITTEN = {"sprintf": 2, **ROUTED, **dict.fromkeys(INFIX, 2), **MEMBERS, **dict.fromkeys(METADATA, 0)}
 
 
-def rewrite(target: Target) -> list[Change]:
-    parsed = target.parsed()
-    if parsed is None:
-        return []
+def rewrite(target: Target, parsed: Parsed) -> list[Change]:
     source, module = parsed.source, target.module
     known = arities() | _REWRITTEN
     local = parsed.rule_names() | parsed.import_names() | parsed.aliases()

@@ -39,7 +39,7 @@ from regokite.engine.rewrite import (
     templates,
     with_targets,
 )
-from regokite.engine.rewrite.base import Changes, Options, Pass, Stage, each
+from regokite.engine.rewrite.base import Changes, Options, Pass, Stage, each, each_parsed
 from regokite.engine.rewrite.edits import Columns, Moves, apply, engine_name, masked
 
 _ROUNDS = 16  # a fixed point's most rounds: nesting deeper than this is left to regorus's own reading
@@ -49,15 +49,15 @@ STAGES: tuple[Stage, ...] = (
     Stage("TemplateStrings", each(templates.rewrite, lambda m: "$" in m.text)),
     Stage("NotBodies", each(notbodies.rewrite, lambda m: "future.keywords" in m.text)),
     Stage("ImportsFirst", each(imports_first.rewrite)),
-    Stage("Numbers", each(numbers.rewrite, numbers.wanted)),
+    Stage("Numbers", each_parsed(numbers.rewrite, numbers.wanted)),
     Stage("SplitBodies", each(bodies.split)),
     Stage("SplitLines", each(lines.split)),
     Stage("TemplateArguments", each(templates.arguments, lambda m: TEMPLATE in m.text)),
     # calling forms, as OPA's compiler normalises them (its RewriteExprTerms, ResolveRefs)
-    Stage("OutputArguments", each(outputs.rewrite)),
-    Stage("InfixNames", each(infix.rewrite, lambda m: infix.CALLED.search(m.text) is not None)),
+    Stage("OutputArguments", each_parsed(outputs.rewrite)),
+    Stage("InfixNames", each_parsed(infix.rewrite, lambda m: infix.CALLED.search(m.text) is not None)),
     Stage("Relations", relations.rewrite, fixed_point=True),
-    Stage("KeyBindings", each(key_bindings.rewrite, lambda m: key_bindings.UNIFIES.search(m.text) is not None)),
+    Stage("KeyBindings", each_parsed(key_bindings.rewrite, lambda m: key_bindings.UNIFIES.search(m.text) is not None)),
     Stage("Metadata", metadata.rewrite),
     Stage("WithTargets", with_targets.rewrite),
     # builtins and `with`s regorus answers otherwise
@@ -66,19 +66,21 @@ STAGES: tuple[Stage, ...] = (
     Stage("FunctionMocks", function_mocks.rewrite),
     # evaluation order and values, where regorus's differ
     Stage("Negations", negations.rewrite, fixed_point=True),
-    Stage("Sprintf", each(sprintf.rewrite, lambda m: "sprintf" in m.text), fixed_point=True),
-    Stage("Comparisons", each(comparisons.rewrite, lambda m: "<" in m.text or ">" in m.text), fixed_point=True),
+    Stage("Sprintf", each_parsed(sprintf.rewrite, lambda m: "sprintf" in m.text), fixed_point=True),
+    Stage("Comparisons", each_parsed(comparisons.rewrite, lambda m: "<" in m.text or ">" in m.text), fixed_point=True),
     Stage(
         "Arithmetic",
-        each(arithmetic.rewrite, lambda m: arithmetic.SIGN.search(masked(m.text.encode())) is not None),
+        each_parsed(arithmetic.rewrite, lambda m: arithmetic.SIGN.search(masked(m.text.encode())) is not None),
         fixed_point=True,
     ),
     Stage(
-        "Memberships", each(memberships.rewrite, lambda m: memberships.IN.search(m.text) is not None), fixed_point=True
+        "Memberships",
+        each_parsed(memberships.rewrite, lambda m: memberships.IN.search(m.text) is not None),
+        fixed_point=True,
     ),
     Stage("HeadTerms", each(head_terms.rewrite)),
     Stage("LenientCalls", lenient.rewrite, applies=lambda options: bool(options.lenient)),
-    Stage("DirectImports", each(imports.rewrite, lambda m: "import" in m.text)),
+    Stage("DirectImports", each_parsed(imports.rewrite, lambda m: "import" in m.text)),
 )
 NAMES = frozenset(stage.name for stage in STAGES)
 

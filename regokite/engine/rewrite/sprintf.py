@@ -18,15 +18,12 @@ from regokite.engine.rewrite import helpers
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, flat
 from regokite.engine.rewrite.helpers import first_free, written
-from regokite.engine.rewrite.tree import Node, body, call_span, calls, kind, span
+from regokite.engine.rewrite.tree import Node, Parsed, body, call_span, calls, kind, span
 
 OPERAND = "__rk_text"  # the kind of the helper handing one operand to the call (helpers.PLACED)
 
 
-def rewrite(target: Target) -> list[Change]:
-    parsed = target.parsed()
-    if parsed is None:
-        return []
+def rewrite(target: Target, parsed: Parsed) -> list[Change]:
     source, module = parsed.source, target.module
     found = [c for c in calls(parsed.tree) if _is_sprintf(c) and not written_here(source, c)]
     changes: list[Change] = []

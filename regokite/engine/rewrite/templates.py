@@ -29,6 +29,7 @@ from regokite.engine.rewrite.helpers import first_free, written
 from regokite.engine.rewrite.tree import body, end_of, extent, fcn_name, kind
 
 _OPENERS = {b"(": b")", b"[": b"]", b"{": b"}"}
+_CLOSERS = (b")", b"]", b"}")
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def _expression_end(source: bytes, start: int) -> int | None:
         c = source[i : i + 1]
         if c in _OPENERS:
             depth += 1
-        elif c in (b")", b"]", b"}"):
+        elif c in _CLOSERS:
             depth -= 1
             if depth == 0:
                 return i + 1 if c == b"}" else None
@@ -193,11 +194,12 @@ def _check_wildcards(source: bytes, start: int, end: int, target: Target | None)
     compile error ("var _ is undeclared"), which regorus would iterate."""
     depth_comprehension = [False]  # for each open bracket: whether it is a comprehension
     code = _masked_expression(source[start:end])
+    comprehensions = _comprehensions(code)
     for i, byte in enumerate(code):
         c = bytes([byte])
         if c in _OPENERS:
-            depth_comprehension.append(depth_comprehension[-1] or _is_comprehension(code, i))
-        elif c in (b")", b"]", b"}") and len(depth_comprehension) > 1:
+            depth_comprehension.append(depth_comprehension[-1] or i in comprehensions)
+        elif c in _CLOSERS and len(depth_comprehension) > 1:
             depth_comprehension.pop()
         elif c == b"_" and not depth_comprehension[-1]:
             before, after = code[i - 1 : i], code[i + 1 : i + 2]
@@ -232,20 +234,20 @@ def _check_numbers(source: bytes, start: int, end: int, target: Target | None) -
             )
 
 
-def _is_comprehension(code: bytes, at: int) -> bool:
-    """Whether the bracket at `at` opens a comprehension (a `|` at its own depth)."""
-    depth = 0
-    for i in range(at, len(code)):
-        c = code[i : i + 1]
+def _comprehensions(code: bytes) -> set[int]:
+    """The offsets of the brackets that open a comprehension (a `|` at their own depth)."""
+    open_at: list[int] = []
+    found = set()
+    for i, byte in enumerate(code):
+        c = bytes([byte])
         if c in _OPENERS:
-            depth += 1
-        elif c in (b")", b"]", b"}"):
-            depth -= 1
-            if depth == 0:
-                return False
-        elif c == b"|" and depth == 1:
-            return True
-    return False
+            open_at.append(i)
+        elif c in _CLOSERS:
+            if open_at:
+                open_at.pop()
+        elif c == b"|" and open_at:
+            found.add(open_at[-1])
+    return found
 
 
 def _masked_expression(text: bytes) -> bytes:

@@ -1,0 +1,308 @@
+"""Coverage as OPA's cover tracer reports it (`opa test --coverage`), from evaluations by the embedded engine.
+
+OPA (1.20) records a rule's head as covered when the rule exits (its body
+succeeded, or it has none) and an expression as covered when it is
+evaluated, each as the range of rows its text spans; what is not covered is
+every head and expression (but `some` declarations) whose range no covered
+one holds. The report counts rows.
+
+regorus reports only the rows where it evaluated an expression. So the
+engine's modules (as rewritten) are instrumented: every rule body ends with
+a call of MARKER, an extension builtin that records the rule as exited; a
+rule without a body gets one holding only the call. The calls go after the
+last statement, on its row, so no row moves; a default rule's head counts as
+covered when regorus evaluated its value. Expressions are covered when
+regorus evaluated something on their first row. Heads and expressions come
+from the modules as written (parsed on their own), so nothing the rewriter
+inserted or appended shows.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from regokite.bundle import Module
+from regokite.engine.rewrite.edits import Change, Columns, apply, engine_name, flat, position
+from regokite.engine.rewrite.tree import Node, body, extent, kind, parse, rule_name, span, statements, tagged
+from regokite.errors import PolicyLoadError
+
+MARKER = "__rk_cover_exit"
+
+
+Rule = tuple[str, str]  # (package, the rule's first name)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The rows a head or an expression spans in its file, first and last included."""
+
+    file: str
+    first: int
+    last: int
+
+
+class CoverageLog:
+    """What evaluations covered, gathered across them as OPA's tracer gathers a test run's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._heads: list[tuple[Rows, Rule]] = []  # by marker number
+        self._defaults: dict[Rule, Rows] = {}  # the default rules, by the rule they are the default of
+        self._exited: set[int] = set()
+        self._used_defaults: set[Rows] = set()
+        self._entered: dict[Rule, set[tuple[str, int]]] = {}  # (file, row) of each body's first statement
+        self._evaluation = threading.local()  # .exited: the markers called since the last `gather` here
+        self._rows: dict[str, set[int]] = {}  # rows regorus evaluated something on, by engine file name
+        self._modules: tuple[Module, ...] = ()
+        self._rewritten: dict[str, Module] = {}  # by path: read where the module as written does not parse
+
+    def track(self, modules: Iterable[Module]) -> None:
+        """The modules (as written) `report` is over."""
+        self._modules = tuple(modules)
+
+    def instrument(self, modules: Sequence[Module], columns: Columns) -> tuple[tuple[Module, ...], Columns]:
+        """`modules` (as rewritten) with a MARKER call ending every rule body; the map back extended."""
+        out, moves = [], {}
+        for module in modules:
+            self._rewritten[module.path] = module
+            parsed, _ = parse(module)
+            if parsed is None:
+                out.append(module)
+                continue
+            package = ".".join(parsed.package)
+            changes = [c for rule in parsed.rules for c in self._markers(parsed.source, rule, module, package)]
+            if changes:
+                module, moves[engine_name(module)] = apply(module, changes)
+            out.append(module)
+        return tuple(out), Columns.chain(columns, Columns(moves))
+
+    def _markers(self, source: bytes, rule: Node, module: Module, package: str) -> list[Change]:
+        name = (package, rule_name(rule))
+        if kind(rule) != "Spec":  # a default has no body to end: used when its value is evaluated and no other exits
+            self._defaults[name] = _rows(module.path, source, span(rule)["start"], _end(source, body(rule)))
+            return []
+        spec = body(rule)
+        head = _rows(module.path, source, span(spec["head"])["start"], _end(source, spec["head"]))
+        value = _value(module, source, body(spec["head"]).get("assign") or {"value": body(spec["head"]).get("key")})
+        if not spec["bodies"]:
+            mark = self._mark(head, name, value)
+            return [Change(at := _end(source, spec["head"]), at, f" if {{ {mark} }}".encode())]
+        changes = []
+        for each in spec["bodies"]:
+            rows, this = head, value
+            if each["is_else"]:
+                assign = each.get("assign")
+                end = _end(source, assign["value"]) if assign else each["span"]["start"]
+                rows, this = _rows(module.path, source, each["span"]["start"], end), _value(module, source, assign)
+            mark = self._mark(rows, name, this)
+            stmts = each["query"]["stmts"]
+            if stmts:
+                first = position(source, stmts[0]["span"]["start"])[0]
+                self._entered.setdefault(name, set()).add((module.path, first))
+            if not stmts:
+                changes.append(Change(at := _after_else(source, each), at, f" if {{ {mark} }}".encode()))
+                continue
+            start, end = each["query"]["span"]["start"], _end(source, stmts[-1])
+            if source[start : start + 1] == b"{":
+                changes.append(Change(end, end, f"; {mark}".encode()))
+            else:  # `if expr`: braces around it and the call
+                changes += [Change(start, start, b"{ "), Change(end, end, f"; {mark} }}".encode())]
+        return changes
+
+    def _mark(self, rows: Rows, rule: Rule, value: str) -> str:
+        """The call recording that the rule exits: after its body, with its value (OPA's rule does not
+        exit where its value is undefined)."""
+        with self._lock:
+            self._heads.append((rows, rule))
+            return f"{MARKER}({len(self._heads) - 1}, type_name({value}))"  # a name: any value converts
+
+    def exited(self, number: Any, _value: Any) -> bool:
+        """MARKER's body: the rule numbered `number` exited."""
+        exited = getattr(self._evaluation, "exited", None)
+        if exited is None:
+            exited = self._evaluation.exited = set()
+        exited.add(int(number))
+        return True
+
+    def gather(self, engine: Any) -> None:
+        """The rows a regorus engine (with coverage enabled) evaluated something on, added."""
+        report = json.loads(engine.get_coverage_report_as_json())
+        exited, self._evaluation.exited = getattr(self._evaluation, "exited", set()), set()
+        rows = {file["path"]: set(file.get("covered", [])) for file in report.get("files", [])}
+        with self._lock:
+            self._exited |= exited
+            for path, found in rows.items():
+                self._rows.setdefault(path, set()).update(found)
+            rules = {self._heads[n][1] for n in exited}
+            for rule, default in self._defaults.items():
+                if rule not in rules and self._evaluated(rule, default, rows):
+                    self._used_defaults.add(default)
+
+    def _evaluated(self, rule: Rule, default: Rows, rows: dict[str, set[int]]) -> bool:
+        """Whether an evaluation looked `rule` up: it entered one of its bodies, or read its default."""
+        if any(row in rows.get(file, ()) for file, row in self._entered.get(rule, ())):
+            return True
+        return any(row in rows.get(default.file, ()) for row in range(default.first, default.last + 1))
+
+    def report(self, modules: Iterable[Module] | None = None) -> dict[str, Any]:
+        """OPA's coverage report (`opa test --coverage --format=json`) over `modules` (as written;
+        by default those tracked)."""
+        with self._lock:
+            exited = {self._heads[n][0] for n in self._exited}
+            used_defaults = set(self._used_defaults)
+            rows = {file: set(found) for file, found in self._rows.items()}
+        files: dict[str, Any] = {}
+        for module in self._modules if modules is None else modules:
+            heads, defaults, exprs = written_items(module, self._rewritten.get(module.path))
+            evaluated = rows.get(engine_name(module), set())
+            covered = [h for h in heads if h in exited]
+            covered += [d for d in defaults if d in used_defaults]
+            covered += [e for e in exprs if e.first in evaluated]
+            candidates = [*heads, *defaults, *exprs]
+            not_covered = [i for i in candidates if not any(_holds(c, i) for c in covered)]
+            files[module.path] = _file_report(covered, not_covered)
+        return _totals(files)
+
+
+def written_items(module: Module, rewritten: Module | None = None) -> tuple[list[Rows], list[Rows], list[Rows]]:
+    """The rule heads (and else heads), default rules' heads and expressions of a module as written;
+    read from it as `rewritten` where regorus does not parse it as written (a template string): the
+    rewrites keep its rows, and what they append at its end is left out."""
+    parsed, _ = parse(module)
+    if parsed is None and rewritten is not None:
+        parsed, _ = parse(rewritten)
+    if parsed is None:
+        return [], [], []
+    source, path = parsed.source, module.path
+    heads, defaults = [], []
+    for rule in parsed.written_rules():
+        if kind(rule) != "Spec":
+            defaults.append(_rows(path, source, span(rule)["start"], _end(source, body(rule))))
+            continue
+        spec = body(rule)
+        heads.append(_rows(path, source, span(spec["head"])["start"], _end(source, spec["head"])))
+        for each in spec["bodies"]:
+            if each["is_else"]:
+                assign = each.get("assign")
+                end = _end(source, assign["value"]) if assign else each["span"]["start"]
+                heads.append(_rows(path, source, each["span"]["start"], end))
+    exprs = [
+        _rows(path, source, stmt["span"]["start"], _end(source, stmt))
+        for rule in parsed.written_rules()
+        for stmt in statements(rule)
+        if kind(stmt["literal"]) != "SomeVars"
+    ]
+    return heads, defaults, exprs
+
+
+def _end(source: bytes, node: Node) -> int:
+    """Just past a node's text (tree.end_of), where regorus's span of an empty `set()` runs past it."""
+    end = (node["span"] if "span" in node else span(node))["end"]
+    for node_kind, inner in tagged(node):
+        last = inner["span"]["end"] + (1 if node_kind in ("String", "RawString") else 0)
+        if node_kind == "Set" and inner.get("items") == []:
+            last = source.index(b")", inner["span"]["start"]) + 1
+        end = max(end, last)
+    return end
+
+
+def _value(module: Module, source: bytes, assign: Node | None) -> str:
+    """A head's value (or key) as text on one line, `true` where it has none."""
+    value = (assign or {}).get("value")
+    if not value:
+        return "true"
+    start = min(span(value)["start"], extent(value)["start"])
+    braced = kind(value) == "Object" or (kind(value) == "Set" and body(value)["items"])  # not `set()`
+    if braced:  # regorus's span of these may start after the brace
+        start = source.rindex(b"{", 0, start + 1)
+    where = {"start": start, "end": _end(source, value)}
+    spans_rows = b"\n" in source[where["start"] : where["end"]]
+    if spans_rows and any(k.endswith("Compr") for k, _ in tagged(value)):
+        return "true"  # its queries' statements would run together on one line; a comprehension is never undefined
+    try:
+        return flat(module, source, where["start"], where["end"]).decode()
+    except PolicyLoadError:  # a raw string over lines: the rule counts as exited when its body succeeds
+        return "true"
+
+
+def _after_else(source: bytes, each: Node) -> int:
+    assign = each.get("assign")
+    return _end(source, assign["value"]) if assign else each["span"]["end"]
+
+
+def _rows(file: str, source: bytes, start: int, end: int) -> Rows:
+    return Rows(file, position(source, start)[0], position(source, max(start, end - 1))[0])
+
+
+def _holds(outer: Rows, inner: Rows) -> bool:
+    return outer.first <= inner.first and inner.last <= outer.last
+
+
+def _row_set(items: Iterable[Rows]) -> set[int]:
+    return {row for item in items for row in range(item.first, item.last + 1)}
+
+
+def _ranges(rows: set[int]) -> list[dict[str, Any]]:
+    """Rows as OPA writes ranges of them: consecutive rows one range."""
+    out: list[dict[str, Any]] = []
+    for row in sorted(rows):
+        if out and out[-1]["end"]["row"] == row - 1:
+            out[-1]["end"]["row"] = row
+        else:
+            out.append({"start": {"row": row}, "end": {"row": row}})
+    return out
+
+
+def _file_report(covered: list[Rows], not_covered: list[Rows]) -> dict[str, Any]:
+    """One file's entry; OPA leaves out what is empty or zero."""
+    rows, missed = _row_set(covered), _row_set(not_covered)
+    entry: dict[str, Any] = {}
+    if rows:
+        entry["covered"] = _ranges(rows)
+    if missed:
+        entry["not_covered"] = _ranges(missed)
+    if rows:
+        entry["covered_lines"] = len(rows)
+    if missed:
+        entry["not_covered_lines"] = len(missed)
+    if rows:
+        entry["coverage"] = 100.0 * len(rows) / (len(rows) + len(missed))
+    return entry
+
+
+def _totals(files: dict[str, Any]) -> dict[str, Any]:
+    covered = sum(f.get("covered_lines", 0) for f in files.values())
+    missed = sum(f.get("not_covered_lines", 0) for f in files.values())
+    total = covered + missed
+    return {
+        "files": files,
+        "covered_lines": covered,
+        "not_covered_lines": missed,
+        "coverage": 100.0 * covered / total if total else 0.0,
+    }
+
+
+def covered_rows(report: dict[str, Any]) -> dict[str, tuple[set[int], set[int]]]:
+    """Per file, the rows a report (ours or OPA's) says are covered and not covered."""
+
+    def rows(ranges: list[dict[str, Any]]) -> set[int]:
+        return {r for x in ranges for r in range(x["start"]["row"], x["end"]["row"] + 1)}
+
+    return {f: (rows(e.get("covered", [])), rows(e.get("not_covered", []))) for f, e in report["files"].items()}
+
+
+def threshold_error(report: dict[str, Any], threshold: float) -> str | None:
+    """OPA's error when the overall coverage is below `threshold` (percent), listing the rows not covered."""
+    if not threshold or report["coverage"] >= threshold:
+        return None
+    lines = [f"Code coverage threshold not met: got {report['coverage']:.2f} instead of {threshold:.2f}"]
+    missed = [
+        f"\t{file}:{r['start']['row']}" + (f"-{r['end']['row']}" if r["end"]["row"] != r["start"]["row"] else "")
+        for file in sorted(report["files"])
+        for r in report["files"][file].get("not_covered", [])
+    ]
+    return "\n".join([*lines, "Lines not covered:", *missed] if missed else lines)
