@@ -15,13 +15,10 @@ from __future__ import annotations
 from regokite.engine.rewrite.base import Target
 from regokite.engine.rewrite.edits import Change, flat, masked, offset, position, trimmed
 from regokite.engine.rewrite.helpers import first_free
-from regokite.engine.rewrite.tree import CALLS, REFS, Node, appended, body, extent, kind, tagged
+from regokite.engine.rewrite.tree import CALLS, REFS, Node, Parsed, appended, body, extent, kind, tagged
 
 
-def rewrite(target: Target) -> list[Change]:
-    tree = target.parsed()
-    if tree is None:
-        return []
+def rewrite(target: Target, tree: Parsed) -> list[Change]:
     source, counter = tree.source, first_free(tree.source)
     changes: list[Change] = []
     for rule in tree.rules:
