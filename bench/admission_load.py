@@ -31,6 +31,11 @@ Reports, all as ratios within the run:
    request is its cost.
 
 `--rate R` fixes the open loop's rate instead of half the measured saturation.
+
+`--decision-logs`: instead, one worker's open loop at half its saturation
+with OPA's decision logs off, then on (a `--config-file` whose
+`decision_logs` upload to a local HTTP sink here), the same rate in the same
+run: p50/p99 on over off, and the events the sink received.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from regokite.admission.decide import decide
 from regokite.admission.policies import load_policy_set
 from regokite.admission.review import parse_review
 from tests.admission.server import admission_server
+from tests.decisionlogs.sink import Sink
 
 # The test helper polls the policy dir every 0.2 s; measure what users run.
 PRODUCTION_RELOAD = ("--reload-interval", "1")
@@ -505,18 +511,55 @@ def split_by_wait(requests: list[tuple[float, float]], watch: CpuWatch) -> dict[
     }
 
 
+def compare_decision_logs(args: argparse.Namespace, raw: dict[str, float]) -> None:
+    """One worker's open loop at half its saturation (measured with logging off), logging off then on."""
+    sink = Sink()
+    rate = args.rate
+    latencies: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "opa-config.json"
+        reporting = {"min_delay_seconds": 1, "max_delay_seconds": 2}
+        config.write_text(json.dumps({"services": {"logs": {"url": sink.url}},
+                                      "decision_logs": {"service": "logs", "reporting": reporting}}))  # fmt: skip
+        for label, extra in (("off", ()), ("on", ("--config-file", str(config)))):
+            workdir = Path(tmp) / label
+            workdir.mkdir()
+            argv = ("--workers", "1", *PRODUCTION_RELOAD, *extra)
+            with admission_server(standalone_policies(), workdir, *argv) as server:
+                ctx = ssl.create_default_context(cafile=str(server.ca))
+                url = f"{server.url}/{args.endpoint}"
+                asyncio.run(closed_loop(url, ctx, 1.0, 4))  # warm the worker
+                if rate is None:
+                    closed = measured_closed_loop(server, url, ctx, args.seconds, args.connections)
+                    print(f"closed loop, logging off, {args.connections} connections:\n{closed.describe()}")
+                    rate = closed.rate / 2
+                run = asyncio.run(open_loop(url, ctx, rate, args.seconds, 64))
+                latencies[label] = run.latency
+                print(f"decision logs {label}: open loop at {rate:.0f} req/s for {args.seconds:.0f} s: achieved "
+                      f"{run.achieved:.1f} req/s, errors {run.errors}, latency {fmt(run.latency)}")  # fmt: skip
+            time.sleep(2.5)  # the worker's last upload (max_delay) reaches the sink before counting
+    on, off = latencies["on"], latencies["off"]
+    print(f"on / off: p50 {on['p50'] / off['p50']:.2f}x, p99 {on['p99'] / off['p99']:.2f}x; "
+          f"raw decision p50 {raw['p50']:.3f} ms; events the sink received: {len(sink.events())}")  # fmt: skip
+    sink.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_load_args(parser, None, "open-loop rate (default: half of one worker's)")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--profile-seconds", type=float, default=10)
     parser.add_argument("--endpoint", default="validate", help="e.g. validate/admission.required_labels")
+    parser.add_argument("--decision-logs", action="store_true", help="logging off vs on at one rate (see above)")
     args = parser.parse_args()
 
     print(f"load average at start: {os.getloadavg()}")
     only = args.endpoint.partition("/")[2].replace("/", ".").replace("-", "_") or None  # as the server reads it
     raw = raw_evaluation(2000, only)
     print(f"raw decision, in process, same decision as /{args.endpoint}: {fmt(raw)}, CPU {raw['cpu_ms']:.3f} ms")
+    if args.decision_logs:
+        compare_decision_logs(args, raw)
+        return
     closed: dict[int, Throughput] = {}
     machine: dict[int, tuple[float, float]] = {}
     for workers in sorted(set(args.workers) | {1}):

@@ -91,6 +91,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "regokite.structural",
             "regokite.yamldoc",
             "regokite.input_guard",
+            "regokite.jsoncodec",
             "regokite.bundle",
             "regokite.bundles",
             "regokite.ops",
@@ -105,6 +106,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "controllers": (("regokite.controllers",), ("engine",)),  # their decisions; their runners are frontends
     "admission": (("regokite.admission",), ("gatekeeper",)),  # its decisions; its server is a frontend
     "audit": (("regokite.audit",), ("admission",)),  # what to audit and the findings; its runner is a frontend
+    "decisionlogs": (("regokite.decisionlogs",), ("engine",)),  # events, mask/drop, the buffered logger
     "offline": (
         ("regokite.check", "regokite.testing", "regokite.manifests", "regokite.benchmark"),
         ("audit", "controllers"),
@@ -137,7 +139,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "regokite.audit.run",
             "regokite.audit.health",
         ),
-        ("offline", "runtime"),
+        ("offline", "runtime", "decisionlogs"),
     ),
     # process wiring and the command line
     "commands": (("regokite.commands", "regokite.cli", "regokite.__main__"), ("frontends",)),

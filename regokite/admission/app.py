@@ -25,6 +25,8 @@ from starlette.types import Receive, Scope, Send
 from regokite.admission.decide import Decision, Mode, decide, label_verdict, select
 from regokite.admission.policies import PolicySet
 from regokite.admission.review import BadReview, Review, Verdict, parse_review, response
+from regokite.decisionlogs import events
+from regokite.decisionlogs.logger import DecisionLogger
 from regokite.engine import builtin_errors
 from regokite.gatekeeper.exempt import LABEL_WEBHOOK_PATH, Exemptions
 from regokite.kube.informer import staleness
@@ -61,6 +63,8 @@ class ServingState:
     on_decision: Callable[[Review, Decision, PolicySet], None] | None = None
     # the bundle plugin's status (OPA's status API document), when bundles are downloaded
     bundle_status: Callable[[], dict[str, Any] | None] | None = None
+    # OPA's decision logs (the configuration file's decision_logs): one event per review
+    decision_log: DecisionLogger | None = None
     source_checks: SourceChecks | None = None  # /v1/admitsource: ConfigMaps and controller definitions
     stopping: Callable[[], bool] = lambda: False  # SIGTERM received: deciding through --shutdown-delay, not ready
 
@@ -247,9 +251,32 @@ async def _review(state: ServingState, request: Request, mode: Mode, policy: str
             log.exception("violation report failed", extra={"uid": review.uid})
     answer = response(review, decision.verdict)
     elapsed = time.monotonic() - started
+    if state.decision_log is not None:
+        try:
+            _log_decision(state.decision_log, endpoint, review, decision, elapsed)
+        except Exception:  # a decision log must never change the answer
+            log.exception("decision log failed", extra={"uid": review.uid})
     _record(endpoint, decision, elapsed)
     _log_access(review.summary(), endpoint, decision, elapsed)
     return Response(json.dumps(answer), media_type="application/json")
+
+
+def _log_decision(logger: DecisionLogger, endpoint: str, review: Review, decision: Decision, elapsed: float) -> None:
+    """The review's decision as one OPA decision log event: the AdmissionReview as input, the answer and
+    each policy's result as result."""
+    result = {
+        "allowed": decision.verdict.allowed,
+        "policies": [
+            {"policy": o.policy, "decision": o.decision, "messages": o.messages, "action": o.action}
+            | ({"error": o.error} if o.error else {})
+            for o in decision.outcomes
+        ],
+    }
+    config = logger.config
+    path = f"regokite/admission/{endpoint}"
+    revisions = logger.revisions()
+    logger.record(events.event(path, review.raw, result, labels=config.labels, revisions=revisions,
+                               elapsed_ns=int(elapsed * 1e9)))  # fmt: skip
 
 
 def _source_verdict(state: ServingState, review: Review) -> Verdict:

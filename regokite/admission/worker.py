@@ -19,6 +19,8 @@ from regokite.admission.connections import GuardedServer
 from regokite.admission.reload import Reloader, ReplicaLoader, follow_cluster
 from regokite.admission.settings import AdmissionSettings, Snapshot
 from regokite.admission.violation_reports import ViolationReporter
+from regokite.decisionlogs import config as decisionlog_config
+from regokite.decisionlogs.logger import DecisionLogger
 from regokite.kube.actuator import Actuator
 from regokite.kube.client import KubeClient
 from regokite.kube.events import BackgroundEvents
@@ -50,6 +52,16 @@ def _violation_reporter(settings: AdmissionSettings) -> ViolationReporter | None
     )
 
 
+def _decision_logger(settings: AdmissionSettings, state: ServingState) -> DecisionLogger | None:
+    """OPA's decision logger when the configuration file has `decision_logs`: one per worker process."""
+    config = settings.bundles.config
+    if config.decision_logs is None:
+        return None
+    parsed = decisionlog_config.parse(config.decision_logs, config.services, config.labels)
+    status = settings.bundles.status if settings.bundles.downloaded else None
+    return DecisionLogger(parsed, lambda: state.policy_set.engine, status)
+
+
 def run_worker(
     settings: AdmissionSettings,
     sock: socket.socket,
@@ -74,6 +86,7 @@ def run_worker(
         files_read_at=start.read_on_the_wall_clock(),  # a worker started from the last good files: when read
         bundle_status=settings.bundles.status if settings.bundles.downloaded else None,
     )
+    state.decision_log = _decision_logger(settings, state)
     loader = ReplicaLoader(state, watch, allowance)
     reloader = Reloader(settings, state, start, tls.context, tls.fingerprint, saved, loader)
 
@@ -92,4 +105,8 @@ def run_worker(
         timeout_keep_alive=settings.limits.keep_alive_timeout,  # type: ignore[arg-type]
         timeout_graceful_shutdown=10,
     )
-    GuardedServer(config, sock, lambda: reloader.tls, settings.limits).run()
+    try:
+        GuardedServer(config, sock, lambda: reloader.tls, settings.limits).run()
+    finally:
+        if state.decision_log is not None:
+            state.decision_log.close()  # what is buffered is reported once more before the worker goes

@@ -283,8 +283,12 @@ def _values(args: argparse.Namespace) -> dict[str, Any]:
 
     if not args.values:
         return {}
-    loaded = list(yamldoc.load_all(Path(args.values).read_text(encoding="utf-8")))
-    return dict(loaded[0]) if loaded and isinstance(loaded[0], dict) else {}
+    from regokite.errors import RegokiteError
+
+    loaded = [doc for doc in yamldoc.load_all(Path(args.values).read_text(encoding="utf-8")) if doc is not None]
+    if len(loaded) > 1 or (loaded and not isinstance(loaded[0], dict)):
+        raise RegokiteError(f"--values {args.values}: a values file is one YAML mapping, as Helm's")
+    return dict(loaded[0]) if loaded else {}
 
 
 def _webhook_settings(args: argparse.Namespace) -> WebhookSettings:

@@ -147,10 +147,15 @@ def add_bundle_service_args(p: argparse.ArgumentParser) -> None:
 def served_bundles(args: argparse.Namespace) -> Any:
     """`--bundle` and `--config-file` read (the configuration file once, here)."""
     from regokite.bundles.served import ServedBundles
+    from regokite.decisionlogs import config as decisionlog_config
 
-    return ServedBundles.given(
+    served = ServedBundles.given(
         getattr(args, "bundle", []) or [], getattr(args, "config_file", None), v0_compatible=args.v0_compatible
     )
+    config = served.config
+    if config.decision_logs is not None:  # refused here, at start, rather than in each worker
+        decisionlog_config.parse(config.decision_logs, config.services, config.labels)
+    return served
 
 
 def add_replicate_args(p: argparse.ArgumentParser, *, declared: bool = False, kubeconfig: bool = True) -> None:

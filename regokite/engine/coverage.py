@@ -8,13 +8,17 @@ one holds. The report counts rows.
 
 regorus reports only the rows where it evaluated an expression. So the
 engine's modules (as rewritten) are instrumented: every rule body ends with
-a call of MARKER, an extension builtin that records the rule as exited; a
-rule without a body gets one holding only the call. The calls go after the
-last statement, on its row, so no row moves; a default rule's head counts as
-covered when regorus evaluated its value. Expressions are covered when
-regorus evaluated something on their first row. Heads and expressions come
-from the modules as written (parsed on their own), so nothing the rewriter
-inserted or appended shows.
+a call of MARKER, an extension builtin that records the rule as exited (it
+takes `type_name(value)`, so a rule whose value is undefined does not count);
+a rule without a body gets one holding only the call. The calls go after the
+last statement, on its row, so no row moves. A default rule's head counts as
+covered when an evaluation looked its rule up (entered a body or read the
+default) and no other body of it exited in that evaluation: regorus reads a
+default's value even where another body exits, and an evaluation that looks
+a rule up twice (two `with`s) where one exits counts the default as unused.
+Expressions are covered when regorus evaluated something on their first
+row. Heads and expressions come from the modules as written (parsed on
+their own), so nothing the rewriter inserted or appended shows.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from regokite.bundle import Module
@@ -38,11 +42,14 @@ Rule = tuple[str, str]  # (package, the rule's first name)
 
 @dataclass(frozen=True)
 class Rows:
-    """The rows a head or an expression spans in its file, first and last included."""
+    """The rows a head or an expression spans in its file, first and last included; its columns say
+    whether another's text holds it (OPA's containment), not which one it is."""
 
     file: str
     first: int
     last: int
+    first_col: int = field(default=0, compare=False)
+    end_col: int = field(default=0, compare=False)
 
 
 class CoverageLog:
@@ -74,7 +81,8 @@ class CoverageLog:
                 out.append(module)
                 continue
             package = ".".join(parsed.package)
-            changes = [c for rule in parsed.rules for c in self._markers(parsed.source, rule, module, package)]
+            written = parsed.written_rules()  # not the helpers a rewrite appended: they are no user's rule
+            changes = [c for rule in written for c in self._markers(parsed.source, rule, module, package)]
             if changes:
                 module, moves[engine_name(module)] = apply(module, changes)
             out.append(module)
@@ -90,7 +98,7 @@ class CoverageLog:
         value = _value(module, source, body(spec["head"]).get("assign") or {"value": body(spec["head"]).get("key")})
         if not spec["bodies"]:
             mark = self._mark(head, name, value)
-            return [Change(at := _end(source, spec["head"]), at, f" if {{ {mark} }}".encode())]
+            return [Change(at := _end(source, spec["head"]), at, _body(module, mark))]
         changes = []
         for each in spec["bodies"]:
             rows, this = head, value
@@ -104,7 +112,7 @@ class CoverageLog:
                 first = position(source, stmts[0]["span"]["start"])[0]
                 self._entered.setdefault(name, set()).add((module.path, first))
             if not stmts:
-                changes.append(Change(at := _after_else(source, each), at, f" if {{ {mark} }}".encode()))
+                changes.append(Change(at := _after_else(source, each), at, _body(module, mark)))
                 continue
             start, end = each["query"]["span"]["start"], _end(source, stmts[-1])
             if source[start : start + 1] == b"{":
@@ -210,6 +218,11 @@ def _end(source: bytes, node: Node) -> int:
     return end
 
 
+def _body(module: Module, mark: str) -> bytes:
+    """A body holding only the call, for a rule written without one (v0 has no `if` unless imported)."""
+    return f" {{ {mark} }}".encode() if module.v0 else f" if {{ {mark} }}".encode()
+
+
 def _value(module: Module, source: bytes, assign: Node | None) -> str:
     """A head's value (or key) as text on one line, `true` where it has none."""
     value = (assign or {}).get("value")
@@ -235,11 +248,16 @@ def _after_else(source: bytes, each: Node) -> int:
 
 
 def _rows(file: str, source: bytes, start: int, end: int) -> Rows:
-    return Rows(file, position(source, start)[0], position(source, max(start, end - 1))[0])
+    (first, first_col), (last, _) = position(source, start), position(source, max(start, end - 1))
+    return Rows(file, first, last, first_col, position(source, max(start, end))[1])
 
 
 def _holds(outer: Rows, inner: Rows) -> bool:
-    return outer.first <= inner.first and inner.last <= outer.last
+    """Whether `outer`'s text holds `inner`'s (a head whose expression alone was evaluated is not covered)."""
+    return (outer.first, outer.first_col) <= (inner.first, inner.first_col) and (inner.last, inner.end_col) <= (
+        outer.last,
+        outer.end_col,
+    )
 
 
 def _row_set(items: Iterable[Rows]) -> set[int]:

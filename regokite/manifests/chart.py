@@ -83,11 +83,13 @@ def admission_values(opts: generate.AdmissionOptions) -> Obj:
             "opaWait": opts.opa_wait,
             "replicate": opts.replicate,
             "replicateCluster": opts.replicate_cluster,
+            "policyNamespaces": opts.policy_namespaces,
             "policies": _policies(opts, "admission"),
             "rbac": rbac_entries(objects, opts.name, opts.namespace),
             "webhooks": {
                 "validating": webhooks.webhook_bases([p for p in policies if p.validating], "validate"),
                 "mutating": webhooks.webhook_bases([p for p in policies if p.mutating], "mutate"),
+                "sources": webhooks.policy_source_bases("regokite", opts.policy_namespaces, opts.check_definitions),
             },
         },
     }

@@ -135,22 +135,10 @@ def policy_source_configuration(target: WebhookTarget, namespaces: Sequence[str]
     and Watches, whose hooks the server resolves in the policies it serves. failurePolicy Fail: only these
     objects wait on the server, and one that reaches a server anyway is refused there (the last good set
     keeps serving)."""
-    hooks = []
-    rule = {"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
-    named = [] if "*" in namespaces else [{"key": NAME_LABEL, "operator": "In", "values": sorted(set(namespaces))}]
-    for what, (key, value) in CONFIGMAP_LABELS if namespaces else ():
-        hooks.append(_source_webhook(f"{what}-configmaps", [rule], target, named, {"matchLabels": {key: value}}))
-    if definitions:
-        rules = [
-            {
-                "operations": ["CREATE", "UPDATE"],
-                "apiGroups": [group],
-                "apiVersions": ["v1alpha1"],
-                "resources": plurals,
-            }
-            for group, plurals in DEFINITION_RULES
-        ]
-        hooks.append(_source_webhook("definitions", rules, target, [], None))
+    target = replace(target, settings=WebhookSettings())  # no knob: these fail closed, for these objects only
+    hooks = [
+        render_webhook(base, "validate", target) for base in policy_source_bases(target.name, namespaces, definitions)
+    ]
     metadata: dict[str, Any] = {
         "name": f"{target.name}-policy-sources",
         "labels": {"app.kubernetes.io/name": "regokite"},
@@ -165,18 +153,39 @@ def policy_source_configuration(target: WebhookTarget, namespaces: Sequence[str]
     }
 
 
-def _source_webhook(
+def policy_source_bases(server: str, namespaces: Sequence[str], definitions: bool) -> list[dict[str, Any]]:
+    """`policy_source_configuration`'s webhooks before rendering (the chart's admission.webhooks.sources)."""
+    bases = []
+    rule = {"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
+    named = [] if "*" in namespaces else [{"key": NAME_LABEL, "operator": "In", "values": sorted(set(namespaces))}]
+    for what, (key, value) in CONFIGMAP_LABELS if namespaces else ():
+        bases.append(_source_base(f"{what}-configmaps", [rule], server, named, {"matchLabels": {key: value}}))
+    if definitions:
+        rules = [
+            {
+                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": [group],
+                "apiVersions": ["v1alpha1"],
+                "resources": plurals,
+            }
+            for group, plurals in DEFINITION_RULES
+        ]
+        bases.append(_source_base("definitions", rules, server, [], None))
+    return bases
+
+
+def _source_base(
     name: str,
     rules: list[dict[str, Any]],
-    target: WebhookTarget,
+    server: str,
     namespaces: list[dict[str, Any]],
     objects: dict[str, Any] | None,
 ) -> dict[str, Any]:
     base = webhook_base(AdmissionPolicy(name, (), Match(), failure_policy="Fail"), "validate", rules=rules)
-    base.update(path=SOURCES_PATH, name=f"{name}.{target.name}.regokite.dev", namespaceExpressions=namespaces)
+    base.update(path=SOURCES_PATH, name=f"{name}.{server}.regokite.dev", namespaceExpressions=namespaces)
     if objects is not None:
         base["objectSelector"] = objects
-    return render_webhook(base, "validate", replace(target, settings=WebhookSettings()))
+    return base
 
 
 def _webhooks(policies: list[AdmissionPolicy], mode: str, target: WebhookTarget) -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ KNOBS = {
     },
     "auditInterval": 30,
     "constraintViolationsLimit": 5,
-    "auditChunkSize": 0,
+    "auditChunkSize": 1000000,  # Helm reads numbers as doubles: "1e+06" unless the chart makes it an integer
 }
 
 
@@ -185,3 +185,23 @@ def test_the_webhook_servers_keep_serving_until_their_endpoint_is_gone() -> None
         if o["kind"] == "PodDisruptionBudget"
     }
     assert budgets == {d["metadata"]["name"] for d in servers}
+
+
+@pytest.mark.parametrize("namespaces", [["team-a", "team-b"], ["*"]])
+def test_policy_configmaps_and_definitions_are_checked_at_apply_in_both(namespaces: list[str]) -> None:
+    values = {"gatekeeper": {"enabled": False}, "validatingWebhookFailurePolicy": "Ignore"}  # no knob applies there
+    options = {**ADMISSION, "policy_namespaces": namespaces, "check_definitions": True}
+    objects, helm_values = generated("admission", values, **options)
+    expected, got = comparable(objects), comparable(render(merged(values, helm_values)))
+    assert ("ValidatingWebhookConfiguration", "regokite-policy-sources") in got
+    assert got == expected
+
+
+def test_the_command_prints_the_values_the_chart_takes(capsys: pytest.CaptureFixture) -> None:
+    from regokite.cli import main
+
+    argv = ["manifests", "admission", *(a for p in chart.ADMISSION_POLICIES for a in ("--policies", p))]
+    assert main([*argv, "--baked-policies", "--helm-values"]) == 0
+    [printed] = yamldoc.load_all(capsys.readouterr().out)
+    assert printed["admission"] == ci_values("admission")["admission"]
+    assert_lint_clean(printed)

@@ -114,3 +114,12 @@ def test_the_manifests_command_reads_the_charts_values_file(tmp_path: Path, caps
     [hook] = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"]
     assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 3)
     assert "monitoring" in hook["namespaceSelector"]["matchExpressions"][0]["values"]
+
+
+def test_a_values_file_that_is_no_mapping_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from regokite.cli import main
+
+    values = tmp_path / "values.yaml"
+    values.write_text("- validatingWebhookTimeoutSeconds: 3\n")
+    assert main(["manifests", "gatekeeper", "--values", str(values)]) == 2
+    assert "a values file is one YAML mapping" in capsys.readouterr().err

@@ -16,7 +16,9 @@ import regorus
 
 from regokite import input_guard
 from regokite.engine import builtin_errors
-from regokite.engine.extensions import (
+
+# every module of the package: each registers its builtins (common.builtin) as it is imported
+from regokite.engine.extensions import (  # noqa: F401
     arithmetic,
     arrays,
     aws,
@@ -46,7 +48,7 @@ from regokite.engine.extensions import (
     units,
     yamlcheck,
 )
-from regokite.engine.extensions.common import BuiltinError, Refusal
+from regokite.engine.extensions.common import BUILTINS, BuiltinError, Refusal
 from regokite.engine.extensions.external_data import MUTATION_NAME, ExternalData
 from regokite.engine.extensions.http_send import DEFAULT_TIMEOUT, HttpSend
 from regokite.engine.extensions.internal import (
@@ -67,35 +69,6 @@ from regokite.engine.extensions.internal import (
 from regokite.errors import engine_diagnostic
 
 U64_MAX = 2**64 - 1  # regorus holds integers up to u64 exactly (common.big_number)
-
-_BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    **arithmetic.BUILTINS,
-    **arrays.BUILTINS,
-    **aws.BUILTINS,
-    **hashing.BUILTINS,
-    **cidr.BUILTINS,
-    **decoding.BUILTINS,
-    **deprecated.BUILTINS,
-    **certificates.BUILTINS,
-    **jwt.BUILTINS,
-    **jwt_sign.BUILTINS,
-    **keypairs.BUILTINS,
-    **lookup.BUILTINS,
-    **private_keys.BUILTINS,
-    **regexes.BUILTINS,
-    **rounding.BUILTINS,
-    **runtime.BUILTINS,
-    **schemas.BUILTINS,
-    **semver.BUILTINS,
-    **glob_intersection.BUILTINS,
-    **globs.BUILTINS,
-    **graphql.BUILTINS,
-    **strings.BUILTINS,
-    **templates.BUILTINS,
-    **times.BUILTINS,
-    **units.BUILTINS,
-    **yamlcheck.BUILTINS,
-}
 
 
 @dataclass(frozen=True)
@@ -169,7 +142,7 @@ def _lenient(name: object, arguments: object, place: object) -> list[object]:
     if not isinstance(name, str) or not isinstance(arguments, list):
         return []
     internal = INTERNAL.get(name)
-    extension = internal.function if internal and internal.errors == "builtin" else _BUILTINS.get(name, (0, None))[1]
+    extension = internal.function if internal and internal.errors == "builtin" else BUILTINS.get(name, (0, None))[1]
     operands = ", ".join(f"input[{i}]" for i in range(len(arguments)))
     engine = None
     try:
@@ -241,7 +214,7 @@ INTERNAL: dict[str, Internal] = {
 
 def arities() -> dict[str, int]:
     """Each extension builtin's number of operands (its calls may add an output operand, as OPA's)."""
-    return {name: arity for name, (arity, _) in _BUILTINS.items()} | {
+    return {name: arity for name, (arity, _) in BUILTINS.items()} | {
         "http.send": 1,
         "external_data": 1,
         MUTATION_NAME: 1,
@@ -255,7 +228,7 @@ def _internal(options: ExtensionOptions) -> dict[str, Internal]:
 
 def provided(options: ExtensionOptions) -> frozenset[str]:
     """The builtin names `install` adds."""
-    names = set(_BUILTINS) | set(_internal(options)) | {"external_data", MUTATION_NAME}
+    names = set(BUILTINS) | set(_internal(options)) | {"external_data", MUTATION_NAME}
     if options.http_send_hosts:
         names.add("http.send")
     return frozenset(names)
@@ -263,7 +236,7 @@ def provided(options: ExtensionOptions) -> frozenset[str]:
 
 def install(engine: regorus.Engine, options: ExtensionOptions) -> None:
     """Add every extension builtin to `engine` (before it is cloned: clones keep them)."""
-    for name, (arity, function) in _BUILTINS.items():
+    for name, (arity, function) in BUILTINS.items():
         engine.add_extension(name, arity, _guarded(name, function))
     for name, internal in _internal(options).items():
         engine.add_extension(

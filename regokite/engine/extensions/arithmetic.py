@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
 from fractions import Fraction
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, native, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, native, type_name
 from regokite.engine.extensions.internal import ARITH
 
 _NAMES = {"+": "plus", "-": "minus", "*": "mul", "/": "div"}
@@ -116,6 +115,7 @@ def number_text(value: object, marshalled: object) -> object:
     return number
 
 
+@builtin("sum")
 def total(collection: object) -> int | float:
     """OPA's sum: integers added exactly, anything else in big.Float's 64 bits item by item (a set's
     numbers in their order), written back as the shortest decimal; regorus added doubles
@@ -129,6 +129,7 @@ def total(collection: object) -> int | float:
     return _held("sum", _shortest(accumulated))
 
 
+@builtin("product")
 def product(collection: object) -> int | float:
     """OPA's product: integers multiplied exactly, anything else into an accumulator of 53 bits (a
     double's) whose factors are read at 64 bits; regorus multiplied doubles (`product([0.1, 0.1,
@@ -159,6 +160,7 @@ _regorus_shift_left = native("bits.lsh")
 _WIDEST_SHIFT = 1100  # beyond it no integer but 0 is held, even as a double
 
 
+@builtin("bits.lsh")
 def shift_left(value: object, shift: object) -> int | float:
     """OPA's bits.lsh, a big.Int shifted: regorus's value beyond 64 bits is a double, rounded
     (bits.lsh(12345678901234567, 20) was 1.2945382599540938e+22, OPA's 12945382599540937326592); here it
@@ -166,13 +168,6 @@ def shift_left(value: object, shift: object) -> int | float:
     if type(value) is int and type(shift) is int and shift >= 0:
         return _held("bits.lsh", Fraction(value << min(shift, _WIDEST_SHIFT) if value else 0))
     return _regorus_shift_left(value, shift)
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "sum": (1, total),
-    "product": (1, product),
-    "bits.lsh": (2, shift_left),
-}
 
 
 def _rounded(x: Fraction, bits: int = _BITS) -> Fraction:

@@ -6,18 +6,19 @@ where OPA errs: both indexes must be integers, clamped to the array.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, int_operand, type_name
+from regokite.engine.extensions.common import BuiltinError, builtin, int_operand, type_name
 
 
+@builtin("array.flatten")
 def flatten(array: Any) -> list[Any]:
     if not isinstance(array, list):
         raise BuiltinError(f"array.flatten: operand 1 must be array but got {type_name(array)}")
     return [item for element in array for item in (element if isinstance(element, list) else [element])]
 
 
+@builtin("array.slice")
 def array_slice(array: Any, start: Any, stop: Any) -> list[Any]:
     if not isinstance(array, list):
         raise BuiltinError(f"array.slice: operand 1 must be array but got {type_name(array)}")
@@ -25,9 +26,3 @@ def array_slice(array: Any, start: Any, stop: Any) -> list[Any]:
     last = min(max(last, 0), len(array))
     first = min(max(first, 0), last)
     return array[first:last]
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "array.flatten": (1, flatten),
-    "array.slice": (3, array_slice),
-}

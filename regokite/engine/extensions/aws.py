@@ -15,11 +15,10 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, go_json, object_operand, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, go_json, object_operand, type_name
 
 NAME = "providers.aws.sign_req"
 _REQUIRED = ("aws_access_key", "aws_region", "aws_secret_access_key", "aws_service")
@@ -40,6 +39,7 @@ _PLAIN_HOST = re.compile(r"[A-Za-z0-9\-._:]*")
 _PLAIN_QUERY = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*")
 
 
+@builtin(NAME)
 def sign_req(request: Any, config: Any, time_ns: Any) -> dict[str, Any]:
     request = object_operand(NAME, request, 1)
     config = object_operand(NAME, config, 2)
@@ -141,6 +141,3 @@ def _sign(
 
 def _unmatched(what: str) -> Refusal:
     return Refusal(f"{NAME}: {what} may be signed otherwise than OPA signs it: use --engine opa")
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {NAME: (3, sign_req)}

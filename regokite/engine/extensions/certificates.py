@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -15,7 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import ExtensionOID
 
-from regokite.engine.extensions.common import BuiltinError, b64, base64_std_decode, big_number, string_operand
+from regokite.engine.extensions.common import BuiltinError, b64, base64_std_decode, big_number, builtin, string_operand
 
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([^-\r\n]*)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 
@@ -328,11 +327,13 @@ def _add_extension(value: dict[str, Any], extension: x509.Extension[Any]) -> Non
                     _append(value, f"{field}URIDomains", [general.value])
 
 
+@builtin("crypto.x509.parse_certificates")
 def parse_certificates(text: Any) -> list[dict[str, Any]]:
     name = "crypto.x509.parse_certificates"
     return [certificate_value(c) for c in load_certificates(name, string_operand(name, text, 1))]
 
 
+@builtin("crypto.x509.parse_and_verify_certificates")
 def parse_and_verify_certificates(text: Any) -> list[Any]:
     """[true, chain] when certs[0] (the root) signs down to the last (the leaf); else [false, []]."""
     name = "crypto.x509.parse_and_verify_certificates"
@@ -397,9 +398,3 @@ def _signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "crypto.x509.parse_certificates": (1, parse_certificates),
-    "crypto.x509.parse_and_verify_certificates": (1, parse_and_verify_certificates),
-}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, type_name
+from regokite.engine.extensions.common import BuiltinError, builtin, type_name
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -43,6 +43,7 @@ def _merge_entry(name: str, text: Any) -> tuple[Network, str]:
     return ipaddress.ip_network(f"{ip4}/{bits}", strict=False), f"{ip4}/{bits}"
 
 
+@builtin("net.cidr_merge")
 def cidr_merge(addresses: Any) -> set[str]:
     """OPA's merge: ranges sorted by last then first address (as bytes), each
     folded into its predecessor when they touch or overlap."""
@@ -98,6 +99,7 @@ def _first(name: str, value: Any) -> str:
     return value
 
 
+@builtin("net.cidr_contains_matches")
 def cidr_contains_matches(cidrs: Any, cidrs_or_ips: Any) -> set[tuple[Any, Any]]:
     name = "net.cidr_contains_matches"
     outer = list(_keyed(name, cidrs))
@@ -116,14 +118,8 @@ def cidr_contains_matches(cidrs: Any, cidrs_or_ips: Any) -> set[tuple[Any, Any]]
     }
 
 
+@builtin("net.cidr_intersects")
 def cidr_intersects(a: Any, b: Any) -> bool:
     name = "net.cidr_intersects"
     first, second = _network(name, a, cidr_only=True), _network(name, b, cidr_only=True)
     return first.version == second.version and first.overlaps(second)  # type: ignore[arg-type]
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "net.cidr_merge": (1, cidr_merge),
-    "net.cidr_contains_matches": (2, cidr_contains_matches),
-    "net.cidr_intersects": (2, cidr_intersects),
-}

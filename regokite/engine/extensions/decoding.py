@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import binascii
 import string
-from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, base64_std_decode, string_operand
+from regokite.engine.extensions.common import BuiltinError, Refusal, base64_std_decode, builtin, string_operand
 
 
 def utf8_text(name: str, data: bytes) -> str:
@@ -29,10 +28,12 @@ def utf8_text(name: str, data: bytes) -> str:
         ) from None
 
 
+@builtin("base64.decode")
 def base64_decode(value: Any) -> str:
     return utf8_text("base64.decode", base64_std_decode(string_operand("base64.decode", value, 1)))
 
 
+@builtin("base64url.decode")
 def base64url_decode(value: Any) -> str:
     """OPA pads a string that has no `=` (RFC 7515's rule), then decodes with Go's URL alphabet."""
     text = string_operand("base64url.decode", value, 1)
@@ -50,6 +51,7 @@ def base64url_decode(value: Any) -> str:
     return utf8_text("base64url.decode", data)
 
 
+@builtin("hex.decode")
 def hex_decode(value: Any) -> str:
     text = string_operand("hex.decode", value, 1)
     try:
@@ -59,10 +61,12 @@ def hex_decode(value: Any) -> str:
     return utf8_text("hex.decode", data)
 
 
+@builtin("urlquery.decode")
 def urlquery_decode(value: Any) -> str:
     return utf8_text("urlquery.decode", _unescape("urlquery.decode", string_operand("urlquery.decode", value, 1)))
 
 
+@builtin("urlquery.decode_object")
 def urlquery_decode_object(value: Any) -> dict[str, list[str]]:
     """Go's url.ParseQuery: pairs split at `&`, a `;` in one is an error, an empty one skipped."""
     name = "urlquery.decode_object"
@@ -95,12 +99,3 @@ def _unescape(name: str, text: str) -> bytes:
         out.append(0x20 if byte == 0x2B else byte)
         at += 1
     return bytes(out)
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "base64.decode": (1, base64_decode),
-    "base64url.decode": (1, base64url_decode),
-    "hex.decode": (1, hex_decode),
-    "urlquery.decode": (1, urlquery_decode),
-    "urlquery.decode_object": (1, urlquery_decode_object),
-}

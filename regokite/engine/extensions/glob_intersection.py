@@ -10,11 +10,10 @@ reports the panic.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, string_operand
+from regokite.engine.extensions.common import BuiltinError, builtin, string_operand
 
 NAME = "regex.globs_match"
 _NONE, _PLUS, _STAR = 0, 1, 2
@@ -159,6 +158,7 @@ def _star(starred: list[_Token], other: list[_Token]) -> bool:
     return following is None
 
 
+@builtin(NAME)
 def globs_match(first: Any, second: Any) -> bool:
     g1 = _tokens(string_operand(NAME, first, 1))
     g2 = _tokens(string_operand(NAME, second, 2))
@@ -169,6 +169,3 @@ def globs_match(first: Any, second: Any) -> bool:
         return _normal(*trimmed)
     except IndexError:  # the Go code indexes an empty glob: OPA reports the panic as an error
         raise BuiltinError(f"{NAME}: runtime error: index out of range") from None
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {NAME: (2, globs_match)}

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, string_operand, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, string_operand, type_name
 
 _WILD = frozenset("*?")
 
@@ -33,6 +32,7 @@ class _Quirk(Refusal):
     """A pattern form whose gobwas match is not the plain reading."""
 
 
+@builtin("glob.match")
 def match(pattern: Any, delimiters: Any, value: Any) -> bool:
     text = string_operand("glob.match", pattern, 1)
     subject = string_operand("glob.match", value, 3)
@@ -187,6 +187,3 @@ def _quirk(pattern: str, form: str) -> _Quirk:
         f"glob.match: the pattern {pattern!r} holds {form}, which OPA's glob library matches in a way of "
         "its own that the embedded engine does not reproduce: write the pattern without it, or use --engine opa"
     )
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {"glob.match": (3, match)}

@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, type_name
 
 # gqlparser's ast.ValueKind numbers
 _VARIABLE, _INT, _FLOAT, _STRING, _BLOCK, _BOOLEAN, _NULL, _ENUM, _LIST, _OBJECT = range(10)
@@ -572,10 +572,12 @@ def _parsed_document(name: str, text: Any, *, schema: bool) -> dict[str, Any]:
         raise _failed(name, exc) from None
 
 
+@builtin("graphql.parse_query")
 def parse_query(query: Any) -> dict[str, Any]:
     return _parsed_document("graphql.parse_query", query, schema=False)
 
 
+@builtin("graphql.parse_schema")
 def parse_schema(schema: Any) -> dict[str, Any]:
     return _parsed_document("graphql.parse_schema", schema, schema=True)
 
@@ -587,6 +589,7 @@ def _verified(name: str, query: Any, schema: Any) -> list[Any]:
     return [_pruned(_query_document(query_document)), _pruned(_schema_document(schema_document))]
 
 
+@builtin("graphql.parse")
 def parse(query: Any, schema: Any) -> list[Any]:
     try:
         return _verified("graphql.parse", query, schema)
@@ -594,6 +597,7 @@ def parse(query: Any, schema: Any) -> list[Any]:
         raise _failed("graphql.parse", exc) from None
 
 
+@builtin("graphql.parse_and_verify")
 def parse_and_verify(query: Any, schema: Any) -> list[Any]:
     try:
         return [True, *_verified("graphql.parse_and_verify", query, schema)]
@@ -603,6 +607,7 @@ def parse_and_verify(query: Any, schema: Any) -> list[Any]:
         return [False, {}, {}]
 
 
+@builtin("graphql.is_valid")
 def is_valid(query: Any, schema: Any) -> bool:
     try:
         _verified("graphql.is_valid", query, schema)
@@ -613,6 +618,7 @@ def is_valid(query: Any, schema: Any) -> bool:
     return True
 
 
+@builtin("graphql.schema_is_valid")
 def schema_is_valid(schema: Any) -> bool:
     try:
         _schema(_document_operand("graphql.schema_is_valid", schema, 1, schema=True))
@@ -621,13 +627,3 @@ def schema_is_valid(schema: Any) -> bool:
             raise
         return False
     return True
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "graphql.parse_query": (1, parse_query),
-    "graphql.parse_schema": (1, parse_schema),
-    "graphql.parse": (2, parse),
-    "graphql.parse_and_verify": (2, parse_and_verify),
-    "graphql.is_valid": (2, is_valid),
-    "graphql.schema_is_valid": (1, schema_is_valid),
-}

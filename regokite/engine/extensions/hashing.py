@@ -6,7 +6,7 @@ import hashlib
 import hmac
 from collections.abc import Callable
 
-from regokite.engine.extensions.common import string_operand
+from regokite.engine.extensions.common import builtin, string_operand
 
 _ALGORITHMS = {"md5": hashlib.md5, "sha1": hashlib.sha1, "sha256": hashlib.sha256, "sha512": hashlib.sha512}
 
@@ -27,14 +27,14 @@ def _hmac(name: str, algorithm: str) -> Callable[[object, object], str]:
     return mac
 
 
+@builtin("crypto.hmac.equal")
 def _hmac_equal(mac1: object, mac2: object) -> bool:
     first = string_operand("crypto.hmac.equal", mac1, 1)
     second = string_operand("crypto.hmac.equal", mac2, 2)
     return hmac.compare_digest(first.encode(), second.encode())
 
 
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    **{f"crypto.{a}": (1, _digest(f"crypto.{a}", a)) for a in ("md5", "sha1", "sha256")},
-    **{f"crypto.hmac.{a}": (2, _hmac(f"crypto.hmac.{a}", a)) for a in ("md5", "sha1", "sha256", "sha512")},
-    "crypto.hmac.equal": (2, _hmac_equal),
-}
+for _algorithm in ("md5", "sha1", "sha256"):
+    builtin(f"crypto.{_algorithm}")(_digest(f"crypto.{_algorithm}", _algorithm))
+for _algorithm in ("md5", "sha1", "sha256", "sha512"):
+    builtin(f"crypto.hmac.{_algorithm}")(_hmac(f"crypto.hmac.{_algorithm}", _algorithm))

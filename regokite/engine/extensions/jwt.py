@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import Prehashed, encode_ds
 from regokite.engine.extensions.common import (
     BuiltinError,
     base64url_decode,
+    builtin,
     json_object,
     object_operand,
     string_operand,
@@ -112,6 +113,7 @@ def _header_fields(header: dict[str, Any]) -> tuple[str, str, str, bool]:
     return alg, header.get("kid", ""), header.get("cty", ""), bool(alg) and not (unknown & critical)
 
 
+@builtin("io.jwt.decode")
 def decode(jwt: Any) -> list[Any]:
     token = _split("io.jwt.decode", jwt)
     header = token.decoded_header()
@@ -297,6 +299,7 @@ def _audience_ok(aud: Any, wanted: str) -> bool:
     return isinstance(aud, list) and any(isinstance(a, str) and a == wanted for a in aud)
 
 
+@builtin("io.jwt.decode_verify")
 def decode_verify(jwt: Any, raw_constraints: Any) -> list[Any]:
     name = "io.jwt.decode_verify"
     constraints = _constraints(object_operand(name, raw_constraints, 2))
@@ -333,9 +336,8 @@ def decode_verify(jwt: Any, raw_constraints: Any) -> list[Any]:
     return [True, header, payload]
 
 
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "io.jwt.decode": (1, decode),
-    "io.jwt.decode_verify": (2, decode_verify),
-    **{f"io.jwt.verify_{a.lower()}": (2, _verifier(a)) for a in sorted(_ALGORITHMS) if not a.startswith("HS")},
-    **{f"io.jwt.verify_hs{bits}": (2, _hmac_verifier(f"HS{bits}")) for bits in _HASHES},
-}
+for _alg in sorted(_ALGORITHMS):
+    if not _alg.startswith("HS"):
+        builtin(f"io.jwt.verify_{_alg.lower()}")(_verifier(_alg))
+for _bits in _HASHES:
+    builtin(f"io.jwt.verify_hs{_bits}")(_hmac_verifier(f"HS{_bits}"))

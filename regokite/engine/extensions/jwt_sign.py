@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa,
 from regokite.engine.extensions.common import (
     BuiltinError,
     base64url_decode,
+    builtin,
     go_json,
     json_object,
     object_operand,
@@ -38,11 +39,13 @@ _CURVES = {"P-256": ec.SECP256R1, "P-384": ec.SECP384R1, "P-521": ec.SECP521R1}
 _CURVE_BITS = {"ES256": (ec.SECP256R1, 32), "ES384": (ec.SECP384R1, 48), "ES512": (ec.SECP521R1, 66)}
 
 
+@builtin("io.jwt.encode_sign_raw")
 def encode_sign_raw(header: Any, payload: Any, key: Any) -> str:
     name = "io.jwt.encode_sign_raw"
     return _signed(string_operand(name, header, 1), string_operand(name, payload, 2), string_operand(name, key, 3))
 
 
+@builtin("io.jwt.encode_sign")
 def encode_sign(header: Any, payload: Any, key: Any) -> str:
     name = "io.jwt.encode_sign"
     texts = [go_json(name, object_operand(name, value, i)) for i, value in enumerate((header, payload, key), start=1)]
@@ -146,9 +149,4 @@ _SIGNERS: dict[str, Callable[[dict[str, Any], bytes], bytes]] = {
     **{f"PS{b}": _rs(b, True) for b in _BITS},
     **{f"ES{b}": _es(f"ES{b}") for b in _BITS},
     "EdDSA": _eddsa,
-}
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "io.jwt.encode_sign": (3, encode_sign),
-    "io.jwt.encode_sign_raw": (3, encode_sign_raw),
 }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable
 from typing import Any
 
 from cryptography import x509
@@ -23,13 +22,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from regokite.engine.extensions.certificates import certificate_value
-from regokite.engine.extensions.common import BuiltinError, b64, base64_std_decode, big_number, string_operand
+from regokite.engine.extensions.common import BuiltinError, b64, base64_std_decode, big_number, builtin, string_operand
 
 NAME = "crypto.x509.parse_keypair"
 _BLOCK = re.compile(rb"-----BEGIN ([^-\r\n]*)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 _PEM = b"-----BEGIN"
 
 
+@builtin(NAME)
 def parse_keypair(certificate: Any, key: Any) -> dict[str, Any]:
     certs = _blocks(_pem(string_operand(NAME, certificate, 1), b"CERTIFICATE"))
     keys = _blocks(_pem(string_operand(NAME, key, 2), b"PRIVATE KEY"))
@@ -124,6 +124,3 @@ def _key_value(key: Any) -> Any:
 
 def _public_raw(key: ed25519.Ed25519PrivateKey) -> bytes:
     return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {NAME: (2, parse_keypair)}

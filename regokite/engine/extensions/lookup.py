@@ -11,16 +11,16 @@ from __future__ import annotations
 import concurrent.futures
 import ipaddress
 import socket
-from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, string_operand
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, string_operand
 
 NAME = "net.lookup_ip_addr"
 TIMEOUT = 5.0
 _resolver = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="lookup-ip-addr")
 
 
+@builtin(NAME)
 def lookup_ip_addr(value: Any) -> set[str]:
     name = string_operand(NAME, value, 1)
     future = _resolver.submit(socket.getaddrinfo, name, None)
@@ -38,6 +38,3 @@ def lookup_ip_addr(value: Any) -> set[str]:
         mapped = getattr(address, "ipv4_mapped", None)
         addresses.add(str(mapped or address))
     return addresses
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {NAME: (1, lookup_ip_addr)}

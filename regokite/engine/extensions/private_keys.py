@@ -10,19 +10,19 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, string_operand
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, string_operand
 
 NAME = "crypto.x509.parse_rsa_private_key"
 _CURVES = {"secp256r1": ("P-256", 32), "secp384r1": ("P-384", 48), "secp521r1": ("P-521", 66)}
 _BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 
 
+@builtin(NAME)
 def parse_rsa_private_key(value: Any) -> dict[str, str] | None:
     text = string_operand(NAME, value, 1)
     if text == "":
@@ -77,6 +77,3 @@ def _rsa_jwk(key: rsa.RSAPrivateKey) -> dict[str, str]:
     fields = {"n": n.public_numbers.n, "e": n.public_numbers.e, "d": n.d, "p": n.p, "q": n.q}
     fields |= {"dp": n.dmp1, "dq": n.dmq1, "qi": n.iqmp}
     return {"kty": "RSA", **{k: _unpadded(v) for k, v in fields.items()}}
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {NAME: (1, parse_rsa_private_key)}

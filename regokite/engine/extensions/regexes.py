@@ -17,12 +17,12 @@ ReplaceAll's `$1`/`${name}` expansion. A pattern RE2 cannot answer as Go would
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import re2
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, int_operand, string_operand
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, int_operand, string_operand
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
@@ -45,6 +45,7 @@ _CLASSES = {"Ascii": "\\x00-\\x7f", "LC": "\\p{Lu}\\p{Ll}\\p{Lt}"}  # Go's names
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
+@builtin("regex.is_valid")
 def is_valid(pattern: Any) -> bool:
     if not isinstance(pattern, str):
         return False
@@ -57,17 +58,20 @@ def is_valid(pattern: Any) -> bool:
     return True
 
 
+@builtin("regex.match")
 def match(pattern: Any, value: Any) -> bool:
     expression = compiled(string_operand("regex.match", pattern, 1))
     return _search(expression, string_operand("regex.match", value, 2).encode(), 0) is not None
 
 
+@builtin("regex.find_n")
 def find_n(pattern: Any, value: Any, number: Any) -> list[str]:
     expression = compiled(string_operand("regex.find_n", pattern, 1))
     data = string_operand("regex.find_n", value, 2).encode()
     return [m.group(0).decode() for m in _all(expression, data, int_operand("regex.find_n", number, 3))]
 
 
+@builtin("regex.find_all_string_submatch_n")
 def find_all_string_submatch_n(pattern: Any, value: Any, number: Any) -> list[list[str]]:
     name = "regex.find_all_string_submatch_n"
     expression = compiled(string_operand(name, pattern, 1))
@@ -76,6 +80,7 @@ def find_all_string_submatch_n(pattern: Any, value: Any, number: Any) -> list[li
     return [[m.group(0).decode(), *((group or b"").decode() for group in m.groups())] for m in found]
 
 
+@builtin("regex.split")
 def split(pattern: Any, value: Any) -> list[str]:
     """Go's Regexp.Split(s, -1): an empty match at the start makes no piece, nor the end when a match ends it."""
     expression = compiled(string_operand("regex.split", pattern, 1))
@@ -93,6 +98,7 @@ def split(pattern: Any, value: Any) -> list[str]:
     return pieces
 
 
+@builtin("regex.replace")
 def replace(value: Any, pattern: Any, replacement: Any) -> str:
     """Go's Regexp.ReplaceAllString: `$1`, `${1}`, `$name`, `${name}` expanded, `$$` a dollar."""
     data = string_operand("regex.replace", value, 1).encode()
@@ -113,6 +119,7 @@ def replace(value: Any, pattern: Any, replacement: Any) -> str:
     return b"".join(out).decode()
 
 
+@builtin("regex.template_match")
 def template_match(template: Any, value: Any, start: Any, end: Any) -> bool:
     """OPA's regex.template_match (gorilla/mux's template): `start`/`end` one byte each, every
     delimited part a pattern of its own, the rest literal, the whole anchored."""
@@ -344,14 +351,3 @@ def _canonical(name: str) -> str:
     """Go's regexp/syntax canonicalName: `_`, `-` and spaces dropped, the first letter upper, the rest lower."""
     kept = [c for c in name if c not in "_- "]
     return "".join((c.upper() if n == 0 else c.lower()) if c.isascii() else c for n, c in enumerate(kept))
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "regex.is_valid": (1, is_valid),
-    "regex.match": (2, match),
-    "regex.find_n": (3, find_n),
-    "regex.find_all_string_submatch_n": (3, find_all_string_submatch_n),
-    "regex.split": (2, split),
-    "regex.replace": (3, replace),
-    "regex.template_match": (4, template_match),
-}

@@ -10,10 +10,9 @@ and ceil.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, big_number, type_name
+from regokite.engine.extensions.common import BuiltinError, big_number, builtin, type_name
 
 
 def _number(name: str, value: Any) -> int | float:
@@ -22,16 +21,15 @@ def _number(name: str, value: Any) -> int | float:
     return value
 
 
+@builtin("floor")
 def floor(value: Any) -> int | float | str:
     number = _number("floor", value)
     whole = math.trunc(number)
     return big_number(whole - 1 if number != whole and whole < 0 else whole)
 
 
+@builtin("ceil")
 def ceil(value: Any) -> int | float | str:
     number = _number("ceil", value)
     whole = math.trunc(number)
     return big_number(whole + 1 if number != whole and whole >= 0 else whole)
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {"floor": (1, floor), "ceil": (1, ceil)}

@@ -11,19 +11,17 @@ trace(note): `true` (a note for OPA's tracer, which regokite has not); regorus's
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import string_operand
+from regokite.engine.extensions.common import builtin, string_operand
 
 
+@builtin("opa.runtime")
 def runtime() -> dict[str, object]:
     return {}
 
 
+@builtin("trace")
 def trace(note: Any) -> bool:
     string_operand("trace", note, 1)
     return True
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {"opa.runtime": (0, runtime), "trace": (1, trace)}

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, go_json, native, string_operand
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, go_json, native, string_operand
 
 # keywords checked exactly as gojsonschema; annotations that validate nothing; containers of schemas
 _CHECKED = frozenset(
@@ -42,6 +42,7 @@ _GO_ONLY = re.compile(r"\(\?|\\[1-9pPkgQEzZAbB]|\[:|(?<!\\)\$")
 _DRAFTS = ("http://json-schema.org/draft-07/schema", "http://json-schema.org/draft-06/schema")
 
 
+@builtin("json.match_schema")
 def match_schema(document: Any, schema: Any) -> list[Any]:
     name = "json.match_schema"
     # an array document is validated as OPA's evaluation does (its type check refuses only an array written
@@ -62,6 +63,7 @@ def match_schema(document: Any, schema: Any) -> list[Any]:
     return [False, [_opa_error(errors[0])]]
 
 
+@builtin("json.verify_schema")
 def verify_schema(schema: Any) -> list[Any]:
     """OPA's answer for a schema gojsonschema's loader cannot read is `[false, its message]`, no error:
     a string not JSON, a value neither a string nor an object (an array, or JSON that is neither an
@@ -247,6 +249,7 @@ _WORDS: dict[str, tuple[str, Callable[[Any, str], str]]] = {
 }
 
 
+@builtin("json.is_valid")
 def json_is_valid(value: Any) -> bool:
     """OPA's json.is_valid: false for anything but a string of RFC 8259 JSON (Go's json.Valid: no NaN
     or Infinity, which Python reads); regorus erred on a non-string."""
@@ -262,6 +265,7 @@ def json_is_valid(value: Any) -> bool:
 _UNMARSHAL = native("json.unmarshal")
 
 
+@builtin("json.unmarshal")
 def json_unmarshal(value: Any) -> Any:
     """regorus's json.unmarshal where it reads the text as OPA (Go's encoding/json); what Go reads and regorus
     cannot hold (a number beyond a double, `1e400`; an integer beyond 64 bits, which it would round) is a
@@ -302,11 +306,3 @@ def _held_float(text: str) -> float:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "json.is_valid": (1, json_is_valid),
-    "json.unmarshal": (1, json_unmarshal),
-    "json.match_schema": (2, match_schema),
-    "json.verify_schema": (1, verify_schema),
-}

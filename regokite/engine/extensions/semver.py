@@ -12,10 +12,9 @@ semvercompare-strict); OPA 1.20.2 itself still took them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, string_operand
+from regokite.engine.extensions.common import BuiltinError, builtin, string_operand
 
 _IDENTIFIERS = re.compile(r"[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*")
 _INT64 = 2**63 - 1
@@ -51,10 +50,12 @@ def _go_int64(text: str) -> bool:
     return -_INT64 - 1 <= int(text) <= _INT64
 
 
+@builtin("semver.is_valid")
 def is_valid(value: Any) -> bool:
     return isinstance(value, str) and parse(value) is not None
 
 
+@builtin("semver.compare")
 def compare(a: Any, b: Any) -> int:
     parsed = []
     for position, operand in ((1, a), (2, b)):
@@ -88,9 +89,3 @@ def _pre_release_order(a: str, b: str) -> int:
     if len(left) != len(right):
         return 1 if len(left) > len(right) else -1
     raise AssertionError(f"pre-releases {a!r} and {b!r} differ but compare equal")  # no leading zeros
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "semver.is_valid": (1, is_valid),
-    "semver.compare": (2, compare),
-}

@@ -18,13 +18,13 @@ unicode.ToUpper/ToLower): regorus used Unicode's full mappings, `upper("ß")`
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from regokite.engine.extensions.common import (
     BuiltinError,
     Panic,
     Refusal,
+    builtin,
     int_operand,
     object_operand,
     string_operand,
@@ -34,6 +34,7 @@ from regokite.engine.extensions.decoding import utf8_text
 _INT_MAX = 2**63 - 1  # Go's int
 
 
+@builtin("substring")
 def substring(value: Any, offset: Any, length: Any) -> str:
     text = string_operand("substring", value, 1)
     start, count = int_operand("substring", offset, 2), int_operand("substring", length, 3)
@@ -46,6 +47,7 @@ def substring(value: Any, offset: Any, length: Any) -> str:
     return text[start:] if count < 0 else text[start : start + count]
 
 
+@builtin("indexof")
 def indexof(value: Any, search: Any) -> int:
     text, wanted = string_operand("indexof", value, 1), string_operand("indexof", search, 2)
     if not wanted:
@@ -53,6 +55,7 @@ def indexof(value: Any, search: Any) -> int:
     return text.find(wanted)
 
 
+@builtin("indexof_n")
 def indexof_n(value: Any, search: Any) -> list[int]:
     """Every character index where `search` starts, overlapping ones too; "" is an error, as OPA's."""
     text, wanted = string_operand("indexof_n", value, 1), string_operand("indexof_n", search, 2)
@@ -61,11 +64,13 @@ def indexof_n(value: Any, search: Any) -> list[int]:
     return [i for i in range(len(text) - len(wanted) + 1) if text.startswith(wanted, i)]
 
 
+@builtin("strings.count")
 def count(value: Any, search: Any) -> int:
     text, wanted = string_operand("strings.count", value, 1), string_operand("strings.count", search, 2)
     return len(text) + 1 if not wanted else text.count(wanted)
 
 
+@builtin("strings.reverse")
 def reverse(value: Any) -> str:
     text = string_operand("strings.reverse", value, 1)
     if "\ufffd" in text:
@@ -84,6 +89,7 @@ def replace_empty(value: Any, new: Any) -> str:
     return utf8_text("replace", data)
 
 
+@builtin("strings.replace_n")
 def replace_n(patterns: Any, value: Any) -> str:
     """strings.replace_n as OPA's (a Go strings.Replacer over the keys in order): one pass, at each byte
     the first key in order that matches there, its replacement not read again. regorus replaced key
@@ -109,10 +115,12 @@ def replace_n(patterns: Any, value: Any) -> str:
     return utf8_text("strings.replace_n", bytes(out))
 
 
+@builtin("upper")
 def upper(value: Any) -> str:
     return "".join(map(_upper_rune, string_operand("upper", value, 1)))
 
 
+@builtin("lower")
 def lower(value: Any) -> str:
     return "".join(map(_lower_rune, string_operand("lower", value, 1)))
 
@@ -132,6 +140,7 @@ def _lower_rune(rune: str) -> str:
     return "i" if rune == "\u0130" else rune  # U+0130's full mapping adds a combining dot; its simple one is "i"
 
 
+@builtin("strings.split_n")
 def split_n(value: Any, delimiter: Any, count: Any) -> list[str]:
     """OPA's strings.split_n: every piece (Go's strings.Split: "" splits into characters), then the
     first n, or the last -n when n is negative, or none when n is 0."""
@@ -140,16 +149,3 @@ def split_n(value: Any, delimiter: Any, count: Any) -> list[str]:
     n = int_operand("strings.split_n", count, 3)
     pieces = list(text) if separator == "" else text.split(separator)
     return pieces[:n] if n > 0 else pieces[n:] if n < 0 else []
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "strings.split_n": (3, split_n),
-    "upper": (1, upper),
-    "lower": (1, lower),
-    "substring": (3, substring),
-    "indexof": (2, indexof),
-    "indexof_n": (2, indexof_n),
-    "strings.count": (2, count),
-    "strings.reverse": (1, reverse),
-    "strings.replace_n": (2, replace_n),
-}

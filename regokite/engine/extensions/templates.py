@@ -15,10 +15,9 @@ array or object is false.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, object_operand, string_operand
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, object_operand, string_operand
 
 NAME = "strings.render_template"
 _ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.DOTALL)
@@ -186,12 +185,10 @@ def _range(node: _Node, dot: Any, variables: dict[str, Any], out: list[str]) -> 
         _render(node.body, element, scope, out)
 
 
+@builtin(NAME)
 def render_template(template: Any, variables: Any) -> str:
     text = string_operand(NAME, template, 1)
     values = object_operand(NAME, variables, 2)
     out: list[str] = []
     _render(_parse(_tokens(text)), values, {"$": values}, out)
     return "".join(out)
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {NAME: (2, render_template)}

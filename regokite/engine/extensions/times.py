@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import os
 import zoneinfo
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, int_operand, string_operand, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, int_operand, string_operand, type_name
 
 NAME = "time.add_date"
 _NS_PER_DAY = 86_400 * 10**9
@@ -27,6 +26,7 @@ _INT64 = (-(2**63), 2**63 - 1)
 _LARGEST = 10**9
 
 
+@builtin(NAME)
 def add_date(instant: Any, years: Any, months: Any, days: Any) -> int:
     ns, zone = _tz_time(instant)
     added = [int_operand(NAME, value, i) for value, i in ((years, 2), (months, 3), (days, 4))]
@@ -129,6 +129,7 @@ _OPA_UNITS["y"] = 365 * 86400 * 10**9
 _DIGITS = frozenset("0123456789")
 
 
+@builtin("time.parse_duration_ns")
 def parse_duration_ns(value: Any) -> int:
     """Go's time.ParseDuration, and where it fails OPA 1.20's reading with days, weeks and 365-day years
     (`1d`, `1.5w`, `1y`; regorus knew no `d`) but without `\u03bcs`: each `[digits][.digits]unit`, a
@@ -201,9 +202,3 @@ def _leading_fraction(text: str) -> tuple[int, float, str]:
             continue
         number, scale = number * 10 + digit, scale * 10
     return number, scale, text[i:]
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    NAME: (4, add_date),
-    "time.parse_duration_ns": (1, parse_duration_ns),
-}

@@ -4,11 +4,10 @@ where OPA errs: "exponent too large", an unknown unit, a malformed amount; and r
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from regokite.engine.extensions.common import BuiltinError, string_operand
+from regokite.engine.extensions.common import BuiltinError, builtin, string_operand
 
 _BINARY = {"": 1, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50, "ei": 2**60}
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15, "e": 10**18}
@@ -60,6 +59,7 @@ def _float64(value: Fraction, bits: int = 64) -> Fraction:
     return sign * Fraction(round(scaled)) / scale
 
 
+@builtin("units.parse_bytes")
 def parse_bytes(value: Any) -> int:
     name = "units.parse_bytes"
     text = string_operand(name, value, 1).lower().replace('"', "")
@@ -79,6 +79,7 @@ def parse_bytes(value: Any) -> int:
     return int(_float64(_float64(amount) * multiplier))  # big.Float: 64-bit mantissa, truncated
 
 
+@builtin("units.parse")
 def parse(value: Any) -> int | float:
     name = "units.parse"
     text = string_operand(name, value, 1).replace('"', "")
@@ -114,9 +115,3 @@ def _ten_places(value: Fraction) -> str:
     whole = int(scaled) + (1 if scaled - int(scaled) >= Fraction(1, 2) else 0)
     sign = "-" if value < 0 else ""
     return f"{sign}{whole // 10**10}.{whole % 10**10:010d}"
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {
-    "units.parse": (1, parse),
-    "units.parse_bytes": (1, parse_bytes),
-}

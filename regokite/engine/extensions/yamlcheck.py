@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
 from typing import Any
 
 import yaml
 
-from regokite.engine.extensions.common import Refusal
+from regokite.engine.extensions.common import Refusal, builtin
 
 # a string both write alike: an ASCII letter first, then printable characters of the Basic Multilingual
 # Plane (Go writes others escaped), no ": " or " #" and no space or colon last (those both quote), and
@@ -31,6 +30,7 @@ _YAML11_WORDS = frozenset(
 )
 
 
+@builtin("yaml.is_valid")
 def is_valid(value: Any) -> bool:
     if not isinstance(value, str):
         return False
@@ -98,6 +98,3 @@ def _unlike(what: str) -> Refusal:
         "key order) than by the embedded engine's: marshal strings that begin with a letter, keys whose "
         "order no digits decide, and plain numbers; use json.marshal, or use --engine opa"
     )
-
-
-BUILTINS: dict[str, tuple[int, Callable[..., object]]] = {"yaml.is_valid": (1, is_valid)}

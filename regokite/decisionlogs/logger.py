@@ -1,0 +1,216 @@
+"""The decision logger of one worker: a bounded buffer a review appends to without waiting, and a thread
+that applies the drop and mask decisions, writes the console and uploads gzip'd batches.
+
+`record` never blocks and never fails a review: a full buffer drops its
+oldest event and counts it (`regokite_decision_logs_dropped{reason="buffer"}`),
+as OPA's event buffer. The thread wakes every min..max delay (OPA's
+`reporting` delays, picked at random between them), or as soon as a chunk
+fills with `trigger: immediate`; a batch is a JSON array of events, gzip'd,
+at most `upload_size_limit_bytes` (an event alone over it is dropped and
+counted); a failed upload keeps its events at the front of the buffer and is
+retried after an exponential backoff (from min_delay, doubling, at most
+max_delay). `close` uploads what is left, once.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from regokite.bundles.download import open_url
+from regokite.decisionlogs.config import DecisionLogConfig
+from regokite.decisionlogs.events import masked
+from regokite.engine import UNDEFINED, Engine
+from regokite.errors import EvaluationError
+from regokite.ops import decision_log_metrics as metrics
+
+log = logging.getLogger("regokite.decisionlogs")
+console = logging.getLogger("regokite.decisions")  # one line per decision, as OPA's console logger
+
+
+class DecisionLogger:
+    """Buffer and report the decisions of one process."""
+
+    def __init__(
+        self,
+        config: DecisionLogConfig,
+        engine: Callable[[], Engine | None],
+        status: Callable[[], dict[str, Any] | None] | None = None,
+    ) -> None:
+        """`engine`: the engine serving now (its `system.log.drop` / `system.log.mask`), asked per batch;
+        `status`: the bundle plugin's status document, for each event's bundle revisions."""
+        self.config = config
+        self._engine = engine
+        self._status = status
+        self._revisions: tuple[float, dict[str, str]] = (0.0, {})
+        self._buffer: collections.deque[dict[str, Any]] = collections.deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._failures = 0
+        self._judged_ids: set[str] = set()  # requeued after a failed upload: dropped/masked already
+        self.dropped: collections.Counter[str] = collections.Counter()
+        self._thread = threading.Thread(target=self._run, name="decision-logs", daemon=True)
+        self._thread.start()
+
+    def revisions(self) -> dict[str, str]:
+        """The active revision of each bundle (read from the status at most once a second)."""
+        read_at, found = self._revisions
+        if self._status is None or time.monotonic() - read_at < 1.0:
+            return found
+        document = self._status() or {}
+        found = {n: b.get("active_revision", "") for n, b in (document.get("bundles") or {}).items()}
+        self._revisions = (time.monotonic(), found)
+        return found
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Buffer one event; the oldest goes (counted) when the buffer is full. Never blocks on I/O."""
+        with self._lock:
+            if len(self._buffer) >= self.config.buffer_size_limit_events:
+                self._buffer.popleft()
+                self._drop("buffer")
+            self._buffer.append(entry)
+            wake = self.config.immediate and len(self._buffer) >= self._chunk_events()
+        if wake:
+            self._wake.set()
+
+    def close(self) -> None:
+        """Report what is buffered (once) and stop the thread."""
+        self._closed = True
+        self._wake.set()
+        self._thread.join(timeout=30)
+
+    def _drop(self, reason: str, count: int = 1) -> None:
+        self.dropped[reason] += count
+        metrics.dropped.labels(reason).inc(count)
+
+    def _chunk_events(self) -> int:
+        return max(1, self.config.upload_size_limit_bytes // 512)  # about a chunk's worth of small events
+
+    def _delay(self) -> float:
+        low, high = self.config.min_delay_seconds, self.config.max_delay_seconds
+        if self._failures:
+            return min(high, low * 2 ** (self._failures - 1))
+        return random.uniform(low, high)
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wake.wait(self._delay())
+            self._wake.clear()
+            try:
+                self._flush()
+            except Exception:  # the logger must go on: a review never waits on it
+                log.exception("decision log flush failed")
+        self._flush()
+
+    def _flush(self) -> None:
+        with self._lock:
+            taken = list(self._buffer)
+            self._buffer.clear()
+        if not taken:
+            return
+        ready = self._judged(taken)
+        if self.config.console:
+            for entry in ready:
+                console.info("Decision Log", extra={"decision": entry})
+        if self.config.service is None:
+            return
+        for start, chunk in self._chunks(ready):
+            if not self._upload(chunk):
+                self._requeue(ready[start:])
+                return
+        self._failures = 0
+
+    def _judged(self, taken: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The events the drop decision keeps, masked."""
+        engine = self._engine()
+        if engine is None or not self._has_decisions(engine):
+            return taken
+        kept = []
+        for entry in taken:
+            if entry["decision_id"] in self._judged_ids:
+                self._judged_ids.discard(entry["decision_id"])
+                kept.append(entry)
+                continue
+            try:
+                if self._answer(engine, self.config.drop_decision, entry) is True:
+                    self._drop("policy")
+                    continue
+                rules = self._answer(engine, self.config.mask_decision, entry)
+            except EvaluationError as exc:  # OPA logs the error and does not log the decision unmasked
+                log.error("decision log drop/mask decision failed", extra={"error": str(exc)})
+                self._drop("error")
+                continue
+            kept.append(masked(entry, rules if isinstance(rules, list) else []))
+        return kept
+
+    def _has_decisions(self, engine: Engine) -> bool:
+        """Whether the engine's modules hold the package of the drop or the mask decision (asking an engine
+        without them costs a query per event, and compiles the engine once for this thread)."""
+        bundle = getattr(engine, "bundle", None)
+        if bundle is None:
+            return True
+        wanted = {path.rpartition("/")[0].replace("/", ".") for path in (self.config.drop_decision,
+                                                                          self.config.mask_decision)}  # fmt: skip
+        return any(m.package in wanted for m in bundle.modules)
+
+    @staticmethod
+    def _answer(engine: Engine, path: str, entry: dict[str, Any]) -> Any:
+        value = engine.evaluate("data." + path.replace("/", "."), entry)
+        return None if value is UNDEFINED else value
+
+    def _chunks(self, ready: list[dict[str, Any]]) -> list[tuple[int, list[bytes]]]:
+        """(index of the first event, the events' JSON) of each batch within the upload size limit, gzip'd."""
+        out: list[tuple[int, list[bytes]]] = []
+        encoded = [json.dumps(e, separators=(",", ":")).encode() for e in ready]
+        self._split(encoded, 0, out)
+        return out
+
+    def _split(self, encoded: list[bytes], offset: int, out: list[tuple[int, list[bytes]]]) -> None:
+        if not encoded:
+            return
+        if len(_gzip(encoded)) <= self.config.upload_size_limit_bytes:
+            out.append((offset, encoded))
+        elif len(encoded) == 1:
+            self._drop("too_large")
+            log.error("decision log event over the upload size limit dropped")
+        else:
+            half = len(encoded) // 2
+            self._split(encoded[:half], offset, out)
+            self._split(encoded[half:], offset + half, out)
+
+    def _upload(self, chunk: list[bytes]) -> bool:
+        service = self.config.service
+        assert service is not None
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        try:
+            with open_url(service, service.url + self.config.resource, headers, data=_gzip(chunk)) as reply:
+                reply.read()
+        except Exception as exc:  # refused, unreachable, 5xx: retried with backoff
+            self._failures += 1
+            metrics.upload_failures.inc()
+            log.warning("decision log upload failed", extra={"error": str(exc), "events": len(chunk)})
+            return False
+        metrics.uploaded.inc(len(chunk))
+        return True
+
+    def _requeue(self, events: list[dict[str, Any]]) -> None:
+        """Put what was not uploaded back in front of what arrived since, within the bound (oldest dropped)."""
+        with self._lock:
+            room = self.config.buffer_size_limit_events - len(self._buffer)
+            keep = events[-room:] if room > 0 else []
+            if len(events) > len(keep):
+                self._drop("buffer", len(events) - len(keep))
+            self._buffer.extendleft(reversed(keep))
+            self._judged_ids.update(e["decision_id"] for e in keep)
+
+
+def _gzip(encoded: list[bytes]) -> bytes:
+    return gzip.compress(b"[" + b",".join(encoded) + b"]", compresslevel=6)
