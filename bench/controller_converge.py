@@ -100,6 +100,8 @@ burn := count([x | some x in numbers.range(1, 5000); x % 7 == 0])
 """
 
 ROUNDS = 2  # of the job's and the contract's writes, for their ratio
+CONTRACT_SYNCS = 2  # per parent, the fewest Metacontroller's contract allows to converge (see regokite_run)
+CONTRACT_WRITES = 5  # per parent, the controller's (the parent's create is the user's)
 SETTLE = 0.2  # seconds between reaction samples: each is a reaction alone, not the previous one's tail (its status)
 THREADS = 8  # the bench's threads creating parents (a user's creates), for every implementation alike
 
@@ -403,6 +405,9 @@ def converge_and_react(
         flush=True,
     )
     print(f"{'  CPU':<15}: {describe_cpu(spent)}")
+    own = spent.cpu.get("controller")  # the operator's own process and those below it (hook processes)
+    if own is not None:
+        print(f"{'':<15}  {who}: {1000 * own / n:.2f} ms CPU a parent ({own:.1f} CPU s for {n} parents)")
     if base.get("floor_cpu") is not None:
         for line in cpu_budget(base["floor_cpu"], spent, len(os.sched_getaffinity(0)), who):
             print(f"{'  cores':<15}: {line}")
@@ -422,7 +427,11 @@ def converge_and_react(
             f"{'':<15}  while reacting: {d['syncs']:.0f} syncs of {1000 * d['sync_s'] / max(1, d['syncs']):.1f} ms "
             f"on average, their hooks {1000 * d['hook_s'] / max(1, d['hooks']):.1f} ms"
         )
-    return {"converge_s": converged, "ratio": converged / base["floor_s"], "latency_ms": stats}
+    found = {"converge_s": converged, "ratio": converged / base["floor_s"], "latency_ms": stats}
+    found["cpu_ms_per_parent"] = None if own is None else 1000 * own / n
+    if before is not None:  # read right after converging: the syncs and writes it took
+        found |= {"converge_syncs": before["syncs"], "converge_writes": before["writes"]}
+    return found
 
 
 def regokite_run(cp, api, tmpdir: Path, n: int, args, base: dict, count: int | None) -> dict:
@@ -448,6 +457,13 @@ def regokite_run(cp, api, tmpdir: Path, n: int, args, base: dict, count: int | N
             f"({c['syncs'] / n:.2f} syncs per parent, sampling included); sync errors: {len(errors)}; "
             f"a sync {1000 * c['sync_s'] / c['syncs']:.1f} ms on average, "
             f"its hook {1000 * c['hook_s'] / c['hooks']:.1f} ms"
+        )
+        print(
+            f"{'  to converge':<15}: {found['converge_syncs'] / n:.2f} syncs and {found['converge_writes'] / n:.2f} "
+            "writes per parent; "
+            f"the contract's least: {CONTRACT_SYNCS} syncs (the creating one, the one that sees the children; "
+            f"one more per later event that does not coalesce with them) and {CONTRACT_WRITES} writes "
+            "(3 children, the creating sync's status, the status of 3)"
         )
         return {**found, "writes": c["writes"], "sync_errors": len(errors)}
 
@@ -596,14 +612,24 @@ def summary(n: int, base: dict, runs: dict[str, dict], peer: dict | None) -> Non
     for who, found in [*runs.items(), *([("kopf", peer)] if peer else [])]:
         lat, edge = found["latency_ms"], base["edge_ms"]
         print(
-            f"  {who:<13}: converge {found['ratio']:4.2f}x the floor "
+            f"  {who:<13}: converge {found['converge_s']:.2f} s, {found['ratio']:4.2f}x the floor "
             f"({found['ratio'] / base['contract']:4.2f}x the contract's writes at its pace); "
             f"reaction p50 {lat['p50'] / edge:4.1f}x, p99 {lat['p99'] / edge:4.1f}x the write-to-event p50, "
             f"p50 {lat['p50'] / base['react_ms']:4.2f}x the bare client's"
         )
+        work = [f"CPU {found['cpu_ms_per_parent']:.2f} ms a parent"] if found.get("cpu_ms_per_parent") else []
+        if "converge_syncs" in found:
+            work.append(
+                f"{found['converge_syncs'] / n:.2f} syncs and {found['converge_writes'] / n:.2f} writes a parent "
+                f"(the contract's least: {CONTRACT_SYNCS} and {CONTRACT_WRITES})"
+            )
+        if work:
+            print(f"  {'':<13}  while converging: {'; '.join(work)}")
     ours = next(iter(runs.values()), None)
     if peer and ours:
-        print(f"  kopf / regokite: converge {peer['converge_s'] / ours['converge_s']:4.2f}x slower")
+        cpu = [peer.get("cpu_ms_per_parent"), ours.get("cpu_ms_per_parent")]
+        ratio = f"; CPU a parent {cpu[0] / cpu[1]:4.2f}x" if all(cpu) else ""
+        print(f"  kopf / regokite: converge {peer['converge_s'] / ours['converge_s']:4.2f}x slower{ratio}")
 
 
 @contextlib.contextmanager

@@ -91,6 +91,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "regokite.structural",
             "regokite.yamldoc",
             "regokite.input_guard",
+            "regokite.jsoncodec",
             "regokite.bundle",
             "regokite.bundles",
             "regokite.ops",

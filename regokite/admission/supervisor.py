@@ -12,14 +12,12 @@ per replicated resource that the workers mirror.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
 import signal
 import socket
 import ssl
-import struct
 import tempfile
 import threading
 import time
@@ -108,7 +106,7 @@ def _serve(settings: AdmissionSettings, plugin: BundlePlugin | None) -> int:
         raise RegokiteError(f"TLS: {settings.tls_cert} with {settings.tls_key}: {exc}") from None
     # Only the workers' live gauges (policies loaded, reload healthy) describe what is served.
     forget_process(os.getpid())
-    sock = listening_socket(settings.host, settings.port)
+    sock = bound_socket(settings.host, settings.port)
     log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
     snapshots = Path(tempfile.mkdtemp(prefix="regokite-policies-"))
     if feeding:
@@ -119,28 +117,15 @@ def _serve(settings: AdmissionSettings, plugin: BundlePlugin | None) -> int:
         shutil.rmtree(snapshots, ignore_errors=True)
 
 
-# classic BPF for the address's SO_REUSEPORT group: `return 1`, the second listener (the newest of two)
-NEWEST_LISTENER = struct.pack("HBBI", 0x06, 0, 0, 1)  # BPF_RET | BPF_K
-SO_ATTACH_REUSEPORT_CBPF = 51  # Linux's, not in the socket module
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """The socket the workers share, bound so that a new server can start on the same address while this one
-    drains (a rolling restart on one host): with SO_REUSEPORT both listen, and the group's BPF program sends
-    every new connection to the newer listener, so a server that got SIGTERM receives none it could drop
-    while it finishes the ones it has. Alone on the address (or where the kernel has no such program), it
-    gets them all."""
+def bound_socket(host: str, port: int) -> socket.socket:
+    """The socket the workers share, bound (not listening: the first worker ready listens, `start_listening`) with
+    SO_REUSEPORT, so that a new server can start on the same address while this one drains (a rolling restart on
+    one host) and gets no connection before it can answer one."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if hasattr(socket, "SO_REUSEPORT"):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
-    sock.listen(2048)
-    if hasattr(socket, "SO_REUSEPORT"):
-        program = ctypes.create_string_buffer(NEWEST_LISTENER)
-        with contextlib.suppress(OSError):  # not Linux: two servers share new connections by hash
-            fprog = struct.pack("HP", 1, ctypes.addressof(program))
-            sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
     sock.set_inheritable(True)
     return sock
 

@@ -41,6 +41,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from regokite import jsoncodec
 from regokite.bundle import Bundle
 from regokite.clusterdata.store import ReplicaStore, decode_changes, encode_changes
 from regokite.controllers.hooks import ResolvedHook, evaluate_hook
@@ -137,7 +138,7 @@ class HookWorkers:
             worker.note(None)
             worker.seen = seen
             self._give_back(worker)
-            answer = json.loads(reply)
+            answer = jsoncodec.loads(reply)
             if "error" in answer:
                 package, rule, message, reason = answer["error"]
                 raise HookError(package, rule, message, reason)
@@ -148,12 +149,12 @@ class HookWorkers:
         """The call for `worker`, with the replicated data it lacks; the generation it will then hold."""
         store = self._store
         if store is None:
-            return json.dumps([*call, None]).encode(), None
+            return jsoncodec.dumps(call), None
         if worker.seen is not None:
             changes = store.changes_since(worker.seen)
             if changes is not None:
-                sync = {"changes": encode_changes(changes)} if changes else None
-                return json.dumps([*call, sync]).encode(), worker.seen + len(changes)
+                sync = [{"changes": encode_changes(changes)}] if changes else []
+                return jsoncodec.dumps([*call, *sync]), worker.seen + len(changes)
         whole: list[str] = []
         generation = store.full(lambda document: whole.append(json.dumps(document)))
         return (json.dumps(call)[:-1] + ', {"full": ' + whole[0] + "}]").encode(), generation
@@ -320,7 +321,8 @@ def serve_calls(
             message = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        package, rules, whole_rule, request, sync = json.loads(message)
+        package, rules, whole_rule, request, *sync_with = jsoncodec.loads(message)  # a sync only when it brings one
+        sync = sync_with[0] if sync_with else None
         if sync is not None and mirror is not None:
             if "full" in sync:
                 mirror.replace(sync["full"])
@@ -333,4 +335,4 @@ def serve_calls(
             answer = {"error": [exc.package, exc.rule, exc.message, exc.reason]}
         except Exception as exc:  # a bug here must not end the worker: the caller gets it as the hook's failure
             answer = {"error": [package, None, f"{type(exc).__name__}: {exc}", "PolicyError"]}
-        conn.send_bytes(json.dumps(answer).encode())
+        conn.send_bytes(jsoncodec.dumps(answer))

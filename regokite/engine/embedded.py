@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import regorus
 
-from regokite import input_guard
+from regokite import input_guard, jsoncodec
 from regokite.bundle import Bundle, Module
 from regokite.clusterdata.store import Change, ReplicaStore, check_replica_root, creations
 from regokite.engine import KINDS, UNDEFINED, builtin_errors, first_value, object_keys, rewrite, rule_ref
@@ -420,7 +420,7 @@ def _evaluate(engine: regorus.Engine, ref: str, prints: PrintLog, columns: Colum
     # is not worth a second query on every undefined decision.
     if raw == _UNDEFINED_JSON:
         return UNDEFINED
-    return _as_opa_writes(ref, raw, json.loads(raw))
+    return _as_opa_writes(ref, raw, jsoncodec.loads(raw))
 
 
 def _query(
@@ -432,7 +432,7 @@ def _query(
         message, location = failure
         return _Failed(message, columns.original(location))
     prints.drain(engine)
-    return _as_opa_writes(query, raw, json.loads(raw)).get("result", [])
+    return _as_opa_writes(query, raw, jsoncodec.loads(raw)).get("result", [])
 
 
 def _as_opa_writes(query: str, raw: str, value: Any) -> Any:

@@ -1,7 +1,9 @@
 """A small REST client over the `kubernetes` package's auth and TLS, speaking plain dicts.
 
 The generated model classes are slow to build for every watched object and
-lossy for custom resources, so everything here is raw JSON in and out.
+lossy for custom resources, so everything here is raw JSON in and out
+(regokite.jsoncodec). Requests whose answer is read whole go over
+kube.connections' kept-alive connections, watches over urllib3's pool.
 
 An API server that is starting or overloaded answers 503 or 429 with
 `Retry-After`: as client-go does, the request is sent again after the time it
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
-import json
 import logging
 import math
 import os
@@ -30,7 +31,9 @@ from urllib.parse import quote, urlencode, urljoin
 import urllib3
 from kubernetes import client, config
 
+from regokite import jsoncodec
 from regokite.errors import RegokiteError
+from regokite.kube.connections import Connections
 from regokite.ops import api_metrics
 from regokite.ops.outage import Outage
 
@@ -147,6 +150,10 @@ class KubeClient:
         self.host = cfg.host
         self._prefix = urllib3.util.parse_url(cfg.host).path or ""  # a host behind a path (a proxy's)
         self._pool: urllib3.HTTPConnectionPool | None = None  # the API server's, once known (see _send)
+        # every request but a watch, where they are the same as urllib3's (kube.connections)
+        manager = self.api.rest_client.pool_manager
+        usable = Connections.usable(cfg, manager)
+        self._connections = Connections(cfg.host, cfg, pool_size) if usable else None
         # called before every write (method, path); raises to refuse it (leader election)
         self.write_guard: Callable[[str, str], None] | None = None
         self._closed = threading.Event()  # ends Retry-After waits
@@ -155,6 +162,8 @@ class KubeClient:
 
     def close(self) -> None:
         self._closed.set()
+        if self._connections is not None:
+            self._connections.close()
         self.api.close()
 
     def _answered(self, send: Callable[[], Any], what: str) -> Any:
@@ -203,7 +212,9 @@ class KubeClient:
         for auth in self.api.configuration.auth_settings().values():  # renews expiring credentials first
             headers[auth["key"]] = auth["value"]
         if body is not None and not isinstance(body, str | bytes):
-            body = json.dumps(body)
+            body = jsoncodec.dumps(body)
+        if self._connections is not None and isinstance(timeout, float | int):  # an answer read whole
+            return self._send_whole(method, target, body, headers, timeout)
         if isinstance(timeout, tuple):
             limit = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         else:
@@ -224,6 +235,23 @@ class KubeClient:
             method, url, sent["body"], sent["headers"] = _redirected(method, url, location, resp.status, body, headers)
             return manager.urlopen(method, url, **sent)
         return resp
+
+    def _send_whole(
+        self, method: str, target: str, body: str | bytes | None, headers: dict[str, str], timeout: float
+    ) -> Any:
+        """A request whose answer is read whole, on kube.connections' keep-alive connections; a redirect
+        (not the API server's way; a proxy's) is followed as urllib3's manager follows it."""
+        assert self._connections is not None
+        sent = body.encode() if isinstance(body, str) else body  # as urllib3 encodes a text
+        answer = self._connections.request(method, target, sent, headers, timeout)
+        location = answer.get_redirect_location()
+        if not location:
+            return answer
+        url = self.host + target
+        method, url, body, headers = _redirected(method, url, location, answer.status, body, headers)
+        manager = self.api.rest_client.pool_manager
+        limit = urllib3.Timeout(total=timeout)
+        return manager.urlopen(method, url, body=body, headers=headers, timeout=limit, preload_content=False)
 
     def request(
         self,
@@ -258,7 +286,7 @@ class KubeClient:
         return self.request(
             "PATCH",
             path,
-            json.dumps(obj),
+            jsoncodec.dumps(obj),
             query={"fieldManager": manager, "force": "true" if force else None},
             content_type=APPLY_PATCH,
             parse=parse,
@@ -294,7 +322,7 @@ class WatchStream:
                         break
                     buf = rest
                     if line.strip():
-                        yield loads(line)
+                        yield jsoncodec.loads(line)
         finally:
             self.close()
 
@@ -322,20 +350,11 @@ def retry_after(status: int, header: str | None) -> float | None:
     return min(max(seconds, 0.0), RETRY_AFTER_MAX_WAIT)
 
 
-def loads(data: bytes) -> Any:
-    """`json.loads(data)` for the API server's answers: an object's text (`{` then not a NUL) is UTF-8,
-    as json.loads would detect, decoded here without its detection (a sixth of a watch event's
-    decoding in a controller's profile); anything else goes through json.loads's detection."""
-    if data[:1] == b"{" and data[1:2] != b"\x00":
-        return json.loads(data.decode("utf-8", "surrogatepass"))
-    return json.loads(data)
-
-
 def _json(data: bytes) -> Any:
     if not data:
         return {}
     try:
-        return loads(data)
+        return jsoncodec.loads(data)
     except ValueError:
         return data.decode(errors="replace")
 

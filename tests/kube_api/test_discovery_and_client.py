@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from regokite.kube.client import CREDENTIALS_CHECK_SECONDS, ApiError, KubeClient, WatchStream, loads, resource_path
+from regokite.jsoncodec import loads
+from regokite.kube.client import CREDENTIALS_CHECK_SECONDS, ApiError, KubeClient, WatchStream, resource_path
 from regokite.kube.discovery import Discovery, DiscoveryError
 from regokite.resources import ChildType
 from tests.http_replies import reply
