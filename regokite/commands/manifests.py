@@ -8,7 +8,8 @@ from typing import Any
 
 from regokite.admission.webhook_knobs import WebhookSettings, settings_from_values
 from regokite.engine import KINDS
-from regokite.manifests import chart, generate
+from regokite.manifests import bundles, chart, generate
+from regokite.manifests.bundles import BundleOptions
 
 
 def _common(p: argparse.ArgumentParser, default_name: str, *, scaled: bool = True) -> None:
@@ -97,6 +98,7 @@ def add_parser(sub: Any) -> None:
         help="a webhook refuses at apply a CompositeController, DecoratorController or Watch whose hooks are not in"
         " the served policies (serve the controller's --policies and --policy-namespaces)",
     )
+    _bundle_options(adm)
     adm.set_defaults(func=_cmd_admission)
 
     gk = kinds.add_parser(
@@ -137,6 +139,26 @@ def add_parser(sub: Any) -> None:
     _controller_options(ctl)
     _replicate_options(ctl)
     ctl.set_defaults(func=_cmd_controller)
+
+
+def _bundle_options(adm: argparse.ArgumentParser) -> None:
+    """OPA's bundles (the chart's admission.bundles; --values' admission.bundles under these flags)."""
+    group = adm.add_argument_group("OPA bundles (docs/switching/opa-bundles.md)")
+    group.add_argument(
+        "--bundle", action="append", default=[], metavar="PATH_OR_URL", help="the server's --bundle (repeatable)"
+    )
+    one = group.add_mutually_exclusive_group()
+    one.add_argument(
+        "--bundle-config",
+        metavar="FILE",
+        help="OPA's configuration file, checked as the server reads it, put in a Secret and given as --config-file",
+    )
+    one.add_argument("--bundle-secret", metavar="NAME", help="an existing Secret holding it under config.yaml")
+    group.add_argument(
+        "--policies-from-bundles",
+        action="store_true",
+        help="--policies only compute the webhooks and RBAC: the server serves the bundles' policies alone",
+    )
 
 
 def _controller_options(ctl: argparse.ArgumentParser) -> None:
@@ -316,6 +338,8 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         opa_wait=args.opa_wait,
         policy_namespaces=[n.strip() for value in args.policy_namespaces for n in value.split(",") if n.strip()],
         check_definitions=args.check_definitions,
+        bundles=_bundles(args),
+        policies_from_bundles=args.policies_from_bundles,
     )
     if args.helm_values:
         return _print_values(chart.admission_values(opts))
@@ -327,6 +351,26 @@ def _cmd_admission(args: argparse.Namespace) -> int:
         )
     print(generate.to_yaml(generate.admission_manifests(opts), header), end="")
     return 0
+
+
+def _bundles(args: argparse.Namespace) -> BundleOptions:
+    """--values' admission.bundles, the flags over them (checked as the server reads them)."""
+    import dataclasses
+
+    from regokite import yamldoc
+    from regokite.errors import RegokiteError
+
+    given = bundles.from_values(_values(args))
+    urls = [*given.urls, *args.bundle]
+    if args.bundle_secret:
+        return dataclasses.replace(given, config=None, existing_secret=args.bundle_secret, urls=urls)
+    if not args.bundle_config:
+        return dataclasses.replace(given, urls=urls)
+    try:
+        config = yamldoc.load(Path(args.bundle_config).read_text(encoding="utf-8")) or {}
+        return dataclasses.replace(given, config=config, existing_secret="", urls=urls)
+    except (OSError, yamldoc.YAMLError, RegokiteError) as exc:
+        raise RegokiteError(f"--bundle-config {args.bundle_config}: {exc}") from None
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:

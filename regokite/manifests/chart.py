@@ -17,6 +17,7 @@ from typing import Any
 from regokite.engine import EngineSettings
 from regokite.errors import RegokiteError
 from regokite.manifests import generate, webhooks
+from regokite.manifests.bundles import BundleOptions
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def rbac_entries(objects: list[Obj], name: str, namespace: str) -> list[Obj]:
 def _policies(opts: Any, component: str) -> Obj:
     """How the role reads its policies: `--policies` args, and the ConfigMap's files unless baked."""
     objects, volumes, args, _ = generate.policy_mount(opts, opts.name, component)
-    doc: Obj = {"baked": opts.baked_policies, "args": args}
+    doc: Obj = {"baked": opts.baked_policies or not objects, "args": args}  # baked: no ConfigMap
     if objects:
         doc["files"] = objects[0]["data"]
         doc["items"] = volumes[0]["configMap"]["items"]
@@ -85,6 +86,7 @@ def admission_values(opts: generate.AdmissionOptions) -> Obj:
             "replicateCluster": opts.replicate_cluster,
             "policyNamespaces": opts.policy_namespaces,
             "policies": _policies(opts, "admission"),
+            **({"bundles": opts.bundles.values()} if opts.bundles.configured else {}),
             "rbac": rbac_entries(objects, opts.name, opts.namespace),
             "webhooks": {
                 "validating": webhooks.webhook_bases([p for p in policies if p.validating], "validate"),
@@ -149,6 +151,16 @@ def controller_values(opts: generate.ControllerOptions) -> Obj:
 ADMISSION_POLICIES = ["policies/admission", "policies/lib"]
 
 
+# ci/admission-bundles-values.yaml: the bundled policies from a bundle service, persisted, signed
+CI_BUNDLES = BundleOptions(
+    config={
+        "services": {"bundles": {"url": "https://bundles.example.com/v1", "credentials": {"bearer": {"token": "x"}}}},
+        "bundles": {"admission": {"service": "bundles", "persist": True, "signing": {"keyid": "release"}}},
+        "keys": {"release": {"algorithm": "HS256", "key": "replace-me"}},
+    }
+)
+
+
 def ci_values() -> dict[str, Obj]:
     """One values file per role (chart-testing's ci/ folder): the bundled policies, baked in the image."""
     baked = {"baked_policies": True, "policies": ADMISSION_POLICIES}
@@ -156,6 +168,10 @@ def ci_values() -> dict[str, Obj]:
     return {
         "admission": {
             **admission_values(generate.AdmissionOptions(**baked)),
+            "gatekeeper": {"enabled": False},
+        },
+        "admission-bundles": {
+            **admission_values(generate.AdmissionOptions(**baked, bundles=CI_BUNDLES, policies_from_bundles=True)),
             "gatekeeper": {"enabled": False},
         },
         "gatekeeper": gatekeeper,

@@ -27,6 +27,7 @@ from regokite.gatekeeper.crds import MUTATOR_PLURALS
 from regokite.gatekeeper.resources import CONSTRAINT_GROUP, EXPANSION_GROUP, MUTATION_GROUP
 from regokite.manifests import definition_crds, rbac, webhooks
 from regokite.manifests import workloads as w
+from regokite.manifests.bundles import BundleOptions, bundle_objects
 
 Obj = dict[str, Any]
 DEFAULT_IMAGE = f"regokite/regokite:{__version__}"
@@ -70,6 +71,8 @@ class AdmissionOptions(Common):
     # CompositeControllers, DecoratorControllers and Watches against the policies it serves
     policy_namespaces: list[str] = field(default_factory=list)
     check_definitions: bool = False
+    bundles: BundleOptions = field(default_factory=BundleOptions)  # OPA's bundles (admission.bundles)
+    policies_from_bundles: bool = False  # `policies` only compute the webhooks and RBAC; the bundles serve them
 
 
 @dataclass
@@ -110,6 +113,8 @@ def _replicate_flags(opts: AdmissionOptions | ControllerOptions) -> list[str]:
 
 def policy_mount(opts: Common, name: str, component: str) -> tuple[list[Obj], list[Obj], list[str], list[Obj]]:
     """(objects, volumes, --policies args, volumeMounts) for the policies of `opts`."""
+    if getattr(opts, "policies_from_bundles", False):
+        return [], [], [], []
     if opts.baked_policies:
         return [], [], ["--policies", "/policies"], []
     policies: list[str] = getattr(opts, "policies", [])
@@ -164,6 +169,13 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         )  # fmt: skip
         policy_args += [a for ns in opts.policy_namespaces for a in ("--policy-namespaces", ns)]
         policy_args += ["--policy-namespaces-dir", CONFIGMAP_POLICIES_DIR]
+    if opts.policies_from_bundles and not opts.bundles.configured:
+        raise RegokiteError("policies served from bundles: configure the bundles (a config, a Secret or URLs)")
+    bundle_objs, bundle_volumes, bundle_mounts, bundle_args = bundle_objects(
+        opts.bundles, opts.name, opts.namespace, component
+    )
+    objects += bundle_objs
+    policy_args += bundle_args
     # as Gatekeeper's --shutdown-delay: a Pod being deleted serves until its endpoint is gone (a rolling update
     # loses no review); terminationGracePeriodSeconds (30) leaves the reviews in flight time to finish after it
     args = ["admission", *policy_args, *_engine_args(opts), "--shutdown-delay=10"]
@@ -174,8 +186,8 @@ def admission_manifests(opts: AdmissionOptions) -> list[Obj]:
         opts,
         component,
         args,
-        mounts=mounts,
-        volumes=volumes,
+        mounts=[*mounts, *bundle_mounts],
+        volumes=[*volumes, *bundle_volumes],
         automount=bool(replicated or opts.policy_namespaces),
         webhook_name="regokite",
     )

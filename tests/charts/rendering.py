@@ -3,6 +3,7 @@ objects beside `regokite manifests`' for the same settings."""
 
 from __future__ import annotations
 
+import base64
 import copy
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 from regokite import yamldoc
 from regokite.admission.webhook_knobs import settings_from_values
-from regokite.manifests import chart, generate
+from regokite.manifests import bundles, chart, generate
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk (the test extra) renders the chart")
 
@@ -46,7 +47,8 @@ def render(values: Obj, *, namespace: str = NAMESPACE) -> list[Obj]:
 
 def comparable(objects: list[Obj]) -> dict[tuple[str, str], Obj]:
     """(kind, name) -> object without what only one side writes: Helm's labels, the webhooks' CA (the chart's
-    is real, the command's a placeholder), the chart's generated TLS Secret."""
+    is real, the command's a placeholder), the chart's generated TLS Secret; OPA's configuration file in the
+    bundles' Secret as the document it holds (Helm's toYaml and PyYAML write it differently)."""
     out = {}
     for obj in copy.deepcopy(objects):
         labels = obj["metadata"].get("labels") or {}
@@ -54,6 +56,8 @@ def comparable(objects: list[Obj]) -> dict[tuple[str, str], Obj]:
             labels.pop(label, None)
         if obj["kind"] == "Secret" and obj["metadata"]["name"].endswith("-tls"):
             continue
+        if obj["kind"] == "Secret" and obj["metadata"]["name"].endswith("-bundles"):
+            obj["data"] = {k: yamldoc.load(base64.b64decode(v).decode()) for k, v in obj["data"].items()}
         for hook in obj.get("webhooks") or []:
             hook["clientConfig"].pop("caBundle", None)
         out[(obj["kind"], obj["metadata"]["name"])] = obj
@@ -66,6 +70,7 @@ def generated(role: str, values: Obj, **options: Any) -> tuple[list[Obj], Obj]:
     common = {"namespace": NAMESPACE, "include_namespace": False, "log_level": values.get("logLevel")}
     settings = settings_from_values(values)
     if role == "admission":
+        options.setdefault("bundles", bundles.from_values(values))
         opts = generate.AdmissionOptions(**common, **options, webhook_settings=settings)
         return generate.admission_manifests(opts), chart.admission_values(opts)
     if role == "gatekeeper":

@@ -3,13 +3,17 @@ for the same settings (the chart takes what only the policies tell from `--helm-
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from regokite import __version__, yamldoc
-from regokite.manifests import chart, generate
+from regokite.bundles.config import parse_config
+from regokite.errors import RegokiteError
+from regokite.manifests import bundles, chart, generate
 from tests.charts.rendering import CHART, comparable, generated, helm, merged, render, without_crds
 
 ROLES = ("admission", "gatekeeper", "audit", "controller")
@@ -41,6 +45,19 @@ KNOBS = {
     "auditInterval": 30,
     "constraintViolationsLimit": 5,
     "auditChunkSize": 1000000,  # Helm reads numbers as doubles: "1e+06" unless the chart makes it an integer
+    "admission": {
+        "bundles": {  # OPA's configuration (a Secret, --config-file), --bundle, persistence on a volume
+            "config": {
+                "services": [
+                    {"name": "acme", "url": "https://bundles.example.com/v1", "credentials": {"bearer": {"token": "t"}}}
+                ],
+                "bundles": {"authz": {"persist": True, "polling": {"min_delay_seconds": 10, "max_delay_seconds": 20}}},
+            },
+            "persistenceDirectory": "/var/cache/opa",  # the config gets it as its persistence_directory
+            "urls": ["https://bundles.example.com/extra.tar.gz", "/bundles/base.tar.gz"],
+            "persistenceVolume": {"persistentVolumeClaim": {"claimName": "opa-bundles"}},
+        }
+    },
 }
 
 
@@ -55,7 +72,7 @@ def assert_lint_clean(values: dict[str, Any] | None) -> None:
     assert (report["errors"], problems) == ([], [])
 
 
-@pytest.mark.parametrize("role", [None, *ROLES])
+@pytest.mark.parametrize("role", [None, *ROLES, "admission-bundles"])
 def test_helm_lint_is_clean_for_the_defaults_and_each_roles_values(role: str | None) -> None:
     assert_lint_clean(ci_values(role) if role else None)
 
@@ -122,6 +139,9 @@ def test_the_charts_app_version_is_regokites() -> None:
         ({"validatingWebhookMatchConditions": [{"name": "x"}]}, "expression"),
         ({"engine": "wasm"}, "/engine"),
         ({"gatekeeper": {"tolerations": {}}}, "/gatekeeper/tolerations"),
+        ({"admission": {"bundles": {"config": "services: {}"}}}, "/admission/bundles/config"),
+        ({"admission": {"bundles": {"urls": "https://bundles.example.com/b.tar.gz"}}}, "/admission/bundles/urls"),
+        ({"admission": {"bundles": {"persistenceDirectory": ".opa"}}}, "/admission/bundles/persistenceDirectory"),
     ],
 )
 def test_a_wrong_value_fails_before_anything_renders(values: dict[str, Any], message: str) -> None:
@@ -205,3 +225,66 @@ def test_the_command_prints_the_values_the_chart_takes(capsys: pytest.CaptureFix
     [printed] = yamldoc.load_all(capsys.readouterr().out)
     assert printed["admission"] == ci_values("admission")["admission"]
     assert_lint_clean(printed)
+
+
+def test_a_bundle_config_is_served_from_a_secret_with_its_persistence_volume() -> None:
+    values = ci_values("admission-bundles")
+    objects = render(values)
+    [secret] = [o for o in objects if (o["kind"], o["metadata"]["name"]) == ("Secret", "regokite-admission-bundles")]
+    config = yamldoc.load(base64.b64decode(secret["data"]["config.yaml"]).decode())
+    assert config == {**values["admission"]["bundles"]["config"], "persistence_directory": "/var/lib/regokite/opa"}
+    assert parse_config(config).bundles["admission"].persist  # what the server reads
+    [deployment] = [o for o in objects if o["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    [server] = [c for c in pod["containers"] if c["name"] == "regokite"]
+    mounts = {m["name"]: m for m in server["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert server["args"][:3] == ["admission", "--config-file", "/etc/regokite/bundles/config.yaml"]
+    assert "--policies" not in server["args"]  # the bundles serve the policies; they only computed the webhooks
+    assert mounts["bundles-config"]["mountPath"] == "/etc/regokite/bundles" and mounts["bundles-config"]["readOnly"]
+    assert volumes["bundles-config"] == {"name": "bundles-config", "secret": {"secretName": secret["metadata"]["name"]}}
+    assert mounts["bundles-persistence"]["mountPath"] == config["persistence_directory"]
+    assert volumes["bundles-persistence"] == {"name": "bundles-persistence", "emptyDir": {}}
+    assert [o for o in objects if o["kind"] == "ValidatingWebhookConfiguration"]
+
+
+def test_bundles_from_an_existing_secret_render_the_same_in_both() -> None:
+    values = {"gatekeeper": {"enabled": False}, "admission": {"bundles": {"existingSecret": "opa-config"}}}
+    objects, helm_values = generated("admission", values, **ADMISSION, policies_from_bundles=True)
+    expected, got = comparable(objects), comparable(render(merged(values, helm_values)))
+    assert got == expected
+    assert not [key for key in got if key[0] in ("Secret", "ConfigMap") and key[1] != "regokite-admission-tls"]
+    pod = got[("Deployment", "regokite-admission")]["spec"]["template"]["spec"]
+    assert {"name": "bundles-config", "secret": {"secretName": "opa-config"}} in pod["volumes"]
+    [server] = [c for c in pod["containers"] if c["name"] == "regokite"]
+    assert {"name": "bundles-persistence", "mountPath": "/var/lib/regokite/opa"} in server["volumeMounts"]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"discovery": {"name": "d"}, "services": {"s": {"url": "https://x"}}}, "discovery: regokite does not serve"),
+        ({"services": {"s": {"url": "https://x"}}, "bundles": {"b": {"service": "t"}}}, "no service named 't'"),
+        ({"services": {"s": {"url": "https://x"}}, "bundles": {"b": {"polling": {"min_delay_seconds": 5}}}}, "both"),
+    ],
+)
+def test_regokite_manifests_refuses_a_bundle_config_the_server_would_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture, config: dict[str, Any], message: str
+) -> None:
+    from regokite.cli import main
+
+    (tmp_path / "opa.yaml").write_text(yaml.safe_dump(config))
+    argv = ["manifests", "admission", *(a for p in chart.ADMISSION_POLICIES for a in ("--policies", p))]
+    assert main([*argv, "--bundle-config", str(tmp_path / "opa.yaml")]) == 2
+    assert message in capsys.readouterr().err
+    (tmp_path / "values.yaml").write_text(yaml.safe_dump({"admission": {"bundles": {"config": config}}}))
+    assert main([*argv, "--values", str(tmp_path / "values.yaml"), "--helm-values"]) == 2
+    assert "admission.bundles.config: " in capsys.readouterr().err
+
+
+def test_a_bundle_config_and_an_existing_secret_are_refused_together_in_both() -> None:
+    both = {"config": {"services": {"s": {"url": "https://x"}}}, "existingSecret": "opa-config"}
+    with pytest.raises(RegokiteError, match="not both"):
+        bundles.from_values({"admission": {"bundles": both}})
+    with pytest.raises(Exception, match="not both"):
+        render({"gatekeeper": {"enabled": False}, "admission": {"enabled": True, "bundles": both}})

@@ -51,7 +51,7 @@ def namespace(api: client.ApiClient) -> Iterator[str]:
     kube.delete(api, f"/api/v1/namespaces/{name}")
 
 
-@pytest.mark.parametrize("role", [None, *ROLES])
+@pytest.mark.parametrize("role", [None, *ROLES, "admission-bundles"])
 def test_every_rendered_object_passes_a_server_side_dry_run(
     role: str | None, cluster: kube.Cluster, dynamic: DynamicClient, namespace: str
 ) -> None:

@@ -306,3 +306,54 @@ spec:
   securityContext: {{- include "regokite.securityContext" . | nindent 4 }}
   volumeMounts: {{- toYaml .mounts | nindent 2 }}
 {{- end -}}
+
+{{/* admission.bundles' configuration as the Secret holds it, and whether a bundle persists (a volume at
+persistence_directory, which the config gets when it has none): YAML {config, persisted}. An existing
+Secret is not read, so its bundles may persist. (dict "bundles" ...) */}}
+{{- define "regokite.bundlesConfig" -}}
+{{- $b := .bundles -}}
+{{- if and $b.config $b.existingSecret }}{{ fail "admission.bundles: give config or existingSecret, not both" }}{{ end -}}
+{{- $config := deepCopy ($b.config | default dict) -}}
+{{- $persisted := not (empty $b.existingSecret) -}}
+{{- range $_, $bundle := ($config.bundles | default dict) }}{{ if and (kindIs "map" $bundle) $bundle.persist }}{{ $persisted = true }}{{ end }}{{ end -}}
+{{- if $persisted }}{{ $_ := set $config "persistence_directory" ($config.persistence_directory | default $b.persistenceDirectory) }}{{ end -}}
+{{- toYaml (dict "config" $config "persisted" $persisted) -}}
+{{- end -}}
+
+{{/* The Secret of OPA's configuration file rendered from admission.bundles.config. (dict "root" "name" "component" "bundles") */}}
+{{- define "regokite.bundlesSecret" -}}
+{{- if .bundles.config }}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .name }}-bundles
+  namespace: {{ .root.Release.Namespace }}
+  labels: {{- include "regokite.labels" . | nindent 4 }}
+type: Opaque
+data:
+  config.yaml: {{ (include "regokite.bundlesConfig" . | fromYaml).config | toYaml | b64enc }}
+{{- end }}
+{{- end -}}
+
+{{/* What serves admission.bundles: --config-file (the Secret mounted), --bundle, the persistence volume.
+YAML {args, volumes, mounts}. (dict "root" "name" "component" "bundles") */}}
+{{- define "regokite.bundles" -}}
+{{- $b := .bundles -}}
+{{- $out := dict "args" list "volumes" list "mounts" list -}}
+{{- if or $b.config $b.existingSecret }}
+{{- $plan := include "regokite.bundlesConfig" . | fromYaml }}
+{{- $secret := $b.existingSecret | default (printf "%s-bundles" .name) }}
+{{- $_ := set $out "args" (list "--config-file" "/etc/regokite/bundles/config.yaml") }}
+{{- $_ := set $out "volumes" (list (dict "name" "bundles-config" "secret" (dict "secretName" $secret))) }}
+{{- $_ := set $out "mounts" (list (dict "name" "bundles-config" "mountPath" "/etc/regokite/bundles" "readOnly" true)) }}
+{{- if $plan.persisted }}
+{{- $directory := $plan.config.persistence_directory }}
+{{- if not (isAbs $directory) }}{{ fail (printf "admission.bundles: persistence_directory %q must be an absolute path" $directory) }}{{ end }}
+{{- $_ := set $out "volumes" (append $out.volumes (merge (dict "name" "bundles-persistence") ($b.persistenceVolume | default (dict "emptyDir" dict)))) }}
+{{- $_ := set $out "mounts" (append $out.mounts (dict "name" "bundles-persistence" "mountPath" $directory)) }}
+{{- end }}
+{{- end }}
+{{- range $b.urls }}{{ $_ := set $out "args" (concat $out.args (list "--bundle" .)) }}{{ end }}
+{{- toYaml $out -}}
+{{- end -}}
