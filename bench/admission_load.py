@@ -35,7 +35,9 @@ Reports, all as ratios within the run:
 `--decision-logs`: instead, one worker's open loop at half its saturation
 with OPA's decision logs off, then on (a `--config-file` whose
 `decision_logs` upload to a local HTTP sink here), the same rate in the same
-run: p50/p99 on over off, and the events the sink received.
+run: p50/p99 on over off, and the events the sink received. `--mask`: the
+"on" server also serves a `system.log` package (a drop and a mask decision),
+which the logger's thread evaluates for every event.
 """
 
 from __future__ import annotations
@@ -511,6 +513,14 @@ def split_by_wait(requests: list[tuple[float, float]], watch: CpuWatch) -> dict[
     }
 
 
+SYSTEM_LOG = """package system.log
+
+drop if input.input.request.namespace == "kube-system"
+
+mask contains "/input/request/object/spec/template/spec/containers"
+"""
+
+
 def compare_decision_logs(args: argparse.Namespace, raw: dict[str, float]) -> None:
     """One worker's open loop at half its saturation (measured with logging off), logging off then on."""
     sink = Sink()
@@ -521,11 +531,15 @@ def compare_decision_logs(args: argparse.Namespace, raw: dict[str, float]) -> No
         reporting = {"min_delay_seconds": 1, "max_delay_seconds": 2}
         config.write_text(json.dumps({"services": {"logs": {"url": sink.url}},
                                       "decision_logs": {"service": "logs", "reporting": reporting}}))  # fmt: skip
+        system = Path(tmp) / "system"
+        system.mkdir()
+        (system / "log.rego").write_text(SYSTEM_LOG)
         for label, extra in (("off", ()), ("on", ("--config-file", str(config)))):
             workdir = Path(tmp) / label
             workdir.mkdir()
             argv = ("--workers", "1", *PRODUCTION_RELOAD, *extra)
-            with admission_server(standalone_policies(), workdir, *argv) as server:
+            served = [*standalone_policies(), *([system] if args.mask and extra else [])]
+            with admission_server(served, workdir, *argv) as server:
                 ctx = ssl.create_default_context(cafile=str(server.ca))
                 url = f"{server.url}/{args.endpoint}"
                 asyncio.run(closed_loop(url, ctx, 1.0, 4))  # warm the worker
@@ -551,6 +565,7 @@ def main() -> None:
     parser.add_argument("--profile-seconds", type=float, default=10)
     parser.add_argument("--endpoint", default="validate", help="e.g. validate/admission.required_labels")
     parser.add_argument("--decision-logs", action="store_true", help="logging off vs on at one rate (see above)")
+    parser.add_argument("--mask", action="store_true", help="with --decision-logs: a drop and a mask policy too")
     args = parser.parse_args()
 
     print(f"load average at start: {os.getloadavg()}")

@@ -314,5 +314,6 @@ def format_bench(results: Sequence[TestResult]) -> str:
         for b in r.benchmarks:
             memory = "" if b.python_peak_bytes is None else f"\t{b.python_peak_bytes} python_peak_B/op"
             out.append(f"{r.ref}\t{b.n:>10}\t{b.ns_per_op:>12} ns/op\t{b.p50_ns} p50_ns\t{b.p99_ns} p99_ns{memory}")
-    failed = [r for r in results if r.outcome is not Outcome.PASS]
-    return "\n".join([*out, format_pretty(failed) if failed else format_pretty(results).split("\n")[-1]])
+    summary = format_pretty(results)  # the tests that did not pass under their files, a rule, the counts
+    ruled = any(r.outcome is not Outcome.PASS for r in results)
+    return "\n".join([*out, summary] if ruled else [*out, RULE_LINE, summary])

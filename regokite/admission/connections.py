@@ -32,9 +32,12 @@ what one event-loop step wrote as one TLS record and one `write`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import logging
 import socket
 import ssl
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -249,6 +252,26 @@ async def accept(
         task.add_done_callback(handshakes.discard)
 
 
+# classic BPF for the address's SO_REUSEPORT group: `return 1`, the second listener (the newest of two)
+NEWEST_LISTENER = struct.pack("HBBI", 0x06, 0, 0, 1)  # BPF_RET | BPF_K
+SO_ATTACH_REUSEPORT_CBPF = 51  # Linux's, not in the socket module
+
+
+def start_listening(sock: socket.socket) -> None:
+    """Listen on the supervisor's bound socket, once a worker can answer (again by each worker: the same socket).
+    Its SO_REUSEPORT group's BPF program sends every new connection to the newer listener of the address, so a
+    server that got SIGTERM receives none it could drop while it finishes the ones it has, and one starting
+    receives none before it answers. Alone on the address (or where the kernel has no such program), it gets
+    them all."""
+    sock.listen(2048)
+    if hasattr(socket, "SO_REUSEPORT"):
+        program = ctypes.create_string_buffer(NEWEST_LISTENER)
+        with contextlib.suppress(OSError):  # not Linux: two servers share new connections by hash
+            sock.setsockopt(
+                socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, struct.pack("HP", 1, ctypes.addressof(program))
+            )
+
+
 class GuardedServer(uvicorn.Server):
     """uvicorn's server, its connections accepted by `accept` from a socket shared with other workers."""
 
@@ -271,6 +294,7 @@ class GuardedServer(uvicorn.Server):
                 app_state=self.lifespan.state,
             )
 
+        start_listening(self.sock)
         self.acceptor = asyncio.create_task(accept(self.sock, self.tls, protocol, self.limits))
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

@@ -12,20 +12,20 @@ per replicated resource that the workers mirror.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
 import signal
 import socket
 import ssl
-import struct
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import NoReturn
 
 from regokite.admission.policies import PolicySet
 from regokite.admission.reload import LastGood, unreplicated
@@ -108,7 +108,7 @@ def _serve(settings: AdmissionSettings, plugin: BundlePlugin | None) -> int:
         raise RegokiteError(f"TLS: {settings.tls_cert} with {settings.tls_key}: {exc}") from None
     # Only the workers' live gauges (policies loaded, reload healthy) describe what is served.
     forget_process(os.getpid())
-    sock = listening_socket(settings.host, settings.port)
+    sock = bound_socket(settings.host, settings.port)
     log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
     snapshots = Path(tempfile.mkdtemp(prefix="regokite-policies-"))
     if feeding:
@@ -119,28 +119,15 @@ def _serve(settings: AdmissionSettings, plugin: BundlePlugin | None) -> int:
         shutil.rmtree(snapshots, ignore_errors=True)
 
 
-# classic BPF for the address's SO_REUSEPORT group: `return 1`, the second listener (the newest of two)
-NEWEST_LISTENER = struct.pack("HBBI", 0x06, 0, 0, 1)  # BPF_RET | BPF_K
-SO_ATTACH_REUSEPORT_CBPF = 51  # Linux's, not in the socket module
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """The socket the workers share, bound so that a new server can start on the same address while this one
-    drains (a rolling restart on one host): with SO_REUSEPORT both listen, and the group's BPF program sends
-    every new connection to the newer listener, so a server that got SIGTERM receives none it could drop
-    while it finishes the ones it has. Alone on the address (or where the kernel has no such program), it
-    gets them all."""
+def bound_socket(host: str, port: int) -> socket.socket:
+    """The socket the workers share, bound (not listening: the first worker ready listens, `start_listening`) with
+    SO_REUSEPORT, so that a new server can start on the same address while this one drains (a rolling restart on
+    one host) and gets no connection before it can answer one."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if hasattr(socket, "SO_REUSEPORT"):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
-    sock.listen(2048)
-    if hasattr(socket, "SO_REUSEPORT"):
-        program = ctypes.create_string_buffer(NEWEST_LISTENER)
-        with contextlib.suppress(OSError):  # not Linux: two servers share new connections by hash
-            fprog = struct.pack("HP", 1, ctypes.addressof(program))
-            sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, fprog)
     sock.set_inheritable(True)
     return sock
 
@@ -244,13 +231,8 @@ def _supervise(
             signal.signal(signal.SIGUSR1, lambda *_: STOPPING.set())
             if shutdown.at is not None:  # a replacement forked during --shutdown-delay
                 STOPPING.set()
-            try:
-                saved, allowance = partial(last_good.save, slot), allowances.setter(slot)
-                run_worker(settings, sock, tls, start, watchdog.tracker(slot), saved, allowance)
-            except BaseException:
-                log.exception("admission worker crashed")
-                os._exit(1)
-            os._exit(0)
+            tracker, saved, allowance = watchdog.tracker(slot), partial(last_good.save, slot), allowances.setter(slot)
+            _exit_after("admission worker", partial(run_worker, settings, sock, tls, start, tracker, saved, allowance))
         children[pid] = slot
 
     signal.signal(signal.SIGTERM, shutdown.signalled)
@@ -295,6 +277,16 @@ def _supervise(
     return 0
 
 
+def _exit_after(what: str, run_child: Callable[[], object]) -> NoReturn:
+    """A forked child's end: exit 0 when it returns, 1 when it raises (logged); never back into the supervisor."""
+    try:
+        run_child()
+    except BaseException:
+        log.exception(f"{what} crashed")
+        os._exit(1)
+    os._exit(0)
+
+
 def _fork_feeder(settings: AdmissionSettings) -> int:
     """The replica feeder process (`replica_feed`): the one list+watch per resource the workers mirror."""
     assert settings.replica_feed is not None
@@ -305,12 +297,7 @@ def _fork_feeder(settings: AdmissionSettings) -> int:
         address, key = settings.replica_feed
         with contextlib.suppress(FileNotFoundError):
             os.unlink(address)  # a feeder's before this one
-        try:
-            run_feed(address, key, settings.kubeconfig, settings.replicate_path)
-        except BaseException:
-            log.exception("replica feeder crashed")
-            os._exit(1)
-        os._exit(0)
+        _exit_after("replica feeder", lambda: run_feed(address, key, settings.kubeconfig, settings.replicate_path))
     return pid
 
 
@@ -320,16 +307,16 @@ def _fork_downloader(plugin: BundlePlugin, restarted: bool) -> int:
     if pid == 0:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        try:
-            if restarted:
-                plugin.start_from_disk()  # the store as the last downloader left it, verified again
-            plugin.publish_metrics()
-            plugin.run(threading.Event())
-        except BaseException:
-            log.exception("bundle downloader crashed")
-            os._exit(1)
-        os._exit(0)
+        _exit_after("bundle downloader", partial(_download, plugin, restarted))
     return pid
+
+
+def _download(plugin: BundlePlugin, restarted: bool) -> None:
+    """The downloader's life: from the store as the last downloader left it (verified again) when restarted."""
+    if restarted:
+        plugin.start_from_disk()
+    plugin.publish_metrics()
+    plugin.run(threading.Event())
 
 
 def _kill_overdue(

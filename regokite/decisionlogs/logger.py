@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from regokite.bundle import Bundle
 from regokite.bundles.download import open_url
 from regokite.decisionlogs.config import DecisionLogConfig
 from regokite.decisionlogs.events import masked
-from regokite.engine import UNDEFINED, Engine
-from regokite.errors import EvaluationError
+from regokite.engine import UNDEFINED, Engine, open_engine
+from regokite.errors import EvaluationError, PolicyLoadError
 from regokite.ops import decision_log_metrics as metrics
 
 log = logging.getLogger("regokite.decisionlogs")
@@ -55,6 +56,7 @@ class DecisionLogger:
         self._wake = threading.Event()
         self._closed = False
         self._failures = 0
+        self._small: tuple[Engine, Engine | None] | None = None  # (the engine served, its decisions' engine)
         self._judged_ids: set[str] = set()  # requeued after a failed upload: dropped/masked already
         self.dropped: collections.Counter[str] = collections.Counter()
         self._thread = threading.Thread(target=self._run, name="decision-logs", daemon=True)
@@ -130,8 +132,8 @@ class DecisionLogger:
 
     def _judged(self, taken: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The events the drop decision keeps, masked."""
-        engine = self._engine()
-        if engine is None or not self._has_decisions(engine):
+        engine = self._decisions_engine(self._engine())
+        if engine is None:
             return taken
         kept = []
         for entry in taken:
@@ -151,15 +153,30 @@ class DecisionLogger:
             kept.append(masked(entry, rules if isinstance(rules, list) else []))
         return kept
 
-    def _has_decisions(self, engine: Engine) -> bool:
-        """Whether the engine's modules hold the package of the drop or the mask decision (asking an engine
-        without them costs a query per event, and compiles the engine once for this thread)."""
-        bundle = getattr(engine, "bundle", None)
-        if bundle is None:
-            return True
-        wanted = {path.rpartition("/")[0].replace("/", ".") for path in (self.config.drop_decision,
-                                                                          self.config.mask_decision)}  # fmt: skip
-        return any(m.package in wanted for m in bundle.modules)
+    def _decisions_engine(self, serving: Engine | None) -> Engine | None:
+        """An engine of the served modules of the drop and mask decisions' packages alone (None: there are
+        none): built once per engine served, in this thread. Compiling and querying the whole policy set
+        here held the GIL long enough to show in the reviews' latency (bench.admission_load --mask); where
+        those modules need others (an import), the whole set answers."""
+        if serving is None:
+            return None
+        built = self._small
+        if built is not None and built[0] is serving:
+            return built[1]
+        bundle = getattr(serving, "bundle", None)
+        small: Engine | None = serving
+        if bundle is not None:
+            wanted = {path.rpartition("/")[0].replace("/", ".") for path in (self.config.drop_decision,
+                                                                              self.config.mask_decision)}  # fmt: skip
+            modules = tuple(m for m in bundle.modules if m.package in wanted)
+            small = None
+            if modules:
+                try:
+                    small = open_engine(Bundle(modules, bundle.data, bundle.roots))
+                except PolicyLoadError:
+                    small = serving
+        self._small = (serving, small)
+        return small
 
     @staticmethod
     def _answer(engine: Engine, path: str, entry: dict[str, Any]) -> Any:

@@ -119,4 +119,5 @@ def test_test_bench_measures_each_passing_test(tmp_path: Path, capsys) -> None:
     assert [line.split("\t")[0] for line in lines[:2]] == ["data.p.test_allow", "data.p.test_deny"]
     assert lines[0].split("\t")[1].strip() == "10" and lines[0].split("\t")[2].endswith(" ns/op")
     assert "data.p.test_fails: FAIL" in "\n".join(lines)
+    assert lines[-2:] == ["PASS: 2/3", "FAIL: 1/3"]  # the counts over every test, as without --bench
     assert main(["test", "--bench", "--coverage", str(tmp_path)]) == 1

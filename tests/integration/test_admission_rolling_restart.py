@@ -150,6 +150,10 @@ def test_a_rolling_restart_with_a_new_ca_loses_no_review(
             return False
 
         kube.wait_for(refused_by_policy, bool, what="the API server to call the old server", timeout=30)
+        apiserver_log = cluster.kubeconfig.parent / "logs" / "kube-apiserver.log"  # the session's control plane
+        if not apiserver_log.exists():  # REGOKITE_KUBECONFIG: an API server whose log is elsewhere
+            apiserver_log = None
+        log_from = len(apiserver_log.read_text(errors="replace")) if apiserver_log is not None else 0
         with Load(cluster, namespace).running() as load:
             time.sleep(1.5)
             merge_patch(api, f"{kube.VALIDATING}/{name}", trusting(config, old.ca, new_ca))
@@ -178,6 +182,11 @@ def test_a_rolling_restart_with_a_new_ca_loses_no_review(
     errors = [(round(at - stopped, 2), status, message) for at, status, message in load.errors]
     assert errors == [], figures
     assert load.wrong == []
+    if apiserver_log is not None:  # the API server's own account: each webhook call it could not make, TLS errors
+        seen = apiserver_log.read_text(errors="replace")[log_from:].splitlines()
+        failed = [line for line in seen if name in line and "failed calling webhook" in line.lower()]
+        assert failed == [], failed[:5]
+        assert [line for line in seen if "x509" in line or "tls: " in line] == []
     assert exit_code == 0, f"the old server did not exit cleanly on SIGTERM: {exit_code}\n{old.logs()[-3000:]}"
     assert figures["old server reviews"] > 0 and figures["new server reviews"] > 0, figures
     if connections == "kept alive":

@@ -143,19 +143,51 @@ def _lenient(name: object, arguments: object, place: object) -> list[object]:
         return []
     internal = INTERNAL.get(name)
     extension = internal.function if internal and internal.errors == "builtin" else BUILTINS.get(name, (0, None))[1]
+    operands = ", ".join(f"input[{i}]" for i in range(len(arguments)))
+    engine = None
     try:
         if extension is not None:
             return [extension(*arguments)]
         engine = regorus.Engine()
         engine.set_input(arguments)
-        operands = ", ".join(f"input[{i}]" for i in range(len(arguments)))
         found = engine.eval_query(f"__value := {name}({operands})")["result"]
     except (KeyboardInterrupt, SystemExit, Refusal):
         raise  # a Refusal: OPA answers where this engine cannot, so it is no builtin error to make undefined
     except BaseException as exc:  # the builtin's error, whatever its type (a panic included): undefined
+        if engine is not None and _answers(engine, f"_ = {name}({operands})"):
+            raise _unheld(name) from exc
         builtin_errors.swallowed(name, _error_text(exc))
         return []
+    if found and _saturated(found[0]["bindings"]["__value"]):
+        raise _unheld(name)
     return [found[0]["bindings"]["__value"]] if found else []
+
+
+def _unheld(name: str) -> Refusal:
+    return Refusal(
+        f"{name}: its value (a number beyond 64-bit integers) cannot pass through Python where its builtin "
+        "errors are made undefined: use --engine opa"
+    )
+
+
+def _saturated(value: object) -> bool:
+    """Whether `value` holds U64_MAX, which regorus hands to Python for any number from 2**64 up."""
+    if isinstance(value, dict):
+        return any(_saturated(k) or _saturated(v) for k, v in value.items())
+    if isinstance(value, list | set | frozenset | tuple):
+        return any(_saturated(v) for v in value)
+    return type(value) is int and value == U64_MAX
+
+
+def _answers(engine: regorus.Engine, query: str) -> bool:
+    """Whether the builtin called in `query` answers without an error (its value is not handed back)."""
+    try:
+        engine.eval_query(query)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # the builtin's error (a panic included)
+        return False
+    return True
 
 
 def _error_text(exc: BaseException) -> str:

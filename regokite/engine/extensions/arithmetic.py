@@ -22,7 +22,7 @@ import functools
 import json
 from fractions import Fraction
 
-from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, type_name
+from regokite.engine.extensions.common import BuiltinError, Refusal, builtin, native, type_name
 from regokite.engine.extensions.internal import ARITH
 
 _NAMES = {"+": "plus", "-": "minus", "*": "mul", "/": "div"}
@@ -154,6 +154,20 @@ def _numbers(name: str, collection: object) -> list[Fraction]:
     if any(isinstance(item, bool) or not isinstance(item, int | float) for item in items):
         raise BuiltinError(f"{name}: operand 1 must be array of numbers")
     return [exact_value(item) for item in (items if isinstance(collection, list) else sorted(items))]
+
+
+_regorus_shift_left = native("bits.lsh")
+_WIDEST_SHIFT = 1100  # beyond it no integer but 0 is held, even as a double
+
+
+@builtin("bits.lsh")
+def shift_left(value: object, shift: object) -> int | float:
+    """OPA's bits.lsh, a big.Int shifted: regorus's value beyond 64 bits is a double, rounded
+    (bits.lsh(12345678901234567, 20) was 1.2945382599540938e+22, OPA's 12945382599540937326592); here it
+    is held exactly or refused. Other operands (a fraction, a negative shift) get regorus's answer or error."""
+    if type(value) is int and type(shift) is int and shift >= 0:
+        return _held("bits.lsh", Fraction(value << min(shift, _WIDEST_SHIFT) if value else 0))
+    return _regorus_shift_left(value, shift)
 
 
 def _rounded(x: Fraction, bits: int = _BITS) -> Fraction:

@@ -35,6 +35,11 @@ class Conflict(Refusal):
     """OPA's own evaluation error (its eval_conflict_error), not a builtin's: an error in every mode."""
 
 
+class Panic(Refusal):
+    """Where OPA's builtin panics in Go (an integer that wraps, an index out of range): its evaluator reports
+    the panic as an error, in every mode."""
+
+
 Builtin = tuple[int, Callable[..., object]]  # (its number of operands, its function)
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -45,7 +45,9 @@ _DRAFTS = ("http://json-schema.org/draft-07/schema", "http://json-schema.org/dra
 @builtin("json.match_schema")
 def match_schema(document: Any, schema: Any) -> list[Any]:
     name = "json.match_schema"
-    document = _operand(name, document, 1)
+    # an array document is validated as OPA's evaluation does (its type check refuses only an array written
+    # as the operand: regokite evaluates that too); the schema stays a string or an object
+    document = document if isinstance(document, list) else _operand(name, document, 1)
     schema = _operand(name, schema, 2)
     if isinstance(schema, bool):  # a boolean schema (a string "true" or "false"): all, or nothing
         return [True, []] if schema else [False, [_FALSE_SCHEMA]]

@@ -22,6 +22,7 @@ from typing import Any
 
 from regokite.engine.extensions.common import (
     BuiltinError,
+    Panic,
     Refusal,
     builtin,
     int_operand,
@@ -29,6 +30,8 @@ from regokite.engine.extensions.common import (
     string_operand,
 )
 from regokite.engine.extensions.decoding import utf8_text
+
+_INT_MAX = 2**63 - 1  # Go's int
 
 
 @builtin("substring")
@@ -39,6 +42,8 @@ def substring(value: Any, offset: Any, length: Any) -> str:
         raise BuiltinError("substring: negative offset")
     if start >= len(text):
         return ""
+    if start + count > _INT_MAX:  # Go's start + length wraps negative: OPA slices with it and panics
+        raise Panic(f"substring: panic: runtime error: slice bounds out of range [:{start + count - 2**64}]")
     return text[start:] if count < 0 else text[start : start + count]
 
 

@@ -23,7 +23,7 @@ from regokite.engine.extensions.internal import TEXT
 from regokite.engine.rewrite.edits import Change, position
 from regokite.engine.rewrite.tree import Node, fcn_name
 
-PLACED = re.compile(r"(?P<kind>__rk_(?:b_\w+|ar_[a-z]+|lt|le|gt|ge))_[0-9a-f]{8}_[0-9]+")
+PLACED = re.compile(r"(?P<kind>__rk_(?:b_\w+|ar_[a-z]+|lt|le|gt|ge|text))_[0-9a-f]{8}_[0-9]+")
 _PLACED_NUMBER = re.compile(rb"\n__rk_\w+_[0-9a-f]{8}_([0-9]+)\(")
 _V1_BODY = re.compile(r" if \{\n")
 

@@ -20,6 +20,7 @@ from regokite.engine.rewrite import (
     builtin_mocks,
     comparisons,
     function_mocks,
+    head_terms,
     imports,
     imports_first,
     infix,
@@ -77,6 +78,7 @@ STAGES: tuple[Stage, ...] = (
         each_parsed(memberships.rewrite, lambda m: memberships.IN.search(m.text) is not None),
         fixed_point=True,
     ),
+    Stage("HeadTerms", each_parsed(head_terms.rewrite)),
     Stage("LenientCalls", lenient.rewrite, applies=lambda options: bool(options.lenient)),
     Stage("DirectImports", each_parsed(imports.rewrite, lambda m: "import" in m.text)),
 )

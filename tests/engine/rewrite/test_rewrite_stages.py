@@ -66,6 +66,7 @@ CASES: dict[str, Case] = {
     "Comparisons": Case('package p\n\nx := {"a": 1} < {1}\n'),
     "Arithmetic": Case("package p\n\nx := 0.1 + 0.2\n"),
     "Memberships": Case("package p\n\nx := 1 in input.nope\n"),
+    "HeadTerms": Case("package p\n\nx contains o.name if {\n\tsome o in input\n}\n", input=[{"name": "a"}, {}]),
     "LenientCalls": Case(
         'package p\n\nx := to_number("a")\n', lenient=frozenset({Location("p.rego", 3, 6)}), opa=UNDEFINED
     ),
