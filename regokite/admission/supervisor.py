@@ -21,9 +21,11 @@ import ssl
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import NoReturn
 
 from regokite.admission.policies import PolicySet
 from regokite.admission.reload import LastGood, unreplicated
@@ -229,13 +231,8 @@ def _supervise(
             signal.signal(signal.SIGUSR1, lambda *_: STOPPING.set())
             if shutdown.at is not None:  # a replacement forked during --shutdown-delay
                 STOPPING.set()
-            try:
-                saved, allowance = partial(last_good.save, slot), allowances.setter(slot)
-                run_worker(settings, sock, tls, start, watchdog.tracker(slot), saved, allowance)
-            except BaseException:
-                log.exception("admission worker crashed")
-                os._exit(1)
-            os._exit(0)
+            tracker, saved, allowance = watchdog.tracker(slot), partial(last_good.save, slot), allowances.setter(slot)
+            _exit_after("admission worker", partial(run_worker, settings, sock, tls, start, tracker, saved, allowance))
         children[pid] = slot
 
     signal.signal(signal.SIGTERM, shutdown.signalled)
@@ -280,6 +277,16 @@ def _supervise(
     return 0
 
 
+def _exit_after(what: str, run_child: Callable[[], object]) -> NoReturn:
+    """A forked child's end: exit 0 when it returns, 1 when it raises (logged); never back into the supervisor."""
+    try:
+        run_child()
+    except BaseException:
+        log.exception(f"{what} crashed")
+        os._exit(1)
+    os._exit(0)
+
+
 def _fork_feeder(settings: AdmissionSettings) -> int:
     """The replica feeder process (`replica_feed`): the one list+watch per resource the workers mirror."""
     assert settings.replica_feed is not None
@@ -290,12 +297,7 @@ def _fork_feeder(settings: AdmissionSettings) -> int:
         address, key = settings.replica_feed
         with contextlib.suppress(FileNotFoundError):
             os.unlink(address)  # a feeder's before this one
-        try:
-            run_feed(address, key, settings.kubeconfig, settings.replicate_path)
-        except BaseException:
-            log.exception("replica feeder crashed")
-            os._exit(1)
-        os._exit(0)
+        _exit_after("replica feeder", lambda: run_feed(address, key, settings.kubeconfig, settings.replicate_path))
     return pid
 
 
@@ -305,16 +307,16 @@ def _fork_downloader(plugin: BundlePlugin, restarted: bool) -> int:
     if pid == 0:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        try:
-            if restarted:
-                plugin.start_from_disk()  # the store as the last downloader left it, verified again
-            plugin.publish_metrics()
-            plugin.run(threading.Event())
-        except BaseException:
-            log.exception("bundle downloader crashed")
-            os._exit(1)
-        os._exit(0)
+        _exit_after("bundle downloader", partial(_download, plugin, restarted))
     return pid
+
+
+def _download(plugin: BundlePlugin, restarted: bool) -> None:
+    """The downloader's life: from the store as the last downloader left it (verified again) when restarted."""
+    if restarted:
+        plugin.start_from_disk()
+    plugin.publish_metrics()
+    plugin.run(threading.Event())
 
 
 def _kill_overdue(
