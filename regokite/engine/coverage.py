@@ -42,12 +42,13 @@ Rule = tuple[str, str]  # (package, the rule's first name)
 
 @dataclass(frozen=True)
 class Rows:
-    """The rows a head or an expression spans in its file, first and last included; its columns say
-    whether another's text holds it (OPA's containment), not which one it is."""
+    """The rows a head or an expression spans in its file, first and last included. Which one it is: its
+    file and first row (a rewrite may move a head's value off its rows, as into the body); its last row and
+    columns say whether another's text holds it (OPA's containment)."""
 
     file: str
     first: int
-    last: int
+    last: int = field(compare=False)
     first_col: int = field(default=0, compare=False)
     end_col: int = field(default=0, compare=False)
 
