@@ -72,7 +72,9 @@ def test_encodes_the_document_json_dumps_encodes(value: Any) -> None:
     assert repr(json.loads(dumps(value))) == repr(json.loads(json.dumps(value)))
 
 
-@pytest.mark.parametrize("value", [Point(1), dt.datetime(2026, 1, 1), object()], ids=repr)
+@pytest.mark.parametrize(
+    "value", [Point(1), dt.datetime(2026, 1, 1), object()], ids=["dataclass", "datetime", "object"]
+)
 def test_what_json_cannot_encode_is_refused_as_json_refuses(value: Any) -> None:
     """orjson encodes dataclasses and datetimes its own way; the codec refuses them as json does."""
     with pytest.raises(TypeError):
