@@ -431,21 +431,7 @@ def controller_manifests(opts: ControllerOptions) -> list[Obj]:
         env=w.pod_env(),
     )
     replicas = opts.replicas if opts.leader_elect or opts.shards else 1
-    objects.append(
-        w.deployment(
-            opts.name,
-            opts.namespace,
-            component,
-            replicas=replicas,
-            service_account=opts.name,
-            containers=containers,
-            volumes=[*volumes, w.tmp_volume()],
-            automount_token=True,
-        )
-    )
-    objects.append(
-        w.service(opts.name, opts.namespace, component, port=opts.metrics_port, target="metrics", port_name="metrics")
-    )
+    objects += _metrics_workload(opts, component, containers, volumes, replicas)
     if replicas >= 2:
         objects.append(w.pod_disruption_budget(opts.name, opts.namespace, component))
     return objects
@@ -568,22 +554,28 @@ def audit_manifests(opts: AuditOptions) -> list[Obj]:
         cpu_limit="1",
         mounts=mounts,
     )
-    objects.append(
-        w.deployment(
-            opts.name,
-            opts.namespace,
-            component,
-            replicas=1,
-            service_account=opts.name,
-            containers=containers,
-            volumes=[*volumes, w.tmp_volume()],
-            automount_token=True,
-        )
-    )
-    objects.append(
-        w.service(opts.name, opts.namespace, component, port=opts.metrics_port, target="metrics", port_name="metrics")
-    )
+    objects += _metrics_workload(opts, component, containers, volumes, replicas=1)
     return objects
+
+
+def _metrics_workload(
+    opts: ControllerOptions | AuditOptions, component: str, containers: list[Obj], volumes: list[Obj], replicas: int
+) -> list[Obj]:
+    """The Deployment of a role that serves only metrics and probes (controller, audit), and its metrics Service."""
+    deployment = w.deployment(
+        opts.name,
+        opts.namespace,
+        component,
+        replicas=replicas,
+        service_account=opts.name,
+        containers=containers,
+        volumes=[*volumes, w.tmp_volume()],
+        automount_token=True,
+    )
+    service = w.service(
+        opts.name, opts.namespace, component, port=opts.metrics_port, target="metrics", port_name="metrics"
+    )
+    return [deployment, service]
 
 
 def _containers(
