@@ -262,8 +262,12 @@ def start_listening(sock: socket.socket) -> None:
     Its SO_REUSEPORT group's BPF program sends every new connection to the newer listener of the address, so a
     server that got SIGTERM receives none it could drop while it finishes the ones it has, and one starting
     receives none before it answers. Alone on the address (or where the kernel has no such program), it gets
-    them all."""
+    them all. The first worker to listen says the server is serving: a client may connect from then on."""
+    first = not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
     sock.listen(2048)
+    if first:
+        host, port = sock.getsockname()[:2]
+        log.info("serving admission reviews", extra={"address": f"https://{host}:{port}"})
     if hasattr(socket, "SO_REUSEPORT"):
         program = ctypes.create_string_buffer(NEWEST_LISTENER)
         with contextlib.suppress(OSError):  # not Linux: two servers share new connections by hash

@@ -108,8 +108,7 @@ def _serve(settings: AdmissionSettings, plugin: BundlePlugin | None) -> int:
         raise RegokiteError(f"TLS: {settings.tls_cert} with {settings.tls_key}: {exc}") from None
     # Only the workers' live gauges (policies loaded, reload healthy) describe what is served.
     forget_process(os.getpid())
-    sock = bound_socket(settings.host, settings.port)
-    log.info("serving admission reviews", extra={"address": f"https://{settings.host}:{sock.getsockname()[1]}"})
+    sock = bound_socket(settings.host, settings.port)  # "serving admission reviews" once a worker listens
     snapshots = Path(tempfile.mkdtemp(prefix="regokite-policies-"))
     if feeding:
         settings = replace(settings, replica_feed=(str(snapshots / "replica.sock"), os.urandom(32)))
