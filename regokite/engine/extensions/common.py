@@ -14,7 +14,6 @@ import binascii
 import inspect
 import json
 import math
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -46,19 +45,17 @@ F = TypeVar("F", bound=Callable[..., object])
 BUILTINS: dict[str, Builtin] = {}
 """Every extension builtin by name, as `@builtin` registered it when its module was imported (the
 package imports them all): what `install` adds, `arities` and `provided` list."""
-_MODULES: dict[str, str] = {}  # a builtin's name -> the module that registered it
 
 
 def builtin(name: str, *, arity: int | None = None) -> Callable[[F], F]:
     """Register the function decorated (or given: `builtin(name)(function)`) as the extension builtin
     `name`, whose operands are its parameters; `arity` only where its signature cannot say (*args)."""
-    module = sys._getframe(1).f_globals["__name__"]  # the registering module, for `registered`
 
     def register(function: F) -> F:
         if name in BUILTINS:
-            raise ValueError(f"extension builtin {name}: registered by {_MODULES[name]} and again by {module}")
+            first = BUILTINS[name][1].__module__
+            raise ValueError(f"extension builtin {name}: registered by {first} and again by {function.__module__}")
         BUILTINS[name] = (_arity(name, function) if arity is None else arity, function)
-        _MODULES[name] = module
         return function
 
     return register
@@ -70,11 +67,6 @@ def _arity(name: str, function: Callable[..., object]) -> int:
     if any(p.kind not in positional or p.default is not p.empty for p in parameters):
         raise TypeError(f"extension builtin {name}: its signature does not say its operands: give arity=")
     return len(parameters)
-
-
-def registered(module: str) -> dict[str, Builtin]:
-    """The builtins `module` (its __name__) registered."""
-    return {name: BUILTINS[name] for name, by in _MODULES.items() if by == module}
 
 
 _TYPE_NAMES = {bool: "boolean", str: "string", list: "array", dict: "object", set: "set", frozenset: "set"}

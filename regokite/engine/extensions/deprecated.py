@@ -10,19 +10,27 @@ refused (an error) rather than answered otherwise than OPA.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from regokite.engine.extensions import regexes
 from regokite.engine.extensions.common import (
     BuiltinError,
+    F,
     Refusal,
     builtin,
     native,
-    registered,
     string_operand,
     type_name,
 )
+
+_NAMES: list[str] = []
+
+
+def _deprecated(name: str, *, arity: int | None = None) -> Callable[[F], F]:
+    """A builtin OPA 1.x keeps for v0 only: registered as any other, and listed in DEPRECATED."""
+    _NAMES.append(name)
+    return builtin(name, arity=arity)
 
 
 def _collection(name: str, value: Any) -> list[Any]:
@@ -52,13 +60,13 @@ def _refused(name: str) -> Refusal:
     )
 
 
-@builtin("any")
+@_deprecated("any")
 def any_true(value: Any) -> bool:
     # a set arrives with `true` kept over `1` (inserted first, in Rego's order): membership is exact
     return any(m is True for m in _collection("any", value))
 
 
-@builtin("all")
+@_deprecated("all")
 def all_true(value: Any) -> bool:
     members = _collection("all", value)
     if isinstance(value, set | frozenset) and any(m is True for m in members):
@@ -66,7 +74,7 @@ def all_true(value: Any) -> bool:
     return all(m is True for m in members)
 
 
-@builtin("set_diff")
+@_deprecated("set_diff")
 def set_diff(a: Any, b: Any) -> set[Any]:
     for position, value in enumerate((a, b), start=1):
         if not isinstance(value, set | frozenset):
@@ -76,7 +84,7 @@ def set_diff(a: Any, b: Any) -> set[Any]:
     return set(a) - set(b)
 
 
-@builtin("cast_array")
+@_deprecated("cast_array")
 def cast_array(value: Any) -> list[Any]:
     members = _collection("cast_array", value)
     if isinstance(value, list):
@@ -95,7 +103,7 @@ def _order(member: Any) -> tuple[int, Any]:
     return (3, member.encode())
 
 
-@builtin("cast_set")
+@_deprecated("cast_set")
 def cast_set(value: Any) -> set[Any]:
     members = _collection("cast_set", value)
     if _would_merge(members) if isinstance(value, list) else _may_hide(members):
@@ -103,32 +111,32 @@ def cast_set(value: Any) -> set[Any]:
     return set(members)
 
 
-@builtin("cast_string")
+@_deprecated("cast_string")
 def cast_string(value: Any) -> str:
     return string_operand("cast_string", value, 1)
 
 
-@builtin("cast_boolean")
+@_deprecated("cast_boolean")
 def cast_boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise BuiltinError(f"cast_boolean: operand 1 must be boolean but got {type_name(value)}")
     return value
 
 
-@builtin("cast_null")
+@_deprecated("cast_null")
 def cast_null(value: Any) -> None:
     if value is not None:
         raise BuiltinError(f"cast_null: operand 1 must be null but got {type_name(value)}")
     return None
 
 
-@builtin("cast_object")
+@_deprecated("cast_object")
 def cast_object(value: Any) -> dict[Any, Any]:
     if not isinstance(value, dict):
         raise BuiltinError(f"cast_object: operand 1 must be object but got {type_name(value)}")
     return value
 
 
-builtin("re_match")(regexes.match)
-builtin("net.cidr_overlap", arity=2)(native("net.cidr_contains"))
-DEPRECATED = frozenset(registered(__name__))
+_deprecated("re_match")(regexes.match)
+_deprecated("net.cidr_overlap", arity=2)(native("net.cidr_contains"))
+DEPRECATED = frozenset(_NAMES)
