@@ -34,13 +34,21 @@ class Case:
     defined: str | None
 
 
+GROUP_KEYS = {"note", "modules", "query", "input", "defined", "cases"}
+CASE_KEYS = {"case", "input"}
+
+
 def read_cases(path: Path = CASES) -> list[Case]:
-    """Each group's cases, its first module's `{case}` replaced by the case's text."""
+    """Each group's cases, its first module's `{case}` replaced by the case's text. A key misspelt, or a
+    case's text with no `{case}` to go to (or the reverse), is an error: such a case would test nothing."""
     cases = []
     for group in yaml.safe_load(path.read_text())["groups"]:
+        assert set(group) <= GROUP_KEYS, f"{group['note']}: unknown keys {set(group) - GROUP_KEYS}"
         first, *others = group["modules"]
         for each in group["cases"]:
             one = each if isinstance(each, dict) else {"case": each}
+            assert set(one) <= CASE_KEYS, f"{group['note']}: a case's unknown keys {set(one) - CASE_KEYS}"
+            assert ("case" in one) == ("{case}" in first), f"{group['note']}: {one} and its module disagree"
             module = first.replace("{case}", one["case"]) if "case" in one else first
             cases.append(
                 Case(
