@@ -21,7 +21,9 @@ a reference winning:
     `m`'s string split at the delimiters must match the pattern's parts (`*` a
     whole part matches anything), where `m` is a reference, a variable bound to
     one before, or an argument;
-  * for a function, `arg == value` on one of its arguments.
+  * for a function, `arg == value` on one of its arguments;
+  * the head's value (or key), which OPA's compiler binds at the end of the
+    body (`__local0__ = value`), read as such a binding.
 A reference counts only when every part is a constant and it is `input`'s or
 base data's (a rule's value, `data.p.r`, is never indexed); `some x in ref`
 (compiled to `x = ref[_]`) and `every` give nothing.
@@ -34,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from regokite.engine.rewrite.tree import CALLS, REFS, Node, Parsed, body, kind, ref_parts, tagged
+from regokite.engine.rewrite.tree import CALLS, COMPREHENSIONS, REFS, Node, Parsed, body, kind, ref_parts, tagged
 
 ANY = object()  # a value matching whatever is defined
 SCALARS = frozenset({"String", "RawString", "Number", "Bool", "Null"})
@@ -297,15 +299,32 @@ class _Body:
         return tuple(parts)
 
 
-def constraints(scope: Scope, statements: Sequence[Node], args: Sequence[Node]) -> tuple[Constraint, ...]:
-    """What the index requires for a body (its statements, the function's arguments) to be entered."""
+def constraints(
+    scope: Scope, statements: Sequence[Node], args: Sequence[Node], head: Sequence[Node] = ()
+) -> tuple[Constraint, ...]:
+    """What the index requires for a body (its statements, the function's arguments, the head's value and
+    key, which OPA's compiler binds at the end of the body: `__local0__ = value`) to be entered."""
     if any(_prints(s) for s in statements):
         return ()  # OPA indexes no body calling print (internal.print)
     names = {body(a)["value"]: i for i, a in enumerate(args) if kind(a) == "Var" and body(a)["value"] != "_"}
     reader = _Body(scope, names, _declared(scope.source, statements) | set(names))
     for statement in statements:
         reader.statement(statement)
+    for term in head:
+        reader.equality(reader.in_place(term), ("var", None))
     return tuple(reader.found.values())
+
+
+def evaluated(scope: Scope, term: Node | None) -> bool:
+    """Whether OPA's compiler moves a head's value (or key) into the body (a reference, a call, a
+    comprehension, in it): evaluated there after the body, it covers the head's row even where it is
+    undefined."""
+    if term is None:
+        return False
+    found = tagged(term)
+    return any(
+        k in REFS or k in CALLS or k in COMPREHENSIONS or (k == "Var" and n["value"] in scope.names) for k, n in found
+    )
 
 
 def _declared(source: bytes, statements: Sequence[Node]) -> set[str]:

@@ -326,6 +326,24 @@ default replicas := 1
 
 replicas := input.r if is_number(input.r)
 
+computed := {k: 1 | some k in ["b"]}
+
+head_ref := input.hr if {
+	is_string(input.s)
+}
+
+head_rule_value := computed.c if {
+	is_string(input.s)
+}
+
+h(v) := 1 if v == 2
+
+head_call := h(input.hc)
+
+else_value := 1 if {
+	input.s == "other"
+} else := input.ev
+
 default g(_) := "none"
 
 g(x) := "big" if x > 10
@@ -379,6 +397,14 @@ test_in_object if not in_object with input as {}
 test_arithmetic if not arithmetic with input as {}
 
 test_member if not member with input as {}
+
+test_head_ref if not head_ref with input as {"s": "x"}
+
+test_head_rule_value if not head_rule_value with input as {"s": "x"}
+
+test_head_call if not head_call with input as {"hc": 3}
+
+test_else_value if not else_value with input as {"s": "x"}
 
 test_defaults_per_lookup if {
 	replicas == 1 with input as {}
