@@ -24,10 +24,10 @@ from regokite.engine.rewrite.tree import (
     Node,
     Parsed,
     body,
+    call_operands,
     end_of,
     extent,
     kind,
-    operands,
     queries,
 )
 
@@ -126,7 +126,7 @@ def _hoisted(expr: Node, refs: set[str]) -> list[dict[str, int]]:
         for side in (node["lhs"], node["rhs"]):
             _in_place(side, refs, calls, dynamic)
     elif expr_kind in CALLS:
-        for operand in operands(expr_kind, node):
+        for operand in call_operands(expr_kind, node):
             _operand(operand, refs, calls, dynamic)
     else:
         _in_place(expr, refs, calls, dynamic)

@@ -61,7 +61,7 @@ def ref_parts(ref: Node) -> list[str]:
     raise ValueError(f"unexpected reference node {node_kind}")
 
 
-def operands(call_kind: str, call: Node) -> list[Node]:
+def call_operands(call_kind: str, call: Node) -> list[Node]:
     """The operand terms of a call (a node of a kind in CALLS): a Call's arguments, a membership's key (if
     any), value and collection, a unary minus's term, an infix operator's two sides."""
     if call_kind == "Call":
