@@ -9,16 +9,21 @@ one holds. The report counts rows.
 regorus reports only the rows where it evaluated an expression. So the
 engine's modules (as rewritten) are instrumented: every rule body ends with
 a call of MARKER, an extension builtin that records the rule as exited (it
-takes `type_name(value)`, so a rule whose value is undefined does not count);
-a rule without a body gets one holding only the call. The calls go after the
-last statement, on its row, so no row moves. A default rule's head counts as
-covered when an evaluation looked its rule up (entered a body or read the
-default) and no other body of it exited in that evaluation: regorus reads a
-default's value even where another body exits, and an evaluation that looks
-a rule up twice (two `with`s) where one exits counts the default as unused.
-Expressions are covered when regorus evaluated something on their first
-row. Heads and expressions come from the modules as written (parsed on
-their own), so nothing the rewriter inserted or appended shows.
+takes `type_name(value)`, so a rule whose value is undefined does not count),
+and starts with a call of ENTER, which records the body as entered and
+answers whether OPA's rule index would have let OPA enter it
+(rule_index.py): where not, the body fails there (as it would further on),
+and the row of the call (its first statement's) is taken back from what
+the evaluation covered unless a body the index selects starts there too. A
+rule without a body gets one holding only the calls. The calls go before the
+first and after the last statement, on their rows, so no row moves. A
+default rule's head counts as covered when a lookup of its rule exited no
+other body (OPA evaluates the default there): the ENTER and MARKER calls of
+one evaluation, in order, tell its lookups apart (each enters a body once),
+so two lookups under two `with`s count apart. Expressions are covered when
+regorus evaluated something on their first row. Heads and expressions come
+from the modules as written (parsed on their own), so nothing the rewriter
+inserted or appended shows.
 """
 
 from __future__ import annotations
@@ -31,13 +36,36 @@ from typing import Any
 
 from regokite.bundle import Module
 from regokite.engine.rewrite.edits import Change, Columns, apply, engine_name, flat, position
-from regokite.engine.rewrite.tree import Node, body, extent, kind, parse, rule_name, span, statements, tagged
+from regokite.engine.rewrite.tree import (
+    Node,
+    Parsed,
+    body,
+    extent,
+    kind,
+    parse,
+    rule_name,
+    span,
+    statements,
+    tagged,
+)
+from regokite.engine.rule_index import Constraint, Scope, constraints, rule_paths
 from regokite.errors import PolicyLoadError
 
 MARKER = "__rk_cover_exit"
+ENTER = "__rk_cover_enter"
 
 
 Rule = tuple[str, str]  # (package, the rule's first name)
+
+
+@dataclass(frozen=True)
+class _Body:
+    """One rule body as ENTER's calls number it: its rule, where its call is (engine file, row: its first
+    statement's), and what OPA's rule index requires for it to be entered."""
+
+    rule: Rule
+    where: tuple[str, int]
+    requires: tuple[Constraint, ...]
 
 
 @dataclass(frozen=True)
@@ -58,12 +86,12 @@ class CoverageLog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._heads: list[tuple[Rows, Rule]] = []  # by marker number
+        self._heads: list[tuple[Rows, Rule]] = []  # by MARKER number
+        self._bodies: list[_Body] = []  # by ENTER number
         self._defaults: dict[Rule, Rows] = {}  # the default rules, by the rule they are the default of
         self._exited: set[int] = set()
         self._used_defaults: set[Rows] = set()
-        self._entered: dict[Rule, set[tuple[str, int]]] = {}  # (file, row) of each body's first statement
-        self._evaluation = threading.local()  # .exited: the markers called since the last `gather` here
+        self._evaluation = threading.local()  # .events: (ENTER or MARKER, number, selected) since `gather`
         self._rows: dict[str, set[int]] = {}  # rows regorus evaluated something on, by engine file name
         self._modules: tuple[Module, ...] = ()
         self._rewritten: dict[str, Module] = {}  # by path: read where the module as written does not parse
@@ -73,23 +101,31 @@ class CoverageLog:
         self._modules = tuple(modules)
 
     def instrument(self, modules: Sequence[Module], columns: Columns) -> tuple[tuple[Module, ...], Columns]:
-        """`modules` (as rewritten) with a MARKER call ending every rule body; the map back extended."""
+        """`modules` (as rewritten) with an ENTER call starting and a MARKER call ending every rule
+        body; the map back extended."""
+        trees = {m.path: tree for m in modules if (tree := parse(m)[0]) is not None}
+        paths = rule_paths(trees.values())
+        written = {m.path: m for m in self._modules}
         out, moves = [], {}
         for module in modules:
             self._rewritten[module.path] = module
-            parsed, _ = parse(module)
+            parsed = trees.get(module.path)
             if parsed is None:
                 out.append(module)
                 continue
+            requires = _requirements(parsed, written.get(module.path), paths)
             package = ".".join(parsed.package)
-            written = parsed.written_rules()  # not the helpers a rewrite appended: they are no user's rule
-            changes = [c for rule in written for c in self._markers(parsed.source, rule, module, package)]
+            rules = parsed.written_rules()  # not the helpers a rewrite appended: they are no user's rule
+            changes = [c for n, rule in enumerate(rules) for c in self._markers(parsed, rule, package, requires[n])]
             if changes:
                 module, moves[engine_name(module)] = apply(module, changes)
             out.append(module)
         return tuple(out), Columns.chain(columns, Columns(moves))
 
-    def _markers(self, source: bytes, rule: Node, module: Module, package: str) -> list[Change]:
+    def _markers(
+        self, parsed: Parsed, rule: Node, package: str, requires: list[tuple[Constraint, ...]]
+    ) -> list[Change]:
+        source, module = parsed.source, parsed.module
         name = (package, rule_name(rule))
         if kind(rule) != "Spec":  # a default has no body to end: used when its value is evaluated and no other exits
             self._defaults[name] = _rows(module.path, source, span(rule)["start"], _end(source, body(rule)))
@@ -97,11 +133,13 @@ class CoverageLog:
         spec = body(rule)
         head = _rows(module.path, source, span(spec["head"])["start"], _end(source, spec["head"]))
         value = _value(module, source, body(spec["head"]).get("assign") or {"value": body(spec["head"]).get("key")})
+        args = [body(a)["value"] if kind(a) == "Var" else "" for a in body(spec["head"]).get("args") or []]
         if not spec["bodies"]:
-            mark = self._mark(head, name, value)
-            return [Change(at := _end(source, spec["head"]), at, _body(module, mark))]
+            at = _end(source, spec["head"])
+            enter = self._enter(name, (engine_name(module), position(source, at)[0]), (), args)
+            return [Change(at, at, _body(module, f"{enter}; {self._mark(head, name, value)}"))]
         changes = []
-        for each in spec["bodies"]:
+        for number, each in enumerate(spec["bodies"]):
             rows, this = head, value
             if each["is_else"]:
                 assign = each.get("assign")
@@ -109,18 +147,30 @@ class CoverageLog:
                 rows, this = _rows(module.path, source, each["span"]["start"], end), _value(module, source, assign)
             mark = self._mark(rows, name, this)
             stmts = each["query"]["stmts"]
-            if stmts:
-                first = position(source, stmts[0]["span"]["start"])[0]
-                self._entered.setdefault(name, set()).add((module.path, first))
             if not stmts:
-                changes.append(Change(at := _after_else(source, each), at, _body(module, mark)))
+                at = _after_else(source, each)
+                enter = self._enter(name, (engine_name(module), position(source, at)[0]), (), args)
+                changes.append(Change(at, at, _body(module, f"{enter}; {mark}")))
                 continue
-            start, end = each["query"]["span"]["start"], _end(source, stmts[-1])
+            first = min(stmts[0]["span"]["start"], extent(stmts[0])["start"])
+            where = (engine_name(module), position(source, first)[0])
+            enter = self._enter(name, where, requires[number] if number < len(requires) else (), args)
+            start, end = min(each["query"]["span"]["start"], first), _end(source, stmts[-1])
             if source[start : start + 1] == b"{":
-                changes.append(Change(end, end, f"; {mark}".encode()))
-            else:  # `if expr`: braces around it and the call
-                changes += [Change(start, start, b"{ "), Change(end, end, f"; {mark} }}".encode())]
+                changes += [Change(first, first, f"{enter}; ".encode()), Change(end, end, f"; {mark}".encode())]
+            else:  # `if expr`: braces around it and the calls
+                changes += [Change(start, start, f"{{ {enter}; ".encode()), Change(end, end, f"; {mark} }}".encode())]
         return changes
+
+    def _enter(self, rule: Rule, where: tuple[str, int], requires: tuple[Constraint, ...], args: list[str]) -> str:
+        """The call recording that a body is entered; false (and the body fails there, as it would)
+        where OPA's rule index would not have entered it."""
+        if any(c.key[0] == "args" and not args[c.key[1]] for c in requires):
+            requires = ()  # an argument that is no variable as rewritten: nothing to read it by
+        with self._lock:
+            self._bodies.append(_Body(rule, where, requires))
+            number = len(self._bodies) - 1
+        return f"{ENTER}({number}, [{', '.join(c.text(args) for c in requires)}])"
 
     def _mark(self, rows: Rows, rule: Rule, value: str) -> str:
         """The call recording that the rule exits: after its body, with its value (OPA's rule does not
@@ -129,33 +179,69 @@ class CoverageLog:
             self._heads.append((rows, rule))
             return f"{MARKER}({len(self._heads) - 1}, type_name({value}))"  # a name: any value converts
 
+    def _events(self) -> list[tuple[str, int, bool]]:
+        events = getattr(self._evaluation, "events", None)
+        if events is None:
+            events = self._evaluation.events = []
+        return events
+
     def exited(self, number: Any, _value: Any) -> bool:
         """MARKER's body: the rule numbered `number` exited."""
-        exited = getattr(self._evaluation, "exited", None)
-        if exited is None:
-            exited = self._evaluation.exited = set()
-        exited.add(int(number))
+        self._events().append((MARKER, int(number), True))
         return True
 
+    def entered(self, number: Any, values: list[list[Any]]) -> bool:
+        """ENTER's body: the body numbered `number` is entered; whether OPA's index selects it for the
+        values its references hold (each a list: none where undefined)."""
+        requires = self._bodies[int(number)].requires
+        selected = all(c.met(found) for c, found in zip(requires, values, strict=True))
+        self._events().append((ENTER, int(number), selected))
+        return selected
+
     def gather(self, engine: Any) -> None:
-        """The rows a regorus engine (with coverage enabled) evaluated something on, added."""
+        """What one evaluation by a regorus engine (with coverage enabled) covered, added: the rows it
+        evaluated something on but the first rows of bodies OPA's index would not have entered, the
+        rules exited, and the defaults used."""
         report = json.loads(engine.get_coverage_report_as_json())
-        exited, self._evaluation.exited = getattr(self._evaluation, "exited", set()), set()
+        events, self._evaluation.events = self._events(), []
         rows = {file["path"]: set(file.get("covered", [])) for file in report.get("files", [])}
         with self._lock:
-            self._exited |= exited
+            entered = {n for what, n, _ in events if what == ENTER}
+            selected = {n for what, n, chosen in events if what == ENTER and chosen}
+            evaluated = {self._bodies[n].where for n in selected}
+            for file, row in {self._bodies[n].where for n in entered - selected} - evaluated:
+                rows.get(file, set()).discard(row)  # only ENTER's call was evaluated there
+            self._exited |= {n for what, n, _ in events if what == MARKER}
             for path, found in rows.items():
                 self._rows.setdefault(path, set()).update(found)
-            rules = {self._heads[n][1] for n in exited}
-            for rule, default in self._defaults.items():
-                if rule not in rules and self._evaluated(rule, default, rows):
-                    self._used_defaults.add(default)
+            self._used_defaults |= {self._defaults[rule] for rule in self._defaulted(events, rows)}
 
-    def _evaluated(self, rule: Rule, default: Rows, rows: dict[str, set[int]]) -> bool:
-        """Whether an evaluation looked `rule` up: it entered one of its bodies, or read its default."""
-        if any(row in rows.get(file, ()) for file, row in self._entered.get(rule, ())):
-            return True
-        return any(row in rows.get(default.file, ()) for row in range(default.first, default.last + 1))
+    def _defaulted(self, events: list[tuple[str, int, bool]], rows: dict[str, set[int]]) -> set[Rule]:
+        """The rules with a default that one of the evaluation's lookups of them left without a value
+        (OPA evaluates the default there). A lookup enters each body once, in order: a body entered
+        again starts the next one."""
+        lookups: dict[Rule, tuple[set[int], bool]] = {}  # the current lookup: bodies entered, whether one exited
+        used = set()
+        for what, number, _ in events:
+            rule = self._bodies[number].rule if what == ENTER else self._heads[number][1]
+            if rule not in self._defaults:
+                continue
+            entered, exited = lookups.get(rule, (set(), False))
+            if what == MARKER:
+                lookups[rule] = (entered, True)
+                continue
+            if number in entered:
+                used |= set() if exited else {rule}
+                entered, exited = set(), False
+            lookups[rule] = (entered | {number}, exited)
+        used |= {rule for rule, (_, exited) in lookups.items() if not exited}
+        bodied = {b.rule for b in self._bodies}
+        for rule, default in self._defaults.items():  # a default alone: used where regorus read it
+            if rule not in bodied and any(
+                r in rows.get(default.file, ()) for r in range(default.first, default.last + 1)
+            ):
+                used.add(rule)
+        return used
 
     def report(self, modules: Iterable[Module] | None = None) -> dict[str, Any]:
         """OPA's coverage report (`opa test --coverage --format=json`) over `modules` (as written;
@@ -175,6 +261,28 @@ class CoverageLog:
             not_covered = [i for i in candidates if not any(_holds(c, i) for c in covered)]
             files[module.path] = _file_report(covered, not_covered)
         return _totals(files)
+
+
+def _requirements(rewritten: Parsed, written: Module | None, paths: set) -> list[list[tuple[Constraint, ...]]]:
+    """Per rule the user wrote (in order) and per body, what OPA's index requires to enter it: read
+    from the module as written (OPA's view; the rewritten one where it does not parse or its rules do
+    not pair with the rewritten ones row for row)."""
+    tree = parse(written)[0] if written is not None else None
+    mine = list(rewritten.written_rules())
+    theirs = list(tree.written_rules()) if tree is not None else []
+    if tree is None or [_first_row(tree, r) for r in theirs] != [_first_row(rewritten, r) for r in mine]:
+        tree, theirs = rewritten, mine
+    scope = Scope(tree, paths)
+    found = []
+    for rule in theirs:
+        spec = body(rule) if kind(rule) == "Spec" else {"bodies": [], "head": {}}
+        args = body(spec["head"]).get("args") or [] if spec["head"] else []
+        found.append([constraints(scope, each["query"]["stmts"], args) for each in spec["bodies"]])
+    return found
+
+
+def _first_row(tree: Parsed, rule: Node) -> int:
+    return position(tree.source, span(rule)["start"])[0]
 
 
 def written_items(module: Module, rewritten: Module | None = None) -> tuple[list[Rows], list[Rows], list[Rows]]:
