@@ -36,7 +36,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from regokite.engine.rewrite.tree import CALLS, COMPREHENSIONS, REFS, Node, Parsed, body, kind, ref_parts, tagged
+from regokite.engine.rewrite.tree import (
+    CALLS,
+    COMPREHENSIONS,
+    REFS,
+    Node,
+    Parsed,
+    body,
+    call_operands,
+    kind,
+    ref_parts,
+    tagged,
+)
 
 ANY = object()  # a value matching whatever is defined
 SCALARS = frozenset({"String", "RawString", "Number", "Bool", "Null"})
@@ -183,7 +194,7 @@ class _Body:
             self.in_place(node["lhs"])
             self.in_place(node["rhs"])
         elif expr_kind in CALLS:
-            for operand in _operands(expr_kind, node):
+            for operand in call_operands(expr_kind, node):
                 self.operand(operand)
         else:
             self.in_place(expr)
@@ -200,7 +211,7 @@ class _Body:
                 self.operand(operand)
             self.glob(*node["params"])
         elif expr_kind in CALLS:
-            for operand in _operands(expr_kind, node):
+            for operand in call_operands(expr_kind, node):
                 self.operand(operand)
         elif (side := self.in_place(expr)) and side[0] == "ref":
             self.put(Constraint(side[1]))
@@ -241,7 +252,7 @@ class _Body:
         if term_kind == "Var":
             return ("var", node["value"])
         if term_kind in CALLS:
-            for operand in _operands(term_kind, node):
+            for operand in call_operands(term_kind, node):
                 self.operand(operand)
             return ("var", None)  # the call's output variable
         if term_kind in ("Array", "Set", "Object"):
@@ -255,7 +266,7 @@ class _Body:
         """A term in an operand position: each reference in it is bound, so must be defined."""
         term_kind, node = kind(term), body(term)
         if term_kind in CALLS:
-            for operand in _operands(term_kind, node):
+            for operand in call_operands(term_kind, node):
                 self.operand(operand)
         elif term_kind in REFS or (term_kind == "Var" and node["value"] in self.names):
             key = self.reference(term)
@@ -355,16 +366,6 @@ def _name(call: Node) -> str | None:
         return ".".join(ref_parts(call["fcn"]))
     except (ValueError, KeyError):
         return None
-
-
-def _operands(expr_kind: str, node: Node) -> list[Node]:
-    if expr_kind == "Call":
-        return node["params"]
-    if expr_kind == "Membership":
-        return [t for t in (node.get("key"), node["value"], node["collection"]) if t]
-    if expr_kind == "UnaryExpr":
-        return [node["expr"]]
-    return [node["lhs"], node["rhs"]]
 
 
 def _scalar_of(term: Node) -> Any:
