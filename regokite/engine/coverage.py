@@ -23,7 +23,10 @@ one evaluation, in order, tell its lookups apart (each enters a body once),
 so two lookups under two `with`s count apart. Where OPA evaluates a head's
 value in the body (a reference or a call in it), a DONE call after the body
 as written records that the body succeeded: the head's row is covered then,
-the head itself only when the rule exits. Expressions are covered when
+the head itself only when the rule exits. Where every body of a rule gives
+one constant value, OPA stops after the first that exits, in its index's
+order (rule_index.index_order): ENTER fails a body that comes after one that
+exited in the same lookup. Expressions are covered when
 regorus evaluated something on their first row. Heads and expressions come
 from the modules as written (parsed on their own), so nothing the rewriter
 inserted or appended shows.
@@ -52,7 +55,7 @@ from regokite.engine.rewrite.tree import (
     statements,
     tagged,
 )
-from regokite.engine.rule_index import Constraint, Scope, constraints, evaluated, rule_paths
+from regokite.engine.rule_index import Constraint, Scope, constraints, evaluated, index_order, rule_paths
 from regokite.errors import PolicyLoadError
 
 MARKER = "__rk_cover_exit"
@@ -62,6 +65,7 @@ DONE = "__rk_cover_done"
 
 
 Rule = tuple[str, str]  # (package, the rule's first name)
+VARYING = "__rk_varying__"  # a head value that is no constant (early exit needs one value for all bodies)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class _Body:
     rule: Rule
     where: tuple[str, int]
     requires: tuple[Constraint, ...]
+    constant: Any  # the head's value where it is a constant of a complete rule's body (not an else), else VARYING
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class _Needs:
 
     requires: tuple[Constraint, ...] = ()
     value_evaluated: bool = False
+    constant: Any = VARYING
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,7 @@ class Rows:
     last: int = field(compare=False)
     first_col: int = field(default=0, compare=False)
     end_col: int = field(default=0, compare=False)
+    declares: bool = field(default=False, compare=False)  # `some x in xs`: OPA's SomeDecl, never listed not covered
 
 
 class CoverageLog:
@@ -102,6 +109,8 @@ class CoverageLog:
         self._lock = threading.Lock()
         self._heads: list[tuple[Rows, Rule]] = []  # by MARKER number
         self._bodies: list[_Body] = []  # by ENTER number
+        self._exit_body: dict[int, int] = {}  # MARKER number -> the ENTER number of its body
+        self._order: dict[int, tuple[Any, ...]] = {}  # bodies OPA may stop before (early exit): their index order
         self._defaults: dict[Rule, Rows] = {}  # the default rules, by the rule they are the default of
         self._exited: set[int] = set()
         self._done: set[int] = set()  # heads whose body succeeded where OPA evaluates the value in the body
@@ -121,7 +130,7 @@ class CoverageLog:
         trees = {m.path: tree for m in modules if (tree := parse(m)[0]) is not None}
         paths = rule_paths(trees.values())
         written = {m.path: m for m in self._modules}
-        out, moves = [], {}
+        out, moves, first = [], {}, len(self._bodies)
         for module in modules:
             self._rewritten[module.path] = module
             parsed = trees.get(module.path)
@@ -135,6 +144,7 @@ class CoverageLog:
             if changes:
                 module, moves[engine_name(module)] = apply(module, changes)
             out.append(module)
+        self._order.update(_early_exits(self._bodies, first))
         return tuple(out), Columns.chain(columns, Columns(moves))
 
     def _markers(self, parsed: Parsed, rule: Node, package: str, needs: list[_Needs]) -> list[Change]:
@@ -149,8 +159,9 @@ class CoverageLog:
         args = [body(a)["value"] if kind(a) == "Var" else "" for a in body(spec["head"]).get("args") or []]
         if not spec["bodies"]:
             at, need = _end(source, spec["head"]), needs[0] if needs else _Needs()
-            enter = self._enter(name, (engine_name(module), position(source, at)[0]), need.requires, args)
-            return [Change(at, at, _body(module, f"{enter}; {self._mark(head, name, value, need)[1]}"))]
+            number_exit, mark = self._mark(head, name, value, need)
+            enter = self._enter(name, (engine_name(module), position(source, at)[0]), need, args, number_exit)
+            return [Change(at, at, _body(module, f"{enter}; {mark}"))]
         changes = []
         for number, each in enumerate(spec["bodies"]):
             rows, this, need = head, value, needs[number] if number < len(needs) else _Needs()
@@ -162,12 +173,12 @@ class CoverageLog:
             number_exit, mark = self._mark(rows, name, this, need, in_body=bool(stmts))
             if not stmts:
                 at = _after_else(source, each)
-                enter = self._enter(name, (engine_name(module), position(source, at)[0]), need.requires, args)
+                enter = self._enter(name, (engine_name(module), position(source, at)[0]), need, args, number_exit)
                 changes.append(Change(at, at, _body(module, f"{enter}; {mark}")))
                 continue
             first = min(stmts[0]["span"]["start"], extent(stmts[0])["start"])
             where = (engine_name(module), position(source, first)[0])
-            enter = self._enter(name, where, need.requires, args)
+            enter = self._enter(name, where, need, args, number_exit)
             start, end = min(each["query"]["span"]["start"], first), _end(source, stmts[-1])
             braced = source[start : start + 1] == b"{"
             opening = (
@@ -201,14 +212,16 @@ class CoverageLog:
         at = _end(source, stmts[-1])
         return [Change(at, at, f"; {call}".encode())]
 
-    def _enter(self, rule: Rule, where: tuple[str, int], requires: tuple[Constraint, ...], args: list[str]) -> str:
+    def _enter(self, rule: Rule, where: tuple[str, int], need: _Needs, args: list[str], exit_number: int) -> str:
         """The call recording that a body is entered; false (and the body fails there, as it would)
         where OPA's rule index would not have entered it."""
+        requires = need.requires
         if any(c.key[0] == "args" and not args[c.key[1]] for c in requires):
             requires = ()  # an argument that is no variable as rewritten: nothing to read it by
         with self._lock:
-            self._bodies.append(_Body(rule, where, requires))
+            self._bodies.append(_Body(rule, where, requires, need.constant))
             number = len(self._bodies) - 1
+            self._exit_body[exit_number] = number
         return f"{ENTER}({number}, [{', '.join(c.text(args) for c in requires)}])"
 
     def _mark(self, rows: Rows, rule: Rule, value: str, need: _Needs, *, in_body: bool = False) -> tuple[int, str]:
@@ -230,7 +243,18 @@ class CoverageLog:
     def exited(self, number: Any, _value: Any) -> bool:
         """MARKER's body: the rule numbered `number` exited."""
         self._events().append((MARKER, int(number), True))
+        body_number = self._exit_body.get(int(number))
+        lookup = self._lookups().get(self._heads[int(number)][1])
+        if lookup is not None and body_number is not None:
+            lookup[1].append(body_number)
         return True
+
+    def _lookups(self) -> dict[Rule, tuple[set[int], list[int]]]:
+        """This thread's current lookup of each rule: the bodies entered, those exited."""
+        lookups = getattr(self._evaluation, "lookups", None)
+        if lookups is None:
+            lookups = self._evaluation.lookups = {}
+        return lookups
 
     def done(self, number: Any) -> bool:
         """DONE's body: the body of the head numbered `number` succeeded; its value is evaluated next."""
@@ -240,9 +264,17 @@ class CoverageLog:
     def entered(self, number: Any, values: list[list[Any]]) -> bool:
         """ENTER's body: the body numbered `number` is entered; whether OPA's index selects it for the
         values its references hold (each a list: none where undefined)."""
-        requires = self._bodies[int(number)].requires
-        selected = all(c.met(found) for c, found in zip(requires, values, strict=True))
-        self._events().append((ENTER, int(number), selected))
+        number = int(number)
+        this = self._bodies[number]
+        lookups = self._lookups()
+        entered, exits = lookups.get(this.rule, (set(), []))
+        if number in entered:  # the rule looked up again
+            entered, exits = set(), []
+        lookups[this.rule] = (entered | {number}, exits)
+        order = self._order.get(number)
+        stopped = order is not None and any(self._order.get(e, order) < order for e in exits)  # OPA's early exit
+        selected = not stopped and all(c.met(found) for c, found in zip(this.requires, values, strict=True))
+        self._events().append((ENTER, number, selected))
         return selected
 
     def gather(self, engine: Any) -> None:
@@ -250,7 +282,7 @@ class CoverageLog:
         evaluated something on but the first rows of bodies OPA's index would not have entered, the
         rules exited, and the defaults used."""
         report = json.loads(engine.get_coverage_report_as_json())
-        events, self._evaluation.events = self._events(), []
+        events, self._evaluation.events, self._evaluation.lookups = self._events(), [], {}
         rows = {file["path"]: set(file.get("covered", [])) for file in report.get("files", [])}
         with self._lock:
             entered = {n for what, n, _ in events if what == ENTER}
@@ -308,12 +340,29 @@ class CoverageLog:
             covered = [h for h in heads if h in exited]
             covered += [d for d in defaults if d in used_defaults]
             covered += [e for e in exprs if e.first in evaluated]
-            candidates = [*heads, *defaults, *exprs]
+            candidates = [*heads, *defaults, *(e for e in exprs if not e.declares)]
             not_covered = [i for i in candidates if not any(_holds(c, i) for c in covered)]
             # a value evaluated in the body covers its row; the head that never exits stays not covered
             touched = [Rows(h.file, h.first, h.first) for h in heads if h in done and h not in exited]
             files[module.path] = _file_report(covered + touched, not_covered)
         return _totals(files)
+
+
+def _early_exits(bodies: list[_Body], first: int) -> dict[int, tuple[Any, ...]]:
+    """The bodies (numbered from `first`) of rules whose bodies all give one constant value, where OPA's
+    index lets its evaluator stop after the first that exits (EarlyExit), with their order in the index."""
+    by_rule: dict[Rule, list[int]] = {}
+    for number in range(first, len(bodies)):
+        by_rule.setdefault(bodies[number].rule, []).append(number)
+    found: dict[int, tuple[Any, ...]] = {}
+    for numbers in by_rule.values():
+        values = {json.dumps(bodies[n].constant) for n in numbers}
+        if len(numbers) < 2 or len(values) != 1 or any(bodies[n].constant == VARYING for n in numbers):
+            continue
+        numbers.sort(key=lambda n: bodies[n].where)  # OPA builds the index by file, then as written
+        keys = index_order([(*bodies[n].where, bodies[n].requires) for n in numbers])
+        found.update(zip(numbers, keys, strict=True))
+    return found
 
 
 def _requirements(rewritten: Parsed, written: Module | None, paths: set) -> list[list[_Needs]]:
@@ -333,6 +382,7 @@ def _requirements(rewritten: Parsed, written: Module | None, paths: set) -> list
             found.append([])
             continue
         head = body(body(rule)["head"])
+        constant = _constant(kind(body(rule)["head"]), head)
         args, main = (
             head.get("args") or [],
             [t for t in ((head.get("assign") or {}).get("value"), head.get("key")) if t],
@@ -342,11 +392,23 @@ def _requirements(rewritten: Parsed, written: Module | None, paths: set) -> list
             terms = (
                 [each["assign"]["value"]] if each["is_else"] and each.get("assign") else [] if each["is_else"] else main
             )
-            needs.append(
-                _Needs(constraints(scope, each["query"]["stmts"], args, terms), any(evaluated(scope, t) for t in terms))
-            )
+            requires = constraints(scope, each["query"]["stmts"], args, terms)
+            value = VARYING if each["is_else"] else constant
+            needs.append(_Needs(requires, any(evaluated(scope, t) for t in terms), value))
         found.append(needs)
     return found
+
+
+def _constant(head_kind: str, head: Node) -> Any:
+    """A complete rule's value where it is a constant (`allow if ...`: true), else VARYING."""
+    if head_kind != "Compr" or kind(head["refr"]) != "Var" or head.get("key") or head.get("args"):
+        return VARYING
+    value = (head.get("assign") or {}).get("value")
+    if value is None:
+        return True
+    if kind(value) in ("String", "RawString", "Number", "Bool", "Null"):
+        return body(value).get("value")
+    return VARYING
 
 
 def _first_row(tree: Parsed, rule: Node) -> int:
@@ -376,7 +438,7 @@ def written_items(module: Module, rewritten: Module | None = None) -> tuple[list
                 end = _end(source, assign["value"]) if assign else each["span"]["start"]
                 heads.append(_rows(path, source, each["span"]["start"], end))
     exprs = [
-        _rows(path, source, stmt["span"]["start"], _end(source, stmt))
+        _rows(path, source, stmt["span"]["start"], _end(source, stmt), declares=kind(stmt["literal"]) == "SomeIn")
         for rule in parsed.written_rules()
         for stmt in statements(rule)
         if kind(stmt["literal"]) != "SomeVars"
@@ -424,9 +486,9 @@ def _after_else(source: bytes, each: Node) -> int:
     return _end(source, assign["value"]) if assign else each["span"]["end"]
 
 
-def _rows(file: str, source: bytes, start: int, end: int) -> Rows:
+def _rows(file: str, source: bytes, start: int, end: int, *, declares: bool = False) -> Rows:
     (first, first_col), (last, _) = position(source, start), position(source, max(start, end - 1))
-    return Rows(file, first, last, first_col, position(source, max(start, end))[1])
+    return Rows(file, first, last, first_col, position(source, max(start, end))[1], declares)
 
 
 def _holds(outer: Rows, inner: Rows) -> bool:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regokite.engine.rewrite.tree import (
@@ -44,6 +44,7 @@ from regokite.engine.rewrite.tree import (
     Parsed,
     body,
     call_operands,
+    extent,
     kind,
     ref_parts,
     tagged,
@@ -61,6 +62,7 @@ class Constraint:
     key: Key
     pattern: Any = ANY  # ANY, a scalar, or a tuple (an array's items: scalars or ANY)
     delimiters: str | None = None  # glob.match: the value split at these is matched against `pattern`
+    at: int = field(default=0, compare=False)  # where the reference is first written in the body (an offset)
 
     def text(self, args: Sequence[str]) -> str:
         """The reference as Rego on one line: a value, or nothing where undefined (`[v | v := ref]`)."""
@@ -172,6 +174,7 @@ class _Body:
         self.names = {name: parts for name, parts in scope.names.items() if name not in declared}
         self.found: dict[Key, Constraint] = {}
         self.bound: dict[str, Key] = {}  # local variables bound to a reference: `v := input.x`
+        self.seen: dict[Key, int] = {}  # where each reference is first read
 
     def put(self, constraint: Constraint) -> None:
         self.found.pop(constraint.key, None)
@@ -307,6 +310,7 @@ class _Body:
             or (parts[0] == "data" and self.scope.virtual(tuple(parts)))
         ):
             return None
+        self.seen.setdefault(tuple(parts), extent(term)["start"] or 0)
         return tuple(parts)
 
 
@@ -323,7 +327,7 @@ def constraints(
         reader.statement(statement)
     for term in head:
         reader.equality(reader.in_place(term), ("var", None))
-    return tuple(reader.found.values())
+    return tuple(replace(c, at=reader.seen.get(c.key, 0)) for c in reader.found.values())
 
 
 def evaluated(scope: Scope, term: Node | None) -> bool:
@@ -419,3 +423,33 @@ def _pattern(term: Node, delimiters: str) -> tuple | None:
             escaped = False
         parts.append(part)
     return tuple(parts)
+
+
+def index_order(bodies: Sequence[tuple[str, int, Sequence[Constraint]]]) -> list[tuple[Any, ...]]:
+    """The order OPA's index hands a rule's bodies to its evaluator, as a sort key per body, for bodies
+    given as (file, row, constraints) in the order OPA builds the index (by file, then as written).
+
+    The index is a trie over the references the bodies constrain, the most constrained first (then the
+    first written); at each, a body that does not constrain it comes before one that needs it defined,
+    before one that needs a value; a body left where several are, in the order given."""
+    counts: dict[Key, int] = {}
+    first: dict[Key, tuple[str, int]] = {}
+    for file, _, found in bodies:
+        for c in found:
+            counts[c.key] = counts.get(c.key, 0) + 1
+            first.setdefault(c.key, (file, c.at))
+    refs = sorted(counts, key=lambda k: (-counts[k], first[k]))
+    keys = []
+    for number, (_, _, found) in enumerate(bodies):
+        by_key = {c.key: c for c in found}
+        ranks = tuple(_rank(by_key.get(ref)) for ref in refs)
+        keys.append((ranks, number))
+    return keys
+
+
+def _rank(constraint: Constraint | None) -> int:
+    if constraint is None:
+        return 0
+    if constraint.pattern is ANY:
+        return 1
+    return 3 if constraint.delimiters is not None else 2

@@ -326,6 +326,23 @@ default replicas := 1
 
 replicas := input.r if is_number(input.r)
 
+early_exit if {
+	some x in input.xs
+	x == 1
+}
+
+early_exit if {
+	some y in input.ys
+	y == 2
+}
+
+early_indexed if input.ea
+
+early_indexed if {
+	input.ea
+	input.eb
+}
+
 computed := {k: 1 | some k in ["b"]}
 
 head_ref := input.hr if {
@@ -397,6 +414,10 @@ test_in_object if not in_object with input as {}
 test_arithmetic if not arithmetic with input as {}
 
 test_member if not member with input as {}
+
+test_early_exit if early_exit with input as {"xs": [1], "ys": [2]}
+
+test_early_indexed if early_indexed with input as {"ea": true, "eb": true}
 
 test_head_ref if not head_ref with input as {"s": "x"}
 
