@@ -59,6 +59,7 @@ from regokite.engine.rule_index import Constraint, Scope, constraints, evaluated
 from regokite.errors import PolicyLoadError
 
 MARKER = "__rk_cover_exit"
+_OPENED = re.compile(rb"\{(?:\s|#[^\n]*)*\Z")  # a body's `{` just before its first statement
 _MOVED = re.compile(r"__rk\d+__")  # HeadTerms' binding of a head's value at the end of the body
 ENTER = "__rk_cover_enter"
 DONE = "__rk_cover_done"
@@ -180,7 +181,7 @@ class CoverageLog:
             where = (engine_name(module), position(source, first)[0])
             enter = self._enter(name, where, need, args, number_exit)
             start, end = min(each["query"]["span"]["start"], first), _end(source, stmts[-1])
-            braced = source[start : start + 1] == b"{"
+            braced = _OPENED.search(source, start, first) is not None  # (a v0 else's query starts at `else`)
             opening = (
                 Change(first, first, f"{enter}; ".encode())
                 if braced

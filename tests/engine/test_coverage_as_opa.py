@@ -540,10 +540,17 @@ f(a) = "big" {
 	a > 10
 } else = "small"
 
+g(a) = "big" {
+	a > 10
+} else = "mid" {
+	a > 5
+} else = "small"
+
 test_allow {
 	allow with input as {"user": "admin"}
 	x == 1
 	f(1) == "small"
+	g(6) == "mid"
 }
 """
 
@@ -561,17 +568,25 @@ f(a) := "big" if {
 	a > 10
 } else := "small"
 
+g(a) := "big" if {
+	a > 10
+} else := "mid" if {
+	a > 5
+} else := "small"
+
 test_allow if {
 	allow with input as {"user": "admin"}
 	x == 1
 	f(1) == "small"
+	g(6) == "mid"
 }
 """
 
 
 def test_a_v0_module_covers_the_rows_of_its_v1_twin(tmp_path):
-    """v0 has no `if`: a rule without a body gets `{ call }` (OPA's library reads v1 only: the twin, row
-    for row, is what it reports on)."""
+    """v0 has no `if`: a rule without a body gets `{ call }`, and an else's body opens after its value
+    (regorus's span of it starts at `else`). OPA's library reads v1 only: the twin, row for row, is what
+    it reports on."""
     (tmp_path / "v0").mkdir()
     (tmp_path / "v1").mkdir()
     (tmp_path / "v0" / "p.rego").write_text(V0)
