@@ -126,6 +126,9 @@ def _bodies(target: Target, spec: Node, index: int, bound: list[tuple[bytes, tup
         return [Change(at, at, keyword + b" " + statements + b" }", bound[0][1])]
     query = chain[index]["query"]
     start = min(query["span"]["start"], extent(query)["start"] or query["span"]["start"])  # `if "a" in x`
+    if source[start : start + 4] == b"else":  # v0's `else = v { ... }`: the span starts at the keyword
+        rest = source[bound[-1][2] :]
+        start = bound[-1][2] + len(rest) - len(rest.lstrip())
     if source[start : start + 1] != b"{":  # `if expr`: braced, the statements after it
         end = trimmed(source, start, end_of(query))[1]  # `if c := "c"`: its quote
         statements = b"; ".join(statement for statement, _, _ in bound)

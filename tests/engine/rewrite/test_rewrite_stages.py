@@ -84,6 +84,11 @@ CASES["HeadTerms (v0 else)"] = Case(
     v1="package p\n\nx = o.name if { o := input[_] } else = 5\n",
     input=[{"name": "a"}, {}],
 )
+CASES["HeadTerms (v0 else body)"] = Case(  # the else's span starts at its keyword in v0
+    "package p\n\nx = o.name {\n\to := input[_]\n\tnot o.k\n} else = o.name {\n\to := input[_]\n}\n",
+    v1="package p\n\nx = o.name if {\n\to := input[_]\n\tnot o.k\n} else = o.name if {\n\to := input[_]\n}\n",
+    input=[{"k": True}, {"name": "a", "k": True}],
+)
 CASES["SplitBodies (v0)"] = Case(
     "package p\n\nx[y] { y := 1 } { y := 2 }\n", v1="package p\n\nx contains y if { y := 1 } { y := 2 }\n"
 )
