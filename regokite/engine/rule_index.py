@@ -21,7 +21,9 @@ a reference winning:
     `m`'s string split at the delimiters must match the pattern's parts (`*` a
     whole part matches anything), where `m` is a reference, a variable bound to
     one before, or an argument;
-  * for a function, `arg == value` on one of its arguments.
+  * for a function, `arg == value` on one of its arguments;
+  * the head's value (or key), which OPA's compiler binds at the end of the
+    body (`__local0__ = value`), read as such a binding.
 A reference counts only when every part is a constant and it is `input`'s or
 base data's (a rule's value, `data.p.r`, is never indexed); `some x in ref`
 (compiled to `x = ref[_]`) and `every` give nothing.
@@ -31,10 +33,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from regokite.engine.rewrite.tree import CALLS, REFS, Node, Parsed, body, kind, ref_parts, tagged
+from regokite.engine.rewrite.tree import (
+    CALLS,
+    COMPREHENSIONS,
+    REFS,
+    Node,
+    Parsed,
+    body,
+    call_operands,
+    extent,
+    kind,
+    ref_parts,
+    tagged,
+)
 
 ANY = object()  # a value matching whatever is defined
 SCALARS = frozenset({"String", "RawString", "Number", "Bool", "Null"})
@@ -48,6 +62,7 @@ class Constraint:
     key: Key
     pattern: Any = ANY  # ANY, a scalar, or a tuple (an array's items: scalars or ANY)
     delimiters: str | None = None  # glob.match: the value split at these is matched against `pattern`
+    at: int = field(default=0, compare=False)  # where the reference is first written in the body (an offset)
 
     def text(self, args: Sequence[str]) -> str:
         """The reference as Rego on one line: a value, or nothing where undefined (`[v | v := ref]`)."""
@@ -159,6 +174,7 @@ class _Body:
         self.names = {name: parts for name, parts in scope.names.items() if name not in declared}
         self.found: dict[Key, Constraint] = {}
         self.bound: dict[str, Key] = {}  # local variables bound to a reference: `v := input.x`
+        self.seen: dict[Key, int] = {}  # where each reference is first read
 
     def put(self, constraint: Constraint) -> None:
         self.found.pop(constraint.key, None)
@@ -181,7 +197,7 @@ class _Body:
             self.in_place(node["lhs"])
             self.in_place(node["rhs"])
         elif expr_kind in CALLS:
-            for operand in _operands(expr_kind, node):
+            for operand in call_operands(expr_kind, node):
                 self.operand(operand)
         else:
             self.in_place(expr)
@@ -198,7 +214,7 @@ class _Body:
                 self.operand(operand)
             self.glob(*node["params"])
         elif expr_kind in CALLS:
-            for operand in _operands(expr_kind, node):
+            for operand in call_operands(expr_kind, node):
                 self.operand(operand)
         elif (side := self.in_place(expr)) and side[0] == "ref":
             self.put(Constraint(side[1]))
@@ -239,7 +255,7 @@ class _Body:
         if term_kind == "Var":
             return ("var", node["value"])
         if term_kind in CALLS:
-            for operand in _operands(term_kind, node):
+            for operand in call_operands(term_kind, node):
                 self.operand(operand)
             return ("var", None)  # the call's output variable
         if term_kind in ("Array", "Set", "Object"):
@@ -253,7 +269,7 @@ class _Body:
         """A term in an operand position: each reference in it is bound, so must be defined."""
         term_kind, node = kind(term), body(term)
         if term_kind in CALLS:
-            for operand in _operands(term_kind, node):
+            for operand in call_operands(term_kind, node):
                 self.operand(operand)
         elif term_kind in REFS or (term_kind == "Var" and node["value"] in self.names):
             key = self.reference(term)
@@ -294,18 +310,36 @@ class _Body:
             or (parts[0] == "data" and self.scope.virtual(tuple(parts)))
         ):
             return None
+        self.seen.setdefault(tuple(parts), extent(term)["start"] or 0)
         return tuple(parts)
 
 
-def constraints(scope: Scope, statements: Sequence[Node], args: Sequence[Node]) -> tuple[Constraint, ...]:
-    """What the index requires for a body (its statements, the function's arguments) to be entered."""
+def constraints(
+    scope: Scope, statements: Sequence[Node], args: Sequence[Node], head: Sequence[Node] = ()
+) -> tuple[Constraint, ...]:
+    """What the index requires for a body (its statements, the function's arguments, the head's value and
+    key, which OPA's compiler binds at the end of the body: `__local0__ = value`) to be entered."""
     if any(_prints(s) for s in statements):
         return ()  # OPA indexes no body calling print (internal.print)
     names = {body(a)["value"]: i for i, a in enumerate(args) if kind(a) == "Var" and body(a)["value"] != "_"}
     reader = _Body(scope, names, _declared(scope.source, statements) | set(names))
     for statement in statements:
         reader.statement(statement)
-    return tuple(reader.found.values())
+    for term in head:
+        reader.equality(reader.in_place(term), ("var", None))
+    return tuple(replace(c, at=reader.seen.get(c.key, 0)) for c in reader.found.values())
+
+
+def evaluated(scope: Scope, term: Node | None) -> bool:
+    """Whether OPA's compiler moves a head's value (or key) into the body (a reference, a call, a
+    comprehension, in it): evaluated there after the body, it covers the head's row even where it is
+    undefined."""
+    if term is None:
+        return False
+    found = tagged(term)
+    return any(
+        k in REFS or k in CALLS or k in COMPREHENSIONS or (k == "Var" and n["value"] in scope.names) for k, n in found
+    )
 
 
 def _declared(source: bytes, statements: Sequence[Node]) -> set[str]:
@@ -336,16 +370,6 @@ def _name(call: Node) -> str | None:
         return ".".join(ref_parts(call["fcn"]))
     except (ValueError, KeyError):
         return None
-
-
-def _operands(expr_kind: str, node: Node) -> list[Node]:
-    if expr_kind == "Call":
-        return node["params"]
-    if expr_kind == "Membership":
-        return [t for t in (node.get("key"), node["value"], node["collection"]) if t]
-    if expr_kind == "UnaryExpr":
-        return [node["expr"]]
-    return [node["lhs"], node["rhs"]]
 
 
 def _scalar_of(term: Node) -> Any:
@@ -399,3 +423,33 @@ def _pattern(term: Node, delimiters: str) -> tuple | None:
             escaped = False
         parts.append(part)
     return tuple(parts)
+
+
+def index_order(bodies: Sequence[tuple[str, int, Sequence[Constraint]]]) -> list[tuple[Any, ...]]:
+    """The order OPA's index hands a rule's bodies to its evaluator, as a sort key per body, for bodies
+    given as (file, row, constraints) in the order OPA builds the index (by file, then as written).
+
+    The index is a trie over the references the bodies constrain, the most constrained first (then the
+    first written); at each, a body that does not constrain it comes before one that needs it defined,
+    before one that needs a value; a body left where several are, in the order given."""
+    counts: dict[Key, int] = {}
+    first: dict[Key, tuple[str, int]] = {}
+    for file, _, found in bodies:
+        for c in found:
+            counts[c.key] = counts.get(c.key, 0) + 1
+            first.setdefault(c.key, (file, c.at))
+    refs = sorted(counts, key=lambda k: (-counts[k], first[k]))
+    keys = []
+    for number, (_, _, found) in enumerate(bodies):
+        by_key = {c.key: c for c in found}
+        ranks = tuple(_rank(by_key.get(ref)) for ref in refs)
+        keys.append((ranks, number))
+    return keys
+
+
+def _rank(constraint: Constraint | None) -> int:
+    if constraint is None:
+        return 0
+    if constraint.pattern is ANY:
+        return 1
+    return 3 if constraint.delimiters is not None else 2

@@ -326,6 +326,41 @@ default replicas := 1
 
 replicas := input.r if is_number(input.r)
 
+early_exit if {
+	some x in input.xs
+	x == 1
+}
+
+early_exit if {
+	some y in input.ys
+	y == 2
+}
+
+early_indexed if input.ea
+
+early_indexed if {
+	input.ea
+	input.eb
+}
+
+computed := {k: 1 | some k in ["b"]}
+
+head_ref := input.hr if {
+	is_string(input.s)
+}
+
+head_rule_value := computed.c if {
+	is_string(input.s)
+}
+
+h(v) := 1 if v == 2
+
+head_call := h(input.hc)
+
+else_value := 1 if {
+	input.s == "other"
+} else := input.ev
+
 default g(_) := "none"
 
 g(x) := "big" if x > 10
@@ -379,6 +414,18 @@ test_in_object if not in_object with input as {}
 test_arithmetic if not arithmetic with input as {}
 
 test_member if not member with input as {}
+
+test_early_exit if early_exit with input as {"xs": [1], "ys": [2]}
+
+test_early_indexed if early_indexed with input as {"ea": true, "eb": true}
+
+test_head_ref if not head_ref with input as {"s": "x"}
+
+test_head_rule_value if not head_rule_value with input as {"s": "x"}
+
+test_head_call if not head_call with input as {"hc": 3}
+
+test_else_value if not else_value with input as {"s": "x"}
 
 test_defaults_per_lookup if {
 	replicas == 1 with input as {}
