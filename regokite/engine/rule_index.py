@@ -147,14 +147,22 @@ def _constant_prefix(ref: Node) -> list[Any]:
     parts = [body(chain[0])["refr"] if chain else ref]
     out: list[Any] = [body(parts[0])["value"]] if kind(parts[0]) == "Var" else []
     for link in chain:
-        node = body(link)
-        if kind(link) == "RefDot":
-            out.append(node["field"][1])
-        elif kind(node["index"]) in SCALARS:
-            out.append(_scalar_of(node["index"]))
-        else:
+        part = _part(link)
+        if part is _VARIABLE:
             break
+        out.append(part)
     return out
+
+
+_VARIABLE = object()  # a reference's part that is not a constant
+
+
+def _part(link: Node) -> Any:
+    """A reference link's key where it is a constant (`.b`, `["b"]`, `[0]`), else _VARIABLE."""
+    node = body(link)
+    if kind(link) == "RefDot":
+        return node["field"][1]
+    return _scalar_of(node["index"]) if kind(node["index"]) in SCALARS else _VARIABLE
 
 
 def _chain(ref: Node) -> list[Node]:
@@ -296,14 +304,12 @@ class _Body:
         parts: list[Any] = list(self.names[body(root)["value"]])
         constant = True
         for ref in chain:
-            node = body(ref)
-            if kind(ref) == "RefDot":
-                parts.append(node["field"][1])
-            elif kind(node["index"]) in SCALARS:
-                parts.append(_scalar_of(node["index"]))
-            else:
-                self.operand(node["index"])
+            part = _part(ref)
+            if part is _VARIABLE:
+                self.operand(body(ref)["index"])
                 constant = False
+            else:
+                parts.append(part)
         if (
             not constant
             or parts[0] not in ("input", "data")
