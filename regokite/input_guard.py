@@ -74,8 +74,9 @@ _DOUBLE_EXACT = 2.0**53  # from here on a double is an integer, and may not be t
 
 
 def _plainly_valid(value: Any, int_max: int) -> bool:
-    """True when `value` is certainly fine; False when unsure (tuples, sets, subclasses too)."""
-    level = [value]
+    """True when `value` is certainly fine; False when unsure (tuples, sets, subclasses too). The value
+    goes in a list of its own, so a string or a number (an extension's result) is settled here too."""
+    level = [[value]]
     for _ in range(MAX_DEPTH):
         deeper: list[Any] = []
         for container in level:

@@ -39,26 +39,15 @@ import socket
 import ssl
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from regokite.admission.limits import ConnectionLimits
 from regokite.ops import admission_metrics as metrics
 
 log = logging.getLogger("regokite.admission")
-
-
-@dataclass(frozen=True)
-class ConnectionLimits:
-    handshake_timeout: float = 5.0
-    header_timeout: float = 10.0
-    body_timeout: float = 10.0
-    keep_alive_timeout: float = 5.0
-    max_connections: int = 1000
-    max_requests: int = 1000
-    max_header_bytes: int = 64 * 1024
 
 
 class CoalescedWrites:

@@ -7,7 +7,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from regokite.admission.connections import ConnectionLimits
+from regokite.admission.limits import ConnectionLimits
 from regokite.admission.policies import PolicySet, build_policy_set
 from regokite.bundle import Bundle, fingerprint
 from regokite.bundles.served import ServedBundles

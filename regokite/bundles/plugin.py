@@ -68,6 +68,12 @@ def _rfc3339(at: float | None) -> str | None:
     return None if at is None else datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
 
 
+class NotActivated(RegokiteError):
+    """A bundle read and verified that the served set refuses (its roots overlap another's, it does not
+    load). As OPA, its poller waits the polling delay, not a failed download's backoff: the bundle comes
+    again on the next poll (asked with the last good one's ETag), and is checked again."""
+
+
 @dataclass
 class BundleStatus:
     """One bundle's status, with OPA's field names (status API, `bundles.<name>`)."""
@@ -180,6 +186,8 @@ class BundlePlugin:
         except RegokiteError as exc:
             release_frames(exc)  # engines `check` built are dropped here, on the thread that built them
             self._failed(name, exc)
+            if isinstance(exc, NotActivated):  # OPA: downloaded and verified, then refused: the polling delay
+                return next_delay(source, 0, reply.long_polling)
             return next_delay(source, failures + 1, False)
         return next_delay(source, 0, reply.long_polling)
 
@@ -210,8 +218,11 @@ class BundlePlugin:
         with self._lock:
             candidate = {**self.active, name: loaded}
             bundles = [candidate[n] for n in self.sources if n in candidate]
-            combine(bundles)  # roots that overlap another bundle's: refused before the check builds anything
-            self.check(bundles)
+            try:
+                combine(bundles)  # roots that overlap another bundle's: refused before the check builds anything
+                self.check(bundles)
+            except RegokiteError as exc:
+                raise NotActivated(str(exc)) from exc
             _write_atomically(store_archive(self.store, name), blob)
             previous = self.active[name].manifest.revision if name in self.active else None
             self.active[name] = loaded
@@ -285,7 +296,7 @@ class BundlePlugin:
         """Poll every bundle not yet active until all are (start-up: nothing decides before its bundles)."""
         started, failures = time.monotonic(), dict.fromkeys(self.sources, 0)
         while not self.ready():
-            delays = []
+            delays, before = [], len(self.active)
             for name in self.sources:
                 if name not in self.active:
                     delay = self.poll(name, failures[name])
@@ -296,7 +307,8 @@ class BundlePlugin:
             if timeout is not None and time.monotonic() - started > timeout:
                 missing = sorted(set(self.sources) - set(self.active))
                 raise RegokiteError(f"bundles not activated within {timeout:g} s: {', '.join(missing)}")
-            time.sleep(min(delays, default=0.1))
+            if len(self.active) == before:  # one activated: the others may load beside it now (ordering)
+                time.sleep(min(delays, default=0.1))
 
     def run(self, stop: threading.Event) -> None:
         """Poll each bundle on a thread of its own until `stop` is set."""

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from regokite.admission.limits import ConnectionLimits
 from regokite.commands import options
 from regokite.errors import RegokiteError
 
@@ -80,18 +81,25 @@ def add_parser(sub: Any) -> None:
     adm.set_defaults(func=run)
 
 
+# each of ConnectionLimits' fields: its flag, the flag's metavar and help (its default is the field's)
+CONNECTION_LIMITS = {
+    "handshake_timeout": ("--handshake-timeout", "SECONDS", "to finish TLS"),
+    "header_timeout": ("--header-timeout", "SECONDS", "to send the headers"),
+    "body_timeout": ("--body-timeout", "SECONDS", "to send the body"),
+    "keep_alive_timeout": ("--keep-alive-timeout", "SECONDS", "idle between requests"),
+    "max_connections": ("--max-connections", "N", "open at once, per worker"),
+    "max_requests": ("--max-requests-per-connection", "N", "then close"),
+    "max_header_bytes": ("--max-header-bytes", "N", "request line + headers"),
+}
+
+
 def _add_connection_limits(adm: argparse.ArgumentParser) -> None:
     """What one admission worker allows each client connection (slow or many clients cannot starve it)."""
     limits = adm.add_argument_group("connection limits (per worker)")
-    limits.add_argument("--handshake-timeout", type=float, default=5.0, metavar="SECONDS", help="to finish TLS")
-    limits.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the headers")
-    limits.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS", help="to send the body")
-    limits.add_argument(
-        "--keep-alive-timeout", type=float, default=5.0, metavar="SECONDS", help="idle between requests"
-    )
-    limits.add_argument("--max-connections", type=int, default=1000, metavar="N", help="open at once, per worker")
-    limits.add_argument("--max-requests-per-connection", type=int, default=1000, metavar="N", help="then close")
-    limits.add_argument("--max-header-bytes", type=int, default=64 * 1024, metavar="N", help="request line + headers")
+    defaults = ConnectionLimits()
+    for name, (flag, metavar, what) in CONNECTION_LIMITS.items():
+        default = getattr(defaults, name)
+        limits.add_argument(flag, dest=name, type=type(default), default=default, metavar=metavar, help=what)
 
 
 def _add_exempt_namespace_args(adm: argparse.ArgumentParser) -> None:
@@ -123,7 +131,6 @@ def run(args: argparse.Namespace) -> int:
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # must be set before prometheus_client is imported, for workers (always forked) to share metrics
         metrics_dir = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="regokite-metrics-")
-    from regokite.admission.connections import ConnectionLimits
     from regokite.admission.settings import AdmissionSettings
     from regokite.admission.supervisor import serve
     from regokite.engine import Capability
@@ -162,15 +169,7 @@ def run(args: argparse.Namespace) -> int:
         exemptions=Exemptions(
             tuple(args.exempt_namespace), tuple(args.exempt_namespace_prefix), tuple(args.exempt_namespace_suffix)
         ),
-        limits=ConnectionLimits(
-            handshake_timeout=args.handshake_timeout,
-            header_timeout=args.header_timeout,
-            body_timeout=args.body_timeout,
-            keep_alive_timeout=args.keep_alive_timeout,
-            max_connections=args.max_connections,
-            max_requests=args.max_requests_per_connection,
-            max_header_bytes=args.max_header_bytes,
-        ),
+        limits=ConnectionLimits(**{name: getattr(args, name) for name in CONNECTION_LIMITS}),
         bundles=options.served_bundles(args),
     )
     if Capability.SIDECAR in settings.engine.capabilities and args.opa_wait > 0:

@@ -10,8 +10,8 @@ from typing import Any
 from regokite.bundles.config import ConfigError, Service
 
 _KEYS = {"service", "resource", "reporting", "mask_decision", "drop_decision", "console", "partition_name"}
-_REPORTING = {"buffer_type", "buffer_size_limit_events", "upload_size_limit_bytes", "min_delay_seconds",
-              "max_delay_seconds", "trigger"}  # fmt: skip
+_REPORTING = {"buffer_type", "buffer_size_limit_events", "buffer_size_limit_bytes", "upload_size_limit_bytes",
+              "min_delay_seconds", "max_delay_seconds", "trigger"}  # fmt: skip
 _REFUSED = {
     "plugin": "custom decision log plugins are Go code: regokite has none",
     "request_context": "regokite logs admission reviews, which carry no HTTP request headers to copy",
@@ -19,7 +19,6 @@ _REFUSED = {
     "mask_decision_before_drop": "regokite evaluates drop before mask, as OPA does by default",
 }
 _REFUSED_REPORTING = {
-    "buffer_size_limit_bytes": "set buffer_size_limit_events: the buffer is bounded by events here",
     "max_decisions_per_second": "decisions are not rate-limited here; the buffer's bound drops and counts",
 }
 
@@ -31,7 +30,9 @@ class DecisionLogConfig:
     console: bool = False
     mask_decision: str = "system/log/mask"
     drop_decision: str = "system/log/drop"
+    buffer_type: str = "size"  # OPA's default: bounded by buffer_size_limit_bytes; "event": by events
     buffer_size_limit_events: int = 10000
+    buffer_size_limit_bytes: int = 0  # the events' JSON bytes the size buffer holds at most (0: no limit, as OPA)
     upload_size_limit_bytes: int = 32768  # a gzip'd batch's most bytes
     min_delay_seconds: float = 300.0
     max_delay_seconds: float = 600.0
@@ -53,8 +54,13 @@ def parse(section: Mapping[str, Any], services: Mapping[str, Service], labels: M
         name = next(iter(services))  # OPA: the only service when none is named
     if name is not None and name not in services:
         raise ConfigError(f"decision_logs.service: no service named {name!r}")
-    if reporting.get("buffer_type", "size") not in ("size", "event"):
+    buffer_type = reporting.get("buffer_type", "size")
+    if buffer_type not in ("size", "event"):
         raise ConfigError("decision_logs.reporting.buffer_type: expected size or event")
+    other = "buffer_size_limit_bytes" if buffer_type == "event" else "buffer_size_limit_events"
+    if other in reporting:  # OPA refuses the other type's bound
+        raise ConfigError(f"decision_logs.reporting.{other}: not supported for the {buffer_type} buffer type")
+    in_bytes = "buffer_size_limit_bytes" in reporting
     if reporting.get("trigger", "periodic") not in ("periodic", "immediate"):
         raise ConfigError("decision_logs.reporting.trigger: expected periodic or immediate")
     low = _number(reporting, "min_delay_seconds", 300.0)
@@ -67,7 +73,9 @@ def parse(section: Mapping[str, Any], services: Mapping[str, Service], labels: M
         console=bool(section.get("console", False)),
         mask_decision=str(section.get("mask_decision", "system/log/mask")).strip("/"),
         drop_decision=str(section.get("drop_decision", "system/log/drop")).strip("/"),
+        buffer_type=buffer_type,
         buffer_size_limit_events=int(_number(reporting, "buffer_size_limit_events", 10000)),
+        buffer_size_limit_bytes=int(_number(reporting, "buffer_size_limit_bytes", 1)) if in_bytes else 0,
         upload_size_limit_bytes=int(_number(reporting, "upload_size_limit_bytes", 32768)),
         min_delay_seconds=low,
         max_delay_seconds=high,

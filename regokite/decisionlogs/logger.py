@@ -2,8 +2,11 @@
 that applies the drop and mask decisions, writes the console and uploads gzip'd batches.
 
 `record` never blocks and never fails a review: a full buffer drops its
-oldest event and counts it (`regokite_decision_logs_dropped{reason="buffer"}`),
-as OPA's event buffer. The thread wakes every min..max delay (OPA's
+oldest events and counts them (`regokite_decision_logs_dropped{reason="buffer"}`),
+as OPA's buffers: `buffer_type: event` holds at most `buffer_size_limit_events`
+events, `size` (OPA's default) at most `buffer_size_limit_bytes` bytes of the
+events' JSON (no limit unless set, as OPA; only then is an event encoded in
+the review, to measure it). The thread wakes every min..max delay (OPA's
 `reporting` delays, picked at random between them), or as soon as a chunk
 fills with `trigger: immediate`; a batch is a JSON array of events, gzip'd,
 at most `upload_size_limit_bytes` (an event alone over it is dropped and
@@ -51,7 +54,7 @@ class DecisionLogger:
         self._engine = engine
         self._status = status
         self._revisions: tuple[float, dict[str, str]] = (0.0, {})
-        self._buffer: collections.deque[dict[str, Any]] = collections.deque()
+        self._buffer = _Buffer(config)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
@@ -75,11 +78,10 @@ class DecisionLogger:
     def record(self, entry: dict[str, Any]) -> None:
         """Buffer one event; the oldest goes (counted) when the buffer is full. Never blocks on I/O."""
         with self._lock:
-            if len(self._buffer) >= self.config.buffer_size_limit_events:
-                self._buffer.popleft()
-                self._drop("buffer")
-            self._buffer.append(entry)
+            dropped = self._buffer.push(entry)
             wake = self.config.immediate and len(self._buffer) >= self._chunk_events()
+        if dropped:
+            self._drop("buffer", dropped)
         if wake:
             self._wake.set()
 
@@ -114,8 +116,7 @@ class DecisionLogger:
 
     def _flush(self) -> None:
         with self._lock:
-            taken = list(self._buffer)
-            self._buffer.clear()
+            taken = self._buffer.take()
         if not taken:
             return
         ready = self._judged(taken)
@@ -221,12 +222,70 @@ class DecisionLogger:
     def _requeue(self, events: list[dict[str, Any]]) -> None:
         """Put what was not uploaded back in front of what arrived since, within the bound (oldest dropped)."""
         with self._lock:
-            room = self.config.buffer_size_limit_events - len(self._buffer)
-            keep = events[-room:] if room > 0 else []
-            if len(events) > len(keep):
-                self._drop("buffer", len(events) - len(keep))
-            self._buffer.extendleft(reversed(keep))
+            keep = self._buffer.requeue(events)
             self._judged_ids.update(e["decision_id"] for e in keep)
+        if len(events) > len(keep):
+            self._drop("buffer", len(events) - len(keep))
+
+
+class _Buffer:
+    """The events not reported yet, bounded as the configured buffer type bounds them (the caller locks)."""
+
+    def __init__(self, config: DecisionLogConfig) -> None:
+        self._events: collections.deque[dict[str, Any]] = collections.deque()
+        self._sizes: collections.deque[int] = collections.deque()  # each event's JSON bytes (size buffer, limited)
+        self._bytes = 0
+        self._most_events = config.buffer_size_limit_events if config.buffer_type == "event" else 0
+        self._most_bytes = config.buffer_size_limit_bytes if config.buffer_type == "size" else 0
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def push(self, entry: dict[str, Any]) -> int:
+        """Add one event; how many of the oldest went to make room."""
+        size = _size(entry) if self._most_bytes else 0
+        dropped = 0
+        while self._events and self._full(size):
+            self._pop()
+            dropped += 1
+        self._events.append(entry)
+        self._sizes.append(size)
+        self._bytes += size
+        return dropped
+
+    def take(self) -> list[dict[str, Any]]:
+        taken = list(self._events)
+        self._events.clear()
+        self._sizes.clear()
+        self._bytes = 0
+        return taken
+
+    def requeue(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Put `events` (older than those buffered) back in front, the newest of them that fit; those kept."""
+        keep: list[dict[str, Any]] = []
+        for entry in reversed(events):
+            size = _size(entry) if self._most_bytes else 0
+            if self._full(size):
+                break
+            self._events.appendleft(entry)
+            self._sizes.appendleft(size)
+            self._bytes += size
+            keep.append(entry)
+        return keep[::-1]
+
+    def _full(self, size: int) -> bool:
+        """Whether one more event of `size` bytes would pass the bound."""
+        if self._most_events:
+            return len(self._events) >= self._most_events
+        return bool(self._most_bytes) and self._bytes + size > self._most_bytes
+
+    def _pop(self) -> None:
+        self._events.popleft()
+        self._bytes -= self._sizes.popleft()
+
+
+def _size(entry: dict[str, Any]) -> int:
+    return len(json.dumps(entry, separators=(",", ":")).encode())
 
 
 def _gzip(encoded: list[bytes]) -> bytes:

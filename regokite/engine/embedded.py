@@ -32,7 +32,7 @@ from regokite.clusterdata.store import Change, ReplicaStore, check_replica_root,
 from regokite.engine import KINDS, UNDEFINED, builtin_errors, first_value, object_keys, rewrite, rule_ref
 from regokite.engine.capabilities import check_arguments, check_builtins, check_data_paths
 from regokite.engine.catalog import extension_only
-from regokite.engine.coverage import MARKER, CoverageLog
+from regokite.engine.coverage import DONE, ENTER, MARKER, CoverageLog
 from regokite.engine.extensions import ExtensionOptions, install, provided
 from regokite.engine.extensions.common import Refusal
 from regokite.engine.lenient import ROUNDS, Places, Variant, undefined_calls
@@ -222,6 +222,8 @@ class EmbeddedEngine:
         install(data, self.options)  # clones share the extension callables
         if self._coverage is not None:
             data.add_extension(MARKER, 2, self._coverage.exited)
+            data.add_extension(ENTER, 2, self._coverage.entered)
+            data.add_extension(DONE, 1, self._coverage.done)
         if self.bundle.data:
             data.add_data(self.bundle.data)
         variant = self._lenient.current

@@ -4,6 +4,7 @@ long polling, credentials, signatures refused while the last good keeps serving,
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -119,6 +120,25 @@ def test_a_bundle_that_does_not_load_keeps_the_last_good(tmp_path: Path) -> None
             service.put("authz", authz("r2", ["bob"], policy="package authz\n\nallow if undefined_function(1)\n"))
             wait_until(lambda: plugin.status["authz"].code == "bundle_error", what="the uncompilable bundle refused")
             assert allowed(plugin.store, "alice") and plugin.status["authz"].active_revision == "r1"
+
+
+def test_a_bundle_that_does_not_load_is_asked_for_again_after_the_polling_delay(tmp_path: Path) -> None:
+    """As OPA: a bundle downloaded and verified but refused by the served set is asked for again (with the
+    last good one's ETag, so it comes again) after the polling delay, not after a failed download's
+    backoff from 0.1 s, which rebuilt the refused set several times a second."""
+    polling = {**SIGNED, "polling": {"min_delay_seconds": 2, "max_delay_seconds": 2}}
+    with BundleService(tmp_path / "svc") as service:
+        service.put("authz", authz("r1", ["alice"]))
+        plugin = BundlePlugin(config(service, **polling), tmp_path / "store", loads)
+        plugin.activate_all(timeout=10)
+        with following(plugin):
+            service.put("authz", authz("r2", ["bob"], policy="package authz\n\nallow if undefined_function(1)\n"))
+            wait_until(lambda: plugin.status["authz"].code == "bundle_error", timeout=6, what="the bundle refused")
+            refused = service.answered(200)
+            time.sleep(3.0)
+            again = service.answered(200) - refused
+        assert 1 <= again <= 2, f"{again} downloads of the refused bundle in 3 s (polling every 2 s)"
+        assert allowed(plugin.store, "alice") and plugin.status["authz"].active_revision == "r1"
 
 
 def test_a_restart_with_the_service_down_serves_the_persisted_bundle(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ retries after a failed upload, and one event per admission review."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 
@@ -63,13 +64,23 @@ def test_config_reads_opas_keys_and_defaults_and_refuses_others_by_name() -> Non
     config = dl_config.parse(parsed.decision_logs, parsed.services)
     assert config.service is None and config.console
     assert (config.upload_size_limit_bytes, config.min_delay_seconds, config.max_delay_seconds) == (32768, 300, 600)
+    assert (config.buffer_type, config.buffer_size_limit_bytes) == ("size", 0)  # OPA's default: no limit
     assert (config.mask_decision, config.drop_decision, config.resource) == ("system/log/mask", "system/log/drop",
                                                                             "/logs")  # fmt: skip
     only = dl_config.parse({}, parsed.services)
     assert only.service is not None and only.service.url == "http://x"  # the only service, as OPA
     for section, message in (
         ({"plugin": "x"}, "decision_logs.plugin: not supported"),
-        ({"reporting": {"buffer_size_limit_bytes": 1}}, "decision_logs.reporting.buffer_size_limit_bytes: not"),
+        (
+            {"reporting": {"buffer_type": "event", "buffer_size_limit_bytes": 1}},
+            "decision_logs.reporting.buffer_size_limit_bytes: not supported for the event buffer type",
+        ),
+        (
+            {"reporting": {"buffer_size_limit_events": 5}},
+            "decision_logs.reporting.buffer_size_limit_events: not supported for the size buffer type",
+        ),
+        ({"reporting": {"buffer_type": "ring"}}, "buffer_type: expected size or event"),
+        ({"reporting": {"buffer_size_limit_bytes": 0}}, "buffer_size_limit_bytes: expected a positive number"),
         ({"bogus": 1}, "decision_logs.bogus: unknown key"),
         ({"service": "nope"}, "no service named 'nope'"),
         ({"reporting": {"min_delay_seconds": 5, "max_delay_seconds": 1}}, "must not be less"),
@@ -113,7 +124,7 @@ def test_batches_reach_the_service_gzipped_within_the_limit_masked_and_dropped(s
 def test_the_buffer_stays_bounded_under_a_10x_burst_and_counts_what_it_drops() -> None:
     down = Sink()
     down.close()  # nothing listens: every upload fails
-    logger = DecisionLogger(configured(down.url, buffer_size_limit_events=100), lambda: None)
+    logger = DecisionLogger(configured(down.url, buffer_type="event", buffer_size_limit_events=100), lambda: None)
     started = time.perf_counter()
     for n in range(1000):
         logger.record(an_event(n))
@@ -123,6 +134,23 @@ def test_the_buffer_stays_bounded_under_a_10x_burst_and_counts_what_it_drops() -
     assert len(logger._buffer) <= 100
     assert logger.dropped["buffer"] >= 900
     logger.close()
+
+
+def test_the_size_buffer_holds_at_most_its_bytes_of_events_and_counts_what_it_drops() -> None:
+    """OPA's default buffer type: bounded by `buffer_size_limit_bytes` (here of the events' JSON)."""
+    down = Sink()
+    down.close()
+    size = len(json.dumps(an_event(0), separators=(",", ":")))
+    logger = DecisionLogger(configured(down.url, buffer_size_limit_bytes=100 * size), lambda: None)
+    for n in range(1000):
+        logger.record(an_event(n))
+    time.sleep(0.3)  # uploads fail meanwhile and the events go back, within the bound
+    logger.close()  # its last upload fails too: the events stay, and the thread is gone
+    held = logger._buffer.take()
+    assert 90 <= len(held) <= 100
+    assert sum(len(json.dumps(e, separators=(",", ":"))) for e in held) <= 100 * size
+    assert logger.dropped["buffer"] >= 900
+    assert held[-1]["input"]["request"]["object"]["metadata"]["name"] == "o999"  # the oldest went
 
 
 def test_a_failed_upload_is_retried_and_nothing_is_lost() -> None:

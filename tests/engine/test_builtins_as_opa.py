@@ -122,6 +122,23 @@ def test_sprintf_with_flags_widths_and_precisions_answers_as_opa() -> None:
     assert not different
 
 
+def test_sprintf_plain_directives_answer_as_opa() -> None:
+    """%s, %d and %v without flags (formatting.sprintf's path without padding, a template read once) over
+    every kind of operand, the 64-bit edges, missing and extra operands, a template used twice."""
+    twice = "package p\n\nx := [sprintf(input[0], input[1]), sprintf(input[0], input[1])]\n"
+    bundle = Bundle((Module("p.rego", twice),))
+    mine, opa = EmbeddedEngine(bundle), opa_oracle.OracleEngine(bundle)
+    values = ["ab", "é日", "", 0, -7, 2**63 - 1, -(2**63), 0.5, -1.0, 1.5e-7, True, None, [1, "a"], {"a": [1]}]
+    different = []
+    for template in ["%s", "%d", "%v", "%s-%d", "x%vy%sz", "%v%v", "%%%s%", "%d %s %v"]:
+        for value in values:
+            for operands in ([value], [value, value], [value, "t", 3], []):
+                ours, theirs = (opa_oracle.answer(engine, "data.p.x", [template, operands]) for engine in (mine, opa))
+                if ours != theirs:
+                    different.append((template, operands, ours, theirs))
+    assert not different
+
+
 def _value(rng: random.Random, depth: int = 0) -> str:
     """A Rego literal: scalars (`true` beside `1`, `1.0`), arrays, sets and objects, nested."""
     roll = rng.random()

@@ -4,10 +4,9 @@ merges them): per file, the rows covered and the rows not covered must be OPA's.
 
 The shapes are where the engine's rewrites move or add code (sprintf, template strings, `with`,
 `x = coll[x]`), where regorus's own report says nothing (rule heads, else heads, defaults) and what
-spans rows (comprehensions, multi-line values and calls). One known gap is left out of the shapes on
-purpose: OPA does not enter a body whose references to `input` cannot match (`input.x == "v"`) or are
-undefined (`is_string(input.x)` without an `x`): its rule index leaves it out, so OPA reports its
-expressions not covered where regorus evaluates (and covers) the first of them (docs/testing.md).
+spans rows (comprehensions, multi-line values and calls). INDEX_SHAPES are the bodies OPA's rule index
+does or does not let its evaluator enter (regokite/engine/rule_index.py), one of each kind of expression
+it reads, and a default used in one of two lookups of its rule within one evaluation.
 """
 
 from __future__ import annotations
@@ -193,6 +192,251 @@ test_mocked if mocked with time.now_ns as 5
 }
 
 
+INDEX_SHAPES = {
+    "index.rego": """package shapes.index
+
+import input.params
+
+compared if {
+	input.x == "v"
+	true
+}
+
+undefined_operand if {
+	is_object(input.y)
+	true
+}
+
+negated if {
+	not is_string(input.z)
+	true
+}
+
+not_equal if {
+	input.w != "v"
+	true
+}
+
+globbed if {
+	glob.match("a.*", ["."], input.host)
+	true
+}
+
+f(x) := 1 if {
+	x == "a"
+	true
+}
+
+chain := 1 if {
+	input.k == "one"
+	true
+} else := 2 if {
+	input.k == "two"
+	true
+} else := 3
+
+naked if {
+	input.flag
+	true
+}
+
+iterated if {
+	some item in input.items
+	item
+}
+
+assigned if {
+	v := input.a
+	v
+}
+
+imported if {
+	is_object(params.limits)
+	true
+}
+
+shadowed(params) if {
+	is_object(params.limits)
+	true
+}
+
+with_in_body if {
+	input.q == "v" with input.other as 1
+	true
+}
+
+printed if {
+	input.pq == "v"
+	print("printed")
+}
+
+pair if {
+	input.pair == ["a", 1]
+	true
+}
+
+bracket if {
+	input.m[input.key]
+	true
+}
+
+last_wins if {
+	input.lw == "a"
+	is_string(input.lw)
+}
+
+base_data if {
+	data.cfg.mode == "lax"
+	true
+}
+
+r := "y"
+
+rule_value if {
+	r == "x"
+	true
+}
+
+number if {
+	input.n == 1
+	true
+}
+
+in_array if {
+	count([input.list, 1]) == 2
+	true
+}
+
+in_object if {
+	o := {"a": input.oa}
+	o.a
+}
+
+arithmetic if {
+	input.ar + 1 > 2
+	true
+}
+
+member if {
+	"x" in input.mem
+	true
+}
+
+default replicas := 1
+
+replicas := input.r if is_number(input.r)
+
+early_exit if {
+	some x in input.xs
+	x == 1
+}
+
+early_exit if {
+	some y in input.ys
+	y == 2
+}
+
+early_indexed if input.ea
+
+early_indexed if {
+	input.ea
+	input.eb
+}
+
+computed := {k: 1 | some k in ["b"]}
+
+head_ref := input.hr if {
+	is_string(input.s)
+}
+
+head_rule_value := computed.c if {
+	is_string(input.s)
+}
+
+h(v) := 1 if v == 2
+
+head_call := h(input.hc)
+
+else_value := 1 if {
+	input.s == "other"
+} else := input.ev
+
+default g(_) := "none"
+
+g(x) := "big" if x > 10
+""",
+    "index_test.rego": """package shapes.index
+
+test_compared if not compared with input as {"x": "u"}
+
+test_undefined_operand if not undefined_operand with input as {}
+
+test_negated if not negated with input as {}
+
+test_not_equal if not not_equal with input as {}
+
+test_globbed if not globbed with input as {"host": "b.c"}
+
+test_f if not f("b")
+
+test_chain if chain == 2 with input as {"k": "two"}
+
+test_naked if not naked with input as {}
+
+test_iterated if not iterated with input as {}
+
+test_assigned if not assigned with input as {}
+
+test_imported if not imported with input as {"params": {}}
+
+test_shadowed if shadowed({"limits": {}}) with input as {}
+
+test_with_in_body if not with_in_body with input as {"q": "w"}
+
+test_printed if not printed with input as {"pq": "w"}
+
+test_pair if not pair with input as {"pair": ["b", 1]}
+
+test_bracket if not bracket with input as {"m": {}}
+
+test_last_wins if not last_wins with input as {"lw": "b"}
+
+test_base_data if not base_data
+
+test_rule_value if not rule_value
+
+test_number if number with input as {"n": 1.0}
+
+test_in_array if not in_array with input as {}
+
+test_in_object if not in_object with input as {}
+
+test_arithmetic if not arithmetic with input as {}
+
+test_member if not member with input as {}
+
+test_early_exit if early_exit with input as {"xs": [1], "ys": [2]}
+
+test_early_indexed if early_indexed with input as {"ea": true, "eb": true}
+
+test_head_ref if not head_ref with input as {"s": "x"}
+
+test_head_rule_value if not head_rule_value with input as {"s": "x"}
+
+test_head_call if not head_call with input as {"hc": 3}
+
+test_else_value if not else_value with input as {"s": "x"}
+
+test_defaults_per_lookup if {
+	replicas == 1 with input as {}
+	replicas == 3 with input as {"r": 3}
+	g(1) == "none"
+	g(11) == "big"
+}
+""",
+}
+
+
 def opa_rows(bundle_modules, data, cases) -> dict[str, tuple[set[int], set[int]]]:
     """OPA's rows per file over every test: one query evaluating them all (the tracer's report is the union
     over what was evaluated, as over an `opa test` run), each in a comprehension (the library reports no
@@ -243,17 +487,14 @@ def test_shapes_cover_the_rows_opa_covers(tmp_path):
     assert differences(mine, opa) == []
 
 
-# The rows of policies/ where the report differs from OPA's, each for a known reason (docs/testing.md).
-# Delete a line when it is fixed: the test fails until then, and on any other difference.
-KNOWN_IN_POLICIES = [
-    # OPA's rule index leaves out `is_object(input.params.limits)` when params has no limits: never evaluated
-    # (both report the head not covered: it never exits)
-    "policies/watches/namespace_defaults/namespace_defaults.rego covered: ours only [16, 20], OPA only []",
-    # one test evaluates `replicas` (and `pod_names`) twice under `with`: once the default is used, once the
-    # other rule exits; coverage is gathered per evaluation, which then counts the default as not used
-    "policies/controllers/service_per_pod/service_per_pod.rego covered: ours only [], OPA only [17, 44]",
-    "policies/controllers/service_per_pod/service_per_pod.rego not covered: ours only [17, 44], OPA only []",
-]
+def test_rule_index_shapes_cover_the_rows_opa_covers(tmp_path):
+    for name, text in INDEX_SHAPES.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "data.json").write_text(json.dumps({"cfg": {"mode": "strict"}}))
+    results, mine, opa = both([str(tmp_path)])
+    assert all(r.outcome is testing.Outcome.PASS for r in results), results
+    assert set(opa) == {str(tmp_path / name) for name in INDEX_SHAPES}
+    assert differences(mine, opa) == []
 
 
 def test_policies_cover_the_rows_opa_covers(in_root):
@@ -261,7 +502,7 @@ def test_policies_cover_the_rows_opa_covers(in_root):
     results, mine, opa = both(paths, as_bundle=True)
     assert results and all(r.outcome is testing.Outcome.PASS for r in results)
     assert set(mine) == set(opa)
-    assert sorted(differences(mine, opa)) == sorted(KNOWN_IN_POLICIES)
+    assert differences(mine, opa) == []
 
 
 def test_threshold_100_fails_on_an_uncovered_line(tmp_path):
@@ -299,10 +540,17 @@ f(a) = "big" {
 	a > 10
 } else = "small"
 
+g(a) = "big" {
+	a > 10
+} else = "mid" {
+	a > 5
+} else = "small"
+
 test_allow {
 	allow with input as {"user": "admin"}
 	x == 1
 	f(1) == "small"
+	g(6) == "mid"
 }
 """
 
@@ -320,17 +568,25 @@ f(a) := "big" if {
 	a > 10
 } else := "small"
 
+g(a) := "big" if {
+	a > 10
+} else := "mid" if {
+	a > 5
+} else := "small"
+
 test_allow if {
 	allow with input as {"user": "admin"}
 	x == 1
 	f(1) == "small"
+	g(6) == "mid"
 }
 """
 
 
 def test_a_v0_module_covers_the_rows_of_its_v1_twin(tmp_path):
-    """v0 has no `if`: a rule without a body gets `{ call }` (OPA's library reads v1 only: the twin, row
-    for row, is what it reports on)."""
+    """v0 has no `if`: a rule without a body gets `{ call }`, and an else's body opens after its value
+    (regorus's span of it starts at `else`). OPA's library reads v1 only: the twin, row for row, is what
+    it reports on."""
     (tmp_path / "v0").mkdir()
     (tmp_path / "v1").mkdir()
     (tmp_path / "v0" / "p.rego").write_text(V0)

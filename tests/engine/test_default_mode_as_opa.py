@@ -142,3 +142,40 @@ def test_a_complete_rules_value_undefined_for_one_answer_leaves_out_only_that_an
     x0) if { some x0 in input.xs }`: an erring call is undefined in OPA's default evaluation, true elsewhere."""
     mine, opa = opa_oracle.both(f"package p\n\n{rule}\n", document, strict=strict)
     assert mine == opa
+
+
+ELSE_CHAINS = [
+    ("x := o.name if {\n\tsome o in input\n\to.k\n} else := 5", NAMED),
+    ("x := o.name if { some o in input; o.k; not o.name } else := 5", NAMED),
+    ("x := input[1].name if input[1].k else := input[2].name if input[2] else := 0", NAMED),
+    ("x := input[1].name if {\n\tinput[1].k\n} else := input[0].name if {\n\tinput[0]\n}", NAMED),
+    ('x := substring("abc", input[1], 1) if { input[1] } else := upper(input[0].name)', NAMED),
+    ("x = input[1].name if { true } else = input[2].name", NAMED),
+    ("f(o) := o.name if { o.k } else := 5\n\nx := [f(o) | some o in input]", NAMED),
+    ("f(o) if { o.name } else := o.zz\n\nx := [y | some o in input; y := f(o)]", NAMED),
+    ("f(o) := o.name if { o.k } else := 5\n\ng(o) := 6\n\nx := [y | some o in input; y := f(o) with f as g]", NAMED),
+    ('q := o.name if {\n\tsome o in input\n\to.k\n} else := 5\n\nx := y if y := q with input as [{"k": true}]', NAMED),
+    ("default q := 9\n\nq := input[1].name if { input[1].k } else := input[7]\n\nx := q", NAMED),
+    ("a.b := o.name if { some o in input; o.k; not o.name } else := 4\n\nx := a", NAMED),
+]
+REFERENCE_HEADS = [
+    ("a.b[y] := o.name if { some o in input; y := o.k }\n\nx := a", NAMED),
+    ("a.b[o.k] := o.name if { some o in input }\n\nx := a", NAMED),
+    ("a[o.k][y] := o.name if { some y, o in input }\n\nx := a", NAMED),
+    ("a.b contains o.name if { some o in input }\n\nx := a", NAMED),
+    ('q contains o.name if { some o in input }\n\nx := y if y := q with input as [{"k": true}, {"name": "z"}]', NAMED),
+    ('q[o.k] := o.name if { some o in input }\n\nx := y if y := q with input as [{"k": 1}, {"k": 2, "name": "z"}]', 0),
+]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize(("rule", "document"), ELSE_CHAINS + REFERENCE_HEADS)
+def test_an_else_or_a_reference_heads_value_undefined_for_one_answer_leaves_out_only_that_answer(
+    rule: str, document: Any, strict: bool
+) -> None:
+    """An `else` chain: OPA goes on to the `else` when the first value is undefined for every answer
+    (regorus: undefined; a function's call undefined, or `true` for `f(o) if {...} else := o.zz`); a rule
+    whose reference holds a variable (`a.b[y] := o.name`): regorus erred ("not an object"). The others
+    (an `else` whose body fails, `if expr` bodies, partial sets and objects under `with`) guard."""
+    mine, opa = opa_oracle.both(f"package p\n\n{rule}\n", document, strict=strict)
+    assert mine == opa

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from regokite import input_guard
 from regokite.bundle import Bundle, Module, load_bundle
 from regokite.engine import UNDEFINED, builtin_errors
 from regokite.engine.embedded import EmbeddedEngine
@@ -191,6 +192,19 @@ def test_inputs_no_engine_may_take_are_refused_alike_naming_the_path(decisions, 
         decisions.bind(value)
     with pytest.raises(InputRejected):
         decisions.query("input.v", value)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("\ud800", "lone surrogate"), (2**64, "is outside"), (float("nan"), "not a JSON number"), (b"x", "bytes")],
+    ids=["surrogate", "2^64", "nan", "bytes"],
+)
+def test_a_bare_scalar_is_checked_as_an_item(value, problem):
+    """What an extension builtin returns is often a bare string or number (input_guard's flat pass takes it)."""
+    with pytest.raises(InputRejected, match=problem):
+        input_guard.check(value, root="sprintf result", int_max=2**64 - 1)
+    for fine in ("a-1", "é", 2**64 - 1, -(2**63), 0.5, True, None):
+        input_guard.check(fine, root="sprintf result", int_max=2**64 - 1)
 
 
 def nested(depth: int) -> list:

@@ -30,6 +30,7 @@ from regokite.engine.extensions import (  # noqa: F401
     glob_intersection,
     globs,
     graphql,
+    graphs,
     hashing,
     interpolation,
     jwt,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from regokite.engine.extensions.common import BuiltinError, builtin, type_name
@@ -78,44 +77,96 @@ def _previous(address: bytes) -> bytes:
     return (value - 1).to_bytes(len(address), "big") if value else address
 
 
-def _keyed(name: str, operand: Any) -> Iterable[tuple[Any, str]]:
-    """(key, cidr) pairs: a string is its own key, arrays use indices, objects their keys."""
+def _members(name: str, operand: Any, position: int) -> list[tuple[Any, Any]]:
+    """(CIDR term, key) pairs as OPA iterates an operand: a string is its own key, arrays use indices, sets
+    their members, objects their keys; an operand of another type has none (no error)."""
     if isinstance(operand, str):
         return [(operand, operand)]
     if isinstance(operand, list):
-        return [(i, _first(name, v)) for i, v in enumerate(operand)]
+        return [(_match_term(name, position, v), i) for i, v in enumerate(operand)]
     if isinstance(operand, set | frozenset):
-        return [(v, _first(name, v)) for v in operand]
+        return [(_match_term(name, position, v), v) for v in operand]
     if isinstance(operand, dict):
-        return [(k, _first(name, v)) for k, v in operand.items()]
-    return []  # OPA matches nothing in an operand of another type
+        return [(_match_term(name, position, v), k) for k, v in operand.items()]
+    return []
 
 
-def _first(name: str, value: Any) -> str:
+def _match_term(name: str, position: int, value: Any) -> Any:
+    """A member's CIDR term: the string, or an array's first element, whatever its type (checked only when a
+    pair is compared)."""
+    if isinstance(value, str):
+        return value
     if isinstance(value, list | tuple) and value:
-        value = value[0]
-    if not isinstance(value, str):
-        raise BuiltinError(f"{name}: element must be string or non-empty array but got {type_name(value)}")
-    return value
+        return value[0]
+    raise BuiltinError(f"{name}: operand {position}: element must be string or non-empty array")
+
+
+def _go_ip(text: str) -> bytes | None:
+    """Go's net.ParseIP: 16 bytes (an IPv4 address mapped), None for no address (a zone included)."""
+    if "%" in text:
+        return None
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return ip.packed if ip.version == 6 else b"\0" * 10 + b"\xff\xff" + ip.packed
+
+
+def _go_cidr(name: str, text: Any, position: int) -> tuple[bytes, bytes]:
+    """Go's net.ParseCIDR: the network's address (4 bytes for IPv4 text) and its mask."""
+    if not isinstance(text, str):
+        raise BuiltinError(f"{name}: operand {position} must be string but got {type_name(text)}")
+    address, slash, prefix = text.partition("/")
+    ip = _go_ip(address)
+    v4 = ip is not None and ":" not in address
+    size = 32 if v4 else 128
+    if ip is None or not slash or not (prefix.isascii() and prefix.isdigit()) or int(prefix) > size:
+        raise BuiltinError(f"{name}: invalid CIDR address: {text}")
+    ip = ip[12:] if v4 else ip
+    mask = ((1 << size) - (1 << (size - int(prefix)))).to_bytes(size // 8, "big")
+    return bytes(a & m for a, m in zip(ip, mask, strict=True)), mask
+
+
+def _go_contains(network: tuple[bytes, bytes], ip: bytes) -> bool:
+    """Go's IPNet.Contains: an IPv4-mapped address (network or operand) compares as IPv4."""
+    number, mask = network
+    if len(number) == 16 and number[:12] == b"\0" * 10 + b"\xff\xff":
+        number = number[12:]
+    if len(number) == 4 and len(mask) == 16:
+        mask = mask[12:]
+    if len(ip) == 16 and ip[:12] == b"\0" * 10 + b"\xff\xff":
+        ip = ip[12:]
+    if len(ip) != len(number) or len(mask) != len(number):
+        return False
+    return all(n & m == i & m for n, m, i in zip(number, mask, ip, strict=True))
+
+
+def _cidr_contains(name: str, cidr: Any, cidr_or_ip: Any) -> bool:
+    """OPA's net.cidr_contains on one pair: the first a CIDR, the second an address or a CIDR (its first and
+    last address inside)."""
+    network = _go_cidr(name, cidr, 1)
+    if not isinstance(cidr_or_ip, str):
+        raise BuiltinError(f"{name}: operand 2 must be string but got {type_name(cidr_or_ip)}")
+    ip = _go_ip(cidr_or_ip)
+    if ip is not None:
+        return _go_contains(network, ip)
+    try:
+        first, mask = _go_cidr(name, cidr_or_ip, 2)
+    except BuiltinError:
+        text = f"{name}: not a valid textual representation of an IP address or CIDR: {cidr_or_ip}"
+        raise BuiltinError(text) from None
+    last = bytes(a | (~m & 0xFF) for a, m in zip(first, mask, strict=True))
+    return _go_contains(network, first) and _go_contains(network, last)
 
 
 @builtin("net.cidr_contains_matches")
 def cidr_contains_matches(cidrs: Any, cidrs_or_ips: Any) -> set[tuple[Any, Any]]:
+    """OPA's loops: the second operand's members are read for each of the first's (none: never read), and
+    each pair compared as net.cidr_contains; any error on the way is the call's."""
     name = "net.cidr_contains_matches"
-    outer = list(_keyed(name, cidrs))
-    if not outer:  # OPA reads the second operand for each of the first's: none, nothing read (no error)
-        return set()
-    inner = list(_keyed(name, cidrs_or_ips))
-    if not inner:  # and parses each pair's CIDRs: none to compare, nothing parsed
-        return set()
-    outer = [(k, _network(name, c)) for k, c in outer]
-    inner = [(k, _network(name, c)) for k, c in inner]
-    return {
-        (ko, ki)
-        for ko, o in outer
-        for ki, i in inner
-        if o.version == i.version and i.subnet_of(o)  # type: ignore[arg-type]
-    }
+    outer = _members(name, cidrs, 1)
+    inner = _members(name, cidrs_or_ips, 2) if outer else []
+    return {(ko, ki) for co, ko in outer for ci, ki in inner if _cidr_contains(name, co, ci)}
 
 
 @builtin("net.cidr_intersects")

@@ -14,6 +14,7 @@ error, never a guess.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -29,6 +30,7 @@ _VERB = re.compile(r"%(?P<flags>[-+# 0]*)(?P<width>\d+|\*)?(?:\.(?P<precision>\d
 _INT_VERBS = frozenset("bcdoOqxXUv")
 _FLOAT_VERBS = frozenset("beEfFgGxXv")
 _STRING_VERBS = frozenset("sqvxX")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # OPA hands Go a larger integer as a *big.Int
 
 
 def sprintf(template: Any, arguments: Any) -> str:
@@ -37,35 +39,60 @@ def sprintf(template: Any, arguments: Any) -> str:
     if not isinstance(arguments, list):
         raise BuiltinError(f"{_NAME}: operand 2 must be array but got {type_name(arguments)}")
     values = [_go_value(a) for a in arguments]
-    out, used, at = [], 0, 0
-    for found in _VERB.finditer(template):
-        out.append(template[at : found.start()])
-        at = found.end()
-        verb = found["verb"]
-        if verb == "%" and not (found["flags"] or found["width"] or found["precision"] is not None):
-            out.append("%")
+    out, used = [], 0
+    for piece in _pieces(template):
+        if isinstance(piece, str):
+            out.append(piece)
             continue
-        if not verb:
-            out.append("%!(NOVERB)")
-            continue
-        if found["width"] == "*" or found["precision"] == "*" or verb == "[":
+        flags, width, precision, verb = piece
+        if verb == "*":
             raise Refusal(f"{_NAME}: regokite does not format `*` widths or argument indexes")
         if used >= len(values):
             out.append(f"%!{verb}(MISSING)")
             continue
-        flags = found["flags"]
+        value = values[used]
+        used += 1
+        if not flags and width is None and precision is None:  # the usual %s, %d, %v: no padding to do
+            kind = type(value)
+            if kind is str and verb in "sv":
+                out.append(value)
+                continue
+            if kind is int and verb in "dv" and _INT64_MIN <= value <= _INT64_MAX:
+                out.append(str(value))
+                continue
         if verb == "v":  # Go's %+v and %#v are plusV and sharpV: no sign; Go syntax (a string quoted)
             flags = flags.replace("+", "")
-            if "#" in flags and isinstance(values[used], str | tuple):
+            if "#" in flags and isinstance(value, str | tuple):
                 flags = flags.replace("#", "")
-                values[used] = go_quote(values[used] if isinstance(values[used], str) else values[used][0])
-        out.append(_one(values[used], verb, flags, found["width"], found["precision"]))
-        used += 1
-    out.append(template[at:])
+                value = go_quote(value if isinstance(value, str) else value[0])
+        out.append(_one(value, verb, flags, width, precision))
     if used < len(values):
         extra = ", ".join(f"{_go_type(v)}={_one(v, 'v', '', None, None)}" for v in values[used:])
         out.append(f"%!(EXTRA {extra})")
     return "".join(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pieces(template: str) -> tuple[str | tuple[str, str | None, str | None, str], ...]:
+    """`template` read once: its text between directives, and each directive as (flags, width, precision,
+    verb), verb "*" for one regokite refuses (a `*` width or precision, an argument index). Templates are
+    few and evaluated many times (a controller's child names)."""
+    pieces: list[str | tuple[str, str | None, str | None, str]] = []
+    at = 0
+    for found in _VERB.finditer(template):
+        pieces.append(template[at : found.start()])
+        at = found.end()
+        verb = found["verb"]
+        if verb == "%" and not (found["flags"] or found["width"] or found["precision"] is not None):
+            pieces.append("%")
+        elif not verb:
+            pieces.append("%!(NOVERB)")
+        elif found["width"] == "*" or found["precision"] == "*" or verb == "[":
+            pieces.append(("", None, None, "*"))
+        else:
+            pieces.append((found["flags"], found["width"], found["precision"], verb))
+    pieces.append(template[at:])
+    return tuple(p for p in pieces if p != "")
 
 
 def _go_value(value: Any) -> int | float | str | tuple[str]:

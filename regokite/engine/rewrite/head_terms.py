@@ -39,37 +39,53 @@ def rewrite(target: Target, tree: Parsed) -> list[Change]:
         if kind(rule) != "Spec" or appended(rule):
             continue
         spec = body(rule)
-        terms = [t for t in _head_terms(spec["head"], bool(spec["bodies"])) if _may_be_undefined(t)]
-        if not terms or len(spec["bodies"]) > 1 or any(b["is_else"] for b in spec["bodies"]):
-            continue
-        if any(_lines_of_comprehension(source, term) for term in terms):
-            continue  # its statements end at line ends, which flat text joins: the term stays
-        bound = []
-        for term in terms:
-            start, end = _term_span(source, term)
-            name = f"__rk{counter}__".encode()
-            counter += 1
-            text = flat(target.module, source, start, end)
-            changes.append(Change(start, end, name + b"\n" * source.count(b"\n", start, end)))
-            bound.append((name + b" := " + text, position(source, start)))
-        changes += _bodies(target, spec, bound)
+        bodies = spec["bodies"]
+        if any(b["is_else"] for b in bodies[:1]) or not all(b["is_else"] for b in bodies[1:]):
+            continue  # several bodies not chained by `else` (SplitBodies made them rules of their own)
+        branches = [(0, _head_terms(spec["head"], bool(bodies), len(bodies) > 1))]
+        branches += [(i, [b["assign"]["value"]] if b["assign"] else []) for i, b in enumerate(bodies) if i]
+        branches = [(i, [t for t in terms if _may_be_undefined(t)]) for i, terms in branches]
+        terms = [t for _, found in branches for t in found]
+        if not terms or any(_lines_of_comprehension(source, term) for term in terms):
+            continue  # a multi-line comprehension: its statements end at line ends, which flat text joins
+        for index, found in branches:
+            bound = []
+            for term in found:
+                start, end = _term_span(source, term)
+                name = f"__rk{counter}__".encode()
+                counter += 1
+                text = flat(target.module, source, start, end)
+                changes.append(Change(start, end, name + b"\n" * source.count(b"\n", start, end)))
+                bound.append((name + b" := " + text, position(source, start), end))
+            if bound:
+                changes += _bodies(target, spec, index, bound)
     return changes
 
 
-def _head_terms(head: Node, has_body: bool) -> list[Node]:
-    """The terms of a head that take a value per answer of the body: a set's member, an object's key and value,
-    a complete rule's value where a body gives it answers (without one, its one value is the rule's)."""
+def _head_terms(head: Node, has_body: bool, chained: bool) -> list[Node]:
+    """The terms of a head that take a value per answer of the body: a set's member, an object's key and value
+    (at any depth of the rule's reference), a complete rule's value where a body gives it answers (without one,
+    its one value is the rule's), a function's value where an `else` follows (regorus leaves out only the
+    answer, as OPA, where none does; OPA goes on to the `else`)."""
     head_kind, contents = next(iter(head.items()))
     if head_kind == "Set":
         return [contents["key"]] if contents.get("key") is not None else []
     refr, assign = contents.get("refr"), contents.get("assign")
+    value = [assign["value"]] if assign else []
+    if head_kind == "Func":
+        return value if chained else []
     if head_kind != "Compr" or refr is None:
-        return []  # a function: regorus leaves out an answer whose value is undefined, as OPA does
-    if kind(refr) == "RefBrack" and kind(body(refr)["refr"]) == "Var":
-        return [body(refr)["index"], *([assign["value"]] if assign else [])]
-    if assign and has_body and _dotted(refr):  # a complete rule, `r := v` or `a.b := v`
-        return [assign["value"]]
-    return []  # a rule of a longer reference with a variable in it
+        return []
+    keys = []
+    while kind(refr) in ("RefBrack", "RefDot"):
+        if kind(refr) == "RefBrack":
+            keys.append(body(refr)["index"])
+        refr = body(refr)["refr"]
+    if kind(refr) != "Var":
+        return []
+    if keys:  # `p[k] := v`, `a.b[k] := v`, `a[k].c[j] := v`
+        return [*reversed(keys), *value]
+    return value if has_body else []  # a complete rule, `r := v` or `a.b := v`
 
 
 def _dotted(refr: Node) -> bool:
@@ -95,30 +111,35 @@ def _may_be_undefined(term: Node) -> bool:
     return any(node_kind in REFS or node_kind in CALLS for node_kind, _ in tagged({"term": term}))
 
 
-def _bodies(target: Target, spec: Node, bound: list[tuple[bytes, tuple[int, int]]]) -> list[Change]:
-    """The statements binding the moved terms, at the end of the body (one where there is none)."""
+def _bodies(target: Target, spec: Node, index: int, bound: list[tuple[bytes, tuple[int, int], int]]) -> list[Change]:
+    """The statements binding the moved terms, at the end of body `index` (an `if` one where there is none)."""
     source = target.source
-    changes = []
-    if not spec["bodies"]:
-        at = spec["head"][next(iter(spec["head"]))]["span"]["end"]
-        at = trimmed(source, spec["span"]["start"], max(at, spec["span"]["end"]))[1]
-        keyword = b" {" if target.module.v0 else b" if {"
-        for i, (statement, place) in enumerate(bound):
-            text = (keyword + b" " if i == 0 else b"; ") + statement + (b" }" if i == len(bound) - 1 else b"")
-            changes.append(Change(at, at, text, place))
-        return changes
-    query = spec["bodies"][0]["query"]["span"]
-    start = min(query["start"], extent(spec["bodies"][0]["query"])["start"] or query["start"])  # `if "a" in x`
+    keyword = b" {" if target.module.v0 else b" if {"
+    chain = spec["bodies"]
+    if not chain or (index and chain[index]["query"]["span"]["start"] == chain[index]["query"]["span"]["end"]):
+        if chain:  # `else := v`: after its value
+            at = bound[-1][2]
+        else:
+            at = spec["head"][next(iter(spec["head"]))]["span"]["end"]
+            at = trimmed(source, spec["span"]["start"], max(at, spec["span"]["end"]))[1]
+        statements = b"; ".join(statement for statement, _, _ in bound)
+        return [Change(at, at, keyword + b" " + statements + b" }", bound[0][1])]
+    query = chain[index]["query"]
+    start = min(query["span"]["start"], extent(query)["start"] or query["span"]["start"])  # `if "a" in x`
+    if source[start : start + 4] == b"else":  # v0's `else = v { ... }`: the span starts at the keyword
+        rest = source[bound[-1][2] :]
+        start = bound[-1][2] + len(rest) - len(rest.lstrip())
     if source[start : start + 1] != b"{":  # `if expr`: braced, the statements after it
-        end = trimmed(source, start, end_of(spec["bodies"][0]["query"]))[1]  # `if c := "c"`: its quote
-        statements = b"; ".join(statement for statement, _ in bound)
+        end = trimmed(source, start, end_of(query))[1]  # `if c := "c"`: its quote
+        statements = b"; ".join(statement for statement, _, _ in bound)
         opening = Change(start, start, b"{ ")
         return [opening, Change(end, end, b"; " + statements + b" }", bound[0][1])]
-    closing = query["end"] - 1
+    closing = query["span"]["end"] - 1
     code = masked(source)
     line_start = code.rfind(b"\n", 0, closing) + 1
     alone = not code[line_start:closing].strip()  # the closing brace on a line of its own: no `;` needed
-    for i, (statement, place) in enumerate(bound):
+    changes = []
+    for i, (statement, place, _) in enumerate(bound):
         separator = b"" if alone and i == 0 else b"; "
         changes.append(Change(closing, closing, separator + statement + (b" " if alone else b""), place))
     return changes

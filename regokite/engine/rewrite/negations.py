@@ -24,6 +24,7 @@ from regokite.engine.rewrite.tree import (
     Node,
     Parsed,
     body,
+    call_operands,
     end_of,
     extent,
     kind,
@@ -125,21 +126,11 @@ def _hoisted(expr: Node, refs: set[str]) -> list[dict[str, int]]:
         for side in (node["lhs"], node["rhs"]):
             _in_place(side, refs, calls, dynamic)
     elif expr_kind in CALLS:
-        for operand in _operands(expr_kind, node):
+        for operand in call_operands(expr_kind, node):
             _operand(operand, refs, calls, dynamic)
     else:
         _in_place(expr, refs, calls, dynamic)
     return calls + dynamic
-
-
-def _operands(expr_kind: str, node: Node) -> list[Node]:
-    if expr_kind == "Call":
-        return node["params"]
-    if expr_kind == "Membership":
-        return [t for t in (node.get("key"), node["value"], node["collection"]) if t]
-    if expr_kind == "UnaryExpr":
-        return [node["expr"]]
-    return [node["lhs"], node["rhs"]]
 
 
 def _in_place(term: Node, refs: set[str], calls: list, dynamic: list) -> None:

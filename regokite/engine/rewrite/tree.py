@@ -61,6 +61,18 @@ def ref_parts(ref: Node) -> list[str]:
     raise ValueError(f"unexpected reference node {node_kind}")
 
 
+def call_operands(call_kind: str, call: Node) -> list[Node]:
+    """The operand terms of a call (a node of a kind in CALLS): a Call's arguments, a membership's key (if
+    any), value and collection, a unary minus's term, an infix operator's two sides."""
+    if call_kind == "Call":
+        return call["params"]
+    if call_kind == "Membership":
+        return [t for t in (call.get("key"), call["value"], call["collection"]) if t]
+    if call_kind == "UnaryExpr":
+        return [call["expr"]]
+    return [call["lhs"], call["rhs"]]
+
+
 def rule_heads(tree: Node) -> Iterator[tuple[str, Node]]:
     """(head kind, head) of every rule of a module: kind is Compr, Set, Func or Default."""
     for rule in tree.get("rules", []):

@@ -2,7 +2,8 @@
 
 Every case here failed on the rewriter before its class was fixed (an answer
 other than OPA's, or a refusal where OPA answers); v0 cases, which OPA's
-library cannot parse, are compared with the same rules written in v1.
+library cannot parse, are compared with the same rules written in v1. The
+cases whose one check is OPA's answer are in ../same_as_opa.yaml (`rewrite/`).
 """
 
 from __future__ import annotations
@@ -32,33 +33,6 @@ def same(
 
 
 # ------------------------------------------------------------------ relations (walk) in every calling form
-
-WALKS = [
-    "x := {p | [p, v] := walk(input.c)}",
-    "x := {p | [p, _] := walk(input.c)}",
-    "x := [pv | pv := walk(input.c)]",
-    "x := {pv | pv = walk(input.c)}",
-    "x := {p | [p, v] = walk(input.c)}",
-    "x := {v | walk(input.c) = [_, v]}",
-    "x := {n | n := count(walk(input.c))}",
-    "x := {pv | some pv in [walk(input.c)]}",
-    "x := [walk(input.c) | true]",
-    "x := {p: v | [p, v] := walk(input.c)}",
-    'x := {p | [p, v] := walk(input.c) with input.c as {"q": 1}}',
-    "x contains p if [p, v] := walk(input.c)",
-    "x contains p if {\n\t[p, v] := walk(input.c)\n\tis_number(v)\n}",
-    "x if {\n\tevery n in [1] {\n\t\t[_, v] := walk(input.c)\n\t\tv != n + 4\n\t}\n}",
-    'x if {\n\tnot [["n"], null] == walk(input.c)\n}',
-    "x := f(input.c)\n\nf(c) := {p | [p, _] := walk(c)}",
-    "x := {p | [p, v] := walk(walk(input.c))}",
-    "x := [[p | [p, _] := walk(input.c)] | true]",
-    'x := {k: [v | [_, v] := walk(input.c[k])] | some k in ["a", "n"]}',
-]
-
-
-@pytest.mark.parametrize("rule", WALKS)
-def test_walk_enumerates_in_every_calling_form(rule: str) -> None:
-    assert same(f"package p\n\n{rule}\n") not in ("<error>", {})
 
 
 def test_walk_in_a_rules_value_is_refused_with_its_place() -> None:
@@ -97,21 +71,6 @@ def test_a_negated_object_indexed_under_the_import_is_refused_as_opa() -> None:
         OracleEngine(Bundle((Module("p.rego", text),)))
 
 
-@pytest.mark.parametrize(
-    "rule",
-    [
-        'x if not f(input.nope) == "b"',
-        'x if not f(input.nope) with input.k as "b"',
-        'x := y if [p, y] := walk(input.c) with input.c as "b"',
-        'x contains c if c = {"a": "a"}[c] with input.k as "b"',
-    ],
-)
-def test_a_statement_ending_in_a_string_is_rewritten_whole(rule: str) -> None:
-    """regorus's span of such a statement (and of such a `with`) stops before the closing quote: the
-    rewrites cut it there (a load error where OPA answers)."""
-    same(f"package p\n\nf(a) := a\n\n{rule}\n")
-
-
 def test_a_negated_operand_spanning_lines_binds_as_opa() -> None:
     text = (
         "package p\n\nf(a) if a == 1\n\nx if {\n\tnot f(count(\n\t\tinput.nope))\n}\n\n"
@@ -121,30 +80,6 @@ def test_a_negated_operand_spanning_lines_binds_as_opa() -> None:
 
 
 # ------------------------------------------------------------------ the output-operand form of every rewritten builtin
-
-OUTPUTS = [
-    "min(input.s, y)",
-    "max(input.s, y)",
-    "sort(input.s, y)",
-    "count(input.s, y)",
-    'count("ab", y)',
-    "to_number(input.t, y)",
-    'json.marshal({"<": 1}, y)',
-    'json.marshal_with_options({"a": 1}, {"pretty": true}, y)',
-    'yaml.marshal({"a": 1}, y)',
-    'replace("a.b", ".", "-", y)',
-    'replace("ab", "", "-", y)',
-    'regex.split("a.b", "[.]", y)',
-    'sprintf("%d|%v", [1.5, [1]], y)',
-    "plus(input.x, input.y, y)",
-    'array.flatten([[1], {"a": [2]}.a], y)',
-    "lt(input.x, input.y, y)",
-]
-
-
-@pytest.mark.parametrize("call", OUTPUTS)
-def test_the_output_operand_form_answers_as_opa(call: str) -> None:
-    assert "x" in same(f"package p\n\nx := y if {{\n\t{call}\n}}\n")
 
 
 def test_a_negated_output_operand_form_answers_as_opa() -> None:
@@ -160,19 +95,7 @@ def test_an_output_operand_after_an_object_literal_parses() -> None:
 
 # ------------------------------------------------------------------ a variable bound by the key it indexes
 
-KEYS = [
-    "c = cs[c]",
-    "cs[c] = c",
-    "some c\n\tc = cs[c]",
-    "c = cn[c].n",
-    "c = cs[c] with input as 1",
-]
 COLLECTIONS = 'cs := {"a": "a", "b": "c"}\n\ncn := {"a": {"n": "a"}, "b": {"n": "c"}}\n\nca := [[0, 1], [5, 1]]\n'
-
-
-@pytest.mark.parametrize("statement", KEYS)
-def test_a_variable_bound_by_the_key_it_indexes_as_opa(statement: str) -> None:
-    same(f"package p\n\n{COLLECTIONS}\nx contains c if {{\n\t{statement}\n}}\n", ref="data.p.x")
 
 
 def test_a_key_binding_in_v0_and_across_two_indexes() -> None:
@@ -191,32 +114,6 @@ def test_with_a_rule_of_the_package_by_its_bare_name() -> None:
         "s := r + 10\n"
     )
     assert same(text, ref="data.p.x", others=("package q\n\nz := 3\n",)) == [2, 12, 5]
-
-
-INFIX = [
-    "plus(1, 2)",
-    "minus({1, 2}, {1})",
-    "mul(2, 3)",
-    "div(1, 4)",
-    "rem(5, 3)",
-    "and({1, 2}, {2})",
-    "or({1}, {2})",
-    "equal(1, 1)",
-    "neq(1, 2)",
-    "lt(1, 2)",
-    "lte(2, 1)",
-    "gt(2, 1)",
-    "gte(1, 1)",
-    "internal.member_2(1, [1])",
-    "internal.member_3(0, 1, [1])",
-    "plus(0.1, 0.2)",
-    'lt({"a": 1}, {1})',
-]
-
-
-@pytest.mark.parametrize("call", INFIX)
-def test_an_operator_called_by_its_builtins_name(call: str) -> None:
-    same(f"package p\n\nx := {call}\n")
 
 
 def test_a_function_of_the_package_named_like_an_operator_is_that_function() -> None:
@@ -315,18 +212,6 @@ def test_template_strings_as_opa(template: str) -> None:
     same(f"package p\n\nx := {template}\n\ny := [s | some w in input.s; s := {each}]\n")
 
 
-@pytest.mark.parametrize(
-    "function",
-    [
-        'f($"{y} {input.k}") := 42 if {\n\ty = "x"\n}',
-        "f($`{y}-{input.k}`) := 42 if {\n\ty := input.x\n\ty > 0\n}",
-        'f($"{input.k}!") := 7',
-    ],
-)
-def test_a_template_string_as_a_functions_argument_as_opa(function: str) -> None:
-    same(f'package p\n\n{function}\n\nx := [f("x a"), f("1-a"), f("a!")]\n\nz := f("x b")\n\nw := f("x a")\n')
-
-
 def test_a_template_string_in_a_query_as_opa() -> None:
     bundle = Bundle((Module("p.rego", "package p\n\nq := 1\n"),))
     query = 'x := $"{data.p.q} {input.x} {[1]}"'
@@ -367,22 +252,6 @@ def test_an_empty_set_inside_a_value_written_as_text_is_refused() -> None:
 
 
 # ------------------------------------------------------------------ integers beyond 64 bits, as OPA holds them
-
-BIG = (
-    'sprintf("%s", [123456789123456789123])',
-    'sprintf("%v", [18446744073709551617 + 1])',
-    "28857836529306024611913 != 28857836529306024611912",
-    'sprintf("%v", [1e30 + 1])',
-    'sprintf("%v", [-18446744073709551617 % 7])',
-    'sprintf("%v", [sum([18446744073709551617, 1])])',
-    'sprintf("%d", [product({18446744073709551617, 2})])',
-    'sprintf("%s|%q", [9223372036854775807 + input.x, 18446744073709551617 - 2])',
-)
-
-
-@pytest.mark.parametrize("expression", BIG)
-def test_an_integer_beyond_64_bits_computed_as_opa(expression: str) -> None:
-    same(f"package p\n\nx := {expression}\n")
 
 
 @pytest.mark.parametrize("rule", ["x := 18446744073709551617 + input.x", "x := [18446744073709551617]"])

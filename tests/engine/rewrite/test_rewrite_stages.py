@@ -68,6 +68,8 @@ CASES: dict[str, Case] = {
     "Memberships": Case("package p\n\nx := 1 in input.nope\n"),
     "HeadTerms": Case("package p\n\nx contains o.name if {\n\tsome o in input\n}\n", input=[{"name": "a"}, {}]),
     "HeadTerms (complete)": Case("package p\n\nx := o.name if {\n\tsome o in input\n}\n", input=[{"name": "a"}, {}]),
+    "HeadTerms (else)": Case("package p\n\nx := o.name if { some o in input } else := 5\n", input=[{}, {"name": "a"}]),
+    "HeadTerms (reference)": Case("package p\n\nx.b[i] := o.n if { some i, o in input }\n", input=[{}, {"n": 1}]),
     "LenientCalls": Case(
         'package p\n\nx := to_number("a")\n', lenient=frozenset({Location("p.rego", 3, 6)}), opa=UNDEFINED
     ),
@@ -77,6 +79,16 @@ CASES: dict[str, Case] = {
         others=("package a\n\nok := 1\n\nbad := 1 / input.n\n",),
     ),
 }
+CASES["HeadTerms (v0 else)"] = Case(
+    "package p\n\nx = o.name { o := input[_] } else = 5\n",
+    v1="package p\n\nx = o.name if { o := input[_] } else = 5\n",
+    input=[{"name": "a"}, {}],
+)
+CASES["HeadTerms (v0 else body)"] = Case(  # the else's span starts at its keyword in v0
+    "package p\n\nx = o.name {\n\to := input[_]\n\tnot o.k\n} else = o.name {\n\to := input[_]\n}\n",
+    v1="package p\n\nx = o.name if {\n\to := input[_]\n\tnot o.k\n} else = o.name if {\n\to := input[_]\n}\n",
+    input=[{"k": True}, {"name": "a", "k": True}],
+)
 CASES["SplitBodies (v0)"] = Case(
     "package p\n\nx[y] { y := 1 } { y := 2 }\n", v1="package p\n\nx contains y if { y := 1 } { y := 2 }\n"
 )
