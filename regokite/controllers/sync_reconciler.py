@@ -33,10 +33,11 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from regokite.controllers import failing, sync
+from regokite.controllers.composite import rolling
 from regokite.controllers.composite.rolling_runner import RollingUpdates
 from regokite.controllers.hooks import (
     HookEvaluator,
@@ -231,7 +232,11 @@ class SyncReconciler:
                 def children_at(then: dict[str, Any]) -> tuple[dict[str, Any], ...]:
                     return self._run(hook, {**request, self.request_names[0]: then}, then).children
 
-                desired = self.rolling.desired(obj, observed, response.children, children_at)
+                desired, updated = self.rolling.desired(obj, observed, response.children, children_at)
+                try:
+                    response = replace(response, status=rolling.with_condition(response.status, updated))
+                except ValueError as exc:
+                    raise HookError(hook.package, "status", str(exc)) from exc
             plan = sync.plan(
                 d,
                 obj,

@@ -44,6 +44,11 @@ def test_one_worker_at_a_time_gated_on_ready(cluster: Cluster, api: client.ApiCl
     def versions() -> list[str]:
         return [get(api, f"{workers}/{n}")["spec"].get("version") for n in names]
 
+    def rollout() -> dict | None:
+        """The parent's `Updated` condition, as Metacontroller sets it during a rollout."""
+        conditions = (get(api, f"{parents}/web").get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c.get("type") == "Updated"), None)
+
     with ControllerProcess.running(cluster.kubeconfig, EXAMPLE, namespace=namespace) as ctl:
         create(
             api,
@@ -72,6 +77,7 @@ def test_one_worker_at_a_time_gated_on_ready(cluster: Cluster, api: client.ApiCl
             merge_patch(api, f"{parents}/web", {"metadata": {"annotations": {"poke": str(seen)}}})
             kube.wait_for(held_back, lambda n: n > seen, what="a sync that holds the rollout", timeout=15)
             assert versions().count("v2") == expected_updated, versions()
+            kube.wait_for(rollout, lambda c: (c or {}).get("reason") == "RolloutWaiting", what="RolloutWaiting")
 
         def step(expected_updated: int) -> None:
             v = kube.wait_for(
@@ -107,6 +113,10 @@ def test_one_worker_at_a_time_gated_on_ready(cluster: Cluster, api: client.ApiCl
         assert children == [{"apiGroup": "examples.regokite.dev", "kind": "Worker", "names": names}]
         assert revs[0]["data"]["parentPatch"] == {"spec": {"template": {"version": "v2"}}}
         assert revs[0]["metadata"]["ownerReferences"][0]["kind"] == "RollingSet"
+        done = {"reason": "OnLatestRevision", "message": f"latest ControllerRevision: {revs[0]['metadata']['name']}"}
+        kube.wait_for(
+            rollout, lambda c: c == {"type": "Updated", "status": "True", **done}, what="the Updated condition"
+        )
 
         # replicas is not in the revision: scaling applies at once, at the latest template.
         merge_patch(api, f"{parents}/web", {"spec": {"replicas": 4}})

@@ -159,27 +159,34 @@ def revision_object(
 # ----------------------------------------------------------------- status checks
 
 
-def passes_status_checks(child: Mapping[str, Any] | None, checks: Mapping[str, Any] | None) -> bool:
-    """Every condition check holds on `child`. Beyond Metacontroller: when the child's status
-    reports `observedGeneration`, it must be the child's current generation (a status written
-    before the update does not count)."""
-    if child is None:
-        return False
-    status = child.get("status") or {}
-    observed = status.get("observedGeneration")
+def generation_unobserved(child: Mapping[str, Any]) -> bool:
+    """Beyond Metacontroller (which asks it of RollingInPlace children only): the child's status
+    reports an `observedGeneration` that is not its current generation (a status written before the
+    update does not count)."""
+    observed = (child.get("status") or {}).get("observedGeneration")
     generation = (child.get("metadata") or {}).get("generation")
-    if observed is not None and generation is not None and observed != generation:
-        return False
+    return observed is not None and generation is not None and observed != generation
+
+
+def status_check_failure(child: Mapping[str, Any], checks: Mapping[str, Any] | None) -> str | None:
+    """Why `child` fails the type's `statusChecks`, in Metacontroller's words; None when it passes."""
+    status = child.get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or () if isinstance(c, Mapping)}
     for check in (checks or {}).get("conditions") or ():
-        cond = conditions.get(check.get("type"))
+        kind = check.get("type")
+        cond = conditions.get(kind)
         if cond is None:
-            return False
-        if check.get("status") is not None and cond.get("status") != check["status"]:
-            return False
-        if check.get("reason") is not None and cond.get("reason") != check["reason"]:
-            return False
-    return True
+            return f"required condition type missing: {json.dumps(kind)}"
+        for key in ("status", "reason"):
+            if check.get(key) is not None and cond.get(key) != check[key]:
+                have, want = json.dumps(cond.get(key) or ""), json.dumps(check[key])
+                return f"{json.dumps(kind)} condition {key} is {have} (want {want})"
+    return None
+
+
+def passes_status_checks(child: Mapping[str, Any] | None, checks: Mapping[str, Any] | None) -> bool:
+    """Every condition check holds on `child`, and its status has observed its generation."""
+    return child is not None and not generation_unobserved(child) and status_check_failure(child, checks) is None
 
 
 # ------------------------------------------------------------------- the rollout
@@ -192,6 +199,7 @@ class RolloutPlan:
     assignment: dict[ChildId, str]  # child -> revision name
     moved: ChildId | None = None
     paused_by: ChildId | None = None
+    waiting: str | None = None  # why a child due to move did not (Metacontroller's RolloutWaiting message)
     changed: set[str] = field(default_factory=set)  # revisions whose children changed (to write)
     obsolete: list[Revision] = field(default_factory=list)  # revisions with no children left (to delete)
 
@@ -204,13 +212,19 @@ def plan_rollout(
     desired_latest: Iterable[ChildId],
     checks: Mapping[str, Mapping[str, Any] | None],
     out_of_date: Iterable[ChildId],
+    not_updated: Iterable[ChildId] = (),
 ) -> RolloutPlan:
     """Decide revisions and at most one child to move to the latest revision.
 
     `observed` are the rolling children that exist; `desired_latest` the rolling children the
-    latest revision wants; `checks` the status checks per `Kind.group`; `out_of_date` the
-    children at an older revision whose desired state differs from the latest one.
+    latest revision wants, in the order the hook returned them (the order children move in, as
+    Metacontroller moves them); `checks` the status checks per `Kind.group`; `out_of_date` the
+    children at an older revision whose desired state differs from the latest one; `not_updated`
+    the observed children that do not yet show the state last desired for them (a cache behind
+    the child's update, or the update not made yet).
     """
+    desired_latest = list(desired_latest)
+    out_of_date = set(out_of_date)
     revs = {r.name: Revision(r.name, r.patch, r.number, set(r.children), r.uid) for r in existing}
     latest = revs.get(latest_name)
     if latest is None:
@@ -227,26 +241,26 @@ def plan_rollout(
     for child in sorted(live):  # new children (and ones no revision records) start at the latest
         if child not in plan.assignment:
             plan.assignment[child] = latest.name
-    # Gate: every child already at the latest revision that exists must pass its checks,
-    # and none may be missing (a RollingRecreate child between delete and create).
-    at_latest = sorted(c for c, r in plan.assignment.items() if r == latest.name)
-    for child in at_latest:
-        if child in observed and observed[child].get("metadata", {}).get("deletionTimestamp"):
+    # Gate (Metacontroller's shouldContinueRolling): every child already at the latest revision
+    # must exist, show its latest desired state and pass its checks.
+    others = any(r != latest.name for r in plan.assignment.values())
+    stale_ids = set(not_updated)
+    for child in sorted(c for c, r in plan.assignment.items() if r == latest.name):
+        why = _not_happy(child, observed.get(child), checks.get(child[0]), child in stale_ids, others)
+        if why is not None:
             plan.paused_by = child
+            plan.waiting = why
             break
-        if child in observed and not passes_status_checks(observed[child], checks.get(child[0])):
-            plan.paused_by = child
-            break
-        if child not in observed and any(r != latest.name for r in plan.assignment.values()):
-            plan.paused_by = child
-            break
-    stale = sorted(c for c in out_of_date if plan.assignment.get(c) not in (None, latest.name))
+    order = [c for c in desired_latest if c in out_of_date] + sorted(out_of_date - set(desired_latest))
+    stale = [c for c in order if plan.assignment.get(c) not in (None, latest.name)]
     if plan.paused_by is None and stale:
         plan.moved = stale[0]
         plan.assignment[plan.moved] = latest.name
+    if not stale:
+        plan.waiting = None
     # Children of older revisions that are identical to the latest move without a rollout step.
     for child, rev in list(plan.assignment.items()):
-        if rev != latest.name and child not in set(out_of_date):
+        if rev != latest.name and child not in out_of_date:
             plan.assignment[child] = latest.name
     for rev in revs.values():
         now = {c for c, r in plan.assignment.items() if r == rev.name}
@@ -257,3 +271,56 @@ def plan_rollout(
             plan.obsolete.append(rev)
     plan.changed -= {r.name for r in plan.obsolete}
     return plan
+
+
+def _not_happy(
+    child: ChildId, obj: Mapping[str, Any] | None, checks: Mapping[str, Any] | None, stale: bool, others: bool
+) -> str | None:
+    """Why a child at the latest revision holds the rollout back, in Metacontroller's words; None
+    when it does not. A missing child holds it back only while children remain elsewhere."""
+    kind, name = child[0].split(".", 1)[0], child[1]
+    if obj is None:
+        return f"missing child {kind} {name}" if others else None
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return f"child {kind} {name} is being deleted"
+    if stale:
+        return f"child {kind} {name} is not updated yet"
+    if generation_unobserved(obj):
+        return f"child {kind} {name} hasn't observed latest spec"
+    failure = status_check_failure(obj, checks)
+    return None if failure is None else f"child {kind} {name} failed status check: {failure}"
+
+
+def updated_condition(plan: RolloutPlan) -> dict[str, str]:
+    """The parent's `Updated` condition for this sync, as Metacontroller sets it on a rolling
+    controller's status: progressing (a child moved), waiting (one is due but held back), or done."""
+    if plan.moved is not None:
+        kind = plan.moved[0].split(".", 1)[0]
+        return _condition("False", "RolloutProgressing", f"updating {kind} {plan.moved[1]}")
+    if plan.waiting is not None:
+        return _condition("False", "RolloutWaiting", plan.waiting)
+    return _condition("True", "OnLatestRevision", f"latest ControllerRevision: {plan.latest.name}")
+
+
+def _condition(status: str, reason: str, message: str) -> dict[str, str]:
+    return {"type": "Updated", "status": status, "reason": reason, "message": message}
+
+
+def with_condition(status: Mapping[str, Any] | None, condition: Mapping[str, Any]) -> dict[str, Any]:
+    """`status` with `condition` in place of the one of its type (or appended), as Metacontroller's
+    SetCondition writes it over the hook's status; a `conditions` that is not a list is an error."""
+    new = dict(status or {})
+    conditions = new.get("conditions")
+    if conditions is None:
+        conditions = []
+    if not isinstance(conditions, list):
+        raise ValueError("status.conditions is not a list: the rollout's Updated condition cannot be set")
+    kept = list(conditions)
+    for i, cond in enumerate(kept):
+        if isinstance(cond, Mapping) and cond.get("type") == condition["type"]:
+            kept[i] = dict(condition)
+            break
+    else:
+        kept.append(dict(condition))
+    new["conditions"] = kept
+    return new

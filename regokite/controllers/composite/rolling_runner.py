@@ -28,6 +28,7 @@ log = logging.getLogger("regokite.controller")
 class RollingUpdates:
     def __init__(self, runner: Any, *, manager: Manager, actuator: Actuator, discovery: Discovery) -> None:
         d = runner.definition
+        self.definition = d
         self.controller = d.name
         self.field_paths = d.parent.revision_history_field_paths
         self.actuator = actuator
@@ -51,7 +52,8 @@ class RollingUpdates:
         observed: Mapping[str, Sequence[Mapping[str, Any]]],
         latest_children: Sequence[dict[str, Any]],
         evaluate: Callable[[dict[str, Any]], Sequence[dict[str, Any]]],
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """The children to converge to, and the parent's `Updated` condition for this sync."""
         keys = {t.key for t in self.types}
         obs = {
             (rolling.group_kind(o["kind"], o["apiVersion"]), o["metadata"]["name"]): o
@@ -89,7 +91,16 @@ class RollingUpdates:
                 old, new = want.get(child), latest_want.get(child)
                 if old is None or new is None or children.content_hash(old) != children.content_hash(new):
                     out_of_date.add(child)
-        plan = rolling.plan_rollout(latest_name, patch, existing, obs, latest_want, self.checks, out_of_date)
+        plan = rolling.plan_rollout(
+            latest_name,
+            patch,
+            existing,
+            obs,
+            latest_want,
+            self.checks,
+            out_of_date,
+            self._not_updated(parent, obs, latest_want),
+        )
         self._record(parent, plan)
         if plan.moved or plan.paused_by:
             log.info(
@@ -109,7 +120,27 @@ class RollingUpdates:
             if ident in latest_want and rev is not None and rev != plan.latest.name:
                 child = old_want.get(rev, {}).get(ident, child)
             out.append(child)
-        return out
+        return out, rolling.updated_condition(plan)
+
+    def _not_updated(
+        self,
+        parent: Mapping[str, Any],
+        observed: Mapping[rolling.ChildId, Mapping[str, Any]],
+        latest_want: Mapping[rolling.ChildId, Mapping[str, Any]],
+    ) -> set[rolling.ChildId]:
+        """The observed children whose applied-state hash is not the one the latest revision wants
+        (Metacontroller asks "would applying the latest desired state change it?"): a child cache
+        behind the child's update must not let the next child move."""
+        stale = set()
+        for ident, want in latest_want.items():
+            have = observed.get(ident)
+            if have is None:
+                continue
+            wanted = children.decorate_child(self.definition, parent, want)["metadata"]["annotations"]
+            applied = (have.get("metadata") or {}).get("annotations") or {}
+            if applied.get(children.HASH_ANNOTATION) != wanted[children.HASH_ANNOTATION]:
+                stale.add(ident)
+        return stale
 
     def _record(self, parent: dict[str, Any], plan: rolling.RolloutPlan) -> None:
         ns = parent["metadata"].get("namespace")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from regokite.controllers.composite import rolling
 
 READY = {"conditions": [{"type": "Ready", "status": "True"}]}
@@ -81,3 +83,42 @@ def test_revision_children_are_recorded_in_metacontrollers_shape() -> None:
         == rev.children
     )
     assert '{"apiGroup":"","kind":"Pod","names":["p"]}' in rev.children_annotation()
+
+
+def test_children_move_in_the_hooks_order_and_wait_for_an_updated_child_to_show_it() -> None:
+    old = rolling.Revision("old", {"v": 1}, 1, {(W, "w-2"), (W, "w-10")})
+    order = [(W, "w-2"), (W, "w-10")]
+    p = plan([old], [worker("w-2"), worker("w-10")], set(order), desired=order)
+    assert p.moved == (W, "w-2")  # as the hook listed them, not by name
+    assert rolling.updated_condition(p)["message"] == "updating Worker w-2"
+    new = rolling.Revision("new", {"v": 2}, 2, {(W, "w-2")})
+    old = rolling.Revision("old", {"v": 1}, 1, {(W, "w-10")})
+    obs = {(W, "w-2"): worker("w-2"), (W, "w-10"): worker("w-10")}
+    p = rolling.plan_rollout("new", {"v": 2}, [old, new], obs, order, {W: READY}, {(W, "w-10")}, {(W, "w-2")})
+    assert p.moved is None and p.paused_by == (W, "w-2")
+    assert rolling.updated_condition(p) == {
+        "type": "Updated",
+        "status": "False",
+        "reason": "RolloutWaiting",
+        "message": "child Worker w-2 is not updated yet",
+    }
+    p = plan([old, new], [worker("w-2", "False"), worker("w-10")], {(W, "w-10")}, desired=order)
+    assert rolling.updated_condition(p)["message"] == (
+        'child Worker w-2 failed status check: "Ready" condition status is "False" (want "True")'
+    )
+    p = plan([new], [worker("w-2", "False")], set(), desired=[(W, "w-2")])
+    assert rolling.updated_condition(p) == {
+        "type": "Updated",
+        "status": "True",
+        "reason": "OnLatestRevision",
+        "message": "latest ControllerRevision: new",
+    }
+
+
+def test_the_updated_condition_replaces_its_own_type_only() -> None:
+    cond = {"type": "Updated", "status": "True"}
+    hooks = {"replicas": 2, "conditions": [{"type": "Ready", "status": "True"}, {"type": "Updated", "x": 1}]}
+    assert rolling.with_condition(hooks, cond)["conditions"] == [{"type": "Ready", "status": "True"}, cond]
+    assert rolling.with_condition(None, cond) == {"conditions": [cond]}
+    with pytest.raises(ValueError, match=r"status\.conditions is not a list"):
+        rolling.with_condition({"conditions": "no"}, cond)
