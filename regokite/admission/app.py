@@ -229,7 +229,7 @@ async def _review(state: ServingState, request: Request, mode: Mode, policy: str
     except BadReview as exc:
         return _error(400, "malformed", f"not an AdmissionReview: {exc}")
     current = state.policy_set
-    missing = _cluster_data_missing(state, current)
+    missing = cluster_data_missing(state, current)
     if missing is not None:
         # an error, not a denial: the API server applies the webhook's failurePolicy
         return _error(503, "not_ready", f"cluster data not loaded yet ({missing}): no policy decides before it is")
@@ -286,7 +286,7 @@ def _source_verdict(state: ServingState, review: Review) -> Verdict:
     return Verdict() if refused is None else Verdict(allowed=False, messages=[refused], code=422)
 
 
-def _cluster_data_missing(state: ServingState, policy_set: PolicySet) -> str | None:
+def cluster_data_missing(state: ServingState, policy_set: PolicySet) -> str | None:
     """What `policy_set` still lacks of the cluster data to decide on (None: nothing): a resource whose
     initial list is not in, or the engine's first complete load since it was (see `ReplicaLoader`)."""
     replica = state.replica
@@ -337,7 +337,7 @@ def _readiness(state: ServingState) -> JSONResponse:
         # OPA's bundle status: revisions, downloads and activations, and why the last attempt failed
         detail["bundles"] = (state.bundle_status() or {}).get("bundles", {})
     if state.replica is not None:
-        missing = _cluster_data_missing(state, current)
+        missing = cluster_data_missing(state, current)
         ready = missing is None
         watches = state.replica.health()
         detail["replication"] = {

@@ -246,13 +246,18 @@ NEWEST_LISTENER = struct.pack("HBBI", 0x06, 0, 0, 1)  # BPF_RET | BPF_K
 SO_ATTACH_REUSEPORT_CBPF = 51  # Linux's, not in the socket module
 
 
+def listening(sock: socket.socket) -> bool:
+    """Whether a worker of this server already listens on the shared socket (and so answers reviews)."""
+    return bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+
+
 def start_listening(sock: socket.socket) -> None:
     """Listen on the supervisor's bound socket, once a worker can answer (again by each worker: the same socket).
     Its SO_REUSEPORT group's BPF program sends every new connection to the newer listener of the address, so a
     server that got SIGTERM receives none it could drop while it finishes the ones it has, and one starting
     receives none before it answers. Alone on the address (or where the kernel has no such program), it gets
     them all. The first worker to listen says the server is serving: a client may connect from then on."""
-    first = not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+    first = not listening(sock)
     sock.listen(2048)
     if first:
         host, port = sock.getsockname()[:2]

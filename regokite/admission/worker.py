@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import ssl
 import threading
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 import uvicorn
 from fastapi import FastAPI
 
-from regokite.admission.app import ServingState, create_app
-from regokite.admission.connections import GuardedServer
-from regokite.admission.reload import Reloader, ReplicaLoader, follow_cluster
+from regokite.admission.app import ServingState, cluster_data_missing, create_app
+from regokite.admission.connections import GuardedServer, listening
+from regokite.admission.reload import LOAD_POLL_SECONDS, Reloader, ReplicaLoader, follow_cluster
 from regokite.admission.settings import AdmissionSettings, Snapshot
 from regokite.admission.violation_reports import ViolationReporter
 from regokite.decisionlogs import config as decisionlog_config
@@ -27,6 +28,7 @@ from regokite.kube.events import BackgroundEvents
 
 # set in a worker when its supervisor got SIGTERM (SIGUSR1 from it, or forked after): /readyz answers 503
 STOPPING = threading.Event()
+log = logging.getLogger("regokite.admission")
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ def run_worker(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tasks = [asyncio.create_task(reloader.run()), asyncio.create_task(loader.run())]
+        if listening(sock):  # another worker answers meanwhile: this one joins once it can decide
+            await until_it_decides(state)
         yield
         for task in tasks:
             task.cancel()
@@ -110,3 +114,18 @@ def run_worker(
     finally:
         if state.decision_log is not None:
             state.decision_log.close()  # what is buffered is reported once more before the worker goes
+
+
+async def until_it_decides(state: ServingState) -> None:
+    """Until the worker's engine holds the cluster data its policies read (or it is stopping). A worker that
+    starts beside others (a replacement, or the second of several) accepts no connection before then: its
+    503 "loading cluster data" would reach an API server that another worker could have answered."""
+    waited = False
+    while not state.stopping() and cluster_data_missing(state, state.policy_set) is not None:
+        if not waited:
+            log.info(
+                "worker joins once its cluster data is loaded",
+                extra={"missing": cluster_data_missing(state, state.policy_set)},
+            )
+            waited = True
+        await asyncio.sleep(LOAD_POLL_SECONDS)
