@@ -26,15 +26,23 @@ ENGINE_KINDS = ("embedded", "opa")
 # makes a reference cycle through its own frame and the traceback's frames,
 # which hold the engine that failed; left to the automatic collector, such a
 # cycle may be freed on an HTTP server's handler thread. So automatic
-# collection is off for the session and each test's garbage is collected on
-# the main thread when it ends; freezing what the imports allocated keeps each
-# collection to the objects the tests made.
+# collection is off for the session and garbage is collected on the main
+# thread only: after each test the young generations (what the test made: a
+# full collection there walked every object the session's fixtures hold, about
+# half a second a test, half of CI's time), after each module all of it.
+# Freezing what the imports allocated keeps the full collections short.
 gc.freeze()
 gc.disable()
 
 
 @pytest.fixture(autouse=True)
 def _collect_garbage_on_the_main_thread() -> Iterator[None]:
+    yield
+    gc.collect(1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_all_garbage_on_the_main_thread() -> Iterator[None]:
     yield
     gc.collect()
 
