@@ -121,11 +121,8 @@ async def until_it_decides(state: ServingState) -> None:
     starts beside others (a replacement, or the second of several) accepts no connection before then: its
     503 "loading cluster data" would reach an API server that another worker could have answered."""
     waited = False
-    while not state.stopping() and cluster_data_missing(state, state.policy_set) is not None:
+    while not state.stopping() and (missing := cluster_data_missing(state, state.policy_set)) is not None:
         if not waited:
-            log.info(
-                "worker joins once its cluster data is loaded",
-                extra={"missing": cluster_data_missing(state, state.policy_set)},
-            )
+            log.info("worker joins once its cluster data is loaded", extra={"missing": missing})
             waited = True
         await asyncio.sleep(LOAD_POLL_SECONDS)
