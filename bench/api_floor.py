@@ -10,7 +10,10 @@ from a number of threads, each parent's writes either
 * `pipelined`: after the create, its four writes are independent tasks for
   any thread (as a controller's write pool takes them);
 
-the bench sweeps THREADS x MODES and calls the fastest the floor.
+the bench sweeps THREADS x MODES and calls the fastest the floor. With `watched`, the run also holds
+the two watches a controller of the job cannot do without (its parents and its children, as
+regokite's informers open them) and decodes their events: what those writes cost the API server
+once somebody reacts to them.
 
 `python -m bench.api_floor react KUBECONFIG NAMESPACE` is the reaction's floor: a process that does
 a controller's reaction with nothing in between, no cache, no queue, no hook: on each parent event
@@ -20,10 +23,12 @@ pool does the same), then the status patch (the generation it observed), until k
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -47,6 +52,8 @@ class FloorRun:
     parents: int
     seconds: float
     statuses: int = 1  # status writes per parent
+    watched: bool = False  # under a controller's watches (`watching`)
+    events: int = 0  # what those watches brought
     cpu: Phase | None = field(default=None, compare=False)  # where the CPU went meanwhile, once measured
 
     @property
@@ -111,9 +118,40 @@ def react(kubeconfig: str, ns: str) -> None:
             client.patch(f"{parents}/{name}/status", [{"op": "add", "path": "/status", "value": status}], JSON_PATCH)
 
 
-def write_job(kubeconfig: str, ns: str, n: int, threads: int, mode: str, statuses: int = 1) -> FloorRun:
+@contextlib.contextmanager
+def watching(client: KubeClient, paths: list[str]) -> Iterator[list[int]]:
+    """Watches on `paths`, open (the API server answered) before this yields, each read and decoded by a
+    thread until the block ends; yields the events each brought so far."""
+    counts = [0] * len(paths)
+    streams = []
+    for path in paths:
+        rv = client.get(path, limit=1)["metadata"]["resourceVersion"]
+        query = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
+        streams.append(client.stream(path, query, timeout=600))
+
+    def read(i: int) -> None:
+        with contextlib.suppress(Exception):  # the stream closed under it at the end
+            for _ in streams[i]:
+                counts[i] += 1
+
+    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(paths))]
+    for reader in readers:
+        reader.start()
+    try:
+        yield counts
+    finally:
+        for stream in streams:
+            stream.close()
+        for reader in readers:
+            reader.join(timeout=10)
+
+
+def write_job(
+    kubeconfig: str, ns: str, n: int, threads: int, mode: str, statuses: int = 1, watched: bool = False
+) -> FloorRun:
     """The job's writes for n parents in namespace `ns` (which must exist), timed; `statuses=2` first
-    writes the status of no children, as the contract's creating sync does."""
+    writes the status of no children, as the contract's creating sync does; `watched`: under the
+    watches of a controller of the job (`watching` its parents and ConfigMaps)."""
     client = KubeClient(kubeconfig, pool_size=threads + 2)
     parents = FANOUTS.format(ns=ns)
     pool = ThreadPoolExecutor(threads)
@@ -139,15 +177,21 @@ def write_job(kubeconfig: str, ns: str, n: int, threads: int, mode: str, statuse
         with lock:
             later.extend(pool.submit(write) for write in writes)
 
+    watches = [parents, f"/api/v1/namespaces/{ns}/configmaps"] if watched else []
     try:
-        t0 = time.perf_counter()
-        for f in [pool.submit(one, i) for i in range(n)]:
-            f.result()
-        with lock:
-            rest = list(later)
-        for f in rest:
-            f.result()
-        return FloorRun(threads, mode, n, time.perf_counter() - t0, statuses)
+        with watching(client, watches) as events:
+            t0 = time.perf_counter()
+            for f in [pool.submit(one, i) for i in range(n)]:
+                f.result()
+            with lock:
+                rest = list(later)
+            for f in rest:
+                f.result()
+            run = FloorRun(threads, mode, n, time.perf_counter() - t0, statuses, watched)
+            deadline = time.monotonic() + 30  # each write's event read, as a controller reads them all
+            while watched and sum(events) < run.writes and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return dataclasses.replace(run, events=sum(events))
     finally:
         pool.shutdown()
         client.close()
