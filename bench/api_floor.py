@@ -119,31 +119,37 @@ def react(kubeconfig: str, ns: str) -> None:
 
 
 @contextlib.contextmanager
-def watching(client: KubeClient, paths: list[str]) -> Iterator[list[int]]:
-    """Watches on `paths`, open (the API server answered) before this yields, each read and decoded by a
-    thread until the block ends; yields the events each brought so far."""
-    counts = [0] * len(paths)
+def watching(client: KubeClient, watches: list[tuple[str, Callable[[], Any]]]) -> Iterator[list[int]]:
+    """Watches on each (path, poke), open (the API server answered) before this yields, each read and
+    decoded by a thread until the block ends; yields the events each brought so far. At the end each
+    reader stops at the event its `poke` (a write seen on that path) brings: closing a stream another
+    thread is reading can block in urllib3."""
+    counts = [0] * len(watches)
     streams = []
-    for path in paths:
+    stop = threading.Event()
+    for path, _ in watches:
         rv = client.get(path, limit=1)["metadata"]["resourceVersion"]
         query = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true"}
         streams.append(client.stream(path, query, timeout=600))
 
     def read(i: int) -> None:
-        with contextlib.suppress(Exception):  # the stream closed under it at the end
-            for _ in streams[i]:
-                counts[i] += 1
+        for _ in streams[i]:
+            counts[i] += 1
+            if stop.is_set():
+                return
 
-    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(paths))]
+    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(watches))]
     for reader in readers:
         reader.start()
     try:
         yield counts
     finally:
+        stop.set()
+        for (_, poke), reader in zip(watches, readers, strict=True):
+            poke()
+            reader.join(timeout=30)
         for stream in streams:
             stream.close()
-        for reader in readers:
-            reader.join(timeout=10)
 
 
 def write_job(
@@ -177,9 +183,13 @@ def write_job(
         with lock:
             later.extend(pool.submit(write) for write in writes)
 
-    watches = [parents, f"/api/v1/namespaces/{ns}/configmaps"] if watched else []
+    configmaps = f"/api/v1/namespaces/{ns}/configmaps"
+    watches = [
+        (parents, lambda: client.patch(f"{parents}/p0", {"metadata": {"labels": {"watched": "done"}}})),
+        (configmaps, lambda: client.request("POST", configmaps, {"metadata": {"name": "watched-done"}})),
+    ]
     try:
-        with watching(client, watches) as events:
+        with watching(client, watches if watched else []) as events:
             t0 = time.perf_counter()
             for f in [pool.submit(one, i) for i in range(n)]:
                 f.result()

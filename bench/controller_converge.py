@@ -12,9 +12,10 @@ API server's own floor in the same run.
    that is larger, and the best is the floor. At the floor's concurrency the
    writes Metacontroller's contract makes (a 6th per parent: the creating
    sync's status, of no children yet) are timed beside the job's 5 (the
-   fastest of 3 runs of each, at up to 1,000 parents), and the same under the two watches any controller of the job holds (parents and
-   children, their events read and decoded: api_floor.watching); each
-   converge ratio is also shown divided by those ratios.
+   fastest of 3 runs of each, at up to 1,000 parents), and the same under
+   the two watches any controller of the job holds (parents and children,
+   their events read and decoded: api_floor.watching); each converge ratio
+   is also shown divided by those ratios.
    Beside it, the latency floor: a ConfigMap patch until its own watch event
    (a controller's reaction is two such round trips plus the hook), and the
    reaction floor: a bare client's reaction (bench.api_floor's `react`: on
