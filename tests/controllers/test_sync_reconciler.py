@@ -160,13 +160,20 @@ def test_a_finalize_hook_keeps_the_finalizer_until_it_answers_finalized() -> Non
     assert kube.stored(f"{CMS}/p") is None  # the finalize hook wanted no children
 
 
+def fail_creating(kube: FakeKube, status: int) -> None:
+    """The next create of child p answers `status`; a 409 (there already) also to the apply it turns into."""
+    kube.fail("POST", CMS, status)
+    if status == 409:
+        kube.fail("PATCH", f"{CMS}/p", 409)
+
+
 def test_conflicts_are_retried_quietly_other_errors_and_bad_hooks_are_reported() -> None:
     kube, runner = runner_over_p(ScriptedEngine(thing_policy))
-    kube.fail("PATCH", f"{CMS}/p", 409)
+    fail_creating(kube, 409)
     with pytest.raises(ApiError):
         runner.reconcile("ns", "p")
     assert kube.events == []
-    kube.fail("PATCH", f"{CMS}/p", 500)
+    fail_creating(kube, 500)
     with pytest.raises(ApiError):
         runner.reconcile("ns", "p")
     assert [e["reason"] for e in kube.events] == ["SyncError"]
@@ -424,15 +431,15 @@ def test_a_parent_whose_sync_keeps_failing_says_why_in_a_condition_the_hook_neve
 def test_a_conflict_is_no_failure_and_a_success_between_failures_starts_the_count_again() -> None:
     kube, runner = runner_over_p(ScriptedEngine(thing_policy))
     for _ in range(failing.REPEATED):
-        kube.fail("PATCH", f"{CMS}/p", 409)
+        fail_creating(kube, 409)
         with pytest.raises(ApiError):
             runner.reconcile("ns", "p")
     for _ in range(failing.REPEATED - 1):
-        kube.fail("PATCH", f"{CMS}/p", 500)
+        fail_creating(kube, 500)
         with pytest.raises(ApiError):
             runner.reconcile("ns", "p")
     runner.reconcile("ns", "p")
-    kube.fail("PATCH", f"{CMS}/p", 500)
+    kube.fail("PATCH", f"{CMS}/p", 500)  # created; the cache without it: created again, there, so applied
     with pytest.raises(ApiError):
         runner.reconcile("ns", "p")
     assert failing.current(kube.stored(f"{THINGS}/p")) is None
@@ -493,7 +500,7 @@ def test_a_request_the_api_server_did_not_answer_fails_the_sync_as_any_other() -
     it), a SyncError Event, and a count toward SyncFailing (the server answering the other requests)."""
     kube, runner = runner_over_p(ScriptedEngine(thing_policy))
     for _ in range(failing.REPEATED):
-        kube.errors.setdefault(("PATCH", f"{CMS}/p"), deque()).append(unanswered(f"{CMS}/p"))
+        kube.errors.setdefault(("POST", CMS), deque()).append(unanswered(CMS))
         with pytest.raises(urllib3.exceptions.MaxRetryError):
             runner.reconcile("ns", "p")
     assert [(e["reason"], e["type"]) for e in kube.events] == [("SyncError", "Warning")]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from regokite.kube.actuator import Actuator, merge_patch_to
+from regokite.kube.actuator import Actuator, fold_created_fields, merge_patch_to
 from regokite.kube.client import ApiError
 from regokite.ops import controller_metrics as metrics
 from regokite.resources import Action, ChildType, HookEvent, with_defaulted_list_keys
@@ -36,6 +36,42 @@ def test_apply_and_child_actions_are_counted_once(kube: FakeKube) -> None:
     act.execute(Action("create", CM, "ns", "a", body), controller="t-apply")
     assert kube.stored(f"{CMS}/a")["data"] == {"k": "v"}
     assert writes("t-apply", "create") == before + 1
+
+
+def test_a_missing_child_is_created_with_a_post_and_one_found_there_after_all_is_applied(kube: FakeKube) -> None:
+    act = Actuator(kube, "mgr")  # type: ignore[arg-type]
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}, "data": {"k": "v"}}
+    act.execute(Action("create", CM, "ns", "a", body), controller="t-post")
+    assert kube.writes()[-1] == ("POST", CMS)
+    body["data"] = {"k": "w"}
+    act.execute(Action("create", CM, "ns", "a", body), controller="t-post")  # the cache had not seen it yet
+    assert kube.writes()[-2:] == [("POST", CMS), ("PATCH", f"{CMS}/a")]  # 409 AlreadyExists, then applied
+    assert kube.stored(f"{CMS}/a")["data"] == {"k": "w"}
+    assert writes("t-post", "create") == 2
+
+
+def test_a_creates_fields_are_folded_into_the_apply_once_an_apply_leaves_one_out() -> None:
+    def entry(operation: str, fields: dict[str, Any], manager: str = "regokite", version: str = "v1") -> dict:
+        return {"manager": manager, "operation": operation, "apiVersion": version, "fieldsV1": fields}
+
+    created = entry("Update", {"f:data": {".": {}, "f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {".": {}}}})
+    other = entry("Apply", {"f:data": {"f:c": {}}}, manager="kubectl")
+    applied = entry("Apply", {"f:data": {"f:a": {}}, "f:metadata": {"f:labels": {}}})
+    folded = fold_created_fields([created, other, applied], "regokite")
+    union = {"f:data": {"f:a": {}, ".": {}, "f:b": {}}, "f:metadata": {"f:labels": {".": {}}}}
+    assert folded == [other, {**applied, "fieldsV1": union}]
+    # the apply still sets all the create set (a map itself, ".", is no field of its own): nothing to fold
+    everything = entry("Apply", {"f:data": {"f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {}}})
+    assert fold_created_fields([created, everything], "regokite") is None
+    # an apply of an empty map holds the map, not the keys the create set in it: they are folded
+    emptied = entry("Apply", {"f:data": {}, "f:metadata": {"f:labels": {}}})
+    assert fold_created_fields([created, emptied], "regokite") == [
+        {**emptied, "fieldsV1": {"f:data": {".": {}, "f:a": {}, "f:b": {}}, "f:metadata": {"f:labels": {".": {}}}}}
+    ]
+    # no create, another manager's, another version: nothing
+    assert fold_created_fields([applied], "regokite") is None
+    assert fold_created_fields([created, applied], "another") is None
+    assert fold_created_fields([created, entry("Apply", {}, version="v2")], "regokite") is None
 
 
 def test_delete_is_false_when_gone_or_replaced_and_only_real_deletes_count(kube: FakeKube) -> None:
@@ -119,11 +155,11 @@ def test_a_plans_writes_go_out_together_and_a_failure_stops_none_of_the_others(k
     act = Actuator(kube)  # type: ignore[arg-type]
     body = lambda n: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "ns"}}  # noqa: E731
     kube.fail("PATCH", f"{CMS}/b", 500, "etcd is away")
-    actions = [Action("create", CM, "ns", n, body(n)) for n in "abcd"]
+    actions = [Action("update", CM, "ns", n, body(n)) for n in "abcd"]
     with pytest.raises(ApiError, match="etcd is away"):
         act.execute_all(actions, controller="t-all")
     assert [n for n in "abcd" if kube.stored(f"{CMS}/{n}")] == ["a", "c", "d"]  # as Metacontroller: the rest done
-    act.execute_all([Action("create", CM, "ns", "b", body("b"))], controller="t-all")  # the next sync
+    act.execute_all([Action("update", CM, "ns", "b", body("b"))], controller="t-all")  # the next sync
     assert kube.stored(f"{CMS}/b") is not None
 
 
@@ -140,12 +176,12 @@ def test_a_plans_first_write_is_made_by_the_syncing_thread_the_rest_at_once_besi
         return real_apply(t, obj, **kw)
 
     act.apply = apply  # type: ignore[method-assign]
-    act.execute_all([Action("create", CM, "ns", n, body(n)) for n in "abc"], controller="t-inline")
+    act.execute_all([Action("update", CM, "ns", n, body(n)) for n in "abc"], controller="t-inline")
     assert writers["a"] is threading.current_thread()
     assert threading.current_thread() not in (writers["b"], writers["c"]) and writers["b"] is not writers["c"]
     kube.fail("PATCH", f"{CMS}/d", 500, "etcd is away")  # the calling thread's write fails: the others still go
     with pytest.raises(ApiError, match="etcd is away"):
-        act.execute_all([Action("create", CM, "ns", n, body(n)) for n in "def"], controller="t-inline")
+        act.execute_all([Action("update", CM, "ns", n, body(n)) for n in "def"], controller="t-inline")
     assert [n for n in "def" if kube.stored(f"{CMS}/{n}")] == ["e", "f"]
 
 
