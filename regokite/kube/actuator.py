@@ -95,8 +95,12 @@ class Actuator:
         Update) rather than (manager, Apply), which `apply_child` settles the first time it matters. Found
         there after all (the cache behind, a name taken meanwhile): applied, as every child was before.
         The answer is decoded only with `parse` (a take-over's cleanup reads it): decoding each child's
-        answer was a tenth of a converge's JSON decoding in the controller's profile."""
+        answer was a tenth of a converge's JSON decoding in the controller's profile. A resourceVersion
+        (a hook copying an observed object) is left out: the apply that created children took it, a POST
+        is refused with it."""
         obj = with_defaulted_list_keys(body)
+        if "resourceVersion" in obj["metadata"]:
+            obj = {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}}
         path = self.path(t, obj["metadata"].get("namespace"))
         try:
             created = self.client.request("POST", path, obj, query={"fieldManager": self.manager}, parse=parse)

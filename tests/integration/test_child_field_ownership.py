@@ -71,9 +71,13 @@ def test_a_posted_child_loses_what_the_hook_drops_as_an_applied_one_does(
 
 
 def test_a_posted_child_already_there_is_applied(api: client.ApiClient, namespace: str, actuator: Actuator) -> None:
-    """The cache behind: the sync creates a child that exists; the POST's 409 turns into the apply."""
+    """The cache behind: the sync creates a child that exists; the POST's 409 turns into the apply. A
+    resourceVersion in the hook's child (copied from an observed object) does not stop the create."""
     path = f"/api/v1/namespaces/{namespace}/configmaps/c"
-    actuator.execute(Action("create", CM, namespace, "c", child(namespace, "c", {}, {"a": "1"})), controller="t")
+    first = child(namespace, "c", {}, {"a": "1"})
+    first["metadata"]["resourceVersion"] = "12345"
+    actuator.execute(Action("create", CM, namespace, "c", first), controller="t")
+    assert first["metadata"]["resourceVersion"] == "12345"  # the hook's answer is left as it was
     body = child(namespace, "c", {}, {"a": "2"})
     actuator.execute(Action("create", CM, namespace, "c", copy.deepcopy(body)), controller="t")
     assert get(api, path)["data"] == {"a": "2"}
