@@ -184,12 +184,16 @@ def write_job(
             later.extend(pool.submit(write) for write in writes)
 
     configmaps = f"/api/v1/namespaces/{ns}/configmaps"
-    watches = [
-        (parents, lambda: client.patch(f"{parents}/p0", {"metadata": {"labels": {"watched": "done"}}})),
-        (configmaps, lambda: client.request("POST", configmaps, {"metadata": {"name": "watched-done"}})),
-    ]
+    watches = (
+        [
+            (parents, lambda: client.patch(f"{parents}/p0", {"metadata": {"labels": {"watched": "done"}}})),
+            (configmaps, lambda: client.request("POST", configmaps, {"metadata": {"name": "watched-done"}})),
+        ]
+        if watched
+        else []
+    )
     try:
-        with watching(client, watches if watched else []) as events:
+        with watching(client, watches) as events:
             t0 = time.perf_counter()
             for f in [pool.submit(one, i) for i in range(n)]:
                 f.result()

@@ -101,15 +101,12 @@ class Actuator:
         obj = with_defaulted_list_keys(body)
         if "resourceVersion" in obj["metadata"]:
             obj = {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}}
-        path = self.path(t, obj["metadata"].get("namespace"))
         try:
-            created = self.client.request("POST", path, obj, query={"fieldManager": self.manager}, parse=parse)
+            return self.create(t, obj, controller=controller, parse=parse)
         except ApiError as exc:
             if exc.status != 409:
                 raise
             return self.apply_child(t, body, controller=controller, parse=parse, verb="create")
-        self._count(controller, t, "create", path)
-        return created
 
     def apply_child(
         self, t: ChildType, body: dict[str, Any], *, controller: str, parse: bool = False, verb: str = "update"
@@ -129,12 +126,13 @@ class Actuator:
         self.patch(t, applied, owned, controller=controller, verb="own-fields", field_manager=self.manager)
         return self.apply(t, body, controller=controller, verb=verb, parse=parse)
 
-    def create(self, t: ChildType, obj: dict[str, Any], *, controller: str) -> dict[str, Any]:
+    def create(self, t: ChildType, obj: dict[str, Any], *, controller: str, parse: bool = True) -> Any:
         """A create (POST): unlike an apply, refused while the kind's CRD is being deleted, so a writer
-        re-creating what that deletion removes cannot hold it up."""
+        re-creating what that deletion removes cannot hold it up. The object created (None with
+        `parse=False`: its answer is not decoded)."""
         meta = obj["metadata"]
         path = self.path(t, meta.get("namespace"))
-        result = self.client.request("POST", path, obj, query={"fieldManager": self.manager})
+        result = self.client.request("POST", path, obj, query={"fieldManager": self.manager}, parse=parse)
         self._count(controller, t, "create", path)
         return result
 
