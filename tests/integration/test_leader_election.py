@@ -42,8 +42,10 @@ def gauge(ctl: ControllerProcess, name: str) -> float:
 
 
 def replicas_manager(api: client.ApiClient, path: str) -> str:
+    """The manager of spec.replicas (the controller-manager's status writes hold status.replicas)."""
     obj = get(api, path)
-    owners = [m["manager"] for m in obj["metadata"]["managedFields"] if "f:replicas" in str(m.get("fieldsV1"))]
+    fields = obj["metadata"]["managedFields"]
+    owners = [m["manager"] for m in fields if "f:replicas" in m.get("fieldsV1", {}).get("f:spec", {})]
     return owners[-1] if owners else ""
 
 
