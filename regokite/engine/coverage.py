@@ -56,7 +56,6 @@ from regokite.engine.rewrite.tree import (
     tagged,
 )
 from regokite.engine.rule_index import Constraint, Scope, constraints, evaluated, index_order, rule_paths
-from regokite.errors import PolicyLoadError
 
 MARKER = "__rk_cover_exit"
 _OPENED = re.compile(rb"\{(?:\s|#[^\n]*)*\Z")  # a body's `{` just before its first statement
@@ -156,7 +155,7 @@ class CoverageLog:
             return []
         spec = body(rule)
         head = _rows(module.path, source, span(spec["head"])["start"], _end(source, spec["head"]))
-        value = _value(module, source, body(spec["head"]).get("assign") or {"value": body(spec["head"]).get("key")})
+        value = _value(source, body(spec["head"]).get("assign") or {"value": body(spec["head"]).get("key")})
         args = [body(a)["value"] if kind(a) == "Var" else "" for a in body(spec["head"]).get("args") or []]
         if not spec["bodies"]:
             at, need = _end(source, spec["head"]), needs[0] if needs else _Needs()
@@ -169,7 +168,7 @@ class CoverageLog:
             if each["is_else"]:
                 assign = each.get("assign")
                 end = _end(source, assign["value"]) if assign else each["span"]["start"]
-                rows, this = _rows(module.path, source, each["span"]["start"], end), _value(module, source, assign)
+                rows, this = _rows(module.path, source, each["span"]["start"], end), _value(source, assign)
             stmts = each["query"]["stmts"]
             number_exit, mark = self._mark(rows, name, this, need, in_body=bool(stmts))
             if not stmts:
@@ -463,7 +462,7 @@ def _body(module: Module, mark: str) -> bytes:
     return f" {{ {mark} }}".encode() if module.v0 else f" if {{ {mark} }}".encode()
 
 
-def _value(module: Module, source: bytes, assign: Node | None) -> str:
+def _value(source: bytes, assign: Node | None) -> str:
     """A head's value (or key) as text on one line, `true` where it has none."""
     value = (assign or {}).get("value")
     if not value:
@@ -476,10 +475,7 @@ def _value(module: Module, source: bytes, assign: Node | None) -> str:
     spans_rows = b"\n" in source[where["start"] : where["end"]]
     if spans_rows and any(k.endswith("Compr") for k, _ in tagged(value)):
         return "true"  # its queries' statements would run together on one line; a comprehension is never undefined
-    try:
-        return flat(module, source, where["start"], where["end"]).decode()
-    except PolicyLoadError:  # a raw string over lines: the rule counts as exited when its body succeeds
-        return "true"
+    return flat(source, where["start"], where["end"]).decode()
 
 
 def _after_else(source: bytes, each: Node) -> int:

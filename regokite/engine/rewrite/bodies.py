@@ -39,7 +39,7 @@ def split(target: Target) -> list[Change]:
     assert parsed is not None
     changes = []
     for rule, first, extra in _bodies(parsed.tree, probe, refused):
-        head = flat(module, source, rule["span"]["start"], first)
+        head = flat(source, rule["span"]["start"], first)
         changes += [Change(start, start, head) for start in extra]
     return changes
 

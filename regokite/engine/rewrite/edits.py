@@ -12,6 +12,7 @@ tab four.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -189,16 +190,26 @@ def masked(text: bytes) -> bytes:
     return NOT_CODE.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group()), text)
 
 
-def flat(module: Module, source: bytes, start: int, end: int) -> bytes:
-    """source[start:end] on one line: comments blanked, newlines as spaces (a raw string spanning lines refused)."""
-    text = source[start:end]
-    if b"\n" not in text:
+def flat(source: bytes, start: int, end: int) -> bytes:
+    """source[start:end] on one line (`one_line`)."""
+    return one_line(source[start:end])
+
+
+def one_line(code: bytes) -> bytes:
+    """Rego `code` on one line: comments blanked, newlines as spaces, a raw string spanning lines written
+    as the same string with `\\n`."""
+    if b"\n" not in code:
+        return code
+
+    def single(found: re.Match[bytes]) -> bytes:
+        text = found.group()
+        if text.startswith(b"#"):
+            return b" " * len(text)
+        if text.startswith(b"`") and b"\n" in text:
+            return json.dumps(text[1:-1].decode(), ensure_ascii=False).encode()
         return text
-    for found in NOT_CODE.finditer(text):
-        if found.group().startswith(b"`") and b"\n" in found.group():
-            raise refusal(module, source, start, "a raw string spanning lines would be copied here: write it with \\n")
-    blanked = NOT_CODE.sub(lambda m: b" " * len(m.group()) if m.group().startswith(b"#") else m.group(), text)
-    return blanked.replace(b"\n", b" ")
+
+    return NOT_CODE.sub(single, code).replace(b"\n", b" ")
 
 
 def refusal(module: Module, source: bytes, at: int, message: str) -> PolicyLoadError:

@@ -54,7 +54,7 @@ def rewrite(target: Target, tree: Parsed) -> list[Change]:
                 start, end = _term_span(source, term)
                 name = f"__rk{counter}__".encode()
                 counter += 1
-                text = flat(target.module, source, start, end)
+                text = flat(source, start, end)
                 changes.append(Change(start, end, name + b"\n" * source.count(b"\n", start, end)))
                 bound.append((name + b" := " + text, position(source, start), end))
             if bound:

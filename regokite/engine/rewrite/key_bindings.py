@@ -42,12 +42,10 @@ def rewrite(target: Target, tree: Parsed) -> list[Change]:
 
 def _split(target: Target, statement: Node, ref: Node, name: bytes, braced: bool) -> list[Change]:
     source = target.source
-    withs = b"".join(
-        b" " + flat(target.module, source, w["span"]["start"], end_of(w)) for w in statement.get("with_mods", [])
-    )
+    withs = b"".join(b" " + flat(source, w["span"]["start"], end_of(w)) for w in statement.get("with_mods", []))
     start, end = statement["span"]["start"], end_of(statement)
     reference = trimmed(source, **extent(ref))
-    text = flat(target.module, source, *reference)
+    text = flat(source, *reference)
     changes = [
         Change(start, start, (b"" if braced else b"{ ") + name + b" = " + text + withs + b"; "),
         Change(*reference, name),

@@ -13,9 +13,8 @@ reading, so nothing is bound there.
 
 from __future__ import annotations
 
-from regokite.bundle import Module
 from regokite.engine.rewrite.base import Changes, Pass
-from regokite.engine.rewrite.edits import NOT_CODE, Change, flat, refusal, trimmed
+from regokite.engine.rewrite.edits import Change, flat, one_line, trimmed
 from regokite.engine.rewrite.helpers import first_free
 from regokite.engine.rewrite.tree import (
     CALLS,
@@ -72,8 +71,8 @@ def _bind(
     tree: Parsed, statement: Node, negation: Node, hoisted: list[dict[str, int]], counter: int, braced: bool
 ) -> tuple[list[Change], int]:
     """The bindings before `not`, and each outermost operand replaced by its variable."""
-    source, module = tree.source, tree.module
-    withs = b"".join(b" " + flat(module, source, w["span"]["start"], end_of(w)) for w in statement.get("with_mods", []))
+    source = tree.source
+    withs = b"".join(b" " + flat(source, w["span"]["start"], end_of(w)) for w in statement.get("with_mods", []))
     names: dict[tuple[int, int], bytes] = {}
     bindings = []
     for span in hoisted:
@@ -86,7 +85,7 @@ def _bind(
                 at = e
         text += source[at:end]
         names[(start, end)] = f"__rk{counter}__".encode()
-        bindings.append(names[(start, end)] + b" := (" + _one_line(module, source, start, text) + b")" + withs + b"; ")
+        bindings.append(names[(start, end)] + b" := (" + one_line(text) + b")" + withs + b"; ")
         counter += 1
     at = negation["span"]["start"]
     opening = b"" if braced else b"{ "
@@ -99,17 +98,6 @@ def _bind(
     end = end_of(statement)
     changes.append(Change(end, end, newlines + (b"" if braced else b" }")))
     return changes, counter
-
-
-def _one_line(module: Module, source: bytes, at: int, text: bytes) -> bytes:
-    """An operand's text on one line (comments blanked); a raw string spanning lines is refused."""
-    if b"\n" not in text:
-        return text
-    if any(found.group().startswith(b"`") and b"\n" in found.group() for found in NOT_CODE.finditer(text)):
-        raise refusal(module, source, at, "a raw string spanning lines in a negated operand: write it with \\n")
-    return NOT_CODE.sub(lambda m: b" " * len(m.group()) if m.group().startswith(b"#") else m.group(), text).replace(
-        b"\n", b" "
-    )
 
 
 def _hoisted(expr: Node, refs: set[str]) -> list[dict[str, int]]:

@@ -24,7 +24,7 @@ _REWRITTEN = {"sprintf": 2, **ROUTED, **dict.fromkeys(INFIX, 2), **MEMBERS, **di
 
 
 def rewrite(target: Target, parsed: Parsed) -> list[Change]:
-    source, module = parsed.source, target.module
+    source = parsed.source
     known = arities() | _REWRITTEN
     local = parsed.rule_names() | parsed.import_names() | parsed.aliases()
     code = None
@@ -43,7 +43,7 @@ def rewrite(target: Target, parsed: Parsed) -> list[Change]:
         code = masked(source) if code is None else code
         cut = code.rfind(b",", start, output[0]) if len(call["params"]) > 1 else code.find(b"(", start) + 1
         changes += [
-            Change(start, start, flat(module, source, *output) + b" = "),
+            Change(start, start, flat(source, *output) + b" = "),
             Change(cut, end - 1, b"\n" * source[cut : end - 1].count(b"\n")),  # lines kept
         ]
     return changes

@@ -38,6 +38,7 @@ from regokite.engine.rewrite import (
     sprintf,
     templates,
     with_targets,
+    with_values,
 )
 from regokite.engine.rewrite.base import Changes, Options, Pass, Stage, each, each_parsed
 from regokite.engine.rewrite.edits import Columns, Moves, apply, engine_name, masked
@@ -60,6 +61,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("KeyBindings", each_parsed(key_bindings.rewrite, lambda m: key_bindings.UNIFIES.search(m.text) is not None)),
     Stage("Metadata", metadata.rewrite),
     Stage("WithTargets", with_targets.rewrite),
+    Stage("WithValues", with_values.rewrite, fixed_point=True),
     # builtins and `with`s regorus answers otherwise
     Stage("BuiltinMocks", builtin_mocks.rewrite),
     Stage("RouteBuiltins", routes.rewrite),

@@ -99,7 +99,7 @@ def _valued(call: Node) -> bool:
 def _operands(tree: Parsed, call: Node) -> bytes:
     first, last = extent(call["params"][0]), extent(call["params"][-1])
     start, end = trimmed(tree.source, first["start"], last["end"])
-    return flat(tree.module, tree.source, start, end)
+    return flat(tree.source, start, end)
 
 
 def _statements(tree: Parsed) -> Iterator[tuple[int, tuple[Node, bool]]]:
@@ -140,9 +140,7 @@ def _before(tree: Parsed, place: tuple[Node, bool], hoisted: bytes, inside: bool
     """`hoisted` as a statement before `statement` (inside its negation, where `not` keeps it)."""
     statement, braced = place
     source = tree.source
-    withs = b"".join(
-        b" " + flat(tree.module, source, w["span"]["start"], end_of(w)) for w in statement.get("with_mods", [])
-    )
+    withs = b"".join(b" " + flat(source, w["span"]["start"], end_of(w)) for w in statement.get("with_mods", []))
     start, end = statement["span"]["start"], end_of(statement)
     literal = statement["literal"]
     if kind(literal) == "NotExpr" and inside:

@@ -46,7 +46,7 @@ def rewrite(target: Target, parsed: Parsed) -> list[Change]:
             name=name,
             written=written("__rk0__", ["__rk1__", "__rk2__", "__rk3__", "__rk4__"]),
         )
-        text = flat(module, source, arguments["start"], arguments["end"])
+        text = flat(source, arguments["start"], arguments["end"])
         changes += [
             Change(fcn["start"], fcn["end"], SPRINTF.encode()),
             Change(arguments["start"], arguments["start"], f"[{name}({operand}) | {operand} := ".encode()),

@@ -116,6 +116,44 @@ def test_with_a_rule_of_the_package_by_its_bare_name() -> None:
     assert same(text, ref="data.p.x", others=("package q\n\nz := 3\n",)) == [2, 12, 5]
 
 
+# a `with` value naming a rule: regorus evaluated it under the replacement, where that rule was undefined
+WITH_VALUES = [
+    'x := y if y := v with input as {"k": v}',  # a rule by its name
+    'x := y if y := allowed with input as {"k": v}',  # a rule reading the rule the value names
+    "x := y if y := v with data.p.z as v",  # a data target
+    'x if v == "a" with time.now_ns as v',  # a builtin replaced by a value
+    "x := y if y := v with input as [w | w := v]",  # a comprehension
+    'x := y if y := v with input as concat("", [v])',  # a call
+    'x := y if y := v with input as input.k with input.k as "b"',  # evaluated before either replacement
+    "x := y if y := q.z with input as q.z",  # through an import
+    "x := y if y := [v, input] with input as [w | w := v with input as v]",  # a `with` inside the value
+    "x := y if y := v with input as data.p.nope",  # undefined: the statement is
+    'x if not v == "b" with input as {"k": data.p.nope}',  # ... a negated one too
+    "x := y if y := f(1) with f as g\n\nf(a) := a\n\ng(a) := [a, v]",  # a function: a mock, not a value
+    "x := y if y := count([v]) with count as h\n\nh(a) := v",
+]
+
+
+@pytest.mark.parametrize("rule", WITH_VALUES)
+def test_a_with_value_is_evaluated_before_its_replacement_as_opa(rule: str) -> None:
+    text = f'package p\n\nimport data.q\n\nv := "a"\n\nallowed := {{v, "b"}}\n\n{rule}\n'
+    same(text, input={"k": "c"}, ref="data.p.x", others=("package q\n\nz := 3\n",))
+
+
+def test_a_value_moved_from_its_lines_keeps_the_lines_after_it() -> None:
+    """A `with` value, or a negated operand, spanning lines is bound on its statement's line: a raw string
+    over lines is written as the same string (it was refused in a negation)."""
+    text = (
+        'package p\n\nv := "a"\n\nx if {\n\tv == input.k with input as {\n\t\t"k": v, # the rule\n\t\t"r": `raw\n'
+        'string`,\n\t}\n\tnot v == "b" with input as `one\nmore`\n\tnot startswith(concat("", [`a\nb`]), "b")\n}\n\n'
+        "y := 1 / input.n\n"
+    )
+    assert same(text, input={"n": 1}, ref="data.p") == {"v": "a", "x": True, "y": 1}
+    with pytest.raises(EvaluationError) as raised:
+        EmbeddedEngine(Bundle((Module("p.rego", text),))).evaluate("data.p.y", {"n": 0})
+    assert raised.value.location.line == 17
+
+
 def test_a_function_of_the_package_named_like_an_operator_is_that_function() -> None:
     same("package p\n\nplus(a, b) := [a, b]\n\nx := plus(1, 2)\n")
 

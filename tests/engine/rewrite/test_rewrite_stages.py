@@ -52,6 +52,7 @@ CASES: dict[str, Case] = {
     "KeyBindings": Case('package p\n\ncs := {"a": "a", "b": "c"}\n\nx contains c if c = cs[c]\n'),
     "Metadata": Case("package p\n\n# METADATA\n# title: t\nx := rego.metadata.rule()\n"),
     "WithTargets": Case("package p\n\nr := 1\n\nx := y if y := r with r as 2\n"),
+    "WithValues": Case('package p\n\nv := "a"\n\nx := y if y := v with input as {"k": v}\n'),
     "Numbers": Case("package p\n\nx := 123456789012345678901234567890\n"),
     "SplitBodies": Case("package p\n\nx contains y if { y := 1 } { y := 2 }\n"),
     "SplitLines": Case("package p\n\nx if {\n\tinput.a\n\t(input.b - 1) > 5\n}\n", input={"a": 1, "b": 3}),
