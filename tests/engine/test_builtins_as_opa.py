@@ -1,7 +1,7 @@
 """Builtins beside OPA's evaluator (tests/opa_oracle.py): trace, indexof_n, time.add_date,
 time.parse_duration_ns, sprintf, json.marshal, json.unmarshal, semver, base64.is_valid, net.cidr_is_valid,
-net.cidr_contains_matches, object.subset and json.patch. Every case of CASES differed from OPA, or answered where
-OPA errs, on the code before."""
+net.cidr_contains_matches, object.subset, json.patch and format_int. Every case of CASES differed from OPA, or
+answered where OPA errs, on the code before."""
 
 from __future__ import annotations
 
@@ -78,6 +78,11 @@ CASES = [
     ('x := json.patch(input, [{"op": "add", "path": "/b/c", "value": 1}])', {"a": 1}),
     ('x := json.patch({"s": {[1], 2}}, [{"op": "add", "path": "/t", "value": false}])', None),
     ('x := json.patch(input, [{"op": "replace", "path": "", "value": false}])', {"a": 1}),
+    # format_int truncates toward zero: a number between -1 and 0 is "0" (regorus wrote "-0")
+    ("x := format_int(input, 2)", -0.5),
+    ("x := [format_int(-0.9, 10), format_int(-1e-300, 16), format_int(-1.5, 2), format_int(-255.9, 16)]", None),
+    ("x := format_int(input, 3)", -0.5),
+    ("x := format_int(input, 10)", "1"),
 ]
 
 

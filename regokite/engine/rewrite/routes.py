@@ -5,7 +5,9 @@ module, `data.<package>.__rk_b_count_<tag>_<n>(x)`, that answers as OPA
 (rego/*.rego): count of a string counts UTF-16 units in regorus (2 for
 U+1F600) and characters in OPA; json.marshal writes <, >, &, U+2028 and
 U+2029 as they are, where Go escapes them; sort, min and max order a set
-after an object, as OPA; replace(s, "", x) and regex.split as Go's.
+after an object, as OPA; replace(s, "", x) and regex.split as Go's;
+format_int of a number between -1 and 0 is "0" (Go truncates it to 0),
+regorus's "-0".
 
 Each call gets a function of its own, placed at the call: an error in it is
 located at the call, as OPA locates it. regorus's `with` replaces a function
@@ -67,6 +69,7 @@ ROUTED = {
     "base64.is_valid": 1,
     "yaml.unmarshal": 1,
     "net.cidr_is_valid": 1,
+    "format_int": 2,
 }
 # false for a non-string, as OPA's (regorus errs): regorus's answer for a string
 _FALSE_UNLESS_STRING = frozenset({"base64.is_valid", "net.cidr_is_valid"})
@@ -169,7 +172,7 @@ def _route_mocks(
         if name not in routed:
             continue
         where = trimmed(source, **extent(modifier["as"]))
-        value = flat(target.module, source, *where)
+        value = flat(source, *where)
         added = b"".join(b" with " + path.encode() + b" as " + value for path in places.get(name, ()))
         start, end = modifier["span"]["start"], max(modifier["span"]["end"], where[1])  # a string's quote
         if name in regorus_mocks:
@@ -212,4 +215,6 @@ def _wrapper(builtin: str, arity: int, v0: bool, name: str) -> str:
         return helpers.rego(builtin.replace(".", "_"), v0, name=name, fail=FAIL)
     if builtin == "regex.split" and arity == 2:
         return helpers.rego("regex_split", v0, name=name)
+    if builtin == "format_int" and arity == 2:
+        return helpers.rego("format_int", v0, name=name)
     return helpers.rego("call", v0, name=name, operands=operands, value=f"{builtin}({operands})")

@@ -43,6 +43,7 @@ OPA_ERRS: dict[str, tuple[str, Any]] = {
     "json.patch": ("json.patch(input.a, input.b)", {"a": {"k": 1}, "b": [{"op": "remove", "path": "/j"}]}),
     "object.subset": ("object.subset(input.a, input.b)", {"a": 1, "b": "x"}),
     "yaml.unmarshal": ("yaml.unmarshal(input.a)", {"a": "a: b: c"}),
+    "format_int": ("format_int(input.a, 3)", {"a": -0.5}),
 }
 # builtins OPA never fails, whose calls the embedded engine refuses where it cannot answer as OPA
 REFUSED: dict[str, tuple[str, Any]] = {
