@@ -260,7 +260,11 @@ def condition(rng: random.Random, scope: Scope, depth: int) -> str:
         return f"not {negated}"
     if choice < 0.3:
         target = rng.choice(["input.a", "input.s", "input.n", "input"])
-        return f"{term(rng, scope, depth)} with {target} as {literal(rng)}"
+        value = literal(rng) if rng.random() < 0.5 else term(rng, scope, max(depth - 1, 0))  # a rule, a call...
+        replaced = term(rng, scope, depth)
+        while replaced == "true":  # OPA drops a `true with ...` statement (and its value) beside a head's call
+            replaced = term(rng, scope, max(depth, 1))
+        return f"{replaced} with {target} as {value}"
     if choice < 0.38:
         var = f"e{rng.randint(0, 999)}"
         test = f"{var} {rng.choice(COMPARISON)} {term(rng, scope, depth - 1)}"
