@@ -21,7 +21,7 @@ BARE = re.compile(r"\bwith\s+(?!input\b|data\b)[A-Za-z_]")  # a `with` whose tar
 def rewrite(run: Pass) -> Changes:
     if not any(BARE.search(m.text) for m in run.modules):
         return
-    parsed = run.parsed(("with",))
+    parsed = run.parsed()  # every module: a package's rules and functions may be written where no `with` is
     rules: dict[tuple[str, ...], set[str]] = {}
     for _, tree in parsed:
         rules.setdefault(tree.package, set()).update(
@@ -29,7 +29,7 @@ def rewrite(run: Pass) -> Changes:
         )
     functions = bundle_functions(tree for _, tree in parsed)
     for target, tree in parsed:
-        if target.identity not in run.pending:
+        if target.identity not in run.pending or not BARE.search(target.module.text):
             continue
         aliases = {i.name: i.parts for i in tree.imports if i.parts[0] == "data"}
         changes = []

@@ -35,15 +35,15 @@ from regokite.engine.rewrite.tree import (
 def rewrite(run: Pass) -> Changes:
     from regokite.engine.catalog import regorus_builtins  # catalog reaches regorus's list lazily
 
-    parsed = run.parsed(("with",))
-    if not parsed:
+    if not any("with" in m.text for m in run.modules):
         return
+    parsed = run.parsed()  # every module: a package's rules and functions may be written where no `with` is
     rules: dict[tuple[str, ...], set[str]] = {}
     for _, tree in parsed:
         rules.setdefault(tree.package, set()).update(tree.rule_names())
     functions = set(bundle_functions(tree for _, tree in parsed)) | regorus_builtins() | set(arities())
     for target, tree in parsed:
-        if target.identity not in run.pending:
+        if target.identity not in run.pending or "with" not in target.module.text:
             continue
         refs = rules[tree.package] | tree.import_names() | tree.aliases() | {"input", "data"}
         changes = _changes(tree, refs, functions)
@@ -77,7 +77,7 @@ def _changes(tree: Parsed, refs: set[str], functions: set[str]) -> list[Change]:
             counter += 1
             bindings += name + b" := (" + flat(source, start, end) + b"); "
             changes.append(Change(start, end, name))
-        at, end = statement["span"]["start"], end_of(statement)
+        at, end = extent(statement)["start"], end_of(statement)  # a statement's span may start inside a string
         newlines = b"\n" * sum(source[start:end].count(b"\n") for start, end in spans)  # the lines the values took
         changes.append(Change(at, at, (b"" if braced else b"{ ") + bindings))
         changes.append(Change(end, end, newlines + (b"" if braced else b" }")))

@@ -140,6 +140,12 @@ def test_a_with_value_is_evaluated_before_its_replacement_as_opa(rule: str) -> N
     same(text, input={"k": "c"}, ref="data.p.x", others=("package q\n\nz := 3\n",))
 
 
+def test_a_with_naming_rules_of_another_module_of_the_package_as_opa() -> None:
+    rules = 'package p\n\nv := "a"\n\nallowed := {v, "b"}\n\nr := 1\n\ns := r + 1\n'  # no `with` in this module
+    assert same('package p\n\nx if "a" in allowed with input as {"k": v}\n', ref="data.p.x", others=(rules,))
+    assert same("package p\n\nx if s == 3 with r as 2\n", ref="data.p.x", others=(rules,))
+
+
 def test_a_value_moved_from_its_lines_keeps_the_lines_after_it() -> None:
     """A `with` value, or a negated operand, spanning lines is bound on its statement's line: a raw string
     over lines is written as the same string (it was refused in a negation)."""
